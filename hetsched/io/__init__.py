@@ -1,0 +1,70 @@
+"""Reading and writing graphs and systems, importers, generators and the model zoo.
+
+>>> from hetsched.io import load_graph, save_graph
+>>> import tempfile, os
+>>> from hetsched.io.generators import chain
+>>> p = os.path.join(tempfile.mkdtemp(), "g.json"); save_graph(chain(2), p)
+>>> load_graph(p).n_ops
+2
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import FormatError
+from ..graph import OpGraph
+from .graph_json import graph_from_dict, graph_to_dict, load_graph_json, save_graph_json
+from .systems import bundled_systems, load_system, save_system, system_from_dict, system_to_dict, toy_system
+
+__all__ = [
+    "load_graph",
+    "save_graph",
+    "bundled_graphs",
+    "graph_from_dict",
+    "graph_to_dict",
+    "load_system",
+    "save_system",
+    "system_from_dict",
+    "system_to_dict",
+    "toy_system",
+    "bundled_systems",
+    "DATA_DIR",
+]
+
+DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+
+
+def bundled_graphs() -> list[str]:
+    """Names of the graphs shipped in ``data/graphs`` (load them with ``load_graph(name)``)."""
+    d = DATA_DIR / "graphs"
+    return sorted(p.name[: -len(".json")] for p in d.glob("*.json")) if d.exists() else []
+
+
+def load_graph(path: str | Path, **options) -> OpGraph:
+    """Load a graph, dispatching on the extension: ``.json`` (format v1) or ``.onnx``.
+
+    A bare name (no extension, no such file) loads ``data/graphs/<name>.json``.
+    """
+    p = Path(path)
+    if not p.exists() and p.suffix == "":
+        cand = DATA_DIR / "graphs" / f"{p.name}.json"
+        if cand.exists():
+            p = cand
+    suffix = p.suffix.lower()
+    if suffix == ".json":
+        if options:
+            raise FormatError(f"options {sorted(options)} do not apply to JSON graphs", field=sorted(options)[0])
+        return load_graph_json(p)
+    if suffix == ".onnx":
+        from .onnx import load_onnx  # optional extra
+
+        return load_onnx(p, **options)
+    if not p.exists():
+        raise FormatError(f"graph file {str(path)!r} not found (and no bundled graph of that name)", field="path")
+    raise FormatError(f"{p.name}: unknown graph file type {suffix!r} (expected .json or .onnx)", field="path")
+
+
+def save_graph(g: OpGraph, path: str | Path, *, indent: int | None = None) -> None:
+    """Write a graph as JSON format v1."""
+    save_graph_json(g, path, indent=indent)

@@ -1,0 +1,381 @@
+"""Hardware: devices joined by links, a host, and which backend runs which op type.
+
+Examples
+--------
+>>> from hetsched.system import Device, Link, System, SupportTable
+>>> cpu = Device("cpu", "cpu", peak_flops={"default": 1e12}, memory_bytes=64 * 2**30,
+...              mem_bandwidth_Bps=100e9)
+>>> gpu = Device("gpu", "gpu", peak_flops={"default": 20e12, "matmul": 150e12},
+...              memory_bytes=40 * 2**30, mem_bandwidth_Bps=1.5e12, launch_overhead_s=5e-6)
+>>> sys_ = System([cpu, gpu], [Link("cpu", "gpu", 25e9, 1e-6)], host="cpu",
+...               support=SupportTable({"gpu": {"*": 1}, "cpu": {"*": 2}}))
+>>> sys_.device("gpu").peak_flops_for("MatMul")
+150000000000000.0
+>>> sys_.candidates("Conv")
+['gpu', 'cpu']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from .errors import SystemError_, UnknownNameError, UnsupportedOpError, name_list
+
+__all__ = ["Device", "Link", "System", "SupportTable", "op_class", "OP_CLASSES"]
+
+# Op types grouped by the hardware unit that runs them: a device may quote a peak per class
+# (tensor cores for matmul/conv, vector units for the rest). Lower-case op types.
+OP_CLASSES: dict[str, str] = {
+    **{t: "conv" for t in ("conv", "conv2d", "conv1d", "conv3d", "convtranspose", "depthwiseconv", "convolution")},
+    **{
+        t: "matmul"
+        for t in ("matmul", "gemm", "linear", "fc", "dense", "bmm", "addmm", "mm", "attention", "einsum", "lstm", "gru")
+    },
+    **{
+        t: "elementwise"
+        for t in (
+            "relu", "gelu", "silu", "sigmoid", "tanh", "add", "sub", "mul", "div", "clip", "relu6", "hardswish",
+            "dropout", "erf", "pow", "sqrt", "exp", "neg", "cast", "where",
+        )
+    },
+    **{
+        t: "reduce"
+        for t in (
+            "softmax", "layernorm", "layernormalization", "batchnorm", "batchnormalization", "maxpool", "averagepool",
+            "avgpool", "globalaveragepool", "reducemean", "reducesum", "rmsnorm", "pool",
+        )
+    },
+}
+
+
+def op_class(op_type: str) -> str:
+    """The hardware class of an op type: ``conv``, ``matmul``, ``elementwise``, ``reduce`` or ``other``.
+
+    Backward ops (``Conv_grad``, ``MatMulBackward``) count as their forward class.
+
+    >>> op_class("Gemm"), op_class("Relu"), op_class("Conv_grad"), op_class("Foo")
+    ('matmul', 'elementwise', 'conv', 'other')
+    """
+    t = op_type.lower()
+    for suffix in ("_grad", "backward", "_bwd", "grad"):
+        if t.endswith(suffix) and t[: -len(suffix)]:
+            t = t[: -len(suffix)].rstrip("_")
+            break
+    return OP_CLASSES.get(t, "other")
+
+
+@dataclass(frozen=True)
+class Device:
+    """A compute device (or the host).
+
+    Parameters
+    ----------
+    name : str
+    kind : str
+        ``cpu``, ``gpu``, ``fpga``, ``tpu``, ``npu``, ``host``...
+    peak_flops : dict
+        FLOP/s by op type, op class (see :func:`op_class`) or ``"default"`` (looked up in that order).
+    memory_bytes : int
+        On-device memory capacity.
+    mem_bandwidth_Bps : float
+        On-device memory bandwidth (bytes/s).
+    launch_overhead_s : float
+        Fixed cost per kernel/op launch.
+    power_W : float
+        Power drawn while busy; ``idle_power_W`` while idle.
+    attrs : dict
+        Sources, model numbers, anything else.
+    """
+
+    name: str
+    kind: str
+    peak_flops: Mapping[str, float] = field(default_factory=lambda: {"default": 1e12})
+    memory_bytes: int = 2**34
+    mem_bandwidth_Bps: float = 1e11
+    launch_overhead_s: float = 0.0
+    power_W: float = 0.0
+    idle_power_W: float = 0.0
+    attrs: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if not self.peak_flops:
+            raise SystemError_(f"device {self.name!r} has no peak_flops", device=self.name, field="peak_flops")
+        for k, v in self.peak_flops.items():
+            if not (v > 0):
+                raise SystemError_(
+                    f"device {self.name!r} has non-positive peak_flops[{k!r}] = {v!r}",
+                    device=self.name,
+                    field="peak_flops",
+                )
+        for fld in ("memory_bytes", "mem_bandwidth_Bps", "launch_overhead_s", "power_W", "idle_power_W"):
+            v = getattr(self, fld)
+            if v is None or v < 0:
+                raise SystemError_(f"device {self.name!r} has negative {fld} {v!r}", device=self.name, field=fld)
+        if self.mem_bandwidth_Bps == 0:
+            raise SystemError_(f"device {self.name!r} has zero mem_bandwidth_Bps", device=self.name)
+
+    def peak_flops_for(self, op_type: str) -> float:
+        """Peak FLOP/s for an op type: exact type, then its class, then ``default``, else the max quoted."""
+        pf = self.peak_flops
+        if op_type in pf:
+            return float(pf[op_type])
+        cls = op_class(op_type)
+        if cls in pf:
+            return float(pf[cls])
+        if "default" in pf:
+            return float(pf["default"])
+        return float(max(pf.values()))
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link between two devices; full duplex (one lane per direction) unless ``duplex=False``."""
+
+    src: str
+    dst: str
+    bandwidth_Bps: float
+    latency_s: float = 0.0
+    duplex: bool = True
+    attrs: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if not (self.bandwidth_Bps > 0):
+            raise SystemError_(
+                f"link {self.src}->{self.dst} has non-positive bandwidth_Bps {self.bandwidth_Bps!r}",
+                device=self.src,
+                field="bandwidth_Bps",
+            )
+        if self.latency_s < 0:
+            raise SystemError_(
+                f"link {self.src}->{self.dst} has negative latency_s {self.latency_s!r}",
+                device=self.src,
+                field="latency_s",
+            )
+
+
+class SupportTable:
+    """Which backend (device) runs which op type, with a priority (1 = best).
+
+    Parameters
+    ----------
+    table : dict
+        ``{backend: {op_type: priority}}``; ``"*"`` is a wildcard for any op type. An exact op-type
+        entry beats the wildcard of the same backend.
+
+    >>> st = SupportTable({"fpga": {"Conv": 1}, "gpu": {"*": 2}})
+    >>> st.candidates("Conv"), st.candidates("Relu")
+    (['fpga', 'gpu'], ['gpu'])
+    >>> st.priority("gpu", "Conv")
+    2
+    """
+
+    def __init__(self, table: Mapping[str, Mapping[str, int]] | None = None) -> None:
+        self._table: dict[str, dict[str, int]] = {}
+        for backend, row in (table or {}).items():
+            clean: dict[str, int] = {}
+            for op_type, prio in row.items():
+                if not isinstance(prio, (int, float)) or isinstance(prio, bool) or prio < 1:
+                    raise SystemError_(
+                        f"support table: priority of {op_type!r} on backend {backend!r} must be an integer >= 1,"
+                        f" got {prio!r}",
+                        device=backend,
+                        field=op_type,
+                    )
+                clean[str(op_type)] = int(prio)
+            self._table[str(backend)] = clean
+
+    @property
+    def backends(self) -> list[str]:
+        return list(self._table)
+
+    def as_dict(self) -> dict[str, dict[str, int]]:
+        return {b: dict(r) for b, r in self._table.items()}
+
+    def priority(self, backend: str, op_type: str) -> int | None:
+        """Priority of ``op_type`` on ``backend``; ``None`` when unsupported."""
+        row = self._table.get(backend)
+        if row is None:
+            return None
+        if op_type in row:
+            return row[op_type]
+        return row.get("*")
+
+    def supports(self, backend: str, op_type: str) -> bool:
+        return self.priority(backend, op_type) is not None
+
+    def candidates(self, op_type: str, enabled: Iterable[str] | None = None) -> list[str]:
+        """Backends that run ``op_type``, best priority first (ties: table order)."""
+        en = None if enabled is None else set(enabled)
+        rows = []
+        for i, b in enumerate(self._table):
+            if en is not None and b not in en:
+                continue
+            p = self.priority(b, op_type)
+            if p is not None:
+                rows.append((p, i, b))
+        return [b for _, _, b in sorted(rows)]
+
+    def with_priority(self, backend: str, op_type: str, priority: int | None) -> "SupportTable":
+        """A copy with one entry changed (``None`` removes support)."""
+        t = self.as_dict()
+        row = t.setdefault(backend, {})
+        if priority is None:
+            row.pop(op_type, None)
+        else:
+            row[op_type] = priority
+        return SupportTable(t)
+
+    def rows(self) -> list[tuple[str, str, int]]:
+        """``(backend, op_type, priority)`` rows, the patent-003 "mapping list"."""
+        return [(b, t, p) for b, row in self._table.items() for t, p in row.items()]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SupportTable) and self._table == other._table
+
+    def __repr__(self) -> str:
+        return f"SupportTable({self._table!r})"
+
+
+class System:
+    """Devices, the links between them, the host, and the support table.
+
+    Parameters
+    ----------
+    devices : iterable of Device
+        Every device, the host included.
+    links : iterable of Link
+    host : str
+        Name of the device whose memory holds weights and graph inputs at the start. If the host is
+        not meant to run ops, leave it out of ``support`` (or give it kind ``"host"``).
+    support : SupportTable, optional
+        When omitted, every non-``host``-kind device runs every op type with priority 1.
+    name : str
+    """
+
+    def __init__(
+        self,
+        devices: Iterable[Device],
+        links: Iterable[Link] = (),
+        *,
+        host: str | None = None,
+        support: SupportTable | None = None,
+        name: str = "system",
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.meta = dict(meta or {})
+        self._devices: dict[str, Device] = {}
+        for d in devices:
+            if d.name in self._devices:
+                raise SystemError_(f"duplicate device name {d.name!r}", device=d.name)
+            self._devices[d.name] = d
+        if not self._devices:
+            raise SystemError_("a system needs at least one device")
+        self.host = host if host is not None else next(iter(self._devices))
+        if self.host not in self._devices:
+            raise SystemError_(f"host {self.host!r} is not a device of the system", device=self.host, field="host")
+        self.links: list[Link] = []
+        self._link: dict[tuple[str, str], Link] = {}
+        for ln in links:
+            for end in (ln.src, ln.dst):
+                if end not in self._devices:
+                    raise SystemError_(f"link {ln.src}->{ln.dst} names unknown device {end!r}", device=end)
+            self.links.append(ln)
+            self._link[(ln.src, ln.dst)] = ln
+            self._link.setdefault((ln.dst, ln.src), ln)
+        if support is None:
+            support = SupportTable({d.name: {"*": 1} for d in self._devices.values() if d.kind != "host"})
+        for b in support.backends:
+            if b not in self._devices:
+                raise SystemError_(f"support table names unknown device {b!r}", device=b)
+        self.support = support
+        self._routes: dict[tuple[str, str], tuple[Link, ...]] = {}
+
+    # ---------------------------------------------------------------- access
+    @property
+    def devices(self) -> Mapping[str, Device]:
+        return dict(self._devices)
+
+    @property
+    def device_names(self) -> list[str]:
+        return list(self._devices)
+
+    @property
+    def compute_devices(self) -> list[str]:
+        """Devices that the support table lets run at least one op type, in system order."""
+        b = set(self.support.backends)
+        return [d for d in self._devices if d in b]
+
+    def device(self, name: str) -> Device:
+        try:
+            return self._devices[name]
+        except KeyError:
+            raise UnknownNameError(f"unknown device {name!r} in system {self.name!r}", device=name) from None
+
+    def link(self, src: str, dst: str) -> Link | None:
+        """The direct link between two devices, if any."""
+        return self._link.get((src, dst))
+
+    def route(self, src: str, dst: str) -> tuple[Link, ...]:
+        """Links a transfer crosses: the direct link, else through the host, else the fewest hops.
+
+        An empty route means ``src == dst``. No route raises ``SystemError_`` naming both devices.
+        """
+        key = (src, dst)
+        r = self._routes.get(key)
+        if r is not None:
+            return r
+        self.device(src)
+        self.device(dst)
+        if src == dst:
+            r = ()
+        elif key in self._link:
+            r = (self._link[key],)
+        elif (src, self.host) in self._link and (self.host, dst) in self._link:
+            r = (self._link[(src, self.host)], self._link[(self.host, dst)])
+        else:
+            import networkx as nx
+
+            G = nx.Graph()
+            G.add_nodes_from(self._devices)
+            G.add_edges_from((a, b) for a, b in self._link)
+            try:
+                path = nx.shortest_path(G, src, dst)
+            except nx.NetworkXNoPath:
+                raise SystemError_(f"no link path from device {src!r} to device {dst!r}", device=src) from None
+            r = tuple(self._link[(a, b)] for a, b in zip(path, path[1:]))
+        self._routes[key] = r
+        return r
+
+    def candidates(self, op_type: str, enabled: Iterable[str] | None = None) -> list[str]:
+        """Devices able to run ``op_type``, best priority first."""
+        return self.support.candidates(op_type, enabled)
+
+    def require_support(self, ops: Iterable[tuple[str, str]], enabled: Iterable[str] | None = None) -> None:
+        """Raise ``UnsupportedOpError`` listing every ``(op, op_type)`` no enabled device runs."""
+        enabled = None if enabled is None else list(enabled)
+        bad = [(o, t) for o, t in ops if not self.support.candidates(t, enabled)]
+        if bad:
+            raise UnsupportedOpError(
+                f"no device supports {len(bad)} op(s): "
+                + ", ".join(f"{o!r} ({t})" for o, t in bad[:10])
+                + (f" and {len(bad) - 10} more" if len(bad) > 10 else ""),
+                op=bad[0][0],
+                ops=bad,
+            )
+
+    def with_devices(self, devices: Mapping[str, Device]) -> "System":
+        """A copy with some devices replaced (what-if: more memory, a slower chip)."""
+        devs = [devices.get(n, d) for n, d in self._devices.items()]
+        return System(devs, self.links, host=self.host, support=self.support, name=self.name, meta=self.meta)
+
+    def with_links(self, links: Iterable[Link]) -> "System":
+        """A copy with different links (what-if: slow the host link)."""
+        return System(self._devices.values(), links, host=self.host, support=self.support, name=self.name, meta=self.meta)
+
+    def with_support(self, support: SupportTable) -> "System":
+        return System(self._devices.values(), self.links, host=self.host, support=support, name=self.name, meta=self.meta)
+
+    def __repr__(self) -> str:
+        return f"System({self.name!r}, devices={name_list(self._devices)}, host={self.host!r})"

@@ -1,0 +1,1 @@
+"""Interactive panels (hetsched.widgets)."""
