@@ -1,0 +1,422 @@
+"""Figure builders: pure functions of tidy frames that return a ``plotly.graph_objects.Figure``.
+
+They never mutate their input and never import widgets (Plotly Express / Mesa style). One colour
+per device/backend across every view comes from :func:`color_map`, given the same names in the
+same order.
+
+Examples
+--------
+>>> from hetsched.timeline import make_timeline
+>>> tl = make_timeline([dict(lane="gpu0", group="gpu0", name="a", kind="compute", start_s=0, end_s=2e-3, device="gpu0")])
+>>> fig = gantt(tl)
+>>> fig.data[0].type, fig.layout.xaxis.title.text
+('bar', 'time (ms)')
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+__all__ = [
+    "PALETTE",
+    "KIND_COLORS",
+    "color_map",
+    "time_unit",
+    "bytes_unit",
+    "gantt",
+    "memory_curve",
+    "graph_view",
+    "compare",
+    "MAX_BARS",
+]
+
+# Colour-blind-safe qualitative palette (Okabe & Ito 2008), then Plotly's default cycle.
+PALETTE = [
+    "#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000",
+    "#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880",
+]
+KIND_COLORS = {
+    "compute": "#0072B2",
+    "transfer": "#E69F00",
+    "send": "#E69F00",
+    "recv": "#F0E442",
+    "bubble": "#DDDDDD",
+    "idle": "#EEEEEE",
+    "wait": "#CC79A7",
+    "blocked": "#D55E00",
+    "launch": "#56B4E9",
+    "copy": "#009E73",
+    "F": "#0072B2",
+    "B": "#D55E00",
+    "I": "#E69F00",
+    "W": "#009E73",
+}
+MAX_BARS = 2000
+
+
+def color_map(names: Iterable[Any], *, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A stable colour per name: known kinds keep their colour, the rest take the palette in order.
+
+    >>> color_map(["gpu0", "cpu0"])
+    {'gpu0': '#0072B2', 'cpu0': '#E69F00'}
+    """
+    out: dict[str, str] = {}
+    base = dict(base or {})
+    i = 0
+    for n in names:
+        key = str(n)
+        if key in out:
+            continue
+        if key in base:
+            out[key] = base[key]
+            continue
+        out[key] = PALETTE[i % len(PALETTE)] if i < len(PALETTE) else _hash_color(key)
+        i += 1
+    return out
+
+
+def _hash_color(key: str) -> str:
+    h = zlib.crc32(key.encode())
+    return f"#{(h >> 16) & 0xFF:02x}{(h >> 8) & 0xFF:02x}{h & 0xFF:02x}"
+
+
+def time_unit(span_s: float) -> tuple[str, float]:
+    """A readable unit for a time span: ``('ms', 1e3)`` means multiply seconds by 1e3.
+
+    >>> time_unit(0.002), time_unit(3e-6), time_unit(12.0)
+    (('ms', 1000.0), ('us', 1000000.0), ('s', 1.0))
+    """
+    span_s = abs(float(span_s or 0.0))
+    if span_s >= 1.0:
+        return "s", 1.0
+    if span_s >= 1e-3:
+        return "ms", 1e3
+    if span_s >= 1e-6 or span_s == 0:
+        return "us", 1e6
+    return "ns", 1e9
+
+
+def bytes_unit(nbytes: float) -> tuple[str, float]:
+    """A readable binary unit: ``('MiB', 2**-20)`` means multiply bytes by 2**-20.
+
+    >>> bytes_unit(3 * 2**20)[0], bytes_unit(10)[0]
+    ('MiB', 'B')
+    """
+    n = abs(float(nbytes or 0.0))
+    for unit, p in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 2**p:
+            return unit, 2.0**-p
+    return "B", 1.0
+
+
+def _fmt_bytes(b: Any) -> str:
+    if b is None or (isinstance(b, float) and np.isnan(b)):
+        return ""
+    u, f = bytes_unit(b)
+    return f"{b * f:.3g} {u}"
+
+
+def gantt(
+    timeline: pd.DataFrame,
+    *,
+    color_by: str = "kind",
+    colors: Mapping[str, str] | None = None,
+    lanes: Sequence[str] | None = None,
+    title: str | None = None,
+    max_bars: int = MAX_BARS,
+    highlight: Iterable[str] | None = None,
+    height: int | None = None,
+) -> go.Figure:
+    """A Gantt chart of a timeline: one row per lane, one bar per interval (``alloc`` rows skipped).
+
+    Parameters
+    ----------
+    timeline : DataFrame
+        The shared timeline format.
+    color_by : str
+        A column (``kind``, ``device``, ``op``, ``microbatch``...) to colour and group the legend by.
+    colors : dict, optional
+        Colours per value (e.g. from :func:`color_map` over the system's devices).
+    lanes : sequence, optional
+        Lane order top to bottom (default: first appearance).
+    max_bars : int
+        Above this many bars, draw ``Scattergl`` line segments (one trace per colour) with hover
+        markers at bar middles instead of ``go.Bar`` — thousands of SVG bars freeze a browser.
+    highlight : iterable of str, optional
+        Names (``name`` or ``op`` values) drawn with a thick outline.
+
+    Notes
+    -----
+    Numeric times are kept numeric (``px.timeline`` would turn them into dates); the axis unit is
+    chosen from the span (s, ms, us, ns).
+
+    >>> from hetsched.timeline import make_timeline
+    >>> rows = [dict(lane="l", group="g", name=str(i), kind="compute", start_s=i, end_s=i + 1) for i in range(3)]
+    >>> gantt(make_timeline(rows), max_bars=2).data[0].type
+    'scattergl'
+    """
+    tl = timeline[timeline["kind"] != "alloc"] if "kind" in timeline.columns else timeline
+    span = float(tl["end_s"].max()) if len(tl) else 0.0
+    unit, f = time_unit(span)
+    lane_order = list(lanes) if lanes is not None else list(dict.fromkeys(tl["lane"].astype(str)))
+    if color_by not in tl.columns:
+        color_by = "kind"
+    keys = tl[color_by].astype(str).where(tl[color_by].notna(), "(none)") if len(tl) else pd.Series([], dtype=object)
+    cmap = color_map(list(dict.fromkeys(keys)), base={**KIND_COLORS, **(colors or {})})
+    hl = set(highlight or ())
+    fig = go.Figure()
+    use_gl = len(tl) > max_bars
+    for key in dict.fromkeys(keys):
+        sub = tl[keys == key]
+        s = sub["start_s"].to_numpy(float) * f
+        e = sub["end_s"].to_numpy(float) * f
+        lanes_ = sub["lane"].astype(str).to_numpy()
+        hover = [
+            f"<b>{n}</b><br>lane {ln}<br>{k}: {a:.4g}–{b:.4g} {unit} ({b - a:.4g} {unit})"
+            + (f"<br>op {op}" if isinstance(op, str) and op != n else "")
+            + (f"<br>{_fmt_bytes(by)}" if by == by and by is not None else "")
+            + (f"<br>micro-batch {mb}" if mb is not None and mb == mb else "")
+            for n, ln, k, a, b, op, by, mb in zip(
+                sub["name"].astype(str), lanes_, sub["kind"].astype(str), s, e, sub.get("op", [None] * len(sub)),
+                sub.get("bytes", [None] * len(sub)), sub.get("microbatch", [None] * len(sub)),
+            )
+        ]
+        if use_gl:
+            xs = np.column_stack([s, e, np.full(len(s), np.nan)]).ravel()
+            ys = np.column_stack([lanes_, lanes_, np.full(len(s), None)]).ravel()
+            fig.add_trace(go.Scattergl(x=xs, y=ys, mode="lines", line=dict(color=cmap[key], width=10), name=key,
+                                       legendgroup=key, hoverinfo="skip"))
+            fig.add_trace(go.Scattergl(x=(s + e) / 2, y=lanes_, mode="markers", marker=dict(color=cmap[key], size=4),
+                                       name=key, legendgroup=key, showlegend=False, hovertext=hover, hoverinfo="text"))
+        else:
+            names = sub["name"].astype(str)
+            outline = [3 if (n in hl or o in hl) else 0.5 for n, o in zip(names, sub.get("op", names))]
+            fig.add_trace(
+                go.Bar(
+                    y=lanes_, x=e - s, base=s, orientation="h", name=key, legendgroup=key,
+                    marker=dict(color=cmap[key], line=dict(color="#222222", width=outline)),
+                    hovertext=hover, hoverinfo="text", text=names if len(tl) <= 60 else None,
+                    textposition="inside", insidetextanchor="middle",
+                )
+            )
+    fig.update_layout(
+        barmode="overlay",
+        title=title,
+        xaxis_title=f"time ({unit})",
+        yaxis=dict(categoryorder="array", categoryarray=list(reversed(lane_order)), type="category"),
+        legend_title_text=color_by,
+        height=height or max(250, 60 + 28 * len(lane_order)),
+        margin=dict(l=10, r=10, t=40 if title else 20, b=40),
+        template="plotly_white",
+    )
+    return fig
+
+
+def memory_curve(
+    curve: pd.DataFrame,
+    capacity: float | Mapping[str, float] | None = None,
+    *,
+    x: str | None = None,
+    by: str | None = None,
+    lower_bound: float | None = None,
+    title: str | None = None,
+) -> go.Figure:
+    """Live memory over time (or over steps) as a step line, one line per device / order.
+
+    Parameters
+    ----------
+    curve : DataFrame
+        Columns ``time_s`` (or ``step``) and either ``bytes`` (the level from that x on) or
+        ``delta_bytes`` (allocation/free events), optionally a grouping column (``device``,
+        ``method``...). Events at one x are summed before accumulating, so a free and an allocation
+        at the same instant never draw a spike; with levels, the last level at an x wins.
+    capacity : float or dict, optional
+        A horizontal line (per group when a dict).
+    lower_bound : float, optional
+        A dashed horizontal line (e.g. the memory-ordering lower bound).
+
+    >>> import pandas as pd
+    >>> ev = pd.DataFrame({"time_s": [0, 1e-3, 1e-3], "delta_bytes": [10, -5, 7]})
+    >>> memory_curve(ev, capacity=20).data[0].y.tolist()
+    [10.0, 12.0]
+    """
+    if x is None:
+        x = "time_s" if "time_s" in curve.columns else ("step" if "step" in curve.columns else curve.columns[0])
+    if by is None:
+        by = next((c for c in ("device", "method", "order", "label") if c in curve.columns), None)
+    if "bytes" not in curve.columns and "delta_bytes" in curve.columns:
+        keys = [by, x] if by else [x]
+        curve = curve.groupby(keys, sort=True, as_index=False)["delta_bytes"].sum()
+        curve["bytes"] = curve.groupby(by)["delta_bytes"].cumsum() if by else curve["delta_bytes"].cumsum()
+    groups = [(None, curve)] if by is None else list(curve.groupby(by, sort=False))
+    ymax = float(curve["bytes"].max()) if len(curve) else 0.0
+    if isinstance(capacity, (int, float)):
+        ymax = max(ymax, float(capacity))
+    bunit, bf = bytes_unit(ymax)
+    if x == "time_s":
+        tunit, tf = time_unit(float(curve[x].max()) if len(curve) else 0.0)
+        xtitle = f"time ({tunit})"
+    else:
+        tunit, tf, xtitle = "", 1.0, x
+    cmap = color_map([str(k) for k, _ in groups])
+    fig = go.Figure()
+    for key, sub in groups:
+        agg = sub.sort_values(x, kind="stable").drop_duplicates(x, keep="last")
+        name = "memory" if key is None else str(key)
+        fig.add_trace(
+            go.Scatter(
+                x=agg[x].to_numpy(float) * tf, y=agg["bytes"].to_numpy(float) * bf, mode="lines", line_shape="hv",
+                name=name, line=dict(color=cmap.get(str(key), PALETTE[0]) if key is not None else PALETTE[0]),
+                hovertemplate=f"%{{x:.4g}} {tunit}<br>%{{y:.4g}} {bunit}<extra>{name}</extra>",
+            )
+        )
+    caps = {} if capacity is None else ({"capacity": capacity} if isinstance(capacity, (int, float)) else dict(capacity))
+    for k, v in caps.items():
+        fig.add_hline(y=float(v) * bf, line=dict(color="#D55E00", dash="dot"), annotation_text=f"{k} {v * bf:.3g} {bunit}")
+    if lower_bound is not None:
+        fig.add_hline(y=float(lower_bound) * bf, line=dict(color="#009E73", dash="dash"),
+                      annotation_text=f"lower bound {lower_bound * bf:.3g} {bunit}")
+    fig.update_layout(title=title, xaxis_title=xtitle, yaxis_title=f"live memory ({bunit})", template="plotly_white",
+                      margin=dict(l=10, r=10, t=40 if title else 20, b=40), height=320)
+    return fig
+
+
+def _layout(graph) -> dict[str, tuple[float, float]]:
+    """Layered layout: x = topological generation, y = position in it (centred)."""
+    pos = {}
+    for gi, gen in enumerate(graph.generations()):
+        k = len(gen)
+        for j, n in enumerate(gen):
+            pos[n] = (float(gi), (j - (k - 1) / 2.0))
+    return pos
+
+
+def graph_view(
+    graph,
+    *,
+    color_by: str | Mapping[str, str] = "op_type",
+    colors: Mapping[str, str] | None = None,
+    highlight: Iterable[str] | None = None,
+    edge_highlight: Iterable[tuple[str, str]] | None = None,
+    title: str | None = None,
+    height: int | None = None,
+) -> go.Figure:
+    """The graph drawn left to right by topological generation.
+
+    Parameters
+    ----------
+    graph : OpGraph
+    color_by : ``"op_type"`` or a mapping op -> label (e.g. a placement op -> device)
+    colors : dict, optional
+        Colour per label (use :func:`color_map` over the system's devices for a consistent look).
+    highlight : iterable of str, optional
+        Ops drawn larger with a red outline (the layer a remap step moves).
+    edge_highlight : iterable of (src, dst), optional
+        Edges drawn thick (e.g. cross-backend edges).
+
+    >>> from hetsched.io.generators import chain
+    >>> fig = graph_view(chain(3))
+    >>> sorted(t.name for t in fig.data if t.mode == "markers")
+    ['Conv', 'Relu']
+    """
+    pos = _layout(graph)
+    if isinstance(color_by, str):
+        label = {n: str(getattr(graph.op(n), color_by, graph.op(n).attrs.get(color_by, "?"))) for n in graph}
+        legend = color_by
+    else:
+        label = {n: str(color_by.get(n, "(unassigned)")) for n in graph}
+        legend = "device"
+    cmap = color_map(list(dict.fromkeys(label.values())), base=colors)
+    ex, ey = [], []
+    for u, v in graph.nx.edges:
+        (x0, y0), (x1, y1) = pos[u], pos[v]
+        ex += [x0, x1, None]
+        ey += [y0, y1, None]
+    fig = go.Figure()
+    n = graph.n_ops
+    fig.add_trace(go.Scattergl(x=ex, y=ey, mode="lines", line=dict(color="#BBBBBB", width=1 if n > 200 else 1.5),
+                               hoverinfo="skip", showlegend=False, name="edges"))
+    if edge_highlight:
+        hx, hy = [], []
+        for u, v in edge_highlight:
+            if u in pos and v in pos:
+                hx += [pos[u][0], pos[v][0], None]
+                hy += [pos[u][1], pos[v][1], None]
+        fig.add_trace(go.Scatter(x=hx, y=hy, mode="lines", line=dict(color="#D55E00", width=3), name="highlighted edges",
+                                 hoverinfo="skip"))
+    hl = set(highlight or ())
+    size = 12 if n <= 60 else (7 if n <= 600 else 4)
+    for lab in dict.fromkeys(label.values()):
+        ops = [o for o in graph if label[o] == lab]
+        ops_objs = [graph.op(o) for o in ops]
+        fig.add_trace(
+            go.Scatter(
+                x=[pos[o][0] for o in ops], y=[pos[o][1] for o in ops], mode="markers", name=lab,
+                marker=dict(
+                    color=cmap[lab], size=[size * 1.8 if o in hl else size for o in ops],
+                    line=dict(color=["#D00000" if o in hl else "#333333" for o in ops], width=[3 if o in hl else 0.5 for o in ops]),
+                ),
+                hovertext=[f"<b>{o.name}</b><br>{o.op_type}<br>{o.flops:.3g} FLOPs<br>weights {_fmt_bytes(o.weight_bytes)}"
+                           for o in ops_objs],
+                hoverinfo="text", customdata=ops,
+            )
+        )
+    n_gen = len(graph.generations())
+    fig.update_layout(
+        title=title, showlegend=True, legend_title_text=legend, template="plotly_white",
+        xaxis=dict(title="topological generation", showgrid=False, zeroline=False, range=[-0.5, max(0.5, n_gen - 0.5)]),
+        yaxis=dict(showgrid=False, zeroline=False, showticklabels=False),
+        height=height or 420, margin=dict(l=10, r=10, t=40 if title else 20, b=40),
+    )
+    return fig
+
+
+def compare(
+    frame: pd.DataFrame,
+    metric: str,
+    *,
+    by: str | None = None,
+    color: str | None = None,
+    title: str | None = None,
+    highlight: str | None = None,
+) -> go.Figure:
+    """Bars of one metric per method (or per ``by`` column), grouped by ``color`` if given.
+
+    >>> import pandas as pd
+    >>> f = pd.DataFrame({"method": ["heft", "h2h"], "makespan_s": [2e-3, 1e-3]})
+    >>> list(compare(f, "makespan_s").data[0].x)
+    ['heft', 'h2h']
+    """
+    if metric not in frame.columns:
+        from ..errors import HetschedError
+
+        raise HetschedError(f"no column {metric!r} to compare; have {list(frame.columns)}", field=metric)
+    by = by or next((c for c in ("method", "policy", "schedule", "name") if c in frame.columns), frame.columns[0])
+    vals = frame[metric].astype(float)
+    if metric.endswith("_s"):
+        unit, f = time_unit(float(vals.abs().max()) if len(vals) else 0.0)
+        ytitle = f"{metric[:-2]} ({unit})"
+    elif metric.endswith("_bytes") or metric == "bytes_moved":
+        unit, f = bytes_unit(float(vals.abs().max()) if len(vals) else 0.0)
+        ytitle = f"{metric} ({unit})"
+    else:
+        f, ytitle = 1.0, metric
+    fig = go.Figure()
+    groups = [(None, frame)] if color is None else list(frame.groupby(color, sort=False))
+    cmap = color_map([str(k) for k, _ in groups])
+    for key, sub in groups:
+        cols = [
+            "#D55E00" if (highlight is not None and str(m) == highlight) else cmap.get(str(key), PALETTE[0])
+            for m in sub[by]
+        ]
+        fig.add_trace(go.Bar(x=sub[by].astype(str).tolist(), y=(sub[metric].astype(float) * f).tolist(),
+                             name=str(key) if key is not None else metric, marker_color=cols,
+                             hovertemplate="%{x}: %{y:.4g}<extra></extra>"))
+    fig.update_layout(title=title, yaxis_title=ytitle, barmode="group", template="plotly_white",
+                      showlegend=color is not None, margin=dict(l=10, r=10, t=40 if title else 20, b=40), height=320)
+    return fig
