@@ -1,0 +1,242 @@
+"""PyTorch import via torch.export: every number on a small module, and differential checks against
+the zoo (a torch ResNet-50 and a torch GPT-2 give the zoo's parameters, MACs and FLOPs exactly)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+from hetsched.errors import FormatError
+
+# torch is an optional extra (several GB); CI installs the CPU build torch==2.13.0, so these run there.
+torch = pytest.importorskip("torch", reason="optional extra: `pip install torch` (CI installs torch==2.13.0 CPU)")
+nn = torch.nn
+F = torch.nn.functional
+
+from hetsched.io import zoo  # noqa: E402
+from hetsched.io.torch_import import load_torch  # noqa: E402
+
+
+def test_module_imports_without_torch():
+    code = "import sys; sys.modules['torch'] = None; import hetsched.io.torch_import as m; print(m.__name__)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "hetsched.io.torch_import"
+
+
+class Small(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.fc = nn.Linear(8, 4)
+        self.register_buffer("k", torch.ones(1))
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.c(x)))
+        y = F.max_pool2d(y, 2)
+        y = y.mean((2, 3))
+        a, b = y.split(4, 1)
+        return self.fc(y) + self.k, a * b
+
+
+def test_small_module_every_number():
+    g = load_torch(Small().eval(), (torch.randn(2, 3, 8, 8),))
+    types = {n: o.op_type for n, o in g.ops.items()}
+    assert types == {"conv2d": "Conv", "batch_norm": "BatchNormalization", "relu": "Relu", "max_pool2d": "MaxPool",
+                     "mean": "ReduceMean", "split": "Split", "linear": "Gemm", "add": "Add", "mul": "Mul"}
+    assert g.op("conv2d").attrs["aten"] == "aten.conv2d.default"
+    # tensor sizes from fake-tensor metadata
+    assert g.tensor("x").size_bytes == 2 * 3 * 8 * 8 * 4 and g.graph_inputs() == ["x"]
+    assert g.tensor("conv2d").size_bytes == 2 * 8 * 8 * 8 * 4 and g.tensor("conv2d").attrs["shape"] == [2, 8, 8, 8]
+    assert g.tensor("max_pool2d").attrs["shape"] == [2, 8, 4, 4]
+    assert g.tensor("mean").size_bytes == 2 * 8 * 4
+    # the split's two outputs are views; getitem is not an op: mul reads the split outputs directly
+    assert g.tensor("split:0").alias_of == "mean" and g.tensor("split:1").size_bytes == 2 * 4 * 4
+    assert g.inputs_of("mul") == ["split:0", "split:1"]
+    assert sorted(g.tensor("mean").consumers) == ["linear", "split"]
+    # weights: parameters and buffers on the ops that read them
+    assert g.op("conv2d").weight_bytes == (8 * 3 * 9 + 8) * 4
+    assert g.op("batch_norm").weight_bytes == 4 * 8 * 4  # gamma, beta, running mean and var
+    assert g.op("linear").weight_bytes == (8 * 4 + 4) * 4
+    assert g.op("add").weight_bytes == 4  # the buffer k
+    # flops (MAC = 2)
+    n = 2 * 8 * 8 * 8
+    assert g.op("conv2d").flops == 2 * n * 27 + n and g.op("conv2d").attrs["macs"] == n * 27
+    assert g.op("batch_norm").flops == 2 * n
+    assert g.op("relu").flops == n
+    assert g.op("max_pool2d").flops == 2 * 8 * 4 * 4 * 4
+    assert g.op("mean").flops == 2 * 8 * 16
+    assert g.op("split").flops == 0
+    assert g.op("linear").flops == 2 * 2 * 8 * 4 + 8
+    assert g.op("add").flops == 8 and g.op("mul").flops == 8
+    assert g.graph_outputs() == ["add", "mul"]
+    # params = module.parameters() (buffers excluded)
+    assert g.meta["params"] == sum(p.numel() for p in Small().parameters()) == 224 + 16 + 36
+    assert g.meta["macs"] == n * 27 + 64
+    assert g.meta["torch_version"] == torch.__version__
+
+
+def test_exported_program_accepted():
+    ep = torch.export.export(nn.Linear(4, 2), (torch.randn(3, 4),))
+    g = load_torch(ep, name="lin")
+    assert g.name == "lin" and g.op("linear").flops == 2 * 3 * 2 * 4 + 6 and g.meta["params"] == 10
+
+
+def test_weight_views_stay_weights():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.zeros(5, 4))
+
+        def forward(self, x):
+            return x @ self.w.t()
+
+    g = load_torch(M(), (torch.randn(3, 4),))
+    assert list(g.ops) == ["matmul"]  # the transpose of the weight is folded into the weight
+    assert g.op("matmul").weight_bytes == 80 and g.op("matmul").flops == 2 * 3 * 5 * 4
+
+
+def test_unknown_aten_ops_one_warning():
+    class M(nn.Module):
+        def forward(self, x):
+            return torch.relu(torch.flip(torch.cumsum(x, 0), [0]))
+
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        g = load_torch(M(), (torch.randn(3, 4),))
+    msgs = [str(x.message) for x in w if "FLOP rule" in str(x.message)]
+    assert len(msgs) == 1 and "aten.cumsum" in msgs[0] and "aten.flip" in msgs[0]
+    assert g.op("cumsum").op_type == "aten.cumsum" and g.op("cumsum").flops == 0
+    assert g.op("relu").flops == 12
+    assert g.meta["unknown_op_types"] == ["aten.cumsum", "aten.flip"]
+
+
+def test_export_failure_is_format_error():
+    class Bad(nn.Module):
+        def forward(self, x):
+            if x.sum().item() > 0:  # data-dependent control flow: torch.export refuses it
+                return x + 1
+            return x - 1
+
+    with pytest.raises(FormatError) as e:
+        load_torch(Bad(), (torch.randn(3),))
+    assert "Bad" in str(e.value) and e.value.field == "module"
+
+
+# ---------------------------------------------------------------- differential: zoo vs torch
+class Bottleneck(nn.Module):
+    def __init__(self, cin, width, stride):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width)
+        self.c2, self.b2 = nn.Conv2d(width, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width)
+        self.c3, self.b3 = nn.Conv2d(width, width * 4, 1, bias=False), nn.BatchNorm2d(width * 4)
+        self.down = None
+        if stride != 1 or cin != width * 4:
+            self.down = nn.Sequential(nn.Conv2d(cin, width * 4, 1, stride, bias=False), nn.BatchNorm2d(width * 4))
+
+    def forward(self, x):
+        y = torch.relu(self.b1(self.c1(x)))
+        y = torch.relu(self.b2(self.c2(y)))
+        y = self.b3(self.c3(y))
+        return torch.relu(y + (self.down(x) if self.down is not None else x))
+
+
+class ResNet50(nn.Module):
+    """torchvision's resnet50 layout, written out (torchvision is not a dependency)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1))
+        layers, cin = [], 64
+        for i, (n, w) in enumerate(zip((3, 4, 6, 3), (64, 128, 256, 512))):
+            for b in range(n):
+                layers.append(Bottleneck(cin, w, 2 if (b == 0 and i > 0) else 1))
+                cin = w * 4
+        self.layers = nn.Sequential(*layers)
+        self.fc = nn.Linear(2048, 1000)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.layers(self.stem(x)), 1), 1))
+
+
+def test_resnet50_torch_equals_zoo():
+    m = ResNet50().eval()
+    assert sum(p.numel() for p in m.parameters()) == 25_557_032  # torchvision's published count
+    g = load_torch(m, (torch.randn(1, 3, 224, 224),))
+    z = zoo.resnet50()
+    assert g.meta["params"] == z.meta["params"] == 25_557_032
+    assert g.meta["macs"] == z.meta["macs"]
+    assert g.total_flops == z.total_flops
+    count = lambda gr: sorted((o.op_type for o in gr.ops.values() if o.op_type not in ("Flatten", "Reshape")))  # noqa: E731
+    assert count(g) == count(z)
+    # activations: the same multiset of tensor sizes
+    assert sorted(t.size_bytes for t in g.tensors.values()) == sorted(t.size_bytes for t in z.tensors.values())
+
+
+class GPT2(nn.Module):
+    """HF GPT-2 layout (pre-LN, fused c_attn, tied LM head) with scaled_dot_product_attention."""
+
+    def __init__(self, n_layers=2, d=768, h=12, vocab=50257, n_ctx=1024):
+        super().__init__()
+        self.h = h
+        self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(n_ctx, d)
+        self.blocks = nn.ModuleList()
+        for _ in range(n_layers):
+            self.blocks.append(nn.ModuleDict(dict(
+                ln_1=nn.LayerNorm(d), c_attn=nn.Linear(d, 3 * d), c_proj=nn.Linear(d, d),
+                ln_2=nn.LayerNorm(d), c_fc=nn.Linear(d, 4 * d), mlp_proj=nn.Linear(4 * d, d))))
+        self.ln_f = nn.LayerNorm(d)
+
+    def forward(self, ids, pos):
+        x = self.wte(ids) + self.wpe(pos)
+        B, S, D = x.shape
+        for blk in self.blocks:
+            q, k, v = blk["c_attn"](blk["ln_1"](x)).split(D, dim=2)
+            q, k, v = (t.view(B, S, self.h, D // self.h).transpose(1, 2) for t in (q, k, v))
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, S, D)
+            x = x + blk["c_proj"](a)
+            x = x + blk["mlp_proj"](F.gelu(blk["c_fc"](blk["ln_2"](x))))
+        return F.linear(self.ln_f(x), self.wte.weight)
+
+
+def test_gpt2_torch_equals_zoo():
+    S, L = 32, 2
+    m = GPT2(n_layers=L).eval()
+    g = load_torch(m, (torch.zeros(1, S, dtype=torch.long), torch.arange(S).unsqueeze(0)))
+    z = zoo.gpt2_small(seq_len=S, n_layers=L)
+    assert g.meta["params"] == z.meta["params"] == sum(p.numel() for p in m.parameters())
+    assert g.meta["macs"] == z.meta["macs"]
+    assert g.op("linear_8").weight_bytes == z.op("lm_head").weight_bytes  # the tied head reads wte
+    assert g.tensor("linear_8").size_bytes == z.tensor("lm_head:out").size_bytes
+    att = [o for o in g.ops.values() if o.op_type == "Attention"]
+    assert len(att) == L and att[0].attrs["macs"] == 2 * 12 * S * S * 64
+
+
+def test_gpt2_full_size_params():
+    # 12 layers: the published 124,439,808 (HF gpt2), through torch's own parameter count too
+    m = GPT2(n_layers=12)
+    assert sum(p.numel() for p in m.parameters()) == zoo.gpt2_small().meta["params"] == 124_439_808
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=6)
+@given(widths=st.lists(st.integers(1, 32), min_size=2, max_size=4), batch=st.integers(1, 8), bias=st.booleans())
+def test_random_mlp_property(widths, batch, bias):
+    """Random MLPs: params equal torch's numel, MACs and FLOPs follow the Gemm formula."""
+    layers = []
+    for a, b in zip(widths, widths[1:]):
+        layers += [nn.Linear(a, b, bias=bias), nn.ReLU()]
+    m = nn.Sequential(*layers)
+    g = load_torch(m, (torch.randn(batch, widths[0]),))
+    assert g.meta["params"] == sum(p.numel() for p in m.parameters())
+    pairs = list(zip(widths, widths[1:]))
+    assert g.meta["macs"] == sum(batch * a * b for a, b in pairs)
+    assert g.total_flops == sum(2 * batch * a * b + (batch * b if bias else 0) + batch * b for a, b in pairs)
+    assert [t.size_bytes for t in g.tensors.values()][1:] == [4 * batch * b for _, b in pairs for _ in (0, 1)]
