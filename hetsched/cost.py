@@ -102,10 +102,10 @@ class RooflineCost:
             if g is None or o.name not in g:
                 hit = (float(o.attrs.get("input_bytes", 0)), float(o.attrs.get("output_bytes", 0)))
             else:
-                ts = g.tensors
+                ts = g._tensors  # hot path: unchecked access (the op is known to be in g)
                 hit = (
-                    float(sum(ts[t].size_bytes for t in g.inputs_of(o.name))),
-                    float(sum(ts[t].size_bytes for t in g.outputs_of(o.name))),
+                    float(sum([ts[t].size_bytes for t in g._inputs.get(o.name, ())])),
+                    float(sum([ts[t].size_bytes for t in g._outputs.get(o.name, ())])),
                 )
             self._io[o.name] = hit
         return hit
@@ -192,6 +192,10 @@ class TableCost(RooflineCost):
 def resolve_cost(cost: CostModel | None, graph: OpGraph, system: System) -> CostModel:
     """The cost model an algorithm should use: the given one bound to ``graph``, else a roofline.
 
+    A roofline/table model built for another version of the same system (same name, e.g. a
+    ``with_devices`` what-if copy) is rebound to ``system``; a model for a differently named
+    system is an error.
+
     >>> from hetsched.io.generators import chain
     >>> from hetsched.io.systems import toy_system
     >>> resolve_cost(None, chain(2), toy_system()).graph.n_ops
@@ -203,4 +207,10 @@ def resolve_cost(cost: CostModel | None, graph: OpGraph, system: System) -> Cost
         raise HetschedError(
             f"cost model was built for system {cost.system.name!r}, not {system.name!r}", field="cost"
         )
+    if cost.system is not system and isinstance(cost, RooflineCost):
+        # a what-if copy of the system (``with_devices``...): price with the devices and links of the
+        # system being evaluated, never silently with the ones the model was built on
+        c = cost.bind(graph)
+        c.system = system
+        return c
     return cost.bind(graph) if getattr(cost, "graph", None) is not graph else cost

@@ -11,17 +11,33 @@ Model (that of H2H, Zhang et al., DAC 2022, and of the seed-000 patent):
   before the op (the device is idle meanwhile; no prefetch).
 * An output tensor listed in ``tensors_resident`` stays in its producer's device memory; a consumer
   on the same device reads it in place, a consumer elsewhere copies it over the route between the
-  two devices. Any other output is written back to the host and every consumer off the host reads
-  it from there (the patent's "intermediate results in host memory"). Graph inputs start on the
-  host; graph outputs end on the host.
+  two devices (one copy per device, kept there for later readers; each such copy goes the whole
+  route from the producer's device, even when an earlier copy passed through the host, so keeping
+  a tensor read on several devices can move more bytes than writing it back once). Any other output is written back
+  to the host and every consumer not on the host, the producer's own device included, reads it
+  back from there (the patent's "intermediate results in host memory"). Graph inputs start on the
+  host; graph outputs end on the host (a kept graph output is written back as well).
 * Transfers are store-and-forward over each hop of the route and serialised per link direction
   (``contention=False`` gives every transfer its own channel, the classic HEFT assumption).
-* Memory: resident weights for the whole run, fetched weights from fetch to op end, tensors from
-  allocation to last use on that device (``alloc`` rows of the timeline). Host memory is not
-  tracked (taken to be ample).
+* Memory (``alloc`` rows of the timeline, lane ``<device>:mem``): resident weights for the whole
+  run; fetched weights from the start of their fetch to the op's end; an op's outputs from the
+  op's start until written back (the end of the first hop out), or, when kept, until the last
+  consumer on that device ends and the last copy out of it has left; a copied-in input from the
+  start of its copy to the end of the op that reads it (a kept copy: to its last reader there);
+  a device in the middle of a multi-hop route holds the data from the start of the hop in to the
+  end of the hop out. Host memory is not tracked (taken to be ample): no ``alloc`` rows on it.
+  A view (``alias_of``) is counted as a buffer of its own: conservative, never an underestimate.
+* Flow ids (``flow`` column, comma-separated): ``"<tensor>><consumer>"`` joins the producer's
+  compute row, the write-back (when the tensor went through the host), every hop of the copy and
+  the consumer's compute row; ``"<tensor>>host"`` joins a producer and its write-back. Consumers on
+  the producer's own device get no arrow.
 
 ``total_latency_s`` is the patent's "system total latency" (claim 5): the sum over devices of the
-time each spends computing its ops and moving its own data (fetches into it, write-backs from it).
+time each spends computing its ops and moving its own data (weight fetches and input copies into
+it, every hop of them, and write-backs from it). ``bytes_moved`` and ``n_transfers`` count every
+hop: a 2-hop copy of 1 kB moves 2 kB over the links.
+
+The patent is ``../shared/seeds/000_023dd0683ad424ca.txt``; H2H is arXiv:2204.13852.
 
 Examples
 --------
@@ -129,12 +145,15 @@ def resident_weight_bytes(graph: OpGraph, placement: Placement) -> dict[str, int
 
 def _check_order(graph: OpGraph, order: Sequence[str]) -> list[str]:
     order = list(order)
-    if len(order) != graph.n_ops or set(order) != set(graph.ops):
-        missing = [o for o in graph.ops if o not in set(order)]
+    seen = set(order)
+    if len(order) != graph.n_ops or seen != set(graph.ops):
+        missing = [o for o in graph.ops if o not in seen]
         extra = [o for o in order if o not in graph.ops]
+        twice = sorted({o for o in order if order.count(o) > 1}) if len(seen) != len(order) else []
         raise GraphError(
-            f"order must list every op once: missing {name_list(missing)}; unknown {name_list(extra)}",
-            op=(missing or extra or [None])[0],
+            f"order must list every op once: missing {name_list(missing)}; unknown {name_list(extra)}"
+            + (f"; listed twice {name_list(twice)}" if twice else ""),
+            op=(missing or extra or twice or [None])[0],
         )
     pos = {o: i for i, o in enumerate(order)}
     for u, v in graph.nx.edges:
@@ -177,9 +196,22 @@ def evaluate(
     Returns
     -------
     Evaluation
-        ``metrics``: ``makespan_s``, ``total_latency_s``, ``energy_J``, ``bytes_moved``,
-        ``n_transfers``, ``peak_mem_frac`` (worst device peak / capacity).
+        ``metrics``: ``makespan_s``, ``total_latency_s``, ``energy_J``, ``bytes_moved`` (summed over
+        every hop), ``n_transfers`` (hop rows), ``peak_mem_frac`` (worst device peak / capacity).
         ``per_device``: ``device, n_ops, compute_s, transfer_s, busy_s, peak_mem_bytes, capacity_bytes``.
+
+    Examples
+    --------
+    >>> from hetsched.graph import OpGraph
+    >>> from hetsched.system import Device, Link, System
+    >>> g = OpGraph(); _ = g.add_op("a", "MatMul", flops=2e9)
+    >>> _ = g.add_tensor("x", 1000, consumers=["a"]); _ = g.add_tensor("y", 1000, producer="a", is_output=True)
+    >>> s = System([Device("h", "cpu", {"default": 1e9}, mem_bandwidth_Bps=1e12),
+    ...             Device("d", "gpu", {"default": 1e12}, mem_bandwidth_Bps=1e12)],
+    ...            [Link("h", "d", 1e6)], host="h")
+    >>> ev = evaluate(g, s, {"a": "d"})
+    >>> round(ev.metrics["makespan_s"], 6)  # 1 ms in, 2 ms compute, 1 ms out
+    0.004
     """
     pl = Placement.coerce(placement)
     cost = resolve_cost(cost, graph, system)
@@ -187,12 +219,13 @@ def evaluate(
     devs = system.devices
     ops_map = graph.ops
     tens = graph.tensors
-    missing = [o for o in order if o not in pl.device]
+    place = pl.device
+    missing = [o for o in order if o not in place]
     if missing:
         raise GraphError(f"placement lacks op(s) {name_list(missing)}", op=missing[0])
     unsupported = []
     for o in order:
-        d = pl.device[o]
+        d = place[o]
         if d not in devs:
             raise UnknownNameError(f"op {o!r} is placed on unknown device {d!r}", op=o, device=d)
         if check_support and not system.support.supports(d, ops_map[o].op_type):
@@ -205,6 +238,12 @@ def evaluate(
             device=d,
             ops=[(a, b) for a, b, _ in unsupported],
         )
+    unknown_w = [o for o in pl.weights_resident if o not in ops_map]
+    if unknown_w:
+        unknown_w.sort()
+        raise UnknownNameError(
+            f"weights_resident names unknown op(s) {name_list(unknown_w)}", op=unknown_w[0], field="weights_resident"
+        )
 
     host = system.host
     route = system.route
@@ -212,8 +251,21 @@ def evaluate(
     outputs_of = graph._outputs
     w_res = pl.weights_resident
     t_res = pl.tensors_resident
+    transfer_s = cost.transfer_s
 
-    rows: list[dict[str, Any]] = []
+    # timeline rows, column by column (a dict per row is the slow part at 10k ops)
+    c_lane: list[str] = []
+    c_group: list[str] = []
+    c_name: list[str] = []
+    c_kind: list[str] = []
+    c_start: list[float] = []
+    c_end: list[float] = []
+    c_op: list[str | None] = []
+    c_tensor: list[str | None] = []
+    c_dev: list[str] = []
+    c_bytes: list[float | None] = []
+    c_flow: list[list[str]] = []  # one list per row; rows of one transfer share it, so appends reach every hop
+
     lane_free: dict[str, list[float]] = {}
     dev_free: dict[str, float] = defaultdict(float)
     busy_compute: dict[str, float] = defaultdict(float)
@@ -223,15 +275,19 @@ def evaluate(
     n_xfer = 0
     # where each tensor is available: device -> time
     loc: dict[str, dict[str, float]] = {}
+    # (tensor, device) -> flow lists of the rows that brought the tensor there (producer, write-back, copy)
+    via: dict[tuple[str, str], list[list[str]]] = {}
     for t in graph.graph_inputs():
         loc[t] = {host: 0.0}
-    # memory bookkeeping: (device, tensor/label, bytes, alloc_time) -> end time decided later
-    allocs: list[list[Any]] = []  # [device, name, bytes, start, end]
-    open_alloc: dict[tuple[str, str], int] = {}  # (tensor, device) -> index into allocs (kept copies)
+        via[(t, host)] = []
+    # memory: [device, label, bytes, start, end]; host memory is not tracked
+    allocs: list[list[Any]] = []
+    kept: dict[tuple[str, str], list[Any]] = {}  # (tensor, device) -> its alloc, for copies that stay
     op_start: dict[str, float] = {}
     op_end: dict[str, float] = {}
-    flows: dict[str, list[str]] = defaultdict(list)
-    comp_idx: dict[str, int] = {}
+
+    hop_cache: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+    xfer_cache: dict[tuple[float, str, str], float] = {}
 
     def lane_name(a: str, b: str) -> str:
         ln = system.link(a, b)
@@ -240,194 +296,206 @@ def evaluate(
             return f"{x}<->{y}"
         return f"{a}->{b}"
 
-    def transfer(nbytes: float, src: str, dst: str, earliest: float, label: str, op: str | None, tensor: str | None,
-                 account: str, flow: str | None) -> tuple[float, float]:
+    def alloc(dev: str, label: str, nbytes: float, start: float, end: float) -> list[Any]:
+        a = [dev, label, nbytes, start, end]
+        if dev != host:
+            allocs.append(a)
+        return a
+
+    def transfer(nbytes: float, src: str, dst: str, earliest: float, label: str, op: str | None,
+                 tensor: str | None, account: str, flow: list[str]) -> tuple[float, float, float, list, list]:
+        """Move ``nbytes`` hop by hop.
+
+        Returns (first hop start, first hop end, arrival, the flow list of each hop row, and
+        ``(node, time)`` for each node the data reaches). Each hop row gets its own flow list
+        (starting as a copy of ``flow``) so later readers can be chained through some hops only.
+        """
         nonlocal bytes_moved, n_xfer
         t = earliest
-        first = None
-        path = route(src, dst)
-        a = src
-        for ln in path:
-            b = ln.dst if ln.src == a else ln.src
-            lane = lane_name(a, b)
-            slots = lane_free.setdefault(lane, [0.0])
+        first_s = first_e = None
+        hop_flows: list[list[str]] = []
+        stops: list[tuple[str, float]] = []
+        hops = hop_cache.get((src, dst))
+        if hops is None:
+            hops = []
+            a = src
+            for ln in route(src, dst):
+                b = ln.dst if ln.src == a else ln.src
+                hops.append((a, b, lane_name(a, b)))
+                a = b
+            hop_cache[(src, dst)] = hops
+        prev_start = None
+        for a, b, lane in hops:
+            slots = lane_free.get(lane)
+            if slots is None:
+                slots = lane_free[lane] = [0.0]
             k = 0
             if contention:
-                s = max(t, slots[0])
+                s = t if t > slots[0] else slots[0]
             else:
-                k = next((i for i, f in enumerate(slots) if f <= t), None)
-                if k is None:
+                k = next((i for i, f in enumerate(slots) if f <= t), -1)
+                if k < 0:
                     slots.append(0.0)
                     k = len(slots) - 1
                 s = t
-            dur = cost.transfer_s(nbytes, a, b)
+            key = (nbytes, a, b)
+            dur = xfer_cache.get(key)
+            if dur is None:  # a tensor is written back and read by several ops: price each size once
+                dur = xfer_cache[key] = transfer_s(nbytes, a, b)
             e = s + dur
             slots[k] = e
-            rows.append(
-                {
-                    "lane": lane if k == 0 else f"{lane}#{k}",
-                    "group": "links",
-                    "name": label,
-                    "kind": "transfer",
-                    "start_s": s,
-                    "end_s": e,
-                    "op": op,
-                    "tensor": tensor,
-                    "device": account,
-                    "bytes": nbytes,
-                    "flow": flow,
-                }
-            )
+            c_lane.append(lane if k == 0 else f"{lane}#{k}")
+            c_group.append("links")
+            c_name.append(label)
+            c_kind.append("transfer")
+            c_start.append(s)
+            c_end.append(e)
+            c_op.append(op)
+            c_tensor.append(tensor)
+            c_dev.append(account)
+            c_bytes.append(nbytes)
+            hf = list(flow)
+            c_flow.append(hf)
+            hop_flows.append(hf)
+            stops.append((b, e))
             busy_xfer[account] += dur
             bytes_moved += nbytes
             n_xfer += 1
-            first = s if first is None else first
+            if first_s is None:
+                first_s, first_e = s, e
+            else:  # store and forward: the intermediate device holds the data between its two hops
+                alloc(a, tensor if tensor is not None else f"weights:{op}", nbytes, prev_start, e)
+            prev_start = s
             t = e
-            a = b
-        return (earliest if first is None else first), t
+        if first_s is None:
+            return earliest, earliest, earliest, hop_flows, stops
+        return first_s, first_e, t, hop_flows, stops
 
     for o in order:
-        d = pl.device[o]
+        d = place[o]
         op = ops_map[o]
         ready = dev_free[d]
-        staging: list[int] = []
+        staging: list[list[Any]] = []
+        in_flows: list[str] = []
         if op.weight_bytes and o not in w_res and d != host:
-            s0, e0 = transfer(op.weight_bytes, host, d, dev_free[d], f"weights {o}", o, None, d, None)
+            s0, _e1, e0, _f, _st = transfer(op.weight_bytes, host, d, dev_free[d], f"weights {o}", o, None, d, [])
             ready = max(ready, e0)
-            allocs.append([d, f"weights:{o}", op.weight_bytes, s0, None])
-            staging.append(len(allocs) - 1)
+            staging.append(alloc(d, f"weights:{o}", op.weight_bytes, s0, 0.0))
         for t in inputs_of.get(o, ()):
             tloc = loc.get(t)
-            if tloc is None:  # produced by an op not yet run: order was checked, so a graph input
+            if tloc is None:  # only reachable for a tensor whose producer has not run: order was checked
                 tloc = loc[t] = {host: 0.0}
-            if d in tloc:
-                ready = max(ready, tloc[d])
-                key = (t, d)
-                if key in open_alloc:
-                    allocs[open_alloc[key]][4] = None  # extended below
-                continue
+                via[(t, host)] = []
             tt = tens[t]
             p = tt.producer
-            pd_ = pl.device.get(p) if p is not None else None
+            pd_ = place.get(p) if p is not None else None
+            fid = f"{t}>{o}"
+            if d in tloc:
+                ready = max(ready, tloc[d])
+                k = kept.get((t, d))
+                if k is not None:
+                    staging.append(k)  # its end is pushed to this op's end below
+                if pd_ is not None and pd_ != d:  # arrive from another device: draw the arrow
+                    for f in via[(t, d)]:
+                        f.append(fid)
+                    in_flows.append(fid)
+                continue
             if t in t_res and pd_ is not None and pd_ in tloc:
                 src = pd_
             elif host in tloc:
                 src = host
-            else:
+            else:  # pragma: no cover - every tensor is on the host or on its producer's device
                 src = min(tloc, key=tloc.get)
-            fid = f"{t}>{o}"
-            flows[t].append(fid)
-            flow = fid
-            if p is not None and p in comp_idx:
-                if src == host and pd_ != host:
-                    flow = f"{t}>host,{fid}"  # chain: producer -> write-back -> this read -> consumer
-                elif src == pd_:
-                    r = rows[comp_idx[p]]
-                    r["flow"] = f"{r['flow']},{fid}" if r["flow"] else fid
-            s0, e0 = transfer(tt.size_bytes, src, d, tloc[src], t, o, t, d, flow)
+            for f in via[(t, src)]:
+                f.append(fid)
+            in_flows.append(fid)
+            s0, e1, e0, hop_flows, _stops = transfer(tt.size_bytes, src, d, tloc[src], t, o, t, d, [fid])
             ready = max(ready, e0)
-            allocs.append([d, t, tt.size_bytes, s0, None])
+            ks = kept.get((t, src))
+            if ks is not None and e1 > ks[4]:
+                ks[4] = e1  # the source copy lives until its first hop has left
+            a = alloc(d, t, tt.size_bytes, s0, e0)
             if t in t_res:
                 tloc[d] = e0  # a kept copy serves later consumers on this device
-                open_alloc[(t, d)] = len(allocs) - 1
-            else:
-                staging.append(len(allocs) - 1)
+                via[(t, d)] = via[(t, src)] + hop_flows
+                kept[(t, d)] = a
+            staging.append(a)
         dur = cost.compute_s(op, d)
         start, end = ready, ready + dur
         op_start[o], op_end[o] = start, end
         dev_free[d] = end
         busy_compute[d] += dur
         n_ops[d] += 1
-        in_flows = [f for t in inputs_of.get(o, ()) for f in flows.get(t, ()) if f.endswith(f">{o}")]
-        out_flows = []
-        rows.append(
-            {
-                "lane": d,
-                "group": d,
-                "name": o,
-                "kind": "compute",
-                "start_s": start,
-                "end_s": end,
-                "op": o,
-                "tensor": None,
-                "device": d,
-                "bytes": None,
-                "flow": None,
-            }
-        )
-        comp_row = len(rows) - 1
-        comp_idx[o] = comp_row
-        for i in staging:
-            allocs[i][4] = end
-        for t in inputs_of.get(o, ()):
-            key = (t, d)
-            if key in open_alloc:
-                a = allocs[open_alloc[key]]
-                a[4] = max(a[4] or 0.0, end)
+        comp_flow = in_flows
+        c_lane.append(d)
+        c_group.append(d)
+        c_name.append(o)
+        c_kind.append("compute")
+        c_start.append(start)
+        c_end.append(end)
+        c_op.append(o)
+        c_tensor.append(None)
+        c_dev.append(d)
+        c_bytes.append(None)
+        c_flow.append(comp_flow)
+        for a in staging:
+            if end > a[4]:
+                a[4] = end
         for t in outputs_of.get(o, ()):
             tt = tens[t]
             if d == host:
                 loc[t] = {host: end}
+                via[(t, host)] = [comp_flow]
                 continue
-            allocs.append([d, t, tt.size_bytes, start, end])
-            idx = len(allocs) - 1
-            if t in t_res:
+            a = alloc(d, t, tt.size_bytes, start, end)
+            resident = t in t_res
+            if resident:
                 loc[t] = {d: end}
-                open_alloc[(t, d)] = idx
-                if tt.is_output:
-                    fid = f"{t}>host"
-                    out_flows.append(fid)
-                    s0, e0 = transfer(tt.size_bytes, d, host, end, f"{t} -> host", None, t, d, fid)
-                    loc[t][host] = e0
-                    allocs[idx][4] = max(allocs[idx][4], e0)
-            else:
-                fid = f"{t}>host"
-                out_flows.append(fid)
-                s0, e0 = transfer(tt.size_bytes, d, host, end, f"{t} -> host", None, t, d, fid)
+                via[(t, d)] = [comp_flow]
+                kept[(t, d)] = a
+                if not tt.is_output:
+                    continue
+            fid = f"{t}>host"
+            comp_flow.append(fid)
+            _s0, e1, e0, wb, _st = transfer(tt.size_bytes, d, host, end, f"{t} -> host", None, t, d, [fid])
+            if resident:
+                loc[t][host] = e0
+            else:  # the device copy is freed: every reader, even on this device, reads the host's
                 loc[t] = {host: e0}
-                allocs[idx][4] = e0
-        rows[comp_row]["flow"] = ",".join(in_flows + out_flows) or None
+            via[(t, host)] = [comp_flow, *wb]
+            if e1 > a[4]:
+                a[4] = e1  # the device copy is freed once written back (kept ones live on)
 
-    # a kept tensor copied out of its producer's device lives there until the copy ends
-    for r in rows:
-        if r["kind"] == "transfer" and r["tensor"] is not None:
-            t = r["tensor"]
-            p = tens[t].producer
-            if p is not None and t in t_res:
-                key = (t, pl.device[p])
-                if key in open_alloc:
-                    a = allocs[open_alloc[key]]
-                    a[4] = max(a[4] or 0.0, r["end_s"])
-    makespan = max((r["end_s"] for r in rows), default=0.0)
-    # resident weights live the whole run
-    for o in w_res:
-        if ops_map[o].weight_bytes:
-            allocs.append([pl.device[o], f"weights:{o}", ops_map[o].weight_bytes, 0.0, makespan])
-    alloc_rows = [
+    makespan = max(c_end, default=0.0)
+    # resident weights live the whole run (graph order, not set order: deterministic rows)
+    for o in ops_map:
+        if o in w_res and ops_map[o].weight_bytes:
+            alloc(place[o], f"weights:{o}", ops_map[o].weight_bytes, 0.0, makespan)
+    n_alloc = len(allocs)
+    tl = make_timeline(
         {
-            "lane": f"{dev}:mem",
-            "group": dev,
-            "name": nm,
-            "kind": "alloc",
-            "start_s": s,
-            "end_s": e if e is not None else s,
-            "op": None,
-            "tensor": nm if not str(nm).startswith("weights:") else None,
-            "device": dev,
-            "bytes": b,
-            "flow": None,
+            "lane": c_lane + [f"{a[0]}:mem" for a in allocs],
+            "group": c_group + [a[0] for a in allocs],
+            "name": c_name + [a[1] for a in allocs],
+            "kind": c_kind + ["alloc"] * n_alloc,
+            "start_s": c_start + [a[3] for a in allocs],
+            "end_s": c_end + [a[4] for a in allocs],
+            "op": c_op + [None] * n_alloc,
+            "tensor": c_tensor + [None if a[1].startswith("weights:") else a[1] for a in allocs],
+            "device": c_dev + [a[0] for a in allocs],
+            "bytes": c_bytes + [a[2] for a in allocs],
+            "flow": [",".join(dict.fromkeys(f)) or None for f in c_flow] + [None] * n_alloc,
         }
-        for dev, nm, b, s, e in allocs
-    ]
-    tl = make_timeline(rows + alloc_rows)
+    )
 
-    # memory peak per device
+    # memory peak per device: the same function check_timeline uses, so both agree
     from .timeline import peak_memory_by_device
 
     peaks = peak_memory_by_device(tl)
     per_dev = []
     energy = 0.0
     worst_frac = 0.0
+    over: list[tuple[str, float, int]] = []
     for name, dev in devs.items():
         comp = busy_compute.get(name, 0.0)
         xfer = busy_xfer.get(name, 0.0)
@@ -446,17 +514,20 @@ def evaluate(
                 "capacity_bytes": float(dev.memory_bytes),
             }
         )
-        if check_memory and peak > dev.memory_bytes * (1 + 1e-9) and name != host:
-            raise CapacityError(
-                f"device {name!r} needs {peak:.4g} bytes at its peak, above its memory of {dev.memory_bytes:.4g} bytes",
-                device=name,
-                peak_bytes=peak,
-                capacity_bytes=dev.memory_bytes,
-            )
+        if peak > dev.memory_bytes * (1 + 1e-9) and name != host:
+            over.append((name, peak, dev.memory_bytes))
+    if check_memory and over:
+        name, peak, cap = over[0]
+        raise CapacityError(
+            f"device {name!r} needs {peak:.4g} bytes at its peak, above its memory of {cap:.4g} bytes",
+            device=name,
+            peak_bytes=peak,
+            capacity_bytes=cap,
+        )
     per_device = pd.DataFrame(per_dev)
     metrics = {
         "makespan_s": float(makespan),
-        "total_latency_s": float(per_device["busy_s"].sum()),
+        "total_latency_s": float(sum(r["busy_s"] for r in per_dev)),
         "energy_J": float(energy),
         "bytes_moved": float(bytes_moved),
         "n_transfers": float(n_xfer),

@@ -22,6 +22,8 @@ Examples
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -390,8 +392,8 @@ class OpGraph:
     def validate(self) -> None:
         """Check the graph; raise a ``GraphError`` naming every offending op/tensor.
 
-        Checks: names are non-empty strings; every producer/consumer names an op; no negative
-        size, flops or weight bytes; no op reads its own output; alias bases exist; acyclic.
+        Checks: names are non-empty strings; every producer/consumer names an op; no negative or
+        non-finite size, flops or weight bytes; no op reads its own output; alias bases exist; acyclic.
 
         >>> g = OpGraph(); _ = g.add_op("a", "Relu")
         >>> _ = g.add_tensor("t", -1, producer="a", is_output=True)
@@ -405,11 +407,18 @@ class OpGraph:
                 raise GraphError(f"op name must be a non-empty string, got {op.name!r}", op=str(op.name))
             for fld in ("flops", "weight_bytes"):
                 v = getattr(op, fld)
-                if not isinstance(v, (int, float)) or v != v or v < 0:
+                if not isinstance(v, numbers.Real) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
                     raise GraphError(f"op {op.name!r} has invalid {fld} {v!r}", op=op.name, field=fld)
         for t in self._tensors.values():
-            if not isinstance(t.size_bytes, (int, float)) or t.size_bytes != t.size_bytes:
-                raise GraphError(f"tensor {t.name!r} has invalid size_bytes {t.size_bytes!r}", tensor=t.name)
+            if (
+                not isinstance(t.size_bytes, numbers.Real)
+                or isinstance(t.size_bytes, bool)
+                or t.size_bytes != t.size_bytes
+                or t.size_bytes == math.inf
+            ):
+                raise GraphError(
+                    f"tensor {t.name!r} has invalid size_bytes {t.size_bytes!r}", tensor=t.name, field="size_bytes"
+                )
             if t.size_bytes < 0:
                 raise GraphError(
                     f"tensor {t.name!r} has negative size_bytes {t.size_bytes}", tensor=t.name, field="size_bytes"
@@ -453,9 +462,11 @@ class OpGraph:
         >>> s = g.subgraph(["b", "c"]); s.graph_inputs()
         ['a:0']
         """
-        keep = [o for o in self._ops if o in set(ops)]
+        ops = list(ops)  # may be a generator: read it once
+        want = set(ops)
+        keep = [o for o in self._ops if o in want]
         keep_set = set(keep)
-        unknown = set(ops) - set(self._ops)
+        unknown = want - set(self._ops)
         if unknown:
             raise UnknownNameError(f"unknown op(s) {name_list(sorted(unknown))}", op=sorted(unknown)[0])
         sub = OpGraph(name or f"{self.name}[sub]", self.meta)

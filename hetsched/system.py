@@ -17,6 +17,7 @@ Examples
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -57,12 +58,19 @@ def op_class(op_type: str) -> str:
     >>> op_class("Gemm"), op_class("Relu"), op_class("Conv_grad"), op_class("Foo")
     ('matmul', 'elementwise', 'conv', 'other')
     """
+    hit = _CLASS_CACHE.get(op_type)
+    if hit is not None:  # called once per op per pricing: keep it a dict lookup
+        return hit
     t = op_type.lower()
     for suffix in ("_grad", "backward", "_bwd", "grad"):
         if t.endswith(suffix) and t[: -len(suffix)]:
             t = t[: -len(suffix)].rstrip("_")
             break
-    return OP_CLASSES.get(t, "other")
+    hit = _CLASS_CACHE[op_type] = OP_CLASSES.get(t, "other")
+    return hit
+
+
+_CLASS_CACHE: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -102,7 +110,7 @@ class Device:
         if not self.peak_flops:
             raise SystemError_(f"device {self.name!r} has no peak_flops", device=self.name, field="peak_flops")
         for k, v in self.peak_flops.items():
-            if not (v > 0):
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (v > 0):
                 raise SystemError_(
                     f"device {self.name!r} has non-positive peak_flops[{k!r}] = {v!r}",
                     device=self.name,
@@ -110,10 +118,12 @@ class Device:
                 )
         for fld in ("memory_bytes", "mem_bandwidth_Bps", "launch_overhead_s", "power_W", "idle_power_W"):
             v = getattr(self, fld)
-            if v is None or v < 0:
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (v >= 0):  # also rejects NaN
                 raise SystemError_(f"device {self.name!r} has negative {fld} {v!r}", device=self.name, field=fld)
         if self.mem_bandwidth_Bps == 0:
-            raise SystemError_(f"device {self.name!r} has zero mem_bandwidth_Bps", device=self.name)
+            raise SystemError_(
+                f"device {self.name!r} has zero mem_bandwidth_Bps", device=self.name, field="mem_bandwidth_Bps"
+            )
 
     def peak_flops_for(self, op_type: str) -> float:
         """Peak FLOP/s for an op type: exact type, then its class, then ``default``, else the max quoted."""
@@ -146,7 +156,7 @@ class Link:
                 device=self.src,
                 field="bandwidth_Bps",
             )
-        if self.latency_s < 0:
+        if not (self.latency_s >= 0):  # also rejects NaN
             raise SystemError_(
                 f"link {self.src}->{self.dst} has negative latency_s {self.latency_s!r}",
                 device=self.src,
@@ -280,7 +290,9 @@ class System:
         for ln in links:
             for end in (ln.src, ln.dst):
                 if end not in self._devices:
-                    raise SystemError_(f"link {ln.src}->{ln.dst} names unknown device {end!r}", device=end)
+                    raise SystemError_(
+                        f"link {ln.src}->{ln.dst} names unknown device {end!r}", device=end, field="links"
+                    )
             self.links.append(ln)
             self._link[(ln.src, ln.dst)] = ln
             self._link.setdefault((ln.dst, ln.src), ln)
@@ -288,7 +300,7 @@ class System:
             support = SupportTable({d.name: {"*": 1} for d in self._devices.values() if d.kind != "host"})
         for b in support.backends:
             if b not in self._devices:
-                raise SystemError_(f"support table names unknown device {b!r}", device=b)
+                raise SystemError_(f"support table names unknown device {b!r}", device=b, field="support")
         self.support = support
         self._routes: dict[tuple[str, str], tuple[Link, ...]] = {}
 
@@ -343,7 +355,9 @@ class System:
             try:
                 path = nx.shortest_path(G, src, dst)
             except nx.NetworkXNoPath:
-                raise SystemError_(f"no link path from device {src!r} to device {dst!r}", device=src) from None
+                raise SystemError_(
+                    f"no link path from device {src!r} to device {dst!r}", device=src, dst=dst, field="links"
+                ) from None
             r = tuple(self._link[(a, b)] for a, b in zip(path, path[1:]))
         self._routes[key] = r
         return r

@@ -62,6 +62,7 @@ REQUIRED = ("lane", "group", "name", "kind", "start_s", "end_s")
 OPTIONAL = ("op", "tensor", "device", "stage", "chunk", "microbatch", "bytes", "flow")
 COLUMNS = REQUIRED + OPTIONAL
 EXCLUSIVE_EXEMPT = frozenset({"alloc"})
+_LABELS = ("lane", "group", "name", "kind")
 _EPS = 1e-12
 
 
@@ -76,7 +77,10 @@ def make_timeline(rows: Iterable[Mapping[str, Any]] | Mapping[str, list] | pd.Da
     if isinstance(rows, pd.DataFrame):
         df = rows.copy()
     elif isinstance(rows, Mapping):
-        df = pd.DataFrame(dict(rows))
+        # label columns end up object dtype: build them so, skipping a round trip through str dtype
+        df = pd.DataFrame(
+            {k: pd.Series(v, dtype=object) if k in _LABELS and not isinstance(v, pd.Series) else v for k, v in rows.items()}
+        )
     else:
         rows = list(rows)
         df = pd.DataFrame.from_records(rows) if rows else pd.DataFrame(columns=list(COLUMNS))
@@ -88,8 +92,9 @@ def make_timeline(rows: Iterable[Mapping[str, Any]] | Mapping[str, list] | pd.Da
     df["start_s"] = df["start_s"].astype(float)
     df["end_s"] = df["end_s"].astype(float)
     df["bytes"] = pd.to_numeric(df["bytes"], errors="coerce")
-    for c in ("lane", "group", "name", "kind"):
-        df[c] = df[c].astype(object)
+    for c in _LABELS:
+        if df[c].dtype != object:
+            df[c] = df[c].astype(object)
     return df.reset_index(drop=True)
 
 
@@ -139,12 +144,12 @@ def check_timeline(
         return
     start = tl["start_s"].to_numpy(dtype=float)
     end = tl["end_s"].to_numpy(dtype=float)
-    scale = max(1.0, float(np.nanmax(np.abs(end))) if len(end) else 1.0)
-    eps = tol * scale
     bad = ~np.isfinite(start) | ~np.isfinite(end)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         _fail("finite", f"row {tl['name'].iat[i]!r} has a non-finite time", row=i)
+    scale = max(1.0, float(np.max(np.abs(end))))
+    eps = tol * scale
     neg = end < start - eps
     if neg.any():
         i = int(np.flatnonzero(neg)[0])
@@ -324,10 +329,10 @@ def to_chrome_trace(tl: pd.DataFrame, path: str | Path | None = None, *, name: s
         if g not in pids:
             pids[g] = len(pids)
             events.append({"ph": "M", "name": "process_name", "pid": pids[g], "tid": 0, "args": {"name": str(g)}})
-    flows: dict[str, list[tuple[float, float, int, int]]] = defaultdict(list)
+    flows: dict[str, list[tuple[float, float, int, int, int]]] = defaultdict(list)
     # sort so that enclosing slices come before nested ones (trace viewers expect it)
     order = work.assign(_d=work["end_s"] - work["start_s"]).sort_values(["start_s", "_d"], ascending=[True, False], kind="stable")
-    for row in order.itertuples(index=False):
+    for seq, row in enumerate(order.itertuples(index=False)):
         pid = pids[row.group]
         key = (pid, row.lane)
         if key not in tids:
@@ -341,11 +346,12 @@ def to_chrome_trace(tl: pd.DataFrame, path: str | Path | None = None, *, name: s
         if _present(row.flow):
             for fid in str(row.flow).split(","):
                 if fid:
-                    flows[fid].append((ts, dur, pid, tid))
+                    flows[fid].append((ts, ts + dur, seq, dur, pid, tid))
     n = 0
     for fid, pts in flows.items():
+        # causal order: by start, then end (a zero-length producer before the transfer it starts)
         pts.sort()
-        for (ts0, dur0, p0, t0), (ts1, _d1, p1, t1) in zip(pts, pts[1:]):
+        for (ts0, _e0, _q0, dur0, p0, t0), (ts1, _e1, _q1, _d1, p1, t1) in zip(pts, pts[1:]):
             n += 1
             # the arrow leaves at the end of the earlier slice and lands at the start of the later one
             events.append({"ph": "s", "id": n, "name": fid, "cat": "flow", "pid": p0, "tid": t0, "ts": ts0 + dur0 * 0.999})

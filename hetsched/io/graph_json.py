@@ -84,7 +84,8 @@ def graph_to_dict(g: OpGraph) -> dict[str, Any]:
     """The JSON structure of a graph."""
     ops = []
     for o in g.ops.values():
-        d: dict[str, Any] = {"name": o.name, "op_type": o.op_type, "flops": o.flops, "weight_bytes": int(o.weight_bytes)}
+        flops = o.flops if isinstance(o.flops, (int, float)) else float(o.flops)  # numpy scalars -> JSON numbers
+        d: dict[str, Any] = {"name": o.name, "op_type": o.op_type, "flops": flops, "weight_bytes": int(o.weight_bytes)}
         if o.attrs:
             d["attrs"] = dict(o.attrs)
         ops.append(d)
@@ -123,6 +124,10 @@ def graph_from_dict(d: Mapping[str, Any], *, source: str = "graph") -> OpGraph:
     for key in ("ops", "tensors"):
         if not isinstance(d.get(key), list):
             raise FormatError(f"{source}: {key!r} must be a list", field=key)
+    if "name" in d and not isinstance(d["name"], str):
+        raise FormatError(f"{source}: 'name' must be a string, got {d['name']!r}", field="name")
+    if d.get("meta") is not None and not isinstance(d.get("meta"), Mapping):
+        raise FormatError(f"{source}: 'meta' must be an object", field="meta")
     g = OpGraph(str(d.get("name", source)), meta=d.get("meta") or {})
     for i, o in enumerate(d["ops"]):
         if not isinstance(o, Mapping) or "name" not in o or "op_type" not in o:
@@ -134,6 +139,15 @@ def graph_from_dict(d: Mapping[str, Any], *, source: str = "graph") -> OpGraph:
             v = o.get(f, 0)
             if not isinstance(v, (int, float)) or isinstance(v, bool):
                 raise FormatError(f"{source}: op {o['name']!r} field {f!r} must be a number, got {v!r}", field=f, op=o["name"])
+        if not _whole(o.get("weight_bytes", 0)):
+            raise FormatError(
+                f"{source}: op {o['name']!r} weight_bytes must be a whole number, got {o['weight_bytes']!r}",
+                field="weight_bytes", op=o["name"],
+            )
+        if not isinstance(o["op_type"], str):
+            raise FormatError(f"{source}: op {o['name']!r} op_type must be a string", field="op_type", op=o["name"])
+        if o.get("attrs") is not None and not isinstance(o.get("attrs"), Mapping):
+            raise FormatError(f"{source}: op {o['name']!r} attrs must be an object", field="attrs", op=o["name"])
         g.add_op(o["name"], o["op_type"], flops=o.get("flops", 0.0), weight_bytes=o.get("weight_bytes", 0), attrs=o.get("attrs") or {})
     for i, t in enumerate(d["tensors"]):
         if not isinstance(t, Mapping) or "name" not in t or "size_bytes" not in t:
@@ -146,9 +160,23 @@ def graph_from_dict(d: Mapping[str, Any], *, source: str = "graph") -> OpGraph:
         v = t["size_bytes"]
         if not isinstance(v, (int, float)) or isinstance(v, bool):
             raise FormatError(f"{source}: tensor {t['name']!r} size_bytes must be a number, got {v!r}", field="size_bytes", tensor=t["name"])
+        if not _whole(v):
+            raise FormatError(
+                f"{source}: tensor {t['name']!r} size_bytes must be a whole number, got {v!r}", field="size_bytes",
+                tensor=t["name"],
+            )
         cons = t.get("consumers", [])
-        if not isinstance(cons, list):
-            raise FormatError(f"{source}: tensor {t['name']!r} consumers must be a list", field="consumers", tensor=t["name"])
+        if not isinstance(cons, list) or not all(isinstance(c, str) for c in cons):
+            raise FormatError(
+                f"{source}: tensor {t['name']!r} consumers must be a list of op names", field="consumers", tensor=t["name"]
+            )
+        for f in ("producer", "alias_of"):
+            if t.get(f) is not None and not isinstance(t.get(f), str):
+                raise FormatError(f"{source}: tensor {t['name']!r} {f} must be a string or null", field=f, tensor=t["name"])
+        if not isinstance(t.get("is_output", False), bool):
+            raise FormatError(f"{source}: tensor {t['name']!r} is_output must be true or false", field="is_output", tensor=t["name"])
+        if t.get("attrs") is not None and not isinstance(t.get("attrs"), Mapping):
+            raise FormatError(f"{source}: tensor {t['name']!r} attrs must be an object", field="attrs", tensor=t["name"])
         g.add_tensor(
             t["name"], v, producer=t.get("producer"), consumers=cons, is_output=bool(t.get("is_output", False)),
             alias_of=t.get("alias_of"), attrs=t.get("attrs") or {},
@@ -157,9 +185,40 @@ def graph_from_dict(d: Mapping[str, Any], *, source: str = "graph") -> OpGraph:
     return g
 
 
+def _whole(v: Any) -> bool:
+    """A byte count: an int, or a float with no fractional part (JSON Schema's ``integer``)."""
+    return isinstance(v, int) or (isinstance(v, float) and v.is_integer())
+
+
 def save_graph_json(g: OpGraph, path: str | Path, *, indent: int | None = None) -> None:
-    """Write a graph as JSON (compact by default: bundled graphs reach tens of MB)."""
-    Path(path).write_text(json.dumps(graph_to_dict(g), indent=indent, separators=(",", ":") if indent is None else None))
+    """Write a graph as JSON (compact by default: bundled graphs reach tens of MB).
+
+    The graph is validated first (a file that ``load_graph`` would reject is never written), and a
+    value JSON cannot hold (NaN, an object in ``attrs``) is a ``FormatError``.
+    """
+    g.validate()
+    try:
+        text = json.dumps(
+            graph_to_dict(g),
+            indent=indent,
+            separators=(",", ":") if indent is None else None,
+            default=_json_default,
+            allow_nan=False,
+        )
+    except ValueError as e:
+        raise FormatError(f"graph {g.name!r} holds a value JSON cannot represent: {e}", field="attrs") from None
+    Path(path).write_text(text)
+
+
+def _json_default(v: Any) -> Any:
+    """numpy scalars/arrays and tuples/sets in ``attrs`` become JSON values; anything else is an error."""
+    if hasattr(v, "item") and getattr(v, "shape", None) == ():
+        return v.item()
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    if isinstance(v, (set, frozenset)):
+        return sorted(v, key=str)
+    raise FormatError(f"cannot write {type(v).__name__} value {v!r} to graph JSON", field="attrs")
 
 
 def load_graph_json(path: str | Path) -> OpGraph:

@@ -107,6 +107,8 @@ def system_from_dict(d: Mapping[str, Any], *, source: str = "system") -> System:
         bad = set(ln) - _LINK_FIELDS
         if bad:
             raise FormatError(f"{where}: unknown field(s) {sorted(bad)}", field=sorted(bad)[0])
+        if not isinstance(ln.get("duplex", True), bool):
+            raise FormatError(f"{where}: duplex must be true or false, got {ln['duplex']!r}", field="duplex")
         links.append(
             Link(
                 str(ln["src"]),
