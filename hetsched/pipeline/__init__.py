@@ -1,1 +1,67 @@
+"""Pipeline-parallel schedules (seed 001): Action IR, generators, cache queues, validator, simulator.
 
+Implements ``../shared/seeds/001_8da0d43036ed1fd9.txt`` (Baidu, interleaved pipeline scheduling
+with cache queues for any number of micro-batches; PaddlePaddle ``PipelineParallelWithInterleave``)
+and the schedules around it: GPipe, 1F1B, looped BFS, interleaved 1F1B with four grouping
+policies, interleaved FthenB, ZB-H1, ZB-H2 and ZB-V.
+
+>>> from hetsched import pipeline as pp
+>>> s = pp.interleaved_1f1b(4, 2, 10, grouping="paddle")
+>>> pp.validate(s)
+>>> r = pp.simulate(s, costs={"F": 1.0, "B": 1.0})
+>>> r.metrics["makespan_s"], round(r.metrics["bubble_fraction"], 3)
+(46.0, 0.15)
+"""
+
+from ..errors import ScheduleError
+from .cache import cache_trace, patent_parameters, patent_queues, peak_in_flight, send_interval
+from .compare import compare
+from .export import from_torch_csv, to_chrome_trace, to_torch_csv
+from .ir import KINDS, Action, Schedule, format_grid, merge_backward, split_backward
+from .schedules import (
+    GROUPINGS,
+    SCHEDULES,
+    balanced_groups,
+    gpipe,
+    groups,
+    interleaved_1f1b,
+    interleaved_fthenb,
+    interleaved_from_groups,
+    looped_bfs,
+    make_schedule,
+    megatron_groups,
+    one_f_one_b,
+    paddle_groups,
+    torch_groups,
+    zb_h1,
+    zb_h2,
+    zbv,
+)
+from .simulate import P2P, PipelineResult, StageCosts, simulate, timeline_deps
+from .validate import dependencies, validate
+
+#: What a panel can offer the user, declared as data (the widgets read it; no logic here).
+PARAMS = {
+    "schedule": {"options": sorted(SCHEDULES), "default": "interleaved_1f1b"},
+    "p": {"min": 2, "max": 16, "step": 1, "default": 4},
+    "v": {"min": 1, "max": 8, "step": 1, "default": 2},
+    "m": {"min": 1, "max": 64, "step": 1, "default": 10},
+    "grouping": {"options": sorted(GROUPINGS), "default": "balanced"},
+    "f_s": {"min": 0.1, "max": 4.0, "step": 0.1, "default": 1.0},
+    "b_s": {"min": 0.1, "max": 8.0, "step": 0.1, "default": 2.0},
+    "latency_s": {"min": 0.0, "max": 2.0, "step": 0.05, "default": 0.0},
+    "lockstep": {"options": [False, True], "default": False},
+    "cache": {"options": [None, "sender", "receiver"], "default": "sender"},
+}
+
+__all__ = [
+    "PARAMS",
+    "ScheduleError",
+    "KINDS", "Action", "Schedule", "format_grid", "split_backward", "merge_backward",
+    "GROUPINGS", "SCHEDULES", "groups", "paddle_groups", "megatron_groups", "torch_groups", "balanced_groups",
+    "gpipe", "one_f_one_b", "looped_bfs", "interleaved_1f1b", "interleaved_fthenb", "interleaved_from_groups",
+    "zb_h1", "zb_h2", "zbv", "make_schedule",
+    "validate", "dependencies", "simulate", "StageCosts", "P2P", "PipelineResult", "timeline_deps",
+    "cache_trace", "patent_parameters", "patent_queues", "compare", "send_interval", "peak_in_flight",
+    "to_torch_csv", "from_torch_csv", "to_chrome_trace",
+]

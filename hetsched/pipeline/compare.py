@@ -1,0 +1,45 @@
+"""Side-by-side what-if: several schedules or groupings, one metrics table.
+
+>>> df = compare(4, 2, 10, costs={"F": 1, "B": 1})
+>>> df.loc[df.schedule == "interleaved_1f1b[balanced]", "makespan_s"].item()
+46.0
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+
+from ..errors import ScheduleError
+from .cache import peak_in_flight
+from .schedules import GROUPINGS, make_schedule
+from .simulate import simulate
+
+__all__ = ["compare", "DEFAULT_LINEUP"]
+
+#: (schedule name, options) pairs compared by default: every grouping of interleaved 1F1B.
+#: (Costs are per stage, so only schedules with the same ``v`` compare like for like.)
+DEFAULT_LINEUP: tuple[tuple[str, dict], ...] = tuple(("interleaved_1f1b", {"grouping": g}) for g in sorted(GROUPINGS))
+
+
+def compare(p: int, v: int, m: int, *, lineup: Iterable[tuple[str, Mapping[str, Any]]] = DEFAULT_LINEUP, costs: Any = None, comm: Any = None, cache: str | None = None) -> pd.DataFrame:
+    """Simulate each ``(schedule, options)`` on ``(p, v, m)``; one row per schedule.
+
+    Columns: ``schedule``, ``makespan_s``, ``bubble_fraction``, ``peak_activations_chunks``,
+    ``peak_activation_bytes``, ``peak_cache_depth``, ``order_peak`` (worst rank's in-flight count in
+    list order) and ``error`` (why a schedule was refused, e.g. torch's divisibility rule).
+    """
+    rows = []
+    for name, opts in lineup:
+        label = f"{name}[{opts['grouping']}]" if "grouping" in opts else name
+        try:
+            s = make_schedule(name, p, v, m, **dict(opts))
+            r = simulate(s, costs=costs, comm=comm, cache=cache, timeline=False)
+        except ScheduleError as exc:
+            rows.append({"schedule": label, "error": str(exc).splitlines()[0]})
+            continue
+        rows.append({"schedule": s.name, **{k: r.metrics[k] for k in ("makespan_s", "bubble_fraction", "peak_activations_chunks", "peak_activation_bytes", "peak_cache_depth")},
+                     "order_peak": int(peak_in_flight(s).max()), "error": None})
+    cols = ["schedule", "makespan_s", "bubble_fraction", "peak_activations_chunks", "peak_activation_bytes", "peak_cache_depth", "order_peak", "error"]
+    return pd.DataFrame(rows).reindex(columns=cols)

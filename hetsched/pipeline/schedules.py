@@ -1,0 +1,438 @@
+"""Schedule generators: pure functions of numbers returning a :class:`~hetsched.pipeline.ir.Schedule`.
+
+``gpipe``, ``one_f_one_b``, ``looped_bfs``, ``interleaved_1f1b`` (four micro-batch *groupings*,
+including the patent's), ``interleaved_fthenb``, zero-bubble ``zb_h1`` / ``zb_h2`` and ``zbv``.
+
+The interleaved family is one algorithm (Narayanan et al., SC 2021, "Efficient large-scale language
+model training on GPU clusters using Megatron-LM", section 2.2) parametrised by how the ``m``
+micro-batches are cut into consecutive *groups*. Each group runs chunk ``0..v-1`` in turn (forward)
+and ``v-1..0`` (backward); rank ``r`` runs ``2 (p - 1 - r) + (v - 1) g0`` warm-up forwards (``g0``:
+first group's size), then alternates one forward and one backward, then drains the backwards. The
+groupings (see :data:`GROUPINGS`):
+
+``paddle``
+    ``[p + r, p, ..., p]`` with ``r = m % p``: the patent ``../shared/seeds/001_8da0d43036ed1fd9.txt``
+    (PaddlePaddle ``PipelineParallelWithInterleave``: "first_chunk_acc = m % p + p"). The first group
+    is larger, so the last rank produces forward outputs ``r`` steps before the first rank can use
+    them: the patent caches them and sends only inside the send interval (see :mod:`.cache`).
+``megatron``
+    ``[N, ..., N, m % N]`` (Megatron-LM ``microbatch_group_size_per_vp_stage``; ``p <= N <= m`` and the
+    remainder must be 0 or ``>= p``). ``N`` defaults to the smallest feasible value.
+``torch``
+    ``k = max(1, m // p)`` equal groups (torch 2.x ``ScheduleInterleaved1F1B``; refuses ``m % k != 0``).
+``balanced`` (default)
+    ``floor(m / p)`` groups whose sizes differ by at most one, larger first: works for every
+    ``m >= p``, never has a first group larger than paddle's or torch's, so never more warm-up
+    activations, and every group has at least ``p`` micro-batches so the pipeline never starves.
+
+For ``m < p`` there is only one possible group, ``[m]``: every grouping uses it (as torch does).
+
+Examples
+--------
+>>> interleaved_1f1b(2, 2, 3, grouping="paddle").to_text()
+['0F0 0F1 0F2 2F0 2F1 2F2 2B0 2B1 2B2 0B0 0B1 0B2', '1F0 1F1 1F2 3F0 3B0 3F1 3B1 3F2 3B2 1B0 1B1 1B2']
+>>> groups(4, 11, "paddle"), groups(4, 11, "balanced"), groups(4, 11, "megatron")
+([7, 4], [6, 5], [6, 5])
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..errors import ScheduleError
+from .ir import B, F, I, W, Schedule
+
+__all__ = [
+    "GROUPINGS",
+    "SCHEDULES",
+    "groups",
+    "paddle_groups",
+    "megatron_groups",
+    "torch_groups",
+    "balanced_groups",
+    "gpipe",
+    "one_f_one_b",
+    "looped_bfs",
+    "interleaved_1f1b",
+    "interleaved_fthenb",
+    "interleaved_from_groups",
+    "zb_h1",
+    "zb_h2",
+    "zbv",
+    "make_schedule",
+]
+
+
+def _check(p: int, v: int, m: int) -> None:
+    for name, val in (("p", p), ("v", v), ("m", m)):
+        if not isinstance(val, (int, np.integer)) or val < 1:
+            raise ScheduleError(f"{name} must be a positive integer, got {val!r}", field=name)
+
+
+# ---- groupings ---------------------------------------------------------------------------------
+
+def paddle_groups(p: int, m: int) -> list[int]:
+    """The patent's split: ``r = m % p``; first group ``p + r``, then groups of ``p``.
+
+    >>> paddle_groups(4, 10)
+    [6, 4]
+    """
+    if m < p:
+        return [m]
+    r = m % p
+    return [p + r] + [p] * (m // p - 1)
+
+
+def megatron_groups(p: int, m: int, group_size: int | None = None) -> list[int]:
+    """Megatron-LM's split ``[N, ..., N, m % N]``; ``N`` defaults to the smallest feasible one.
+
+    Feasible: ``p <= N <= m`` and ``m % N`` is 0 or at least ``p`` (a smaller last group would
+    starve the pipeline).
+
+    >>> megatron_groups(4, 10), megatron_groups(4, 12, 6)
+    ([5, 5], [6, 6])
+    """
+    if m < p:
+        return [m]
+    if group_size is None:
+        group_size = next(n for n in range(p, m + 1) if m % n == 0 or m % n >= p)
+    n = int(group_size)
+    if not p <= n <= m:
+        raise ScheduleError(f"megatron group size N={n} must lie in [p={p}, m={m}]", field="group_size")
+    rem = m % n
+    if rem and rem < p:
+        raise ScheduleError(f"megatron group size N={n}: the last group would hold m % N = {rem} < p = {p} micro-batches", field="group_size")
+    return [n] * (m // n) + ([rem] if rem else [])
+
+
+def torch_groups(p: int, m: int) -> list[int]:
+    """torch 2.x ``ScheduleInterleaved1F1B``: ``k = max(1, m // p)`` rounds of ``m / k``; refuses ``m % k``.
+
+    >>> torch_groups(4, 10)
+    [5, 5]
+    """
+    k = max(1, m // p)
+    if m % k:
+        raise ScheduleError(
+            f"grouping 'torch' needs m to be a multiple of the number of rounds k = max(1, m // p) = {k}, got m={m} (torch raises the same)",
+            field="m",
+        )
+    return [m // k] * k
+
+
+def balanced_groups(p: int, m: int) -> list[int]:
+    """``floor(m / p)`` groups whose sizes differ by at most one, larger first.
+
+    >>> balanced_groups(4, 19)
+    [5, 5, 5, 4]
+    """
+    if m < p:
+        return [m]
+    k = m // p
+    base, extra = divmod(m, k)
+    return [base + 1] * extra + [base] * (k - extra)
+
+
+#: Grouping policies by name: ``f(p, m) -> list of group sizes``.
+GROUPINGS: dict[str, Callable[[int, int], list[int]]] = {
+    "balanced": balanced_groups,
+    "paddle": paddle_groups,
+    "megatron": megatron_groups,
+    "torch": torch_groups,
+}
+
+
+def groups(p: int, m: int, grouping: str | Sequence[int] | Callable[[int, int], Sequence[int]] = "balanced") -> list[int]:
+    """Group sizes for a grouping name, an explicit list, or a callable ``f(p, m)``.
+
+    >>> groups(3, 7, [4, 3])
+    [4, 3]
+    """
+    if isinstance(grouping, str):
+        if grouping not in GROUPINGS:
+            raise ScheduleError(f"unknown grouping {grouping!r}; choose one of {sorted(GROUPINGS)}", field="grouping")
+        g = GROUPINGS[grouping](p, m)
+    elif callable(grouping):
+        g = list(grouping(p, m))
+    else:
+        g = [int(x) for x in grouping]
+    if any(x < 1 for x in g) or sum(g) != m:
+        raise ScheduleError(f"groups {g} must be positive and sum to m={m}", field="grouping")
+    return g
+
+
+# ---- the interleaved family --------------------------------------------------------------------
+
+def _group_sequence(v: int, sizes: Sequence[int], reverse_chunks: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Chunk and micro-batch of each step when each group runs all its chunks in turn."""
+    chunks, mbs = [], []
+    start = 0
+    order = np.arange(v)[::-1] if reverse_chunks else np.arange(v)
+    for g in sizes:
+        chunks.append(np.repeat(order, g))
+        mbs.append(np.tile(np.arange(start, start + g), v))
+        start += g
+    return np.concatenate(chunks), np.concatenate(mbs)
+
+
+def interleaved_from_groups(p: int, v: int, m: int, sizes: Sequence[int], *, name: str = "interleaved", warmup: Callable[[int], int] | None = None) -> Schedule:
+    """The interleaved 1F1B skeleton for explicit group sizes (what every grouping feeds).
+
+    ``warmup(rank)`` overrides the number of warm-up forwards (default
+    ``2 (p - 1 - rank) + (v - 1) * sizes[0]``, capped at ``v * m``).
+
+    >>> interleaved_from_groups(2, 1, 2, [2]).to_text()
+    ['0F0 0F1 0B0 0B1', '1F0 1B0 1F1 1B1']
+    """
+    _check(p, v, m)
+    fc, fm = _group_sequence(v, sizes, False)
+    bc, bm = _group_sequence(v, sizes, True)
+    n = v * m
+    per = []
+    for r in range(p):
+        w = min(n, warmup(r) if warmup else 2 * (p - 1 - r) + (v - 1) * sizes[0])
+        steady = n - w
+        # positions: warm-up forwards, then (F, B) pairs, then the remaining backwards
+        src_is_b = np.concatenate([np.zeros(w, bool), np.tile([False, True], steady), np.ones(w, bool)])
+        idx = np.empty(2 * n, np.int64)
+        idx[~src_is_b] = np.arange(n)
+        idx[src_is_b] = np.arange(n)
+        chunk = np.where(src_is_b, bc[idx], fc[idx])
+        mb = np.where(src_is_b, bm[idx], fm[idx])
+        per.append(((chunk * p + r).astype(np.int32), np.where(src_is_b, B, F).astype(np.int8), mb.astype(np.int32)))
+    return Schedule.from_arrays(p, v, m, name, per, meta={"groups": list(map(int, sizes))})
+
+
+def interleaved_1f1b(p: int, v: int, m: int, grouping: str | Sequence[int] | Callable = "balanced", *, group_size: int | None = None) -> Schedule:
+    """Interleaved 1F1B (Narayanan et al., SC 2021) with a micro-batch grouping policy.
+
+    Parameters
+    ----------
+    p, v, m : int
+        Ranks, chunks per rank, micro-batches (any ``m >= 1``; ``m < p`` uses one group ``[m]``).
+    grouping : {"balanced", "paddle", "megatron", "torch"}, list of int, or callable
+        How micro-batches are split into consecutive groups (see the module docstring).
+        ``"paddle"`` is the patent (``../shared/seeds/001_8da0d43036ed1fd9.txt``).
+    group_size : int, optional
+        Megatron's ``N`` (``grouping="megatron"`` only; default: smallest feasible).
+
+    Raises
+    ------
+    ScheduleError
+        ``grouping="torch"`` with ``m % max(1, m // p) != 0`` (torch refuses it too), an infeasible
+        megatron ``N``, or non-positive ``p, v, m``.
+
+    >>> s = interleaved_1f1b(4, 2, 10, grouping="paddle")
+    >>> s.meta["groups"], s.name
+    ([6, 4], 'interleaved_1f1b[paddle]')
+    """
+    _check(p, v, m)
+    if grouping == "megatron":
+        sizes = megatron_groups(p, m, group_size)
+    elif group_size is not None:
+        raise ScheduleError("group_size only applies to grouping='megatron'", field="group_size")
+    else:
+        sizes = groups(p, m, grouping)
+    label = grouping if isinstance(grouping, str) else "custom"
+    return interleaved_from_groups(p, v, m, sizes, name=f"interleaved_1f1b[{label}]")
+
+
+def interleaved_fthenb(p: int, v: int, m: int) -> Schedule:
+    """Interleaved all-forward-then-all-backward: one group of ``m``, chunk-major.
+
+    PaddlePaddle's ``PipelineParallelWithInterleaveFthenB``, the schedule it uses for ``p <= m < 2p``
+    where interleaved 1F1B has no steady phase. Valid for any ``m >= 1``; every rank holds all
+    ``v * m`` activations at its peak.
+
+    >>> interleaved_fthenb(2, 2, 2).to_text()[0]
+    '0F0 0F1 2F0 2F1 2B0 2B1 0B0 0B1'
+    """
+    _check(p, v, m)
+    return interleaved_from_groups(p, v, m, [m], name="interleaved_fthenb", warmup=lambda r: v * m)
+
+
+# ---- single-chunk classics ---------------------------------------------------------------------
+
+def gpipe(p: int, m: int) -> Schedule:
+    """GPipe (Huang et al., NeurIPS 2019): all forwards, then all backwards, one stage per rank.
+
+    >>> gpipe(2, 2).to_text()
+    ['0F0 0F1 0B0 0B1', '1F0 1F1 1B0 1B1']
+    """
+    _check(p, 1, m)
+    per = [(np.full(2 * m, r, np.int32), np.repeat(np.array([F, B], np.int8), m), np.tile(np.arange(m, dtype=np.int32), 2)) for r in range(p)]
+    return Schedule.from_arrays(p, 1, m, "gpipe", per)
+
+
+def one_f_one_b(p: int, m: int) -> Schedule:
+    """1F1B / PipeDream-Flush (Narayanan et al., SC 2021): ``p - 1 - r`` warm-up forwards on rank ``r``.
+
+    >>> one_f_one_b(2, 3).to_text()
+    ['0F0 0F1 0B0 0F2 0B1 0B2', '1F0 1B0 1F1 1B1 1F2 1B2']
+    """
+    _check(p, 1, m)
+    s = interleaved_from_groups(p, 1, m, [m], name="1f1b", warmup=lambda r: p - 1 - r)
+    return s
+
+
+def looped_bfs(p: int, v: int, m: int) -> Schedule:
+    """Breadth-first looping (Lamy-Poirier, 2023): each local stage runs all micro-batches in turn.
+
+    Forwards chunk by chunk (micro-batches in order), then backwards from the last chunk down,
+    micro-batches in reverse (the order torch's ``ScheduleLoopedBFS`` uses).
+
+    >>> looped_bfs(2, 2, 2).to_text()[0]
+    '0F0 0F1 2F0 2F1 2B1 2B0 0B1 0B0'
+    """
+    _check(p, v, m)
+    per = []
+    for r in range(p):
+        fst = np.repeat(np.arange(v) * p + r, m)
+        bst = fst[::-1]
+        per.append((np.concatenate([fst, bst]).astype(np.int32), np.repeat(np.array([F, B], np.int8), v * m),
+                    np.concatenate([np.tile(np.arange(m), v), np.tile(np.arange(m)[::-1], v)]).astype(np.int32)))
+    return Schedule.from_arrays(p, v, m, "looped_bfs", per)
+
+
+# ---- zero bubble (Qi et al., ICLR 2024, "Zero Bubble Pipeline Parallelism") ------------------
+
+def _zb_handcrafted(p: int, m: int, warmup: Callable[[int], int], defer: Callable[[int], int], name: str) -> Schedule:
+    """1F1B with the backward split into ``I`` and ``W``, weight gradients deferred.
+
+    Rank ``r`` runs ``warmup(r)`` forwards, then ``(F, I)`` pairs, then the remaining ``I``; a ``W``
+    (oldest first) follows each ``I`` once ``defer(r)`` steady pairs have passed, and the ``W`` left
+    at the end drain last. Deferring ``W`` on the later ranks fills the tail where they would wait
+    for rank 0's last input gradients (Qi et al., ICLR 2024, section 3; the construction torch 2.x
+    uses for its zero-bubble schedules).
+    """
+    per = []
+    for r in range(p):
+        w = min(warmup(r), m)
+        acts: list[tuple[int, int, int]] = []
+        nf = ni = nw = 0
+        for op in range(m + w):
+            if op < m:
+                acts.append((r, F, nf))
+                nf += 1
+            if op >= w:
+                acts.append((r, I, ni))
+                ni += 1
+                if op - w >= defer(r):
+                    acts.append((r, W, nw))
+                    nw += 1
+        acts.extend((r, W, j) for j in range(nw, m))
+        per.append((np.array([a[0] for a in acts], np.int32), np.array([a[1] for a in acts], np.int8), np.array([a[2] for a in acts], np.int32)))
+    return Schedule.from_arrays(p, 1, m, name, per)
+
+
+def zb_h1(p: int, m: int) -> Schedule:
+    """ZB-H1 (Qi et al., ICLR 2024): backward split into I and W; 1F1B's warm-up, ``W`` deferred by ``r``.
+
+    Peak activation memory of the worst rank equals 1F1B's (``p`` micro-batches); with equal
+    times the makespan is ``m (tF + tI + tW) + (p - 1)(tF + tI - tW)`` against 1F1B's
+    ``(m + p - 1)(tF + tI + tW)``.
+
+    >>> zb_h1(2, 2).to_text()
+    ['0F0 0F1 0I0 0W0 0I1 0W1', '1F0 1I0 1F1 1I1 1W0 1W1']
+    """
+    _check(p, 1, m)
+    return _zb_handcrafted(p, m, lambda r: p - 1 - r, lambda r: r, "zb_h1")
+
+
+def zb_h2(p: int, m: int) -> Schedule:
+    """ZB-H2 (Qi et al., ICLR 2024): ``2(p - 1 - r) + 1`` warm-up forwards fill the start-up bubble.
+
+    About twice 1F1B's activation memory on rank 0 (``2p`` micro-batches in flight).
+
+    >>> zb_h2(2, 3).to_text()[0]
+    '0F0 0F1 0F2 0I0 0W0 0I1 0W1 0I2 0W2'
+    """
+    _check(p, 1, m)
+    return _zb_handcrafted(p, m, lambda r: 2 * (p - 1 - r) + 1, lambda r: r, "zb_h2")
+
+
+def zbv(p: int, m: int) -> Schedule:
+    """ZB-V (Qi et al., ICLR 2024, section 6): two chunks per rank in a V (stage ``s >= p`` on rank ``2p-1-s``).
+
+    Rank ``r`` runs ``2(p - r) - 1`` chunk-0 forwards, ``r`` (chunk-1, chunk-0) forward pairs, then
+    ``p - r`` rounds of chunk-1 F, I, W; the steady phase alternates chunk 0 (F, I, W) and chunk 1
+    (F, I, W); the cool-down interleaves the remaining I's and drains the W's. Built for
+    ``max(m, 2p - 1)`` micro-batches, the extra ones dropped (the construction torch 2.x uses).
+
+    >>> zbv(2, 3).to_text()[1]
+    '1F0 2F0 1F1 2F1 2I0 2W0 1F2 1I0 1W0 2F2 2I1 2W1 1I1 2I2 1I2 1W1 2W2 1W2'
+    """
+    _check(p, 2, m)
+    n = max(2 * p - 1, m)
+    S = 2 * p
+    per = []
+    for r in range(p):
+        s0, s1 = r, S - 1 - r
+        acts: list[tuple[int, int, int]] = []
+        cnt = {"f0": 0, "f1": 0, "b0": 0, "b1": 0}
+
+        def put(stage: int, kind: int, key: str) -> None:
+            acts.append((stage, kind, cnt[key]))
+            cnt[key] += 1
+
+        for _ in range(2 * (p - r) - 1):
+            put(s0, F, "f0")
+        for _ in range(r):
+            put(s1, F, "f1")
+            put(s0, F, "f0")
+        for _ in range(p - r):
+            put(s1, F, "f1")
+            acts.append((s1, I, cnt["b1"]))
+            acts.append((s1, W, cnt["b1"]))
+            cnt["b1"] += 1
+        while cnt["f1"] < cnt["f0"] or cnt["f0"] < n:
+            if cnt["f0"] < n:
+                put(s0, F, "f0")
+            acts.append((s0, I, cnt["b0"]))
+            acts.append((s0, W, cnt["b0"]))
+            cnt["b0"] += 1
+            put(s1, F, "f1")
+            acts.append((s1, I, cnt["b1"]))
+            acts.append((s1, W, cnt["b1"]))
+            cnt["b1"] += 1
+        w0, w1 = cnt["b0"], cnt["b1"]
+        for _ in range(r):
+            put(s0, I, "b0")
+            put(s1, I, "b1")
+        for _ in range(p - r):
+            put(s0, I, "b0")
+            acts.append((s0, W, w0))
+            w0 += 1
+        acts.extend((s1, W, j) for j in range(w1, cnt["b1"]))
+        acts.extend((s0, W, j) for j in range(w0, cnt["b0"]))
+        acts = [a for a in acts if a[2] < m]
+        per.append((np.array([a[0] for a in acts], np.int32), np.array([a[1] for a in acts], np.int8), np.array([a[2] for a in acts], np.int32)))
+    return Schedule.from_arrays(p, 2, m, "zbv", per, style="v")
+
+
+#: Generators by name, each ``f(p, v, m, **options) -> Schedule`` (``v`` ignored/checked where fixed).
+SCHEDULES: dict[str, Callable[..., Schedule]] = {
+    "gpipe": lambda p, v, m, **kw: gpipe(p, m),
+    "1f1b": lambda p, v, m, **kw: one_f_one_b(p, m),
+    "looped_bfs": lambda p, v, m, **kw: looped_bfs(p, v, m),
+    "interleaved_1f1b": lambda p, v, m, **kw: interleaved_1f1b(p, v, m, **kw),
+    "interleaved_fthenb": lambda p, v, m, **kw: interleaved_fthenb(p, v, m),
+    "zb_h1": lambda p, v, m, **kw: zb_h1(p, m),
+    "zb_h2": lambda p, v, m, **kw: zb_h2(p, m),
+    "zbv": lambda p, v, m, **kw: zbv(p, m),
+}
+
+
+def make_schedule(name: str | Callable[..., Schedule], p: int, v: int, m: int, **options) -> Schedule:
+    """Build a schedule by name from :data:`SCHEDULES` (or call a generator passed directly).
+
+    >>> make_schedule("interleaved_1f1b", 4, 2, 8, grouping="torch").meta["groups"]
+    [4, 4]
+    """
+    if callable(name):
+        return name(p, v, m, **options)
+    if name not in SCHEDULES:
+        raise ScheduleError(f"unknown schedule {name!r}; choose one of {sorted(SCHEDULES)}", field="schedule")
+    return SCHEDULES[name](p, v, m, **options)

@@ -1,0 +1,60 @@
+"""Pipeline-schedule figures: the step x rank grid and cache-queue depth (pure, never mutate input).
+
+>>> from hetsched.pipeline import interleaved_1f1b, cache_trace
+>>> fig = schedule_grid(interleaved_1f1b(2, 2, 3))
+>>> fig.data[0].type
+'heatmap'
+>>> cache_depth(cache_trace(interleaved_1f1b(4, 2, 10, grouping="paddle"))).data[0].type
+'scatter'
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+__all__ = ["schedule_grid", "cache_depth"]
+
+
+def schedule_grid(schedule, *, steps: np.ndarray | None = None, max_steps: int = 400, title: str | None = None) -> go.Figure:
+    """Heatmap of a schedule: rows are ranks, columns unit steps, colour the chunk (backward darker).
+
+    ``steps`` (one per action) defaults to the unit-time grid of :func:`hetsched.pipeline.cache.unit_steps`,
+    so idle steps show as gaps, like torch's ``_format_pipeline_order`` table.
+    """
+    from ..pipeline.cache import unit_steps
+
+    if steps is None:
+        steps, _ = unit_steps(schedule)
+    n_steps = int(min(max_steps, steps.max() + 1 if len(steps) else 0))
+    z = np.full((schedule.p, n_steps), np.nan)
+    text = np.full((schedule.p, n_steps), "", dtype=object)
+    rank = schedule.rank
+    keep = steps < n_steps
+    chunk = schedule.stage // schedule.p
+    val = chunk + np.where(schedule.kind == 0, 0.0, 0.5)
+    z[rank[keep], steps[keep]] = val[keep]
+    labels = np.array([f"{s}{'FBIW'[k]}{j}" for s, k, j in zip(schedule.stage.tolist(), schedule.kind.tolist(), schedule.microbatch.tolist())], dtype=object)
+    text[rank[keep], steps[keep]] = labels[keep]
+    fig = go.Figure(go.Heatmap(z=z, text=text, texttemplate="%{text}" if n_steps <= 60 else None, hovertemplate="rank %{y}, step %{x}: %{text}<extra></extra>",
+                               colorscale="Turbo", showscale=False, xgap=1, ygap=1))
+    fig.update_yaxes(autorange="reversed", title="rank", tickmode="array", tickvals=list(range(schedule.p)))
+    fig.update_xaxes(title="step")
+    fig.update_layout(title=title or f"{schedule.name}: p={schedule.p}, v={schedule.v}, m={schedule.m} (colour: chunk; lighter half-steps: backward)",
+                      height=120 + 30 * schedule.p, margin=dict(l=50, r=20, t=50, b=40))
+    return fig
+
+
+def cache_depth(trace: pd.DataFrame, *, title: str | None = None) -> go.Figure:
+    """Depth of each ``(rank, direction)`` queue after every step, from :func:`~hetsched.pipeline.cache_trace`."""
+    fig = go.Figure()
+    for (r, d), g in trace.groupby(["rank", "direction"], sort=True):
+        if g["depth"].max() == 0:
+            continue
+        fig.add_trace(go.Scatter(x=g["step"], y=g["depth"], mode="lines+markers", line_shape="hv", name=f"rank {r} {d}",
+                                 hovertext=[", ".join(i) for i in g["items"]], hovertemplate="step %{x}: depth %{y}<br>%{hovertext}<extra></extra>"))
+    if not fig.data:
+        fig.add_trace(go.Scatter(x=[], y=[], mode="lines", name="no queue ever holds an output"))
+    fig.update_layout(title=title or "cache queue depth", xaxis_title="step", yaxis_title="items held", height=320)
+    return fig

@@ -1,0 +1,80 @@
+"""validate(): every rule has a clear ScheduleError carrying the step x rank grid."""
+
+from __future__ import annotations
+
+import pytest
+
+from hetsched.errors import ScheduleError
+from hetsched.pipeline import SCHEDULES, Schedule, make_schedule, simulate, validate
+
+
+def _err(rows, **kw):
+    with pytest.raises(ScheduleError) as ei:
+        validate(Schedule.from_text(rows, **kw))
+    return ei.value
+
+
+def test_valid_schedules_pass():
+    for name in SCHEDULES:
+        validate(make_schedule(name, 3, 2, 6))
+
+
+def test_backward_before_forward():
+    e = _err(["0F0 0B0", "1B0 1F0"])
+    assert e.field == "order" and e.details["rank"] == 1 and e.details["step"] == 0
+    assert "1B0 runs before its forward 1F0" in str(e)
+    assert "<-- HERE (rank 1)" in str(e) and "rank 0" in str(e).splitlines()[2]
+
+
+def test_weight_before_input_grad():
+    e = _err(["0F0 0W0 0I0"], p=1, v=1, m=1)
+    assert e.field == "order" and "0W0 runs before its input gradient 0I0" in str(e)
+
+
+def test_missing_and_duplicate_actions():
+    e = _err(["0F0 0F1 0B0", "1F0 1B0 1F1 1B1"])
+    assert e.field == "missing" and e.details == {"stage": 0, "microbatch": 1}
+    assert "missing 0B1" in str(e)
+    e = _err(["0F0 0F0 0B0", "1F0 1B0"])
+    assert e.field == "duplicate" and "0F0 appears more than once" in str(e)
+    e = _err(["0F0 0I0 0W0 0B0", "1F0 1B0"])
+    assert e.field == "missing" and "exactly one of 0B0 or the pair" in str(e)
+    e = _err(["0F0 0I0", "1F0 1B0"])
+    assert "missing 0W0" in str(e)
+
+
+def test_stage_on_two_ranks_and_out_of_range():
+    e = _err(["0F0 0B0 1F0", "1B0"])
+    assert e.field == "placement" and "stage 1 is assigned to both rank 0 and rank 1" in str(e)
+    e = _err(["0F0 0B0", "1F0 1B0 2F0"], p=2, v=1, m=1)
+    assert e.field == "range"
+
+
+def test_deadlock_names_the_waiting_action_and_shows_the_grid():
+    # rank 0 wants 0B0 (needs 1B0) before it sends 0F1; rank 1 wants 1F1 before 1B0
+    e = _err(["0F0 0B0 0F1 0B1", "1F0 1F1 1B0 1B1"])
+    assert e.field == "deadlock"
+    msg = str(e)
+    assert msg.startswith("deadlock: rank 0, step 1: 0B0 waits for 1B0 (rank 1, step 2)")
+    assert "rank 1 at 1F1" in msg and "<-- HERE" in msg
+    with pytest.raises(ScheduleError, match="deadlock"):
+        simulate(Schedule.from_text(["0F0 0B0 0F1 0B1", "1F0 1F1 1B0 1B1"]))
+
+
+def test_grid_error_is_windowed_for_big_schedules():
+    s = make_schedule("interleaved_1f1b", 4, 2, 40)
+    rows = s.to_text()
+    rows[2] = rows[2].replace("2B5", "2BX", 1)
+    with pytest.raises(Exception) as ei:
+        validate(Schedule.from_text(rows))
+    assert "2BX" in str(ei.value)  # FormatError from the parser
+    acts = [r.split() for r in s.to_text()]
+    kf, kb = acts[2].index("6F20"), acts[2].index("6B20")
+    acts[2][kf], acts[2][kb] = acts[2][kb], acts[2][kf]
+    with pytest.raises(ScheduleError) as ei:
+        validate(Schedule.from_actions(acts))
+    e = ei.value
+    assert e.field == "order" and e.details["step"] == kf and e.details["rank"] == 2
+    lines = str(e).splitlines()
+    assert len(lines) < 15  # only the neighbourhood of the offending step
+    assert any(ln.startswith(f"step {kf}:") and "<-- HERE (rank 2)" in ln for ln in lines)
