@@ -10,6 +10,8 @@ The core is pure Python (no Jupyter imports). Data flows one way::
 >>> ev = hs.evaluate(g, s, {op: "gpu0" for op in g})
 >>> ev.metrics["makespan_s"] > 0
 True
+>>> hs.pipeline.interleaved_1f1b(2, 2, 4).p  # families load on first use
+2
 """
 
 from __future__ import annotations
@@ -26,7 +28,42 @@ from .timeline import check_timeline, make_timeline, to_chrome_trace
 
 __version__ = "0.1.0"
 
+# Algorithm families and heavier helpers load on first use (PEP 562): `import hetsched` stays fast
+# and `hetsched.mapping.h2h(...)` works without a separate import.
+_LAZY = {
+    "mapping": "hetsched.mapping",
+    "partition": "hetsched.partition",
+    "pipeline": "hetsched.pipeline",
+    "memory": "hetsched.memory",
+    "executor": "hetsched.executor",
+    "plot": "hetsched.plot",
+    "whatif": "hetsched.whatif",
+    "report": "hetsched.report",
+    "des": "hetsched.des",
+    "timeline": "hetsched.timeline",
+    "sweep": "hetsched.sweep",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(_LAZY[name])
+    raise AttributeError(f"module 'hetsched' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 __all__ = [
+    "mapping",
+    "partition",
+    "pipeline",
+    "memory",
+    "executor",
+    "plot",
+    "sweep",
     "errors",
     "io",
     "HetschedError",

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..errors import FormatError
 from ..graph import OpGraph
+from . import generators
 from .graph_json import graph_from_dict, graph_to_dict, load_graph_json, save_graph_json
 from .systems import bundled_systems, load_system, save_system, system_from_dict, system_to_dict, toy_system
 
