@@ -1,0 +1,309 @@
+"""Internal: an integer index of a graph, cached per graph version, and a quotient DAG that merges.
+
+Why a dynamic topological order: every merge must keep the quotient graph acyclic (the guard of
+torch.fx's ``CapabilityBasedPartitioner`` and of TVM's ``MergeCompilerRegions``). Asking "does a path
+leave group A and come back into group B?" is a graph search; bounding that search by a topological
+order of the quotient graph (nodes outside ``(ord[A], ord[B])`` cannot lie on such a path) keeps
+merging near-linear on model-shaped graphs. The order is kept valid across contractions the way
+Pearce & Kelly (ACM JEA 2006) keep a dynamic topological order valid across edge insertions:
+only the nodes between the two merged ones are renumbered.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from ..graph import OpGraph
+
+__all__ = ["GraphIndex", "graph_index", "Quotient"]
+
+
+class GraphIndex:
+    """Ops numbered by their (deterministic) topological position, with int adjacency."""
+
+    __slots__ = ("names", "pos", "types", "preds", "succs", "tensors", "nx_ref", "__weakref__")
+
+    def __init__(self, graph: OpGraph) -> None:
+        graph.validate()
+        G = graph.nx
+        self.nx_ref = G
+        names = graph.topological_order()
+        pos = {n: i for i, n in enumerate(names)}
+        ops = graph.ops
+        self.names = names
+        self.pos = pos
+        self.types = [ops[n].op_type for n in names]
+        self.preds = [[pos[p] for p in G.pred[n]] for n in names]
+        self.succs = [[pos[s] for s in G.succ[n]] for n in names]
+        # (tensor name, size, producer idx, consumer idxs) for tensors with a producer and a reader
+        tl = []
+        for t in graph.tensors.values():
+            if t.producer is None or not t.consumers:
+                continue
+            cons = [pos[c] for c in t.consumers if c != t.producer]
+            if cons:
+                tl.append((t.name, float(t.size_bytes), pos[t.producer], cons))
+        self.tensors = tl
+
+
+_INDEX: "weakref.WeakKeyDictionary[OpGraph, GraphIndex]" = weakref.WeakKeyDictionary()
+
+
+def graph_index(graph: OpGraph) -> GraphIndex:
+    """The cached index of ``graph``; rebuilt when the graph changed (its ``nx`` view is new)."""
+    idx = _INDEX.get(graph)
+    if idx is None or idx.nx_ref is not graph.nx:
+        idx = GraphIndex(graph)
+        _INDEX[graph] = idx
+    return idx
+
+
+class Quotient:
+    """The quotient DAG of a partition under construction.
+
+    Nodes are ints; a node starts as one op (its topological index) and keeps that id when it
+    survives a merge, so the first op of a group names it. ``ord`` is a topological order of the
+    live nodes (distinct ints, possibly with gaps).
+    """
+
+    __slots__ = ("ord", "succ", "pred", "members", "owner", "backend", "n_alive", "_last", "_used", "_reach")
+
+    def __init__(self, index: GraphIndex, backend: list[Any]) -> None:
+        n = len(index.names)
+        # spaced slots leave room to drop a merged group between two others without renumbering
+        self.ord = [i << 32 for i in range(n)]
+        self.succ = [dict.fromkeys(s) for s in index.succs]
+        self.pred = [dict.fromkeys(p) for p in index.preds]
+        self.members = [[i] for i in range(n)]
+        self.owner = list(range(n))
+        self.backend = list(backend)
+        self.n_alive = n
+        self._last = -1
+        self._used = set(self.ord)  # slots in use: a new slot must be distinct
+        # node -> nodes it is known to reach: reachability only grows as groups merge, so a path
+        # found once (refusing a merge) answers later questions about the same pair at once
+        self._reach: dict[int, set[int]] = {}
+
+    def alive(self, x: int) -> bool:
+        return bool(self.members[x])
+
+    def try_merge(self, a: int, b: int) -> tuple[int | None, int]:
+        """Merge nodes ``a`` and ``b`` unless that creates a cycle.
+
+        Returns ``(via, survivor)``: ``via`` is ``None`` on success (``survivor`` is the merged
+        node), else a node on the path that would close a cycle (``survivor`` is -1).
+
+        With ``ord[a] < ord[b]``, a cycle appears iff a successor ``s`` of ``a`` (other than ``b``)
+        reaches a predecessor ``t`` of ``b`` (other than ``a``). Only successors ``S`` ordered
+        before ``b`` and predecessors ``T`` ordered after ``a`` can: when either set is empty, or
+        every ``S`` comes after every ``T``, no search is needed at all and the merged node simply
+        takes a slot that already separates its ancestors from its descendants. Otherwise a
+        breadth-first search decides (backwards from ``T`` first, within a budget of ``a``'s
+        out-degree, then forwards from ``S`` bounded by ``max ord(T)``), and an accepted merge
+        renumbers the region between ``a`` and ``b`` (Pearce & Kelly).
+        """
+        ord_, succ, pred = self.ord, self.succ, self.pred
+        if ord_[a] > ord_[b]:
+            a, b = b, a
+        oa, ob = ord_[a], ord_[b]
+        bwd: set | None = None  # ancestors of b ordered after a, when a probe found them all
+        # build the cheaper set first: when it is empty the other is never needed
+        if len(pred[b]) <= len(succ[a]):
+            T = [x for x in pred[b] if x != a and ord_[x] > oa]
+            if not T:
+                # every other predecessor of b precedes a: a's slot separates ancestors from descendants
+                self._used.discard(ob)
+                self._contract(a, b, oa)
+                return None, self._last
+            known = self._reach.get(a)
+            if known:
+                for x in T:
+                    if x in known:
+                        return x, -1
+            # a large group has many successors: probe backwards from b's side first, spending at
+            # most what scanning those successors would cost; the closing path is usually short
+            budget = len(succ[a])
+            frontier = T
+            seen_b = {x: x for x in T}  # node -> the predecessor of b it leads to
+            for x in T:
+                if a in pred[x]:
+                    self._reach.setdefault(a, set()).add(x)
+                    return x, -1
+            while frontier and budget > 0:
+                nxt = []
+                for x in frontier:
+                    origin = seen_b[x]
+                    for y in pred[x]:
+                        if y not in seen_b and ord_[y] > oa:
+                            if a in pred[y]:
+                                self._reach.setdefault(a, set()).add(origin)
+                                return y, -1
+                            seen_b[y] = origin
+                            nxt.append(y)
+                            budget -= 1
+                frontier = nxt
+            if not frontier:
+                # complete: no path from a, and the region to renumber is known
+                if self._one_sided(a, b, seen_b):
+                    return None, self._last
+                bwd = set(seen_b)
+            S = [x for x in succ[a] if x != b and ord_[x] < ob]
+        else:
+            S = [x for x in succ[a] if x != b and ord_[x] < ob]
+            if not S:
+                self._used.discard(oa)
+                self._contract(a, b, ob)
+                return None, self._last
+            T = [x for x in pred[b] if x != a and ord_[x] > oa]
+            known = self._reach.get(a)
+            if known:
+                for x in T:
+                    if x in known:
+                        return x, -1
+        if not T:
+            self._used.discard(ob)
+            self._contract(a, b, oa)
+            return None, self._last
+        if not S:
+            self._used.discard(oa)
+            self._contract(a, b, ob)
+            return None, self._last
+        smin = min(ord_[x] for x in S)
+        tmax = max(ord_[x] for x in T)
+        if tmax < smin:
+            # nothing of a's side can reach b's side; any slot strictly between works
+            mid = (smin + tmax) // 2
+            if tmax < mid < smin and mid not in self._used:
+                self._used.discard(oa)
+                self._used.discard(ob)
+                self._used.add(mid)
+                self._contract(a, b, mid)
+                return None, self._last
+        elif bwd is None:
+            tset = set(T)
+            # breadth first: the path that closes a cycle is usually short (a -> s -> b is common)
+            frontier = [x for x in S if ord_[x] <= tmax]
+            for x in frontier:
+                if x in tset:
+                    self._reach.setdefault(a, set()).add(x)
+                    return x, -1
+            seen = set(frontier)
+            while frontier:
+                nxt = []
+                for x in frontier:
+                    for y in succ[x]:
+                        if y not in seen and ord_[y] <= tmax:
+                            if y in tset:
+                                self._reach.setdefault(a, set()).add(y)
+                                return y, -1
+                            seen.add(y)
+                            nxt.append(y)
+                frontier = nxt
+        # accepted: renumber the affected region
+        if bwd is None:
+            stack = list(T)
+            bwd = set(stack)
+            while stack:
+                x = stack.pop()
+                for y in pred[x]:
+                    if y not in bwd and ord_[y] > oa:
+                        bwd.add(y)
+                        stack.append(y)
+        if self._one_sided(a, b, bwd):
+            return None, self._last
+        # general case (Pearce & Kelly): descendants of a before b, ancestors of b after a
+        stack = list(S)
+        fwd = set(stack)
+        while stack:
+            x = stack.pop()
+            for y in succ[x]:
+                if y not in fwd and ord_[y] < ob:
+                    fwd.add(y)
+                    stack.append(y)
+        key = ord_.__getitem__
+        B = sorted(bwd, key=key)
+        F = sorted(fwd, key=key)
+        slots = sorted([ord_[x] for x in B] + [ord_[x] for x in F] + [oa, ob])
+        k = 0
+        for x in B:
+            ord_[x] = slots[k]
+            k += 1
+        m_slot = slots[k]
+        k += 1
+        for x in F:
+            ord_[x] = slots[k]
+            k += 1
+        # the slots are a permutation of the region's old ones, minus the one left unused
+        self._used.discard(slots[-1] if k < len(slots) else None)
+        self._contract(a, b, m_slot)
+        return None, self._last
+
+    def _one_sided(self, a: int, b: int, bwd: set) -> bool:
+        """Merge ``a`` and ``b`` (``ord[a] < ord[b]``, acyclic) by moving only ``b``'s ancestors.
+
+        ``bwd`` holds every ancestor of ``b`` ordered after ``a``. When the slots just above
+        ``a`` are free, those ancestors move there (keeping their order) and the merged node comes
+        right after them; ``a``'s descendants do not move. Valid because the ancestors' other
+        predecessors come before ``a`` and every other successor (theirs or ``a``'s) lies beyond
+        the free interval. Returns ``False`` (nothing changed) when the interval is not free.
+        """
+        ord_, used = self.ord, self._used
+        oa, ob = ord_[a], ord_[b]
+        k = len(bwd)
+        for j in range(1, k + 2):
+            if (oa + j) in used:
+                return False
+        for j, x in enumerate(sorted(bwd, key=ord_.__getitem__), start=1):
+            used.discard(ord_[x])
+            ord_[x] = oa + j
+            used.add(oa + j)
+        used.discard(oa)
+        used.discard(ob)
+        used.add(oa + k + 1)
+        self._contract(a, b, oa + k + 1)
+        return True
+
+    def _contract(self, a: int, b: int, m_slot: int) -> None:
+        succ, pred, members = self.succ, self.pred, self.members
+        # the larger group survives so relabelling stays O(n log n) overall
+        if len(members[a]) >= len(members[b]):
+            s, l = a, b
+        else:
+            s, l = b, a
+        ss, sp = succ[s], pred[s]
+        for y in succ[l]:
+            if y != s:
+                py = pred[y]
+                del py[l]
+                py[s] = None
+                ss[y] = None
+        for y in pred[l]:
+            if y != s:
+                sy = succ[y]
+                del sy[l]
+                sy[s] = None
+                sp[y] = None
+        ss.pop(l, None)
+        sp.pop(l, None)
+        succ[l] = {}
+        pred[l] = {}
+        owner = self.owner
+        ml = members[l]
+        for o in ml:
+            owner[o] = s
+        members[s].extend(ml)
+        members[l] = []
+        lr = self._reach.pop(l, None)
+        if lr:
+            self._reach.setdefault(s, set()).update(lr)
+        self.ord[s] = m_slot
+        self.n_alive -= 1
+        self._last = s
+
+    def live_nodes(self) -> list[int]:
+        """Live nodes ordered by their first op: canonical, whatever the internal renumbering."""
+        members = self.members
+        firsts = [(min(m), x) for x, m in enumerate(members) if m]
+        firsts.sort()
+        return [x for _, x in firsts]

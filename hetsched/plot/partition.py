@@ -1,0 +1,124 @@
+"""Figures for seed 003 (partitioning by support, aggregated ops, buffered backends).
+
+Pure functions of core results returning ``plotly.graph_objects.Figure``; they never mutate input.
+
+>>> from hetsched.io.generators import chain
+>>> from hetsched.io.systems import toy_system
+>>> from hetsched.partition import partition_by_support, simulate_buffered
+>>> s = toy_system(); s = s.with_support(s.support.with_priority("gpu0", "Conv", 2))
+>>> r = partition_by_support(chain(4), s)
+>>> fig = partition_view(r)
+>>> sorted(t.name for t in fig.data if t.mode == "markers")
+['fpga0', 'gpu0']
+>>> occ = buffer_occupancy(simulate_buffered(r, s, n_inputs=4, buffer_depth=2))
+>>> len(occ.data)   # three buffers (fpga -> gpu -> fpga -> gpu) and the depth line
+4
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+import plotly.graph_objects as go
+
+from .core import color_map, graph_view, time_unit
+
+__all__ = ["partition_view", "buffer_occupancy", "quotient_view"]
+
+
+def partition_view(result, *, colors: Mapping[str, str] | None = None, by: str = "backend", title: str | None = None,
+                   height: int | None = None) -> go.Figure:
+    """The graph coloured by backend (``by="backend"``) or by aggregated op (``by="group"``), with
+    the op edges that cross backends drawn thick: every one is a copy per input.
+
+    Parameters
+    ----------
+    result : PartitionResult
+    colors : dict, optional
+        Colour per backend (``color_map(system.device_names)`` keeps colours consistent).
+    by : {"backend", "group"}
+    """
+    g = result.graph
+    label = dict(result.assignment) if by == "backend" else dict(result.group_of)
+    cross = [(u, v) for u, v in g.nx.edges if result.assignment[u] != result.assignment[v]]
+    m = result.metrics
+    t = title or (f"{m['n_groups']} aggregated op(s) on {m['n_backends_used']} backend(s),"
+                  f" {len(cross)} op edge(s) crossing backends")
+    return graph_view(g, color_by=label, colors=colors, edge_highlight=cross, title=t, height=height,
+                      legend_title=by)
+
+
+def quotient_view(result, *, colors: Mapping[str, str] | None = None, title: str | None = None,
+                  height: int | None = None) -> go.Figure:
+    """The quotient graph: one node per aggregated op (size ~ its ops), edges labelled by bytes.
+
+    Drawn left to right by topological generation of the quotient (a DAG by construction).
+    """
+    Q = result.quotient
+    import networkx as nx
+
+    gens = list(nx.topological_generations(Q))
+    pos = {}
+    for x, gen in enumerate(gens):
+        for y, n in enumerate(gen):
+            pos[n] = (x, y - (len(gen) - 1) / 2)
+    cmap = color_map(list(dict.fromkeys(result.group_backend.values())), base=colors)
+    fig = go.Figure()
+    for cross in (False, True):
+        ex, ey = [], []
+        for u, v, d in Q.edges(data=True):
+            if d["cross"] == cross:
+                ex += [pos[u][0], pos[v][0], None]
+                ey += [pos[u][1], pos[v][1], None]
+        fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", hoverinfo="skip",
+                                 line=dict(color="#D55E00" if cross else "#BBBBBB", width=2.5 if cross else 1.2),
+                                 name="copy between backends" if cross else "same backend"))
+    for b in dict.fromkeys(result.group_backend.values()):
+        nodes = [n for n in Q if Q.nodes[n]["backend"] == b]
+        fig.add_trace(go.Scatter(
+            x=[pos[n][0] for n in nodes], y=[pos[n][1] for n in nodes], mode="markers+text", name=b,
+            text=nodes, textposition="top center",
+            marker=dict(color=cmap[b], size=[10 + 3 * min(Q.nodes[n]["n_ops"], 20) for n in nodes],
+                        line=dict(color="#333333", width=0.5)),
+            hovertext=[f"<b>{n}</b><br>{Q.nodes[n]['n_ops']} op(s)" for n in nodes], hoverinfo="text",
+        ))
+    fig.update_layout(title=title or "aggregated ops (the quotient graph)", template="plotly_white",
+                      xaxis=dict(title="launch order (topological generation)", showgrid=False, zeroline=False),
+                      yaxis=dict(showgrid=False, zeroline=False, showticklabels=False),
+                      height=height or 360, legend_title_text="backend")
+    return fig
+
+
+def buffer_occupancy(result, *, buffers: Iterable[str] | None = None, title: str | None = None,
+                     height: int | None = None) -> go.Figure:
+    """Items held in each cross-backend buffer over time (steps), with the buffer depth as a line.
+
+    Parameters
+    ----------
+    result : BufferedResult
+    buffers : iterable of str, optional
+        Buffer names (``"<src group>-><dst group>"``) to show; default all.
+    """
+    occ = result.occupancy
+    depth = result.params.get("buffer_depth", 0)
+    names = list(dict.fromkeys(occ["buffer"])) if len(occ) else []
+    if buffers is not None:
+        keep = set(buffers)
+        names = [n for n in names if n in keep]
+    span = float(result.metrics.get("makespan_s", 0.0))
+    unit, f = time_unit(span)
+    cmap = color_map(names)
+    fig = go.Figure()
+    for n in names:
+        sub = occ[occ["buffer"] == n]
+        # the state holds until the next change; start at 0 and run to the end of the simulation
+        xs = [0.0] + list(sub["time_s"] * f) + [span * f]
+        ys = [0] + list(sub["items"]) + [int(sub["items"].iloc[-1])]
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(shape="hv", color=cmap[n]), name=n))
+    if depth:
+        fig.add_trace(go.Scatter(x=[0, span * f], y=[depth, depth], mode="lines", name=f"depth {depth}",
+                                 line=dict(color="#D55E00", dash="dash")))
+    fig.update_layout(title=title or "buffer occupancy (items held: producer start -> consumer end)",
+                      template="plotly_white", xaxis_title=f"time ({unit})", yaxis_title="items in buffer",
+                      height=height or 320, legend_title_text="buffer")
+    return fig
