@@ -1,0 +1,519 @@
+"""The one memory model every ordering method is judged on, the lower bound, and ``OrderResult``.
+
+The model (seed 002, ``../shared/seeds/002_1bc531f15903fea6.txt``; the same one PyTorch Inductor's
+``estimate_peak_memory``, XLA's heap simulator and MODeL/OLLA use): ops run one per step, in a
+topological order; step ``i`` runs ``order[i]``.
+
+* While an op runs, all its inputs are live and all its outputs are allocated.
+* A tensor is allocated at the start of its producer's step and freed right after the step of its
+  last consumer. A tensor nobody reads lives during its producer's step only.
+* Graph outputs are never freed (live until the end of the last step).
+* Graph inputs are resident from step 0 until their last use (an unused graph input is never
+  counted; one marked ``is_output`` lives throughout).
+* A view/alias tensor (``Tensor.alias_of``) allocates nothing: its readers, its producer and its
+  ``is_output`` flag extend the life of its base storage (chains of aliases resolve to the root).
+* Op weights (``Op.weight_bytes``) are excluded: under this model they do not depend on the order,
+  so they only shift every curve by a constant (``weight_bytes`` is reported in the metrics).
+
+Every result of :mod:`hetsched.memory` re-simulates its order with :func:`peak_memory` /
+:func:`memory_curve`: a solver's objective value is never trusted.
+
+>>> from hetsched.io.generators import chain
+>>> g = chain(3, act_bytes=100, seed=0)
+>>> peak_memory(g, g.topological_order()) == max(memory_curve(g, g.topological_order())["bytes"])
+True
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..errors import GraphError, ScheduleError, UnknownNameError, name_list
+from ..graph import OpGraph
+from ..results import Result, Step
+from ..timeline import make_timeline
+
+__all__ = [
+    "OrderResult",
+    "peak_memory",
+    "memory_curve",
+    "lifetimes",
+    "lower_bound",
+    "lower_bound_detail",
+    "check_order",
+]
+
+# above this many ops the O(n^2/64) ancestor bitsets of the crossing bound are skipped
+CROSSING_MAX_OPS = 4000
+
+
+class _Mem:
+    """The graph compiled to integer arrays: ops ``0..n-1`` (insertion order) and storages.
+
+    A storage is a root tensor (not an alias) that occupies memory; its ``users`` are every op that
+    reads it or one of its aliases (and the producers of those aliases).
+    """
+
+    def __init__(self, graph: OpGraph) -> None:
+        graph.validate()  # cycles, unknown names, negative sizes -> GraphError naming the culprit
+        self.graph = graph
+        self.names: list[str] = list(graph.ops)
+        self.idx: dict[str, int] = {n: i for i, n in enumerate(self.names)}
+        n = self.n = len(self.names)
+        tensors = graph.tensors
+
+        def root_of(t: str) -> str:
+            seen = [t]
+            while tensors[t].alias_of is not None:
+                t = tensors[t].alias_of
+                if t in seen:
+                    raise GraphError(f"alias chain through {name_list(seen)} loops", tensor=seen[0])
+                seen.append(t)
+            return t
+
+        idx = self.idx
+        has_alias = any(t.alias_of is not None for t in tensors.values())
+        extra_users: dict[str, list[int]] = {}
+        extra_out: dict[str, bool] = {}
+        self.alias_root: dict[str, str] = {}
+        if has_alias:
+            for t in tensors.values():
+                if t.alias_of is None:
+                    continue
+                r = root_of(t.name)
+                self.alias_root[t.name] = r
+                lst = extra_users.setdefault(r, [])
+                lst.extend(idx[c] for c in t.consumers)
+                if t.producer is not None:
+                    lst.append(idx[t.producer])
+                extra_out[r] = extra_out.get(r, False) or bool(t.is_output)
+        s_names, s_size, s_prod, s_users, s_out = [], [], [], [], []
+        for t in tensors.values():
+            if t.alias_of is not None:
+                continue
+            p = -1 if t.producer is None else idx[t.producer]
+            if t.name in extra_users:
+                u = sorted(set(idx[c] for c in t.consumers) | set(extra_users[t.name]))
+                u = [x for x in u if x != p]
+            else:
+                u = sorted(idx[c] for c in t.consumers)
+            o = bool(t.is_output) or extra_out.get(t.name, False)
+            if p < 0 and not u and not o:
+                continue  # an unused graph input is never resident
+            s_names.append(t.name)
+            s_size.append(int(t.size_bytes))
+            s_prod.append(p)
+            s_users.append(u)
+            s_out.append(o)
+        self.s_names = s_names
+        self.s_index = {s: i for i, s in enumerate(s_names)}
+        self.S = len(s_names)
+        self.size = np.asarray(s_size, dtype=np.int64)
+        self.prod = np.asarray(s_prod, dtype=np.int64)
+        self.is_out = np.asarray(s_out, dtype=bool)
+        self.users = s_users
+        lens = np.asarray([len(u) for u in s_users], dtype=np.int64)
+        self.has_users = lens > 0
+        self.u_flat = np.fromiter(itertools.chain.from_iterable(s_users), dtype=np.int64, count=int(lens.sum()))
+        self.u_start = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64) if self.S else np.zeros(0, np.int64)
+        self.u_start_nz = self.u_start[self.has_users]
+        # per-op views
+        self.op_out: list[list[int]] = [[] for _ in range(n)]
+        self.op_in: list[list[int]] = [[] for _ in range(n)]
+        for s in range(self.S):
+            if s_prod[s] >= 0:
+                self.op_out[s_prod[s]].append(s)
+            for u in s_users[s]:
+                self.op_in[u].append(s)
+        # precedence: graph edges plus storage producer -> every user (aliases keep their base)
+        G = graph.nx
+        self.preds: list[list[int]] = [sorted(idx[a] for a in G.pred[v]) for v in self.names]
+        if has_alias:
+            for s in range(self.S):
+                p = s_prod[s]
+                if p >= 0:
+                    for u in s_users[s]:
+                        if p not in self.preds[u]:
+                            self.preds[u] = sorted(self.preds[u] + [p])
+        succ: list[list[int]] = [[] for _ in range(n)]
+        for v in range(n):
+            for p in self.preds[v]:
+                succ[p].append(v)
+        self.succs = succ
+        plen = np.fromiter((len(p) for p in self.preds), dtype=np.int64, count=n)
+        self.e_src = np.fromiter(itertools.chain.from_iterable(self.preds), dtype=np.int64, count=int(plen.sum()))
+        self.e_dst = np.repeat(np.arange(n, dtype=np.int64), plen)
+        # memory an op allocates during its step, and the part of it that stays after the step
+        self.out_all = np.zeros(n, dtype=np.int64)
+        self.out_kept = np.zeros(n, dtype=np.int64)
+        for s in range(self.S):
+            p = s_prod[s]
+            if p >= 0:
+                self.out_all[p] += s_size[s]
+                if s_users[s] or s_out[s]:
+                    self.out_kept[p] += s_size[s]
+        self.input_bytes = int(sum(s_size[s] for s in range(self.S) if s_prod[s] < 0))
+        self.output_bytes = int(self.size[self.is_out].sum()) if self.S else 0
+        self._topo: list[int] | None = None
+
+    # -------------------------------------------------------------- orders
+    def topo(self) -> list[int]:
+        if self._topo is None:
+            self._topo = [self.idx[o] for o in self.graph.topological_order()]
+        return list(self._topo)
+
+    def to_idx(self, order: Iterable[str]) -> np.ndarray:
+        """Order by names -> index array; unknown, missing, repeated or out-of-order ops raise."""
+        order = list(order)
+        bad = [o for o in order if o not in self.idx]
+        if bad:
+            raise UnknownNameError(f"order names unknown op(s) {name_list(bad)}", op=bad[0])
+        arr = np.fromiter((self.idx[o] for o in order), dtype=np.int64, count=len(order))
+        self.check_idx(arr)
+        return arr
+
+    def check_idx(self, arr: np.ndarray) -> None:
+        n = self.n
+        if len(arr) != n or (n and np.bincount(arr, minlength=n).max() != 1):
+            counts = np.bincount(arr, minlength=n) if len(arr) else np.zeros(n, np.int64)
+            missing = [self.names[i] for i in np.flatnonzero(counts == 0)]
+            twice = [self.names[i] for i in np.flatnonzero(counts > 1)]
+            what = (f"misses {name_list(missing)}" if missing else "") + (
+                (" and " if missing and twice else "") + (f"repeats {name_list(twice)}" if twice else "")
+            )
+            raise ScheduleError(f"an order must run every op exactly once; this one {what}",
+                                op=(missing or twice or [None])[0])
+        pos = np.empty(n, dtype=np.int64)
+        pos[arr] = np.arange(n)
+        if len(self.e_src):
+            bad = np.flatnonzero(pos[self.e_src] >= pos[self.e_dst])
+            if len(bad):
+                a, b = self.names[self.e_src[bad[0]]], self.names[self.e_dst[bad[0]]]
+                raise ScheduleError(f"op {b!r} runs before its predecessor {a!r}", op=b, pred=a)
+
+    # -------------------------------------------------------------- evaluation
+    def spans(self, arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Allocation and free step (inclusive) of every storage under the order ``arr``."""
+        n = self.n
+        pos = np.empty(n, dtype=np.int64)
+        pos[arr] = np.arange(n)
+        alloc = np.where(self.prod >= 0, pos[np.maximum(self.prod, 0)], 0) if self.S else np.zeros(0, np.int64)
+        last = alloc.copy()
+        if len(self.u_flat):
+            last[self.has_users] = np.maximum.reduceat(pos[self.u_flat], self.u_start_nz)
+        free = np.maximum(last, alloc)
+        free[self.is_out] = n - 1
+        return alloc, free
+
+    def curve(self, arr: np.ndarray) -> np.ndarray:
+        """Live bytes during each step (int64, length n)."""
+        n = self.n
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        alloc, free = self.spans(arr)
+        w = self.size.astype(np.float64)
+        d = np.bincount(alloc, weights=w, minlength=n + 1) - np.bincount(free + 1, weights=w, minlength=n + 1)
+        return np.rint(np.cumsum(d[:n])).astype(np.int64)
+
+    def peak(self, arr: np.ndarray) -> int:
+        c = self.curve(arr)
+        return int(c.max()) if len(c) else 0
+
+
+_CACHE_KEY = "hetsched.memory._Mem"
+
+
+def _compile(graph: OpGraph) -> _Mem:
+    """Compile once per graph version (the graph's own cache is cleared on every mutation)."""
+    cache = graph._cache  # noqa: SLF001 - shared cache, invalidated by every mutation
+    m = cache.get(_CACHE_KEY)
+    if m is None:
+        m = _Mem(graph)
+        cache[_CACHE_KEY] = m
+    return m
+
+
+def check_order(graph: OpGraph, order: Sequence[str]) -> None:
+    """Raise unless ``order`` runs every op of ``graph`` once, after all its predecessors.
+
+    >>> from hetsched.io.generators import chain
+    >>> check_order(chain(2), ["op1", "op0"])
+    Traceback (most recent call last):
+    ...
+    hetsched.errors.ScheduleError: op 'op1' runs before its predecessor 'op0'
+    """
+    _compile(graph).to_idx(order)
+
+
+def peak_memory(graph: OpGraph, order: Sequence[str]) -> int:
+    """Peak live bytes when ``graph`` runs in ``order`` (see the module docstring for the model).
+
+    >>> from hetsched.graph import OpGraph
+    >>> g = OpGraph(); _ = [g.add_op(n, "Relu") for n in "ab"]
+    >>> _ = g.add_tensor("x", 10, consumers=["a"]); _ = g.add_tensor("t", 20, producer="a", consumers=["b"])
+    >>> _ = g.add_tensor("y", 5, producer="b", is_output=True)
+    >>> peak_memory(g, ["a", "b"])   # step a: x + t; step b: t + y
+    30
+    """
+    m = _compile(graph)
+    return m.peak(m.to_idx(order))
+
+
+def memory_curve(graph: OpGraph, order: Sequence[str]) -> pd.DataFrame:
+    """Live bytes during each step: a frame ``step, op, bytes``.
+
+    >>> from hetsched.io.generators import chain
+    >>> g = chain(3, act_bytes=100)
+    >>> memory_curve(g, g.topological_order()).columns.tolist()
+    ['step', 'op', 'bytes']
+    """
+    m = _compile(graph)
+    arr = m.to_idx(order)
+    return _curve_frame(m, arr, m.curve(arr))
+
+
+def _curve_frame(m: _Mem, arr: np.ndarray, curve: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame({"step": np.arange(m.n), "op": [m.names[i] for i in arr], "bytes": curve})
+
+
+def lifetimes(graph: OpGraph, order: Sequence[str]) -> pd.DataFrame:
+    """Every resident storage's life: ``tensor, bytes, alloc_step, free_step`` (inclusive steps).
+
+    >>> from hetsched.io.generators import chain
+    >>> g = chain(2, act_bytes=100)
+    >>> lifetimes(g, ["op0", "op1"])["tensor"].tolist()
+    ['input', 'op0:out', 'op1:out']
+    """
+    m = _compile(graph)
+    arr = m.to_idx(order)
+    a, f = m.spans(arr)
+    return pd.DataFrame({"tensor": m.s_names, "bytes": m.size, "alloc_step": a, "free_step": f})
+
+
+# ---------------------------------------------------------------------------- lower bound
+def _bitsets(m: _Mem) -> tuple[list[int], list[int]]:
+    """Ancestor and descendant bitsets (Python ints) of every op."""
+    anc = [0] * m.n
+    topo = m.topo()
+    for v in topo:
+        a = 0
+        for p in m.preds[v]:
+            a |= anc[p] | (1 << p)
+        anc[v] = a
+    desc = [0] * m.n
+    for v in reversed(topo):
+        d = 0
+        for s in m.succs[v]:
+            d |= desc[s] | (1 << s)
+        desc[v] = d
+    return anc, desc
+
+
+def lower_bound_detail(graph: OpGraph) -> dict[str, Any]:
+    """The three lower bounds on the peak of any order, and the op that attains each.
+
+    * ``op_io``: while op ``v`` runs its inputs and outputs are live (max over ops);
+    * ``io``: all graph inputs are live at step 0 and all graph outputs at the last step;
+    * ``crossing``: a tensor produced by an ancestor of ``v`` (or a graph input) and read by a
+      descendant of ``v`` (or a graph output produced by an ancestor) is live while ``v`` runs, in
+      every order; skipped (``None``) above ``CROSSING_MAX_OPS`` ops.
+
+    >>> from hetsched.io.generators import fork_join
+    >>> d = lower_bound_detail(fork_join(3, 2))
+    >>> d["lower_bound"] == max(d["op_io"], d["io"], d["crossing"])
+    True
+    """
+    m = _compile(graph)
+    cached = getattr(m, "_lb_detail", None)
+    if cached is not None:
+        return dict(cached)
+    n = m.n
+    io_v = np.zeros(n, dtype=np.int64)
+    for v in range(n):
+        io_v[v] = int(m.size[m.op_in[v]].sum()) + int(m.out_all[v])
+    op_io = int(io_v.max()) if n else 0
+    op_io_at = m.names[int(io_v.argmax())] if n else None
+    io_b = max(m.input_bytes, m.output_bytes)
+    cross, cross_at = None, None
+    if 0 < n <= CROSSING_MAX_OPS:
+        anc, desc = _bitsets(m)
+        nbytes = (n + 7) // 8
+        tot = io_v.astype(np.float64).copy()
+        full = (1 << n) - 1
+        for s in range(m.S):
+            p = int(m.prod[s])
+            prod_desc = full if p < 0 else desc[p]
+            reach = 0
+            for u in m.users[s]:
+                reach |= anc[u]
+            if m.is_out[s]:
+                reach = full  # never freed: live at every op after its producer
+            mask = prod_desc & reach
+            # the ops that already count s in io_v must not count it twice
+            for u in m.users[s]:
+                mask &= ~(1 << u)
+            if p >= 0:
+                mask &= ~(1 << p)
+            if mask:
+                bits = np.unpackbits(np.frombuffer(mask.to_bytes(nbytes, "little"), dtype=np.uint8), bitorder="little")[:n]
+                tot += bits * float(m.size[s])
+        cross = int(round(tot.max()))
+        cross_at = m.names[int(tot.argmax())]
+    lb = max(op_io, io_b, cross or 0)
+    m._lb_detail = {"lower_bound": lb, "op_io": op_io, "op_io_at": op_io_at, "io": io_b, "crossing": cross,  # type: ignore[attr-defined]
+                    "crossing_at": cross_at}
+    return {"lower_bound": lb, "op_io": op_io, "op_io_at": op_io_at, "io": io_b, "crossing": cross, "crossing_at": cross_at}
+
+
+def lower_bound(graph: OpGraph) -> int:
+    """A lower bound on the peak memory of every order of ``graph`` (bytes).
+
+    The largest of: the inputs plus outputs of any single op, the graph inputs or the graph
+    outputs, and the "crossing" bound of :func:`lower_bound_detail`.
+
+    >>> from hetsched.io.generators import chain
+    >>> g = chain(4, act_bytes=100)
+    >>> lower_bound(g) <= peak_memory(g, g.topological_order())
+    True
+    """
+    return int(lower_bound_detail(graph)["lower_bound"])
+
+
+# ---------------------------------------------------------------------------- result
+@dataclass(frozen=True, kw_only=True, eq=False)
+class OrderResult(Result):
+    """An execution order and its memory, from any method of :mod:`hetsched.memory`.
+
+    Attributes
+    ----------
+    order : tuple of str
+        The ops, one per step.
+    peak_bytes : int
+        Peak live bytes, re-simulated with :func:`peak_memory` (never a solver's objective).
+    curve : DataFrame
+        ``step, op, bytes``: live bytes during each step.
+    method : str
+        Which method produced the order (``"ilp-cumulative"``, ``"bfs+fine_tune"``...).
+    status : str
+        ``"optimal"`` (proven), ``"feasible"`` (a solver's incumbent, not proven), ``"heuristic"``,
+        ``"fallback"`` (the solver did not answer in time: a heuristic order is returned).
+    solver : str or None
+        The ILP solver used, when one ran.
+    bound_bytes : float or None
+        A proven lower bound on the optimum from the solver or the DP, when one is known.
+    lower_bound_bytes : int
+        :func:`lower_bound` of the graph.
+    gap : float
+        ``(peak - best bound) / best bound`` where best bound = max(lower bound, proven bound).
+    runtime_s : float
+        Wall-clock time of the call.
+    why : str
+        Which path ran and why, in plain words.
+
+    The timeline has one ``compute`` row per op (``start_s`` = step index, ``end_s`` = step + 1:
+    steps, not seconds) on lane ``"order"`` and one ``alloc`` row per storage on device ``"memory"``
+    (``start_s`` = allocation step, ``end_s`` = free step + 1), so :func:`~hetsched.timeline.memory_usage`
+    reproduces ``curve``. ``steps`` are the decisions: for the portfolio methods first one
+    ``candidate`` step per order tried (accepted when it beats the best so far) and a ``pick`` step
+    (the order that goes to the fine-tune), then one ``free_earlier`` / ``create_later`` step per
+    fine-tune move tried. An accepted step's ``delta`` is ``{"order": ...}``, so
+    ``replay(k)["order"]`` is the order after step ``k`` and ``replay(-1)["order"]`` the start.
+    """
+
+    order: tuple[str, ...] = ()
+    peak_bytes: int = 0
+    curve: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["step", "op", "bytes"]))
+    method: str = ""
+    status: str = "heuristic"
+    solver: str | None = None
+    bound_bytes: float | None = None
+    lower_bound_bytes: int = 0
+    gap: float = 0.0
+    runtime_s: float = 0.0
+    why: str = ""
+
+
+def _timeline(m: _Mem, arr: np.ndarray) -> pd.DataFrame:
+    n = m.n
+    names = [m.names[i] for i in arr]
+    a, f = m.spans(arr) if n else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    k = m.S
+    steps = np.arange(n, dtype=float)
+    cols = {
+        "lane": ["order"] * n + ["memory"] * k,
+        "group": ["memory"] * (n + k),
+        "name": names + list(m.s_names),
+        "kind": ["compute"] * n + ["alloc"] * k,
+        "start_s": np.concatenate([steps, a.astype(float)]),
+        "end_s": np.concatenate([steps + 1.0, f.astype(float) + 1.0]),
+        "op": names + [m.names[p] if p >= 0 else None for p in m.prod.tolist()],
+        "tensor": [None] * n + list(m.s_names),
+        "device": ["memory"] * (n + k),
+        "bytes": np.concatenate([np.full(n, np.nan), m.size.astype(float)]),
+    }
+    return make_timeline(cols)
+
+
+def _make_result(
+    m: _Mem,
+    arr: Sequence[int] | np.ndarray,
+    *,
+    method: str,
+    status: str,
+    t0: float,
+    why: str,
+    params: Mapping[str, Any] | None = None,
+    steps: Sequence[Step] = (),
+    initial: Sequence[int] | None = None,
+    solver: str | None = None,
+    bound: float | None = None,
+    extra: Mapping[str, float] | None = None,
+    lb: int | None = None,
+) -> OrderResult:
+    """Re-simulate ``arr`` and wrap it (the single exit of every method)."""
+    arr = np.asarray(arr, dtype=np.int64)
+    m.check_idx(arr)
+    curve = m.curve(arr)
+    peak = int(curve.max()) if len(curve) else 0
+    if lb is None:
+        lb = lower_bound(m.graph)
+    best_lb = max(float(lb), float(bound) if bound is not None else 0.0)
+    gap = (peak - best_lb) / best_lb if best_lb > 0 else 0.0
+    order = tuple(m.names[i] for i in arr)
+    runtime = time.perf_counter() - t0
+    metrics = {
+        "peak_bytes": float(peak),
+        "lower_bound_bytes": float(lb),
+        "gap": float(gap),
+        "runtime_s": float(runtime),
+        "n_ops": float(m.n),
+        "weight_bytes": float(m.graph.total_weight_bytes),
+    }
+    if bound is not None:
+        metrics["bound_bytes"] = float(bound)
+    metrics.update(extra or {})
+    init = tuple(m.names[i] for i in initial) if initial is not None else order
+    return OrderResult(
+        order=order,
+        peak_bytes=peak,
+        curve=_curve_frame(m, arr, curve),
+        method=method,
+        status=status,
+        solver=solver,
+        bound_bytes=None if bound is None else float(bound),
+        lower_bound_bytes=int(lb),
+        gap=float(gap),
+        runtime_s=float(runtime),
+        why=why,
+        metrics=metrics,
+        timeline=_timeline(m, arr),
+        steps=steps,
+        params=dict(params or {}),
+        initial_state={"order": init},
+    )
