@@ -78,19 +78,36 @@ class Simulator:
         return ev
 
     def after(self, delay: float, fn: Callable[..., Any], *args: Any, priority: int = 0) -> Event:
-        """Run ``fn(*args)`` ``delay`` seconds from now."""
+        """Run ``fn(*args)`` ``delay`` seconds from now.
+
+        >>> sim = Simulator(1.0); ev = sim.after(0.5, print, "ping"); ev.time
+        1.5
+        >>> sim.after(-1, print)
+        Traceback (most recent call last):
+        ...
+        hetsched.errors.HetschedError: negative delay -1 s
+        """
         if delay < 0:
             raise HetschedError(f"negative delay {delay!r} s", field="delay")
         return self.at(self.now + delay, fn, *args, priority=priority)
 
     def peek(self) -> float:
-        """Time of the next live event (``inf`` when none)."""
+        """Time of the next live event (``inf`` when none); cancelled events are skipped.
+
+        >>> sim = Simulator(); ev = sim.at(1.0, print); ev.cancel(); sim.peek()
+        inf
+        """
         while self._heap and self._heap[0].cancelled:
             heapq.heappop(self._heap)
         return self._heap[0].time if self._heap else math.inf
 
     def step(self) -> bool:
-        """Process one event; ``False`` when none is left."""
+        """Process one event; ``False`` when none is left.
+
+        >>> sim = Simulator(); _ = sim.at(2.0, print, "tick"); sim.step(), sim.now, sim.step()
+        tick
+        (True, 2.0, False)
+        """
         while self._heap:
             ev = heapq.heappop(self._heap)
             if ev.cancelled:

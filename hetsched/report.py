@@ -32,7 +32,14 @@ th{background:#f4f4f4} .meta{color:#666;font-size:.85em} pre{background:#f7f7f7;
 
 
 def render_report(title: str, sections: Iterable[tuple[str, Any]], *, meta: dict[str, Any] | None = None) -> str:
-    """The HTML text of a report; ``sections`` are ``(heading, figure | DataFrame | str)`` pairs."""
+    """The HTML text of a report; ``sections`` are ``(heading, figure | DataFrame | str)`` pairs.
+
+    Text is escaped, so a name with ``<`` or ``&`` in it cannot break the page.
+
+    >>> html = render_report("a <b> & c", [("Notes", "x < y")])
+    >>> "<h1>a &lt;b&gt; &amp; c</h1>" in html and "<pre>x &lt; y</pre>" in html
+    True
+    """
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         f"<title>{_html.escape(title)}</title><style>{_CSS}</style></head><body>",

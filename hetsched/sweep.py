@@ -21,13 +21,15 @@ Examples
 from __future__ import annotations
 
 import concurrent.futures as cf
+import csv
 import itertools
 import json
-import math
 import os
+import pickle
 import sys
 import time
 import traceback
+import types
 import warnings
 import zlib
 from pathlib import Path
@@ -92,6 +94,7 @@ class SweepCache:
         self.format = suffix[1:]
         self.on_corrupt = on_corrupt
         self._rows: list[dict[str, str]] = []
+        self._loaded = False
 
     def _corrupt(self, why: str) -> dict[str, dict]:
         msg = f"sweep cache {str(self.path)!r} is corrupted ({why}); not trusting it"
@@ -104,39 +107,92 @@ class SweepCache:
         return {}
 
     def load(self) -> dict[str, dict[str, Any]]:
-        """Finished records by key; a bad file raises ``FormatError`` (or is moved aside)."""
+        """Finished records by key; a bad file raises ``FormatError`` (or is moved aside).
+
+        A CSV cache whose last line was cut short (the machine died mid-write: the line has no
+        newline yet) loses only that record, and the file is repaired so later appends stay valid.
+        """
+        self._loaded = True
         if not self.path.exists():
+            self._rows = []
             return {}
+        if self.format == "csv":
+            return self._load_csv()
         try:
-            if self.format == "csv":
-                df = pd.read_csv(self.path, dtype=str, keep_default_na=False)
-            else:
-                df = pd.read_parquet(self.path)
+            df = pd.read_parquet(self.path)
         except ImportError as e:
             raise HetschedError(f"reading {self.path.name} needs pyarrow: {e}", field="cache") from None
         except Exception as e:  # any parse failure means the file cannot be trusted
             return self._corrupt(f"unreadable: {type(e).__name__}")
         if list(df.columns) != _CACHE_COLUMNS:
             return self._corrupt(f"columns {list(df.columns)} instead of {_CACHE_COLUMNS}")
+        return self._check_rows([[r[c] for c in _CACHE_COLUMNS] for r in df.to_dict("records")], truncated_last=False)
+
+    def _load_csv(self) -> dict[str, dict[str, Any]]:
+        # Read line by line rather than with pandas: each record is one physical line (JSON escapes
+        # newlines), so a torn last line can be told apart from a corrupted middle one, even when
+        # the tear falls inside a quoted field (which makes a whole-file parser give up).
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            return self._corrupt("not UTF-8 text")
+        if not text:
+            self._rows = []
+            return {}
+        complete = text.endswith("\n")
+        lines = text.split("\n")
+        if complete:
+            lines.pop()
+        try:
+            header = next(csv.reader([lines[0]]))
+        except csv.Error:
+            header = []
+        if header != _CACHE_COLUMNS:
+            if not complete and len(lines) == 1 and ",".join(_CACHE_COLUMNS).startswith(lines[0]):
+                self._repair([], "a truncated header")  # died while writing the first record
+                return {}
+            return self._corrupt(f"columns {header} instead of {_CACHE_COLUMNS}")
+        rows: list[list[str] | None] = []
+        for line in lines[1:]:
+            try:
+                rows.append(next(csv.reader([line])))
+            except (csv.Error, StopIteration):
+                rows.append(None)
+        return self._check_rows(rows, truncated_last=not complete)
+
+    def _check_rows(self, rows: list, *, truncated_last: bool) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
-        rows = df.to_dict("records")
+        good: list[dict[str, str]] = []
         for i, r in enumerate(rows):
-            if _crc(r["_record"]) != r["_crc"]:
-                # an interrupted write can only leave its *last* line short: drop it, keep the rest
-                if self.format == "csv" and i == len(rows) - 1:
-                    warnings.warn(f"sweep cache {self.path.name}: dropping a truncated last record", stacklevel=2)
+            ok = (r is not None and len(r) == 3 and all(isinstance(x, str) for x in r) and _crc(r[1]) == r[2])
+            rec = None
+            if ok:
+                try:
+                    rec = json.loads(r[1])
+                except json.JSONDecodeError:
+                    ok = False
+            if not ok or not isinstance(rec, dict):
+                if truncated_last and i == len(rows) - 1:
+                    self._repair(good, "a truncated last record")
                     break
                 return self._corrupt(f"record {i} fails its checksum")
-            try:
-                rec = json.loads(r["_record"])
-            except json.JSONDecodeError:
-                return self._corrupt(f"record {i} is not JSON")
-            out[r["_key"]] = rec
-        self._rows = [r for r in rows if r["_key"] in out]
+            out[r[0]] = rec
+            good.append(dict(zip(_CACHE_COLUMNS, r)))
+        self._rows = [g for g in good if g["_key"] in out]
         return out
 
+    def _repair(self, good: list[dict[str, str]], what: str) -> None:
+        """Rewrite the CSV with its intact records only (atomically), so appends start on a fresh line."""
+        warnings.warn(f"sweep cache {self.path.name}: dropping {what} (an interrupted write)", stacklevel=4)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        pd.DataFrame(good, columns=_CACHE_COLUMNS).to_csv(tmp, index=False)
+        os.replace(tmp, self.path)
+        self._rows = list(good)
+
     def add(self, params: Mapping[str, Any], record: Mapping[str, Any]) -> None:
-        """Append one finished point durably."""
+        """Append one finished point durably (existing records are kept: the file is read first)."""
+        if not self._loaded:
+            self.load()
         text = json.dumps(record, sort_keys=False, default=_json_default)
         row = {"_key": _key(params), "_record": text, "_crc": _crc(text)}
         self._rows.append(row)
@@ -186,6 +242,33 @@ def _run_point(fn: Callable[..., Any], params: dict[str, Any]) -> dict[str, Any]
     return rec
 
 
+def _process_context(fn: Callable[..., Any]):
+    """``forkserver`` for an importable ``fn``; ``fork`` only for one defined in ``__main__`` (a notebook).
+
+    Forking a process that runs other threads (Jupyter, Dask, tqdm's monitor) can leave a child
+    stuck on a lock some thread held at fork time, and the sweep would hang; a fork server's
+    children start from a clean single-threaded process. A function defined in a notebook can
+    only reach a worker by ``fork``, so that case keeps it.
+    """
+    import multiprocessing as mp
+
+    methods = mp.get_all_start_methods()
+    target = getattr(fn, "func", fn)  # a functools.partial ships its function
+    if getattr(target, "__module__", "__main__") == "__main__" and "fork" in methods:
+        return mp.get_context("fork")
+    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def _executor_error(point: Mapping[str, Any], e: BaseException) -> HetschedError:
+    """The executor (not ``fn``) failed on ``point``: an unpicklable ``fn``, a worker that died."""
+    return HetschedError(
+        f"the executor could not run sweep point {dict(point)!r}: {type(e).__name__}: {e}. A process pool or "
+        "Dask needs a picklable fn (a module-level function, not a lambda or a closure); executor='thread' "
+        "or 'serial' runs any callable. Points that finished are kept in the cache.",
+        field="executor",
+    )
+
+
 def _scalar(v: Any) -> Any:
     if hasattr(v, "item") and callable(v.item):
         try:
@@ -217,7 +300,10 @@ def sweep(
     executor : Executor, ``"process"``, ``"thread"``, ``"serial"`` or None
         None means a local process pool (``max_workers`` = CPU count). Any
         ``concurrent.futures.Executor`` works, e.g. ``distributed.Client(...).get_executor()``.
-        An executor you pass is not shut down.
+        An executor you pass is not shut down. The local pool starts its workers from a fork
+        server when ``fn`` lives in an importable module (safe in processes that run threads:
+        Jupyter, Dask), so a script that calls ``sweep`` needs the usual
+        ``if __name__ == "__main__":`` guard, as on macOS and Windows.
     cache : path, optional
         ``.csv`` or ``.parquet``; finished points are skipped and new ones recorded as they finish.
     on_corrupt : ``"raise"`` (default) or ``"recompute"`` (move the bad cache aside, warn, start over)
@@ -249,25 +335,47 @@ def sweep(
             bar.update(1)
 
     own = None
+    clean = False
     try:
         if executor == "serial" or (executor is None and len(todo) <= 1):
             for p in todo:
                 finish(p, _run_point(fn, p))
         else:
             if executor is None or executor == "process":
-                own = ex = cf.ProcessPoolExecutor(max_workers=max_workers or os.cpu_count() or 1)
+                try:  # fail here, before any worker starts, rather than inside the pool's feeder thread
+                    pickle.dumps(fn)
+                except Exception as e:  # noqa: BLE001 - pickling raises many types
+                    raise _executor_error(todo[0], e) from e
+                own = ex = cf.ProcessPoolExecutor(max_workers=max_workers or os.cpu_count() or 1,
+                                                  mp_context=_process_context(fn))
             elif executor == "thread":
                 own = ex = cf.ThreadPoolExecutor(max_workers=max_workers or os.cpu_count() or 1)
             elif isinstance(executor, str):
                 raise HetschedError(f"unknown executor {executor!r}; use 'process', 'thread', 'serial' or an Executor", field="executor")
             else:
                 ex = executor
-            futs = {ex.submit(_run_point, fn, p): p for p in todo}
+            futs: dict[Any, dict[str, Any]] = {}
+            for p in todo:
+                try:
+                    futs[ex.submit(_run_point, fn, p)] = p
+                except Exception as e:  # noqa: BLE001 - e.g. Dask pickles at submit time
+                    raise _executor_error(p, e) from e
             for fut in cf.as_completed(futs):
-                finish(futs[fut], fut.result())
+                p = futs[fut]
+                try:
+                    rec = fut.result()
+                except Exception as e:  # noqa: BLE001 - _run_point catches fn's own errors: the executor failed
+                    raise _executor_error(p, e) from e
+                finish(p, rec)
+        clean = True
     finally:
         if own is not None:
-            own.shutdown(wait=True, cancel_futures=True)
+            # after a failure (or Ctrl-C) do not wait, and stop our workers: a wedged one would
+            # otherwise hang the caller, or the interpreter's exit, forever
+            own.shutdown(wait=clean, cancel_futures=True)
+            if not clean:
+                for proc in list((getattr(own, "_processes", None) or {}).values()):
+                    proc.terminate()
         if bar is not None:
             bar.close()
     rows = [results[_key(p)] for p in points]
@@ -275,10 +383,20 @@ def sweep(
     for c in ("error", "runtime_s"):
         if c not in df.columns:
             df[c] = None
-    first = list(points[0]) if points else []
+    first = list(dict.fromkeys(k for p in points for k in p))  # every parameter, also of uneven point lists
     rest = [c for c in df.columns if c not in first and c not in ("error", "runtime_s")]
     df = df[first + rest + ["error", "runtime_s"]]
     n_bad = int(df["error"].notna().sum())
     if n_bad:
         warnings.warn(f"{n_bad} of {len(df)} sweep points failed; see the 'error' column", stacklevel=2)
     return df
+
+
+class _CallableModule(types.ModuleType):
+    """Lets ``hetsched.sweep(fn, grid)`` call :func:`sweep` while ``hetsched.sweep`` stays a module."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> pd.DataFrame:
+        return sweep(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

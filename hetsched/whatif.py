@@ -20,14 +20,17 @@ from typing import Any
 
 from .errors import HetschedError
 from .graph import OpGraph
-from .system import Link, System
+from .system import System
 
 __all__ = [
     "with_host_link",
     "scale_memory",
     "resolve_graph",
     "resolve_system",
+    "run_mapping",
+    "H2H_OPTIONS",
     "map_point",
+    "run_pipeline",
     "partition_point",
     "pipeline_point",
     "order_point",
@@ -36,10 +39,27 @@ __all__ = [
 ]
 
 
+def _positive(v: Any, field: str) -> float:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        x = float("nan")
+    if not x > 0 or x == float("inf"):
+        raise HetschedError(f"{field} must be a positive number, got {v!r}", field=field)
+    return x
+
+
 def with_host_link(system: System, bandwidth_Bps: float | None = None, *, latency_s: float | None = None) -> System:
-    """A copy of ``system`` whose links touching the host have a new bandwidth (and/or latency)."""
-    if bandwidth_Bps is not None and not bandwidth_Bps > 0:
-        raise HetschedError(f"host link bandwidth must be positive, got {bandwidth_Bps!r}", field="host_link_Bps")
+    """A copy of ``system`` whose links touching the host have a new bandwidth (and/or latency).
+
+    >>> from hetsched.io import toy_system
+    >>> with_host_link(toy_system(), "fast")
+    Traceback (most recent call last):
+    ...
+    hetsched.errors.HetschedError: host_link_Bps must be a positive number, got 'fast'
+    """
+    if bandwidth_Bps is not None:
+        bandwidth_Bps = _positive(bandwidth_Bps, "host_link_Bps")
     links = []
     for ln in system.links:
         if system.host in (ln.src, ln.dst):
@@ -53,69 +73,166 @@ def with_host_link(system: System, bandwidth_Bps: float | None = None, *, latenc
 
 
 def scale_memory(system: System, factor: float, *, devices: list[str] | None = None) -> System:
-    """A copy of ``system`` with device memory scaled by ``factor`` (the host is left alone)."""
-    if not factor > 0:
-        raise HetschedError(f"memory scale must be positive, got {factor!r}", field="memory_scale")
+    """A copy of ``system`` with device memory scaled by ``factor`` (the host is left alone).
+
+    >>> from hetsched.io import toy_system
+    >>> scale_memory(toy_system(), 0.5).device("gpu0").memory_bytes == toy_system().device("gpu0").memory_bytes // 2
+    True
+    """
+    factor = _positive(factor, "memory_scale")
     names = devices or [d for d in system.device_names if d != system.host]
     return system.with_devices({n: replace(system.device(n), memory_bytes=int(system.device(n).memory_bytes * factor)) for n in names})
 
 
-@lru_cache(maxsize=32)
-def resolve_graph(name: str, n: int = 40, seed: int = 0, batch: int = 1, training: bool = False) -> OpGraph:
-    """A graph by name: a file path, a bundled graph, a zoo model, or a generator (``n``, ``seed``)."""
+def resolve_graph(name: str, n: int | None = None, seed: int | None = None, batch: int = 1,
+                  training: bool = False) -> OpGraph:
+    """A graph by name: a file path, a bundled graph, a zoo model, or a generator.
+
+    ``n`` (ops, or the random-wiring node count) and ``seed`` apply to the generators and to the
+    zoo's ``randwire_ws``; ``batch`` and ``training`` to zoo models (and ``batch`` to the
+    generators that take one). A setting the named graph cannot use is an error naming it, never
+    silently ignored. Built graphs are cached per process (files by modification time) and each
+    call returns its own copy, so a caller that changes it cannot change the next caller's.
+
+    >>> resolve_graph("chain", 5).n_ops
+    5
+    >>> resolve_graph("randwire_ws", 8).n_ops < resolve_graph("randwire_ws").n_ops
+    True
+    >>> resolve_graph("resnet50", 8)
+    Traceback (most recent call last):
+    ...
+    hetsched.errors.HetschedError: n does not apply to zoo model 'resnet50'
+    """
     import os
 
-    from .io import bundled_graphs, load_graph
+    stamp = os.stat(name).st_mtime_ns if os.path.isfile(name) else None
+    return _build_graph(name, n, seed, int(batch), bool(training), stamp).copy()
+
+
+@lru_cache(maxsize=32)
+def _build_graph(name: str, n: int | None, seed: int | None, batch: int, training: bool, _stamp: int | None) -> OpGraph:
+    import inspect
+    import os
+
+    from .io import bundled_graphs, load_graph, zoo
     from .io import generators as gen
 
-    if os.path.exists(name) or name in bundled_graphs():
-        return load_graph(name)
-    from .io import zoo
+    def unused(what: str, **given: Any) -> None:
+        bad = [k for k, v in given.items() if v]
+        if bad:
+            raise HetschedError(f"{bad[0]} does not apply to {what}", field=bad[0])
 
+    if os.path.exists(name) or name in bundled_graphs():
+        unused(f"graph file {name!r}", n=n is not None, seed=seed is not None, batch=batch != 1, training=training)
+        return load_graph(name)
     if name in zoo.ZOO:
-        return zoo.ZOO[name](batch=batch, training=training)
+        fn = zoo.ZOO[name]
+        params = inspect.signature(fn).parameters
+        kw: dict[str, Any] = {"batch": batch, "training": training}
+        if n is not None:
+            if "nodes" not in params:
+                unused(f"zoo model {name!r}", n=True)
+            kw["nodes"] = n
+        if seed is not None:
+            if "seed" not in params:
+                unused(f"zoo model {name!r}", seed=True)
+            kw["seed"] = seed
+        return fn(**kw)
     if name in gen.GENERATORS:
         fn = gen.GENERATORS[name]
-        if name in ("topcuoglu", "chain"):
-            return fn(n, seed=seed)
-        if name == "randwire_ws":
-            return fn(n, seed=seed)
+        unused(f"generator {name!r}", training=training)
+        n_, seed_ = (40 if n is None else n), (0 if seed is None else seed)
+        if name in ("topcuoglu", "chain", "randwire_ws"):
+            unused(f"generator {name!r}", batch=batch != 1 and name != "randwire_ws")
+            return fn(n_, seed=seed_, **({"batch": batch} if name == "randwire_ws" else {}))
         if name == "layered":
-            return fn(max(1, n // 4), 4, seed=seed)
+            unused(f"generator {name!r}", batch=batch != 1)
+            return fn(max(1, n_ // 4), 4, seed=seed_)
         if name == "fork_join":
-            return fn(4, max(1, n // 4), seed=seed)
-        return fn()
+            unused(f"generator {name!r}", batch=batch != 1)
+            return fn(4, max(1, n_ // 4), seed=seed_)
+        unused(f"generator {name!r} (fixed shape)", n=n is not None, seed=seed is not None)
+        return fn(batch=batch) if "batch" in inspect.signature(fn).parameters else fn()
     raise HetschedError(
         f"unknown graph {name!r}: not a file, a bundled graph, a zoo model ({', '.join(zoo.ZOO)}) or a generator",
         field="graph",
     )
 
 
-@lru_cache(maxsize=16)
 def resolve_system(name: str) -> System:
-    """A system by name: ``toy``, a YAML path, or a bundled system."""
+    """A system by name: ``toy``, a YAML path, or a bundled system (cached; files by modification time).
+
+    >>> resolve_system("toy").host
+    'cpu0'
+    """
+    import os
+
+    return _build_system(name, os.stat(name).st_mtime_ns if os.path.isfile(name) else None)
+
+
+@lru_cache(maxsize=16)
+def _build_system(name: str, _stamp: int | None) -> System:
     from .io import load_system, toy_system
 
     return toy_system() if name == "toy" else load_system(name)
 
 
-def map_point(
-    graph: str, system: str, *, method: str = "h2h", host_link_Bps: float | None = None, memory_scale: float = 1.0,
-    n: int = 40, seed: int = 0, batch: int = 1, **options: Any,
-) -> dict[str, float]:
-    """Map ``graph`` on a modified ``system`` with one method; the evaluator's metrics."""
+#: options of :func:`hetsched.mapping.h2h` a sweep or the command line may set
+H2H_OPTIONS = ("objective", "direction", "occupancy_threshold", "policy", "max_passes", "contention")
+
+
+def run_mapping(graph: OpGraph, system: System, method: str = "h2h", *, cost: Any = None, **options: Any):
+    """Run one mapping method by name; h2h options go to :func:`hetsched.mapping.h2h`, never dropped.
+
+    ``mapping.METHODS`` entries take only ``cost``; an option given to a method that cannot use
+    it is an error naming the option, not a silently ignored setting.
+
+    >>> from hetsched.io.generators import chain
+    >>> from hetsched.io import toy_system
+    >>> run_mapping(chain(4), toy_system(), "h2h", objective="makespan").params["objective"]
+    'makespan'
+    >>> run_mapping(chain(4), toy_system(), "heft", objective="makespan")
+    Traceback (most recent call last):
+    ...
+    hetsched.errors.HetschedError: option(s) ['objective'] apply only to the h2h methods, not 'heft'
+    """
     from . import mapping
 
-    g = resolve_graph(graph, n, seed, batch)
+    fn = mapping.METHODS.get(method)
+    if fn is None:
+        raise HetschedError(f"unknown mapping method {method!r}; choose from {sorted(mapping.METHODS)}", field="method")
+    if not options:
+        return fn(graph, system, cost=cost)
+    if method not in ("h2h", "h2h_makespan"):
+        raise HetschedError(f"option(s) {sorted(options)} apply only to the h2h methods, not {method!r}",
+                            field=sorted(options)[0])
+    bad = sorted(k for k in options if k not in H2H_OPTIONS)
+    if bad:
+        raise HetschedError(f"h2h has no option(s) {bad}; it takes {list(H2H_OPTIONS)}", field=bad[0])
+    base = {"objective": "makespan", "direction": "both"} if method == "h2h_makespan" else {}
+    return mapping.h2h(graph, system, cost=cost, **{**base, **options})
+
+
+def map_point(
+    graph: str, system: str, *, method: str = "h2h", host_link_Bps: float | None = None, memory_scale: float = 1.0,
+    n: int | None = None, seed: int | None = None, batch: int = 1, training: bool = False, **options: Any,
+) -> dict[str, float]:
+    """Map ``graph`` on a modified ``system`` with one method; the evaluator's metrics.
+
+    ``options`` are h2h's (:data:`H2H_OPTIONS`), see :func:`run_mapping`.
+
+    >>> slow = map_point("chain", "toy", method="compute_first", n=4, host_link_Bps=1e9)
+    >>> fast = map_point("chain", "toy", method="compute_first", n=4, host_link_Bps=16e9)
+    >>> slow["makespan_s"] > fast["makespan_s"]
+    True
+    """
+    g = resolve_graph(graph, n, seed, batch, training)
     s = resolve_system(system)
     if host_link_Bps is not None:
         s = with_host_link(s, host_link_Bps)
     if memory_scale != 1.0:
         s = scale_memory(s, memory_scale)
-    fn = mapping.METHODS.get(method)
-    if fn is None:
-        raise HetschedError(f"unknown mapping method {method!r}; choose from {sorted(mapping.METHODS)}", field="method")
-    r = fn(g, s, **options) if options else fn(g, s)
+    r = run_mapping(g, s, method, **options)
     out = dict(r.metrics)
     devs = sorted(set(r.placement.device.values()))
     out["n_devices_used"] = float(len(devs))
@@ -124,12 +241,17 @@ def map_point(
 
 def partition_point(
     graph: str, system: str, *, merge: str = "adjacent", buffer_depth: int = 2, n_inputs: int = 32,
-    disable: tuple[str, ...] = (), n: int = 40, seed: int = 0, **options: Any,
+    disable: tuple[str, ...] = (), n: int | None = None, seed: int | None = None, batch: int = 1,
+    training: bool = False, **options: Any,
 ) -> dict[str, float]:
-    """Partition by support/priority and run the buffered pipeline; partition + simulation metrics."""
+    """Partition by support/priority and run the buffered pipeline; partition + simulation metrics.
+
+    >>> partition_point("chain", "toy", n=6, n_inputs=4)["makespan_s"] > 0
+    True
+    """
     from . import partition
 
-    g = resolve_graph(graph, n, seed)
+    g = resolve_graph(graph, n, seed, batch, training)
     s = resolve_system(system)
     enabled = [b for b in s.support.backends if b not in set(disable)]
     p = partition.partition_by_support(g, s, enabled=enabled, merge=None if merge == "none" else merge, **options)
@@ -137,23 +259,54 @@ def partition_point(
     return {**{f"partition_{k}": v for k, v in p.metrics.items()}, **dict(sim.metrics)}
 
 
+def run_pipeline(p: int, v: int, m: int, *, schedule: str = "interleaved_1f1b", grouping: str | None = None,
+                 f_s: float = 1.0, b_s: float = 2.0, activation_bytes: float = 0.0, timeline: bool = True):
+    """Generate, validate and simulate one pipeline schedule; ``(schedule, result)``.
+
+    ``grouping`` applies to ``interleaved_1f1b`` only (default ``"balanced"`` there); naming one
+    for another schedule is an error rather than a setting silently ignored.
+
+    >>> sch, r = run_pipeline(2, 1, 4, schedule="1f1b"); sch.name, r.metrics["makespan_s"]
+    ('1f1b', 15.0)
+    >>> run_pipeline(2, 1, 4, schedule="1f1b", grouping="paddle")
+    Traceback (most recent call last):
+    ...
+    hetsched.errors.HetschedError: grouping applies to schedule 'interleaved_1f1b' only, not '1f1b'
+    """
+    from . import pipeline as pp
+
+    if grouping is not None and schedule != "interleaved_1f1b":
+        raise HetschedError(f"grouping applies to schedule 'interleaved_1f1b' only, not {schedule!r}", field="grouping")
+    opts = {"grouping": grouping or "balanced"} if schedule == "interleaved_1f1b" else {}
+    sch = pp.make_schedule(schedule, p, v, m, **opts)
+    pp.validate(sch)
+    r = pp.simulate(sch, costs=pp.StageCosts(f_s=f_s, b_s=b_s, activation_bytes=activation_bytes), timeline=timeline)
+    return sch, r
+
+
 def pipeline_point(
     p: int, v: int, m: int, *, schedule: str = "interleaved_1f1b", grouping: str = "balanced", f_s: float = 1.0,
     b_s: float = 2.0, activation_bytes: float = 0.0,
 ) -> dict[str, float]:
-    """Generate, validate and simulate one pipeline schedule."""
-    from . import pipeline as pp
+    """Generate, validate and simulate one pipeline schedule (``grouping``: interleaved_1f1b only).
 
-    opts = {"grouping": grouping} if schedule == "interleaved_1f1b" else {}
-    sch = pp.make_schedule(schedule, p, v, m, **opts)
-    pp.validate(sch)
-    r = pp.simulate(sch, costs=pp.StageCosts(f_s=f_s, b_s=b_s, activation_bytes=activation_bytes), timeline=False)
+    A grid may cross schedules with groupings: for the other schedules ``grouping`` has no effect.
+
+    >>> pipeline_point(2, 1, 4, schedule="1f1b")["makespan_s"]
+    15.0
+    """
+    _sch, r = run_pipeline(p, v, m, schedule=schedule, grouping=grouping if schedule == "interleaved_1f1b" else None,
+                           f_s=f_s, b_s=b_s, activation_bytes=activation_bytes, timeline=False)
     return dict(r.metrics)
 
 
-def order_point(graph: str, *, method: str = "heuristic", time_limit_s: float = 10.0, n: int = 40, seed: int = 0,
+def order_point(graph: str, *, method: str = "heuristic", time_limit_s: float = 10.0, n: int | None = None, seed: int | None = None,
                 batch: int = 1, training: bool = False) -> dict[str, float]:
-    """Order ``graph``'s ops to minimise peak memory."""
+    """Order ``graph``'s ops to minimise peak memory.
+
+    >>> order_point("chain", n=4)["peak_bytes"] > 0
+    True
+    """
     from . import memory
 
     g = resolve_graph(graph, n, seed, batch, training)
@@ -162,11 +315,16 @@ def order_point(graph: str, *, method: str = "heuristic", time_limit_s: float = 
 
 
 def executor_point(graph: str, *, streams: str = "patent", threads: str = "patent", pool_size: int = 4,
-                   costs: str = "cuda", n: int = 40, seed: int = 0) -> dict[str, float]:
-    """Simulate the executor with one stream and thread policy."""
+                   costs: str = "cuda", n: int | None = None, seed: int | None = None, batch: int = 1,
+                   training: bool = False) -> dict[str, float]:
+    """Simulate the executor with one stream and thread policy.
+
+    >>> r = executor_point("executor_d2h_branch"); r["makespan_s"] >= r["lb_s"] > 0
+    True
+    """
     from . import executor
 
-    g = resolve_graph(graph, n, seed)
+    g = resolve_graph(graph, n, seed, batch, training)
     r = executor.simulate(g, streams=streams, threads=threads, pool_size=pool_size, costs=costs, record_steps=False)
     return dict(r.metrics)
 

@@ -103,3 +103,188 @@ def test_sweep_spec_errors(tmp_path):
 def test_python_dash_m():
     r = subprocess.run([sys.executable, "-m", "hetsched", "--version"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.startswith("hetsched ")
+
+
+def test_map_h2h_options_are_used_or_rejected(monkeypatch, capsys):
+    import hetsched.mapping as mapping
+
+    seen = []
+    real = mapping.h2h
+
+    def spy(g, s, **kw):
+        seen.append(kw)
+        return real(g, s, **kw)
+
+    monkeypatch.setattr(mapping, "h2h", spy)
+    assert main(["map", "chain", "--n", "6", "--system", "toy", "--objective", "makespan", "--direction", "both",
+                 "--policy", "knapsack", "--occupancy-threshold", "0.5", "--quiet"]) == EXIT_OK
+    assert seen and {k: seen[-1][k] for k in ("objective", "direction", "policy", "occupancy_threshold")} == \
+        {"objective": "makespan", "direction": "both", "policy": "knapsack", "occupancy_threshold": 0.5}
+    from hetsched.whatif import map_point
+
+    map_point("chain", "toy", n=6, objective="makespan")
+    assert seen[-1]["objective"] == "makespan"  # sweeps pass h2h options through too
+    # an option the method cannot use is an error naming the flag, not silently dropped
+    assert main(["map", "chain", "--n", "6", "--system", "toy", "--method", "heft", "--policy", "greedy"]) == EXIT_BAD_INPUT
+    assert "--policy" in capsys.readouterr().err
+
+
+def test_compare_flag_errors_come_before_the_work(capsys):
+    assert main(["compare", "chain", "--system", "toy", "--methods", " , "]) == EXIT_BAD_INPUT
+    assert "--methods" in capsys.readouterr().err
+    assert main(["compare", "chain", "--system", "toy", "--trace", "t.json"]) == EXIT_BAD_INPUT
+    assert "--trace" in capsys.readouterr().err
+
+
+def _headings(path) -> tuple[list[str], int]:
+    import re
+
+    html = Path(path).read_text()
+    assert 'src="https://cdn' not in html
+    return re.findall(r"<h2>(.*?)</h2>", html), html.count("Plotly.newPlot")
+
+
+@pytest.mark.parametrize(
+    "argv, must",
+    [
+        (["map", "resnet_like", "--system", "toy"], ["Graph", "Gantt", "Device memory"]),
+        (["compare", "chain", "--n", "6", "--system", "toy", "--methods", "compute_first,heft"],
+         ["makespan_s", "Graph", "Gantt"]),
+        (["partition", "resnet_like", "--system", "toy", "--compare"], ["Graph", "Gantt", "makespan_s by strategy"]),
+        (["pipeline", "--p", "2", "--v", "2", "--m", "4", "--activation-bytes", "1e6"],
+         ["Gantt", "Schedule", "Peak activation memory"]),
+        (["order", "randwire_ws", "--n", "12", "--method", "heuristic", "--compare"],
+         ["Memory curve", "Graph", "Peak memory by method"]),
+        (["executor", "executor_d2h_branch", "--compare"], ["Graph", "Gantt", "Makespan by policy"]),
+        (["zoo", "mobilenet_v2"], ["Graph"]),
+    ],
+)
+def test_every_subcommand_report_has_its_charts(tmp_path, argv, must):
+    out = tmp_path / "r.html"
+    assert main([*argv, "--html", str(out), "--quiet"]) == EXIT_OK
+    heads, n_figs = _headings(out)
+    for m in must:
+        assert any(h.startswith(m) for h in heads), (m, heads)
+    assert n_figs >= len(must)
+    assert " ".join(argv) in out.read_text()  # the report records the command that made it
+
+
+def _spec(tmp_path, text: str) -> str:
+    p = tmp_path / "spec.yaml"
+    p.write_text(text)
+    return str(p)
+
+
+def test_sweep_spec_reads_1e9_as_a_number_and_writes_a_report(tmp_path):
+    spec = _spec(tmp_path, "task: map\nfixed: {graph: chain, system: toy, n: 4, method: compute_first}\n"
+                           "grid: {host_link_Bps: [1e9, 16e9]}\nworkers: 1\n")
+    out, html = tmp_path / "o.csv", tmp_path / "s.html"
+    assert main(["sweep", spec, "-o", str(out), "--html", str(html), "--quiet"]) == EXIT_OK
+    df = pd.read_csv(out)
+    assert df["error"].isna().all() and df["host_link_Bps"].tolist() == [1e9, 16e9]
+    slow, fast = df["makespan_s"]
+    assert slow > fast
+    heads, n_figs = _headings(html)
+    assert "Results" in heads and n_figs >= 1
+
+
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ("task: pipeline\nfixed: [1, 2]\ngrid: {p: [2]}\n", "fixed"),
+        ("task: pipeline\nfixed: {v: 1, m: 4}\ngrid: {p: [2], pp: [3]}\n", "pp"),
+        ("task: pipeline\nfixed: {v: 1, m: 4}\ngrid: {p: [2]}\nworkers: two\n", "workers"),
+        ("task: pipeline\nfixed: {v: 1, m: 4}\ngrid: {p: [2]}\nworkers: 0\n", "workers"),
+        ("task: pipeline\nfixed: {v: 1, m: 4}\ngrid: {p: 2}\n", "'p'"),
+        ("task: map\nfixed: {graph: chain, system: toy}\ngrid: {objectiv: [makespan]}\n", "objectiv"),
+    ],
+)
+def test_sweep_spec_bad_fields_are_named(tmp_path, capsys, text, field):
+    assert main(["sweep", _spec(tmp_path, text), "--quiet"]) == EXIT_BAD_INPUT
+    assert field in capsys.readouterr().err
+
+
+class _FakeTTY:
+    def __init__(self) -> None:
+        import io
+
+        self.buf = io.StringIO()
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        return self.buf.write(s)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_long_single_commands_show_progress_on_a_terminal_only(monkeypatch, capsys):
+    import hetsched.cli as cli
+
+    monkeypatch.setattr(cli, "PROGRESS_DELAY_S", 0.0)
+    tty = _FakeTTY()
+    monkeypatch.setattr(sys, "stderr", tty)
+    assert main(["order", "randwire_ws", "--n", "12", "--method", "exact", "--time-limit", "5"]) == EXIT_OK
+    assert "order: exact" in tty.buf.getvalue() and "limit" in tty.buf.getvalue()
+    monkeypatch.undo()
+    assert main(["order", "randwire_ws", "--n", "12", "--method", "heuristic"]) == EXIT_OK
+    assert "order: heuristic" not in capsys.readouterr().err  # piped: quiet
+
+
+@pytest.mark.skipif(not Path("/usr/bin/script").exists(), reason="needs util-linux `script` for a pseudo-terminal")
+def test_sweep_shows_a_progress_bar_on_a_real_terminal(tmp_path):
+    spec = _spec(tmp_path, "task: pipeline\nfixed: {v: 1, m: 4}\ngrid: {p: [2, 3, 4]}\nworkers: 1\n")
+    cmd = f"stty cols 120 rows 40; {BIN} sweep {spec} -o {tmp_path / 'o.csv'}"
+    r = subprocess.run(["/usr/bin/script", "-qec", cmd, "/dev/null"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout
+    assert "sweep: 100%" in r.stdout and "3/3" in r.stdout
+
+
+def test_graph_flags_are_used_or_rejected_never_ignored(capsys):
+    from hetsched.whatif import resolve_graph
+
+    assert resolve_graph("randwire_ws", 8).n_ops < resolve_graph("randwire_ws").n_ops  # zoo model: --n = nodes
+    assert main(["map", "resnet_like", "--n", "8", "--system", "toy", "--quiet"]) == EXIT_BAD_INPUT
+    assert "n does not apply" in capsys.readouterr().err
+    assert main(["order", "chain", "--training", "--quiet"]) == EXIT_BAD_INPUT
+    assert "training" in capsys.readouterr().err
+
+
+def test_resolved_graphs_are_private_copies_and_files_are_reread(tmp_path):
+    from hetsched.io import save_graph
+    from hetsched.io.generators import chain
+    from hetsched.whatif import resolve_graph
+
+    g = resolve_graph("chain", 4)
+    g.add_op("intruder", "Relu")
+    assert "intruder" not in resolve_graph("chain", 4)  # a caller's change never leaks to the next
+    path = tmp_path / "g.json"
+    save_graph(chain(3), path)
+    assert resolve_graph(str(path)).n_ops == 3
+    save_graph(chain(5), path)
+    os.utime(path, ns=(os.stat(path).st_atime_ns, os.stat(path).st_mtime_ns + 10**9))
+    assert resolve_graph(str(path)).n_ops == 5  # an edited file is read again
+
+
+@pytest.mark.parametrize(
+    "argv, table, column",
+    [
+        (["map", "chain", "--n", "5", "--system", "toy"], "placement", "device"),
+        (["partition", "chain", "--n", "5", "--system", "toy"], "assignment", "backend"),
+        (["order", "chain", "--n", "5", "--method", "heuristic"], "curve", "bytes"),
+        (["executor", "chain", "--n", "5"], "ops", "stream"),
+    ],
+)
+def test_csv_writes_the_per_op_result_not_only_metrics(tmp_path, argv, table, column):
+    prefix = tmp_path / "x"
+    assert main([*argv, "--csv", str(prefix), "--quiet"]) == EXIT_OK
+    df = pd.read_csv(f"{prefix}_{table}.csv")
+    assert len(df) == 5 and column in df.columns
+
+
+def test_pipeline_grouping_for_a_schedule_without_groups_is_an_error(capsys):
+    assert main(["pipeline", "--p", "2", "--m", "4", "--schedule", "1f1b", "--grouping", "paddle"]) == EXIT_BAD_INPUT
+    assert "--grouping" in capsys.readouterr().err
+    assert main(["pipeline", "--p", "2", "--v", "2", "--m", "4", "--grouping", "paddle", "--quiet"]) == EXIT_OK

@@ -134,3 +134,85 @@ def test_dask_local_cluster(tmp_path):
     assert len(df) == 6 and df["error"].isna().all()
     ref = sweep(evaluate_point, {"link_Bps": [1e9, 4e9, 16e9], "n": [3, 6]}, executor="serial")
     pd.testing.assert_series_equal(df["makespan_s"], ref["makespan_s"])
+
+
+@pytest.mark.parametrize("cut", [7, 40])  # 7: inside the checksum; 40: inside the quoted JSON record
+def test_resumed_cache_stays_valid_after_a_torn_last_line(tmp_path, cut):
+    log = str(tmp_path / CALLS_FILE)
+    cache = tmp_path / "s.csv"
+    sweep(counting, {"x": [1, 2], "log": [log]}, executor="serial", cache=cache)
+    text = cache.read_text()
+    cache.write_text(text[: len(text) - cut])  # the machine died mid-write
+    with pytest.warns(UserWarning, match="truncated"):
+        sweep(counting, {"x": [1, 2, 3], "log": [log]}, executor="serial", cache=cache)
+    # the resumed run appended to a repaired file: a third run trusts it and recomputes nothing
+    df = sweep(counting, {"x": [1, 2, 3], "log": [log]}, executor="serial", cache=cache)
+    assert df["y"].tolist() == [2, 3, 4]
+    assert open(log).read().split() == ["1", "2", "2", "3"]
+    assert len(SweepCache(cache).load()) == 3
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_cache_add_without_load_keeps_existing_records(tmp_path, suffix):
+    if suffix == ".parquet":
+        pytest.importorskip("pyarrow", reason="parquet caches need pyarrow (installed with the dev extra)")
+    path = tmp_path / f"c{suffix}"
+    SweepCache(path).add({"a": 1}, {"a": 1, "y": 1})
+    SweepCache(path).add({"a": 2}, {"a": 2, "y": 4})  # a fresh handle on an existing file
+    assert sorted(SweepCache(path).load()) == ['{"a": 1}', '{"a": 2}']
+
+
+def test_unpicklable_fn_on_a_process_pool_is_a_clear_error(tmp_path):
+    cache = tmp_path / "s.csv"
+    with pytest.raises(HetschedError, match="picklable") as e:
+        sweep(lambda x: {"y": x}, {"x": [1, 2]}, executor="process", max_workers=1, cache=cache)
+    assert e.value.field == "executor"
+    # a thread pool runs the same callable
+    assert sweep(lambda x: {"y": x}, {"x": [1, 2]}, executor="thread", max_workers=1)["y"].tolist() == [1, 2]
+
+
+def interrupted_at_3(x, log):
+    if x == 3 and not os.path.exists(log + ".resumed"):
+        raise KeyboardInterrupt  # Ctrl-C (or a killed job) in the middle of the sweep
+    return counting(x, log)
+
+
+@pytest.mark.parametrize("executor", ["serial", "process"])
+def test_ctrl_c_mid_sweep_loses_nothing_and_resumes(tmp_path, executor):
+    log = str(tmp_path / CALLS_FILE)
+    cache = tmp_path / "s.csv"
+    with pytest.raises(KeyboardInterrupt):
+        sweep(interrupted_at_3, {"x": [1, 2, 3, 4], "log": [log]}, executor=executor, max_workers=1, cache=cache)
+    assert len(SweepCache(cache).load()) == 2  # the points that finished are on disk
+    open(log + ".resumed", "w").close()
+    df = sweep(interrupted_at_3, {"x": [1, 2, 3, 4], "log": [log]}, executor="serial", cache=cache)
+    assert df["y"].tolist() == [2, 3, 4, 5]
+    calls = open(log).read().split()
+    assert calls[:2] == ["1", "2"] and calls.count("1") == calls.count("2") == 1  # finished points never rerun
+    if executor == "serial":
+        assert calls == ["1", "2", "3", "4"]  # (a pool may also have been running point 4 when Ctrl-C came)
+
+
+def test_package_level_call_and_parameter_columns_first():
+    import hetsched
+
+    with pytest.warns(UserWarning, match="1 of 2"):  # area() takes no 'extra': recorded per point, not fatal
+        df = hetsched.sweep(area, [{"w": 1, "h": 2}, {"w": 3, "h": 4, "extra": 0}], executor="serial")
+    assert list(df.columns[:3]) == ["w", "h", "extra"]  # every parameter before the metrics
+    assert df.loc[0, "area"] == 2 and isinstance(df.loc[1, "error"], str)
+
+
+def test_corrupted_parquet_cache_is_reported_not_trusted(tmp_path):
+    pytest.importorskip("pyarrow", reason="parquet caches need pyarrow (installed with the dev extra)")
+    log = str(tmp_path / CALLS_FILE)
+    cache = tmp_path / "s.parquet"
+    sweep(counting, {"x": [1, 2], "log": [log]}, executor="serial", cache=cache)
+    df = pd.read_parquet(cache)
+    df.loc[0, "_record"] = df.loc[0, "_record"].replace('"y": 2', '"y": 999')  # valid file, wrong content
+    df.to_parquet(cache, index=False)
+    with pytest.raises(FormatError, match="record 0 fails its checksum"):
+        sweep(counting, {"x": [1, 2], "log": [log]}, executor="serial", cache=cache)
+    data = cache.read_bytes()
+    cache.write_bytes(data[: len(data) // 2])  # a torn file
+    with pytest.raises(FormatError, match="unreadable"):
+        sweep(counting, {"x": [1, 2], "log": [log]}, executor="serial", cache=cache)

@@ -64,16 +64,15 @@ class PolicyComparison(Result):
     results: Mapping[str, ExecutorResult] = field(default_factory=dict)
 
     def figure(self, metric: str = "makespan_s"):
-        """One bar chart of ``metric`` per policy (:func:`hetsched.plot.compare`).
+        """One bar chart of ``metric`` per policy (:func:`hetsched.plot.executor.policy_bars`).
 
         >>> from hetsched.executor.graphs import inception_graph
         >>> len(compare_policies(inception_graph(1)).figure().data)
         1
         """
-        from ..plot import compare
+        from ..plot.executor import policy_bars
 
-        return compare(self.frame, metric, by="policy", title=f"{metric} by executor policy",
-                       highlight="patent")
+        return policy_bars(self, metric)
 
 
 def compare_policies(

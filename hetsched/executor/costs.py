@@ -48,6 +48,11 @@ class ExecCosts:
     """Host overheads and device limits of an executor (seconds, bytes/s, counts).
 
     See the module docstring for the sources of the ``"cuda"`` preset.
+
+    >>> ExecCosts(launch_s=-1.0)
+    Traceback (most recent call last):
+    ...
+    hetsched.errors.HetschedError: executor cost launch_s must be a non-negative number, got -1.0
     """
 
     dispatch_s: float = 3e-6

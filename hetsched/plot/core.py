@@ -15,6 +15,7 @@ Examples
 
 from __future__ import annotations
 
+import numbers
 import zlib
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -244,7 +245,18 @@ def memory_curve(
     >>> ev = pd.DataFrame({"time_s": [0, 1e-3, 1e-3], "delta_bytes": [10, -5, 7]})
     >>> memory_curve(ev, capacity=20).data[0].y.tolist()
     [10.0, 12.0]
+    >>> import numpy as np; len(memory_curve(ev, capacity=np.int64(20)).layout.shapes)  # numpy numbers work too
+    1
+    >>> memory_curve(pd.DataFrame({"time_s": [0.0]}))
+    Traceback (most recent call last):
+    ...
+    hetsched.errors.HetschedError: a memory curve needs a 'bytes' or 'delta_bytes' column; have ['time_s']
     """
+    if "bytes" not in curve.columns and "delta_bytes" not in curve.columns:
+        from ..errors import HetschedError
+
+        raise HetschedError(f"a memory curve needs a 'bytes' or 'delta_bytes' column; have {list(curve.columns)}",
+                            field="bytes")
     if x is None:
         x = "time_s" if "time_s" in curve.columns else ("step" if "step" in curve.columns else curve.columns[0])
     if by is None:
@@ -255,7 +267,7 @@ def memory_curve(
         curve["bytes"] = curve.groupby(by)["delta_bytes"].cumsum() if by else curve["delta_bytes"].cumsum()
     groups = [(None, curve)] if by is None else list(curve.groupby(by, sort=False))
     ymax = float(curve["bytes"].max()) if len(curve) else 0.0
-    if isinstance(capacity, (int, float)):
+    if isinstance(capacity, numbers.Real):
         ymax = max(ymax, float(capacity))
     bunit, bf = bytes_unit(ymax)
     if x == "time_s":
@@ -275,7 +287,7 @@ def memory_curve(
                 hovertemplate=f"%{{x:.4g}} {tunit}<br>%{{y:.4g}} {bunit}<extra>{name}</extra>",
             )
         )
-    caps = {} if capacity is None else ({"capacity": capacity} if isinstance(capacity, (int, float)) else dict(capacity))
+    caps = {} if capacity is None else ({"capacity": capacity} if isinstance(capacity, numbers.Real) else dict(capacity))
     for k, v in caps.items():
         fig.add_hline(y=float(v) * bf, line=dict(color="#D55E00", dash="dot"), annotation_text=f"{k} {v * bf:.3g} {bunit}")
     if lower_bound is not None:
@@ -305,6 +317,7 @@ def graph_view(
     edge_highlight: Iterable[tuple[str, str]] | None = None,
     title: str | None = None,
     height: int | None = None,
+    legend_title: str | None = None,
 ) -> go.Figure:
     """The graph drawn left to right by topological generation.
 
@@ -318,6 +331,8 @@ def graph_view(
         Ops drawn larger with a red outline (the layer a remap step moves).
     edge_highlight : iterable of (src, dst), optional
         Edges drawn thick (e.g. cross-backend edges).
+    legend_title : str, optional
+        Default: ``color_by`` when it is a name, else ``"device"``.
 
     >>> from hetsched.io.generators import chain
     >>> fig = graph_view(chain(3))
@@ -331,6 +346,7 @@ def graph_view(
     else:
         label = {n: str(color_by.get(n, "(unassigned)")) for n in graph}
         legend = "device"
+    legend = legend_title or legend
     cmap = color_map(list(dict.fromkeys(label.values())), base=colors)
     ex, ey = [], []
     for u, v in graph.nx.edges:
@@ -391,13 +407,22 @@ def compare(
     >>> f = pd.DataFrame({"method": ["heft", "h2h"], "makespan_s": [2e-3, 1e-3]})
     >>> list(compare(f, "makespan_s").data[0].x)
     ['heft', 'h2h']
+    >>> compare(f.assign(status=["ok", "ok"]), "status")
+    Traceback (most recent call last):
+    ...
+    hetsched.errors.HetschedError: column 'status' is not numeric, cannot draw it as bars
     """
     if metric not in frame.columns:
         from ..errors import HetschedError
 
         raise HetschedError(f"no column {metric!r} to compare; have {list(frame.columns)}", field=metric)
     by = by or next((c for c in ("method", "policy", "schedule", "name") if c in frame.columns), frame.columns[0])
-    vals = frame[metric].astype(float)
+    try:
+        vals = frame[metric].astype(float)
+    except (TypeError, ValueError):
+        from ..errors import HetschedError
+
+        raise HetschedError(f"column {metric!r} is not numeric, cannot draw it as bars", field=metric) from None
     if metric.endswith("_s"):
         unit, f = time_unit(float(vals.abs().max()) if len(vals) else 0.0)
         ytitle = f"{metric[:-2]} ({unit})"
@@ -414,7 +439,7 @@ def compare(
             "#D55E00" if (highlight is not None and str(m) == highlight) else cmap.get(str(key), PALETTE[0])
             for m in sub[by]
         ]
-        fig.add_trace(go.Bar(x=sub[by].astype(str).tolist(), y=(sub[metric].astype(float) * f).tolist(),
+        fig.add_trace(go.Bar(x=sub[by].astype(str).tolist(), y=(vals.loc[sub.index] * f).tolist(),
                              name=str(key) if key is not None else metric, marker_color=cols,
                              hovertemplate="%{x}: %{y:.4g}<extra></extra>"))
     fig.update_layout(title=title, yaxis_title=ytitle, barmode="group", template="plotly_white",
