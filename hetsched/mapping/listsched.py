@@ -1,0 +1,427 @@
+"""List-scheduling baselines built from reusable parts: HEFT, CPOP, PEFT.
+
+* HEFT and CPOP: Topcuoglu, Hariri & Wu, "Performance-effective and low-complexity task
+  scheduling for heterogeneous computing", IEEE TPDS 13(3), 2002.
+* PEFT: Arabnejad & Barbosa, "List scheduling algorithm for heterogeneous systems by an optimistic
+  cost table", IEEE TPDS 25(3), 2014.
+
+Parts (SAGA style, so they compose): a *priority* (:data:`PRIORITIES`: ``upward``, ``cpop``,
+``oct``), a *selector* choosing the device (:data:`SELECTORS`: ``eft``, ``oeft``, ``critical_path``)
+on top of one *insertion policy* (the earliest idle gap that fits, :meth:`_Schedule.est`), and a
+*loop* (static sorted list or ready queue).
+
+The schedulers' own model is the classic one: computation ``cost.compute_s(op, device)`` (data
+resident), communication ``cost.transfer_s(bytes, src, dst)`` per edge tensor when the two ops sit on
+different devices, no link contention. ``rank_comm_average`` picks how the rank averages
+communication: ``"pairs"`` (Topcuoglu: over ordered pairs of distinct devices) or ``"saga"`` (as the
+SAGA library 2.x does: over its undirected network edges, self-links included, which cost 0), so
+that HEFT reproduces SAGA's schedule. The result is then priced like every other mapper by
+:func:`hetsched.evaluate` (with the greedy locality pass unless ``locality=False``, and the
+scheduler's start-time order); ``metrics["schedule_makespan_s"]`` keeps the scheduler's own figure.
+
+>>> from hetsched.io.generators import topcuoglu, topcuoglu_costs
+>>> from hetsched.io.systems import toy_system
+>>> g, s = topcuoglu(20, seed=1), toy_system()
+>>> r = heft(g, s, cost=topcuoglu_costs(g, s, seed=1))
+>>> r.metrics["schedule_makespan_s"] > 0 and len(r.placement.device) == 20
+True
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from bisect import bisect_left
+from typing import Any, Callable, Mapping
+
+from ..cost import CostModel, RooflineCost
+from ..errors import HetschedError
+from ..graph import OpGraph
+from ..system import System
+from ._core import Ctx, State
+from .h2h import EMPTY_STATE, _Log, _locality, finish
+from .result import MappingResult
+
+__all__ = ["heft", "cpop", "peft", "list_schedule", "PRIORITIES", "SELECTORS", "upward_rank", "downward_rank",
+           "optimistic_cost_table", "schedule_parts"]
+
+
+class _Parts:
+    """Per-instance numbers the parts share: execution times, edge bytes, average communication."""
+
+    def __init__(self, ctx: Ctx, rank_comm_average: str) -> None:
+        if rank_comm_average not in ("pairs", "saga"):
+            raise HetschedError(f"rank_comm_average must be 'pairs' or 'saga', got {rank_comm_average!r}",
+                                field="rank_comm_average")
+        self.ctx = ctx
+        ctx.require_support()
+        self.devices = ctx.system.compute_devices
+        self.exec: dict[str, dict[str, float]] = {}
+        for o in ctx.order:
+            self.exec[o] = {d: ctx.comp(o, d) for d in ctx.candidates(o)}
+        # bytes each op->op edge carries (one entry per tensor), keyed for caching by the byte tuple
+        acc: dict[tuple[str, str], list[float]] = {}
+        for t, p in ctx.producer.items():
+            if p is None:
+                continue
+            for c in ctx.consumers[t]:
+                acc.setdefault((p, c), []).append(ctx.size[t])
+        self.edge_bytes: dict[tuple[str, str], tuple[float, ...]] = {k: tuple(v) for k, v in acc.items()}
+        self.mode = rank_comm_average
+        self._tr = ctx.cost.transfer_s
+        self._avg: dict[tuple[float, ...], float] = {}
+        self._pair: dict[tuple[tuple[float, ...], str, str], float] = {}
+        # RooflineCost's transfer time is sum over hops of latency + bytes / bandwidth: inline it (same
+        # arithmetic in the same order, so bit-identical) instead of a method call and route lookup per edge
+        self._hops: dict[tuple[str, str], tuple[tuple[float, float], ...]] | None = None
+        if getattr(type(ctx.cost), "transfer_s", None) is RooflineCost.transfer_s:
+            sysm = ctx.system
+            self._hops = {(a, b): tuple((ln.latency_s, ln.bandwidth_Bps) for ln in sysm.route(a, b))
+                          for a in self.devices for b in self.devices if a != b}
+
+    def comm(self, u: str, v: str, du: str, dv: str) -> float:
+        if du == dv:
+            return 0.0
+        bs = self.edge_bytes[(u, v)]
+        k = (bs, du, dv)
+        c = self._pair.get(k)
+        if c is None and self._hops is not None:
+            c = 0.0
+            for b in bs:
+                t = 0
+                if b > 0:
+                    for lat, bw in self._hops[(du, dv)]:
+                        t += lat + b / bw
+                c += t
+            if len(bs) == 1:
+                c = t
+            self._pair[k] = c
+        elif c is None:
+            tr = self._tr
+            c = self._pair[k] = tr(bs[0], du, dv) if len(bs) == 1 else sum(tr(b, du, dv) for b in bs)
+        return c
+
+    def avg_comm(self, u: str, v: str) -> float:
+        k = self.edge_bytes[(u, v)]
+        a = self._avg.get(k)
+        if a is None:
+            devs = self.devices
+            n = len(devs)
+            if n < 2:
+                a = 0.0
+            elif self.mode == "pairs":
+                a = sum(self.comm(u, v, x, y) for x in devs for y in devs if x != y) / (n * (n - 1))
+            else:
+                vals = [0.5 * (self.comm(u, v, devs[i], devs[j]) + self.comm(u, v, devs[j], devs[i]))
+                        for i in range(n) for j in range(i, n)]
+                a = sum(vals) / len(vals)
+            self._avg[k] = a
+        return a
+
+    def avg_exec(self, o: str) -> float:
+        e = self.exec[o]
+        return sum(e.values()) / len(e)
+
+
+# ------------------------------------------------------------------------------------------ priorities
+def upward_rank(parts: _Parts) -> dict[str, float]:
+    """``rank_u(i) = avg_w(i) + max_j (avg_c(i, j) + rank_u(j))`` (Topcuoglu 2002, eq. 5)."""
+    ctx = parts.ctx
+    r: dict[str, float] = {}
+    for o in reversed(ctx.order):
+        m = 0.0
+        for s in ctx.succ[o]:
+            v = r[s] + parts.avg_comm(o, s)
+            if v > m:
+                m = v
+        r[o] = parts.avg_exec(o) + m
+    return r
+
+
+def downward_rank(parts: _Parts) -> dict[str, float]:
+    """``rank_d(i) = max_p (rank_d(p) + avg_w(p) + avg_c(p, i))`` (Topcuoglu 2002, eq. 6)."""
+    ctx = parts.ctx
+    r: dict[str, float] = {}
+    for o in ctx.order:
+        m = 0.0
+        for p in ctx.pred[o]:
+            v = r[p] + parts.avg_exec(p) + parts.avg_comm(p, o)
+            if v > m:
+                m = v
+        r[o] = m
+    return r
+
+
+def optimistic_cost_table(parts: _Parts) -> dict[str, dict[str, float]]:
+    """PEFT's OCT (Arabnejad & Barbosa 2014, eq. 4): the optimistic remaining time if ``i`` runs on ``p``."""
+    ctx = parts.ctx
+    oct_: dict[str, dict[str, float]] = {}
+    for o in reversed(ctx.order):
+        row = {}
+        for p in parts.exec[o]:
+            m = 0.0
+            for s in ctx.succ[o]:
+                c = parts.avg_comm(o, s)
+                best = min(oct_[s][q] + parts.exec[s][q] + (0.0 if q == p else c) for q in parts.exec[s])
+                if best > m:
+                    m = best
+            row[p] = m
+        oct_[o] = row
+    return oct_
+
+
+def _prio_upward(parts: _Parts) -> dict[str, Any]:
+    return {"priority": upward_rank(parts)}
+
+
+def _prio_cpop(parts: _Parts) -> dict[str, Any]:
+    up, down = upward_rank(parts), downward_rank(parts)
+    return {"priority": {o: up[o] + down[o] for o in up}, "upward": up}
+
+
+def _prio_oct(parts: _Parts) -> dict[str, Any]:
+    oct_ = optimistic_cost_table(parts)
+    return {"priority": {o: sum(r.values()) / len(r) for o, r in oct_.items()}, "oct": oct_}
+
+
+PRIORITIES: dict[str, Callable[[_Parts], dict[str, Any]]] = {"upward": _prio_upward, "cpop": _prio_cpop, "oct": _prio_oct}
+
+
+# ------------------------------------------------------------------------------------------ schedule + insertion
+class _Schedule:
+    """Per-device busy intervals; insertion into the earliest idle gap that fits."""
+
+    def __init__(self, parts: _Parts) -> None:
+        self.parts = parts
+        self.starts: dict[str, list[float]] = {d: [] for d in parts.devices}
+        self.ends: dict[str, list[float]] = {d: [] for d in parts.devices}
+        self.dev: dict[str, str] = {}
+        self.aft: dict[str, float] = {}
+        self.ast: dict[str, float] = {}
+
+    def ready_time(self, o: str, d: str) -> float:
+        t = 0.0
+        parts = self.parts
+        for p in parts.ctx.pred[o]:
+            dp = self.dev[p]
+            a = self.aft[p] if dp == d else self.aft[p] + parts.comm(p, o, dp, d)
+            if a > t:
+                t = a
+        return t
+
+    def est(self, o: str, d: str, exec_s: float, *, insertion: bool = True) -> float:
+        """Earliest start on ``d``: data ready, then the first idle gap long enough (HEFT's insertion)."""
+        t = self.ready_time(o, d)
+        st, en = self.starts[d], self.ends[d]
+        if not st:
+            return t
+        if not insertion:
+            return max(t, en[-1])
+        if t + exec_s <= st[0]:
+            return t
+        # gaps (en[i], st[i+1]); only those whose right end is at least t + exec can fit
+        i = max(0, bisect_left(st, t + exec_s) - 1)
+        n = len(st)
+        while i < n - 1:
+            s = t if t > en[i] else en[i]
+            if s + exec_s <= st[i + 1]:
+                return s
+            i += 1
+        return t if t > en[-1] else en[-1]
+
+    def place(self, o: str, d: str, finish: float, exec_s: float) -> None:
+        start = finish - exec_s  # as SAGA records it, so the schedules agree to the last bit
+        st, en = self.starts[d], self.ends[d]
+        i = bisect_left(st, start)
+        st.insert(i, start)
+        en.insert(i, finish)
+        self.dev[o] = d
+        self.aft[o] = finish
+        self.ast[o] = start
+
+
+# ------------------------------------------------------------------------------------------ selectors
+def _select_eft(sch: _Schedule, o: str, info: Mapping[str, Any]) -> tuple[str, float, dict[str, float]]:
+    ex = sch.parts.exec[o]
+    best, best_f = None, float("inf")
+    cands = {}
+    for d in ex:
+        f = sch.est(o, d, ex[d]) + ex[d]
+        cands[d] = f
+        if f < best_f:
+            best, best_f = d, f
+    return best, best_f, cands
+
+
+def _select_oeft(sch: _Schedule, o: str, info: Mapping[str, Any]) -> tuple[str, float, dict[str, float]]:
+    ex = sch.parts.exec[o]
+    oct_ = info["oct"][o]
+    best, best_v, best_f = None, float("inf"), 0.0
+    cands = {}
+    for d in ex:
+        f = sch.est(o, d, ex[d]) + ex[d]
+        v = f + oct_[d]
+        cands[d] = v
+        if v < best_v:
+            best, best_v, best_f = d, v, f
+    return best, best_f, cands
+
+
+def _select_cp(sch: _Schedule, o: str, info: Mapping[str, Any]) -> tuple[str, float, dict[str, float]]:
+    if o in info["cp_ops"]:
+        d = info["cp_device"]
+        ex = sch.parts.exec[o][d]
+        f = sch.est(o, d, ex) + ex
+        return d, f, {d: f}
+    return _select_eft(sch, o, info)
+
+
+SELECTORS: dict[str, Callable] = {"eft": _select_eft, "oeft": _select_oeft, "critical_path": _select_cp}
+
+
+def _cp_info(parts: _Parts, info: dict[str, Any]) -> None:
+    """CPOP: ops on the critical path (priority equal to the entry's) and the device fastest on them."""
+    prio = info["priority"]
+    ctx = parts.ctx
+    entries = [o for o in ctx.order if not ctx.pred[o]]
+    cp = max(prio[o] for o in entries)
+    tol = 1e-9 * max(1.0, abs(cp))
+    cp_ops = {o for o in ctx.order if abs(prio[o] - cp) <= tol}
+    devs = [d for d in parts.devices if all(d in parts.exec[o] for o in cp_ops)]
+    if not devs:  # no single device runs the whole critical path: fall back to plain EFT for it
+        info["cp_ops"], info["cp_device"] = set(), None
+        return
+    info["cp_ops"] = cp_ops
+    info["cp_device"] = min(devs, key=lambda d: (sum(parts.exec[o][d] for o in cp_ops), parts.devices.index(d)))
+
+
+# ------------------------------------------------------------------------------------------ the loop
+def list_schedule(graph: OpGraph, system: System, *, priority: str | Callable = "upward", selector: str | Callable = "eft",
+                  loop: str = "static", cost: CostModel | None = None, rank_comm_average: str = "pairs",
+                  locality: bool = True, occupancy_threshold: float = 0.9, name: str = "list") -> MappingResult:
+    """Compose a list scheduler from parts and price its mapping with :func:`hetsched.evaluate`.
+
+    ``loop="static"`` schedules in decreasing priority (HEFT); ``"ready"`` pops the highest-priority
+    op whose predecessors are all scheduled (CPOP, PEFT). Ties go to the graph's topological order.
+
+    >>> from hetsched.io.generators import fork_join
+    >>> from hetsched.io.systems import toy_system
+    >>> r = list_schedule(fork_join(2, 2), toy_system(), priority="oct", selector="oeft", loop="ready")
+    >>> r.phase
+    'list'
+    """
+    t0 = time.perf_counter()
+    ctx = Ctx(graph, system, cost)
+    parts = _Parts(ctx, rank_comm_average)
+    pf = PRIORITIES[priority] if isinstance(priority, str) else priority
+    info = pf(parts)
+    sel = SELECTORS[selector] if isinstance(selector, str) else selector
+    if selector == "critical_path":
+        _cp_info(parts, info)
+    prio = info["priority"]
+    pos = ctx.pos
+    sch = _Schedule(parts)
+    log = _Log()
+    if loop == "static":
+        seq = sorted(ctx.order, key=lambda o: (-prio[o], pos[o]))
+        it = iter(seq)
+        nxt = lambda: next(it, None)  # noqa: E731
+        on_done = lambda o: None  # noqa: E731
+    elif loop == "ready":
+        indeg = {o: len(ctx.pred[o]) for o in ctx.order}
+        heap = [(-prio[o], pos[o], o) for o in ctx.order if indeg[o] == 0]
+        heapq.heapify(heap)
+
+        def nxt():
+            return heapq.heappop(heap)[2] if heap else None
+
+        def on_done(o):
+            for s in ctx.succ[o]:
+                indeg[s] -= 1
+                if indeg[s] == 0:
+                    heapq.heappush(heap, (-prio[s], pos[s], s))
+    else:
+        raise HetschedError(f"unknown loop {loop!r}; use 'static' or 'ready'", field="loop")
+    while True:
+        o = nxt()
+        if o is None:
+            break
+        d, f, cands = sel(sch, o, info)
+        ex = parts.exec[o][d]
+        sch.place(o, d, f, ex)
+        on_done(o)
+        log.add("map", o, None, f, True, f"earliest finish on {d} at {f * 1e3:.4g} ms",
+                {"device": {o: d}}, phase=name, candidates=cands, priority=prio[o], device=d, start_s=f - ex)
+    sched_makespan = max(sch.aft.values(), default=0.0)
+    # a global order for the evaluator: by start time, kept topological
+    indeg = {o: len(ctx.pred[o]) for o in ctx.order}
+    heap = [(sch.ast[o], pos[o], o) for o in ctx.order if indeg[o] == 0]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        _, _, o = heapq.heappop(heap)
+        order.append(o)
+        for s in ctx.succ[o]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                heapq.heappush(heap, (sch.ast[s], pos[s], s))
+    st = State(dict(sch.dev))
+    sched_s = time.perf_counter() - t0
+    if locality:
+        _locality(ctx, st, log, occupancy_threshold, "greedy", ctx.total_latency(st))
+    params = {"priority": priority if isinstance(priority, str) else "custom",
+              "selector": selector if isinstance(selector, str) else "custom", "loop": loop,
+              "rank_comm_average": rank_comm_average, "locality": locality, "occupancy_threshold": occupancy_threshold}
+    return finish(ctx, st, log, phase=name, params=params, initial_state=EMPTY_STATE, order=order,
+                  extra_metrics={"schedule_makespan_s": sched_makespan, "schedule_runtime_s": sched_s})
+
+
+def schedule_parts(graph: OpGraph, system: System, *, cost: CostModel | None = None, rank_comm_average: str = "pairs"):
+    """The shared numbers (execution table, edge bytes, averaged communication) for custom parts."""
+    return _Parts(Ctx(graph, system, cost), rank_comm_average)
+
+
+def heft(graph: OpGraph, system: System, *, cost: CostModel | None = None, rank_comm_average: str = "pairs",
+         locality: bool = True, occupancy_threshold: float = 0.9) -> MappingResult:
+    """HEFT (Topcuoglu 2002): upward rank, then earliest finish time with insertion.
+
+    ``rank_comm_average="saga"`` averages communication like SAGA 2.x (self-links included), so the
+    schedule (``metrics["schedule_makespan_s"]``) matches SAGA's HEFT on related-machine instances.
+
+    >>> from hetsched.io.generators import chain
+    >>> from hetsched.io.systems import toy_system
+    >>> heft(chain(3), toy_system()).phase
+    'heft'
+    """
+    return list_schedule(graph, system, priority="upward", selector="eft", loop="static", cost=cost,
+                         rank_comm_average=rank_comm_average, locality=locality,
+                         occupancy_threshold=occupancy_threshold, name="heft")
+
+
+def cpop(graph: OpGraph, system: System, *, cost: CostModel | None = None, rank_comm_average: str = "pairs",
+         locality: bool = True, occupancy_threshold: float = 0.9) -> MappingResult:
+    """CPOP (Topcuoglu 2002): priority = upward + downward rank; critical-path ops on the one device
+    that runs the whole path fastest, others by earliest finish time.
+
+    >>> from hetsched.io.generators import chain
+    >>> from hetsched.io.systems import toy_system
+    >>> cpop(chain(3), toy_system()).phase
+    'cpop'
+    """
+    return list_schedule(graph, system, priority="cpop", selector="critical_path", loop="ready", cost=cost,
+                         rank_comm_average=rank_comm_average, locality=locality,
+                         occupancy_threshold=occupancy_threshold, name="cpop")
+
+
+def peft(graph: OpGraph, system: System, *, cost: CostModel | None = None, rank_comm_average: str = "pairs",
+         locality: bool = True, occupancy_threshold: float = 0.9) -> MappingResult:
+    """PEFT (Arabnejad & Barbosa 2014): rank = mean optimistic cost; device = min EFT + OCT.
+
+    >>> from hetsched.io.generators import chain
+    >>> from hetsched.io.systems import toy_system
+    >>> peft(chain(3), toy_system()).phase
+    'peft'
+    """
+    return list_schedule(graph, system, priority="oct", selector="oeft", loop="ready", cost=cost,
+                         rank_comm_average=rank_comm_average, locality=locality,
+                         occupancy_threshold=occupancy_threshold, name="peft")
