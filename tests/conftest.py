@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 # CI runs the whole suite in one process on 2 cores within its time budget: keep examples modest
 # by default and let tests that must see thousands of graphs ask for them explicitly.
@@ -15,6 +15,10 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     derandomize=True,
+    # No "explain" phase: after a failure (or a pytest-timeout inside an example) it re-runs the
+    # failing example under a line tracer, which made one slow property test run for 30+ minutes
+    # past its timeout. Shrinking still happens and Hypothesis caps it at 5 minutes.
+    phases=[p for p in Phase if p is not Phase.explain],
 )
 settings.load_profile("default")
 

@@ -1,0 +1,236 @@
+"""Real-browser test fixtures: Voila serves a copy of ``notebooks/``, Debian's Chromium loads it.
+
+Reusable by every panel's browser test::
+
+    from e2e_helpers import plot_signature, screenshot, wait_for_plots
+
+    @pytest.mark.e2e
+    def test_my_panel(voila_page):
+        page = voila_page("02_partition")          # a loaded Playwright page, all cells run
+        wait_for_plots(page, 2)                     # at least two rendered Plotly figures
+        before = plot_signature(page, 0)
+        page.get_by_role("checkbox", name="fpga0").click()
+        page.wait_for_function(...)  # or poll plot_signature(page, 0) != before
+        screenshot(page, "02_partition_toggled")    # -> test-artifacts/02_partition_toggled.png
+
+Rules kept here (see issue 8):
+
+* the browser is Debian's ``/usr/bin/chromium`` driven through Playwright's Python API; Playwright's
+  own browser download (``playwright install``) is never used: CI has no internet;
+* when Chromium is missing the tests are skipped loudly, except under ``CI`` where they fail;
+* Voila serves a *copy* of the notebooks in a temp dir, so a test run never writes into the repo;
+* every browser gets a fresh profile directory and the flags that stop it from calling home.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from e2e_helpers import ARTIFACTS, ROOT, screenshot
+
+NOTEBOOKS = ROOT / "notebooks"
+CHROMIUM = Path(os.environ.get("HETSCHED_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+# A notebook runs all its cells before Voila sends the page; give slow CI machines room, but keep it
+# below the per-test timeout so a hang reports which step hung.
+PAGE_TIMEOUT_S = float(os.environ.get("HETSCHED_E2E_PAGE_TIMEOUT_S", "120"))
+SERVER_START_TIMEOUT_S = 60.0
+
+
+def _require_browser() -> None:
+    """Skip (locally) or fail (in CI) when the browser or Playwright is not there."""
+    problems = []
+    if not CHROMIUM.exists():
+        problems.append(
+            f"Chromium not found at {CHROMIUM}: install Debian's chromium "
+            "(apt-get install -y chromium chromium-driver; .ci/run does this)"
+        )
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        problems.append("the Python package playwright is not installed (pip install -e '.[test]')")
+    if not problems:
+        return
+    msg = "BROWSER TESTS NOT RUN: " + "; ".join(problems)
+    if os.environ.get("CI"):
+        pytest.fail(msg + " [CI is set, so this is a failure, not a skip]", pytrace=False)
+    pytest.skip(msg)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _tail(path: Path, n: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+class VoilaServer:
+    """A running Voila process serving a directory; ``url(name)`` renders one notebook."""
+
+    def __init__(self, proc: subprocess.Popen, base_url: str, root: Path, log: Path):
+        self.proc, self.base_url, self.root, self.log = proc, base_url, root, log
+
+    def url(self, notebook: str) -> str:
+        name = notebook if notebook.endswith(".ipynb") else f"{notebook}.ipynb"
+        if not (self.root / name).exists():
+            raise FileNotFoundError(f"notebook {name!r} is not in {NOTEBOOKS} (served copy: {self.root})")
+        return f"{self.base_url}/voila/render/{name}"
+
+    def log_tail(self, n: int = 40) -> str:
+        return _tail(self.log, n)
+
+
+@pytest.fixture(scope="session")
+def voila_server(tmp_path_factory) -> VoilaServer:
+    """Voila serving a temp copy of ``notebooks/`` on a free localhost port (one per session)."""
+    _require_browser()  # no point serving pages nobody can load
+    work = tmp_path_factory.mktemp("voila")
+    root = work / "notebooks"
+    shutil.copytree(NOTEBOOKS, root, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    # Notebooks may read ../data/...; the copy sees the repo's data read-only in spirit.
+    (work / "data").symlink_to(ROOT / "data", target_is_directory=True)
+    runtime = work / "runtime"
+    runtime.mkdir()
+    port = _free_port()
+    log = work / "voila.log"
+    voila = Path(sys.executable).with_name("voila")
+    cmd = [
+        str(voila) if voila.exists() else "voila",
+        str(root),
+        "--no-browser",
+        f"--port={port}",
+        "--Voila.ip=127.0.0.1",
+        "--show_tracebacks=True",
+        f"--VoilaExecutor.timeout={int(PAGE_TIMEOUT_S)}",
+    ]
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(runtime), PYTHONHASHSEED="0")
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(cmd, cwd=root, stdout=fh, stderr=subprocess.STDOUT, env=env)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+    try:
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"voila exited with code {proc.returncode} before serving:\n{_tail(log)}", pytrace=False)
+            try:
+                with urllib.request.urlopen(base + "/", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"voila did not answer on {base} within {SERVER_START_TIMEOUT_S:.0f} s:\n{_tail(log)}",
+                            pytrace=False)
+            time.sleep(0.25)
+        yield VoilaServer(proc, base, root, log)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+
+
+@pytest.fixture(scope="session")
+def browser_context(tmp_path_factory):
+    """Debian's Chromium, headless, fresh profile dir, through Playwright (never its own browsers)."""
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    pw = sync_playwright().start()
+    try:
+        # launch_persistent_context is how Playwright takes an explicit --user-data-dir.
+        ctx = pw.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1280, "height": 900},
+        )
+        ctx.set_default_timeout(PAGE_TIMEOUT_S * 1000)
+        # Hermetic like CI (no internet): anything off this machine is refused at once instead of
+        # hanging on a dead network; tests see what was asked for with external_requests(page).
+        ctx.route(re.compile(r"^(https?|wss?)://(?!(127\.0\.0\.1|localhost|\[::1\])[:/])"), lambda route: route.abort())
+        yield ctx
+        ctx.close()
+    finally:
+        pw.stop()
+
+
+@pytest.fixture
+def artifacts() -> Path:
+    """``test-artifacts/`` at the repo root (git-ignored): screenshots of browser tests."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS
+
+
+@pytest.fixture
+def voila_page(voila_server, browser_context, request):
+    """Factory: ``voila_page("00_tour")`` opens that notebook in Voila and returns the loaded page.
+
+    The page is returned once Voila has run every cell and the page's scripts have loaded. On a test
+    failure a screenshot ``test-artifacts/<test name>-FAILED.png`` and the Voila log tail are kept.
+    """
+    pages = []
+
+    def open_page(notebook: str):
+        page = browser_context.new_page()
+        # Kept on the page for tests: console errors and every URL the page asked for.
+        page.console_errors = []  # type: ignore[attr-defined]
+        page.requested_urls = []  # type: ignore[attr-defined]
+        page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
+        page.on("request", lambda r: page.requested_urls.append(r.url))
+        pages.append(page)
+        resp = page.goto(voila_server.url(notebook), wait_until="load", timeout=PAGE_TIMEOUT_S * 1000)
+        if resp is None or resp.status != 200:
+            pytest.fail(f"Voila answered {getattr(resp, 'status', None)} for {notebook}:\n{voila_server.log_tail()}",
+                        pytrace=False)
+        # Voila's frontend mounts outputs (and widgets) after the load event.
+        page.wait_for_load_state("networkidle", timeout=PAGE_TIMEOUT_S * 1000)
+        return page
+
+    yield open_page
+    rep = getattr(request.node, "rep_call", None)
+    for i, page in enumerate(pages):
+        if rep is not None and rep.failed:
+            try:
+                screenshot(page, f"{request.node.name}-FAILED{'' if i == 0 else i}")
+            except Exception:  # noqa: BLE001 - the failure itself is what matters
+                pass
+        page.close()
+    if rep is not None and rep.failed:
+        print(f"--- voila log tail ---\n{voila_server.log_tail()}")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    rep = yield
+    setattr(item, f"rep_{rep.when}", rep)
+    return rep
