@@ -31,8 +31,10 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import json
+import time
 from typing import Any, Iterable, Mapping
 
 import ipywidgets as W
@@ -42,7 +44,10 @@ import traitlets
 
 from hetsched.errors import HetschedError
 
-__all__ = ["Panel", "figure_widget", "update_figure", "download_link", "error_html", "ok_html"]
+__all__ = [
+    "Panel", "Session", "StepWalker", "figure_widget", "update_figure", "download_link", "error_html", "ok_html",
+    "controls_from_spec", "state_from_spec", "downloads_html", "trace_json", "link_clamped",
+]
 
 
 def figure_widget(fig: go.Figure) -> go.FigureWidget:
@@ -51,11 +56,30 @@ def figure_widget(fig: go.Figure) -> go.FigureWidget:
 
 
 def update_figure(fw: go.FigureWidget, fig: go.Figure) -> None:
-    """Replace a FigureWidget's traces and layout with ``fig``'s, as one front-end update."""
+    """Replace a FigureWidget's traces and layout with ``fig``'s, in place.
+
+    The template is re-validated only when it changed (validating one deep-copies it: tens of ms),
+    and layout keys ``fig`` does not set are reset. In a busy browser page the three front-end
+    operations this sends (delete traces, add traces, relayout) can overtake each other; panels
+    therefore use :meth:`Panel.show_figure`, which swaps in a new widget instead.
+
+    >>> fw = figure_widget(go.Figure(go.Bar(x=[1]), layout=dict(title="a", xaxis_title="t")))
+    >>> update_figure(fw, go.Figure(go.Scatter(x=[1, 2]), layout=dict(title="b")))
+    >>> fw.data[0].type, fw.layout.title.text, fw.layout.xaxis.title.text
+    ('scatter', 'b', None)
+    """
+    new = fig.layout.to_plotly_json()
+    tmpl = new.pop("template", None)
     with fw.batch_update():
         fw.data = []
         fw.add_traces(list(fig.data))
-        fw.layout = fig.layout
+        if tmpl is not None and tmpl != fw.layout.template.to_plotly_json():
+            fw.layout = fig.layout
+            return
+        for k in list(fw.layout.to_plotly_json()):
+            if k not in new and k != "template":
+                fw.layout[k] = None
+        fw.update_layout(new, overwrite=True)
 
 
 def download_link(payload: bytes | str | pd.DataFrame | Mapping, filename: str, label: str | None = None) -> str:
@@ -102,24 +126,45 @@ class Panel(W.VBox):
     (update figures/HTML in place), and build their controls in ``__init__`` before calling
     ``self._start()`` (or pass them as ``children``).
 
+    Traits named in ``VIEW_TRAITS`` (a step slider, a time step, a colour choice) only redraw:
+    their observer calls ``render(self.result)`` again without recomputing, which is how a panel
+    walks ``result.steps`` without re-running the algorithm.
+
+    A panel given a :class:`Session` recomputes when the session's graph or system changes
+    (``follow_session``), so every tab of a dashboard shows the same graph.
+
     Attributes
     ----------
     state : HasTraits
-        The inputs; any trait change recomputes.
+        The inputs; any trait change recomputes (or redraws, for ``VIEW_TRAITS``).
     result : Any
         The last good result.
     figures : dict
         Named ``FigureWidget`` objects (what tests and Voila look at).
     message : ipywidgets.HTML
         The error/status line.
+    downloads : ipywidgets.HTML
+        Download links (Chrome trace, result tables) for the current result.
+    last_refresh_s : float
+        Wall time of the last ``refresh()`` (compute + render), for benchmarks.
     """
 
-    def __init__(self, state: traitlets.HasTraits, children: Iterable[W.Widget] = (), *, autostart: bool = True, **kw: Any):
+    VIEW_TRAITS: tuple[str, ...] = ()
+
+    def __init__(self, state: traitlets.HasTraits, children: Iterable[W.Widget] = (), *, autostart: bool = True,
+                 session: "Session | None" = None, follow_session: bool = False, **kw: Any):
         self.state = state
+        self.session = session if session is not None else Session()
         self.result: Any = None
         self.figures: dict[str, go.FigureWidget] = {}
         self.message = W.HTML("", layout=W.Layout(min_height="1.5em"))
+        self.downloads = W.HTML("")
         self.n_updates = 0
+        self.last_refresh_s = 0.0
+        self._follow = follow_session
+        self._held: set[str] = set()
+        self._holding = False
+        self._in_refresh = False
         super().__init__(children=list(children), **kw)
         self.add_class("hetsched-panel")
         if autostart:
@@ -127,10 +172,69 @@ class Panel(W.VBox):
 
     def _start(self) -> None:
         self.state.observe(self._on_change, names=traitlets.All)
+        if self._follow:
+            self.session.observe(self._on_session, names=["graph", "system"])
         self.refresh()
 
     def _on_change(self, change: Mapping[str, Any]) -> None:
-        self.refresh()
+        if self._in_refresh and change["name"] in self.VIEW_TRAITS:
+            return  # on_result() is adjusting the view; the refresh renders once afterwards
+        if self._held:
+            self._held.add("view" if change["name"] in self.VIEW_TRAITS else "compute")
+            return
+        if change["name"] in self.VIEW_TRAITS:
+            self.redraw()
+        else:
+            self.refresh()
+
+    def _on_session(self, change: Mapping[str, Any]) -> None:
+        if change["new"] is not None:
+            self.refresh()
+
+    @contextlib.contextmanager
+    def hold(self):
+        """Change several traits, then recompute (or redraw) once at the end of the block.
+
+        >>> import traitlets
+        >>> class S(traitlets.HasTraits):
+        ...     a = traitlets.Int(0); b = traitlets.Int(0)
+        >>> class P(Panel):
+        ...     def compute(self): return self.state.a + self.state.b
+        ...     def render(self, r): pass
+        >>> p = P(S()); n = p.n_updates
+        >>> with p.hold():
+        ...     p.state.a = 1; p.state.b = 2
+        >>> p.result, p.n_updates - n
+        (3, 1)
+        """
+        if self._holding:
+            yield
+            return
+        self._holding = True
+        self._held = {"_"}  # non-empty: collect instead of acting
+        try:
+            yield
+        finally:
+            held, self._held, self._holding = self._held, set(), False
+            if "compute" in held:
+                self.refresh()
+            elif "view" in held:
+                self.redraw()
+
+    # -- public API ------------------------------------------------------------
+    def load(self, graph: Any = None, system: Any = None) -> bool:
+        """Show ``graph`` (and/or ``system``) built elsewhere: stored in the session, then recomputed.
+
+        Returns whether the recompute succeeded (on failure the message says why).
+        """
+        with self.session.hold_trait_notifications():
+            if system is not None:
+                self.session.system = system
+            if graph is not None:
+                self.session.graph = graph
+        if not self._follow:  # a panel that follows the session already refreshed
+            return self.refresh()
+        return not self.message.value
 
     # -- to implement ---------------------------------------------------------
     def compute(self) -> Any:  # pragma: no cover - abstract
@@ -139,9 +243,20 @@ class Panel(W.VBox):
     def render(self, result: Any) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def on_result(self, result: Any) -> None:
+        """Called with each new result before it is rendered: fit view traits to it (step ranges).
+
+        Changes of ``VIEW_TRAITS`` made here do not trigger a redraw of their own.
+        """
+
+    def download_items(self, result: Any) -> list[tuple[Any, str]]:
+        """``[(payload, filename), ...]`` offered for download after each recompute (default none)."""
+        return []
+
     # -- the loop ----------------------------------------------------------------
     def refresh(self) -> bool:
         """Recompute and redraw; on a hetsched error show it and keep the last good result."""
+        t0 = time.perf_counter()
         try:
             result = self.compute()
         except HetschedError as e:
@@ -150,11 +265,38 @@ class Panel(W.VBox):
         except Exception as e:  # a bug must not kill the panel either; show it plainly
             self.message.value = error_html(HetschedError(f"{type(e).__name__}: {e}"))
             return False
-        self.result = result
+        previous, self.result = self.result, result
+        self._in_refresh = True
+        try:
+            self.on_result(result)
+            ok = self._render_guarded(result)
+        finally:
+            self._in_refresh = False
+        if not ok and previous is not None:
+            self.result = previous  # the new result could not be drawn: keep what is on screen coherent
+        if ok:
+            try:
+                items = self.download_items(result)
+                self.downloads.value = downloads_html(items) if items else ""
+            except Exception as e:  # a failed export must not hide a good result
+                self.downloads.value = error_html(HetschedError(f"download not available: {e}"))
+        self.last_refresh_s = time.perf_counter() - t0
+        return ok
+
+    def redraw(self) -> bool:
+        """Render the current result again (a view trait changed); no recompute."""
+        if self.result is None:
+            return self.refresh()
+        return self._render_guarded(self.result)
+
+    def _render_guarded(self, result: Any) -> bool:
         try:
             self.render(result)
         except HetschedError as e:
             self.message.value = error_html(e)
+            return False
+        except Exception as e:
+            self.message.value = error_html(HetschedError(f"{type(e).__name__}: {e}"))
             return False
         self.message.value = ""
         self.n_updates += 1
@@ -162,6 +304,210 @@ class Panel(W.VBox):
 
     def show_error(self, err: BaseException) -> None:
         self.message.value = error_html(err)
+
+    def show_figure(self, name: str, fig: go.Figure) -> go.FigureWidget:
+        """Show ``fig`` as ``self.figures[name]``: a new ``FigureWidget`` takes the old one's place.
+
+        Why not update in place: plotly's widget front-end applies ``data = []``, ``add_traces``
+        and the relayout as separate asynchronous plotly.js calls, and in a busy page (a long
+        notebook in Voila) one of them was seen to overtake another and leave a stale figure;
+        its single-message ``Plotly.update`` path fails in the front-end of plotly 6/7 ("Error
+        setting state"). A fresh widget is drawn by one ``newPlot``: always consistent.
+        """
+        fw = self.figures.get(name)
+        new = figure_widget(fig)
+        if fw is not None:
+            _swap_child(self, fw, new)
+            fw.close()
+        self.figures[name] = new
+        return new
+
+def _swap_child(box: W.Box, old: W.Widget, new: W.Widget) -> bool:
+    """Replace ``old`` by ``new`` wherever it sits in ``box``'s tree of containers."""
+    kids = list(box.children)
+    for i, c in enumerate(kids):
+        if c is old:
+            kids[i] = new
+            box.children = kids
+            return True
+        if isinstance(c, W.Box) and _swap_child(c, old, new):
+            return True
+    return False
+
+
+class StepWalker(W.HBox):
+    """A step slider with prev/next buttons, linked to an ``Int`` trait ``name`` of ``state``.
+
+    ``set_count(n)`` sets the range to ``0..n`` (step 0 = before the first decision).
+
+    >>> class S(traitlets.HasTraits):
+    ...     step = traitlets.Int(0)
+    >>> s = S(); w = StepWalker(s, "step"); w.set_count(3)
+    >>> w.next.click(); w.next.click(); s.step
+    2
+    >>> w.prev.click(); s.step
+    1
+    """
+
+    def __init__(self, state: traitlets.HasTraits, name: str = "step", *, description: str = "step"):
+        self._state, self._name = state, name
+        self.slider = W.IntSlider(min=0, max=0, value=0, description=description, continuous_update=False,
+                                  layout=W.Layout(width="420px"))
+        self.prev = W.Button(description="◀ prev", layout=W.Layout(width="80px"), tooltip="previous step")
+        self.next = W.Button(description="next ▶", layout=W.Layout(width="80px"), tooltip="next step")
+        W.link((state, name), (self.slider, "value"))
+        self.prev.on_click(lambda _b: self._move(-1))
+        self.next.on_click(lambda _b: self._move(+1))
+        super().__init__([self.prev, self.slider, self.next])
+
+    def _move(self, d: int) -> None:
+        v = getattr(self._state, self._name) + d
+        setattr(self._state, self._name, max(self.slider.min, min(self.slider.max, v)))
+
+    def set_count(self, n: int) -> None:
+        n = max(0, int(n))
+        self.slider.max = n
+        if getattr(self._state, self._name) > n:
+            setattr(self._state, self._name, n)
+
+
+def state_from_spec(spec: Iterable[Mapping[str, Any]], name: str = "SpecState", **extra: traitlets.TraitType) -> traitlets.HasTraits:
+    """A ``HasTraits`` instance with one trait per entry of a parameter spec (UI parameters as data).
+
+    Each entry has ``name``, ``kind`` (``choice``, ``int``, ``float``, ``bool``) and ``default``
+    (``options`` for choices). ``extra`` adds more traits.
+
+    >>> st = state_from_spec([{"name": "k", "kind": "int", "default": 2}])
+    >>> st.k
+    2
+    """
+    traits: dict[str, traitlets.TraitType] = {}
+    for p in spec:
+        kind, d = p["kind"], p.get("default")
+        if kind == "choice":
+            traits[p["name"]] = traitlets.Enum(list(p["options"]), default_value=d)
+        elif kind == "int":
+            traits[p["name"]] = traitlets.Int(int(d))
+        elif kind == "float":
+            traits[p["name"]] = traitlets.Float(float(d))
+        elif kind == "bool":
+            traits[p["name"]] = traitlets.Bool(bool(d))
+        else:
+            traits[p["name"]] = traitlets.Any(d)
+    traits.update(extra)
+    return type(name, (traitlets.HasTraits,), traits)()
+
+
+def controls_from_spec(state: traitlets.HasTraits, spec: Iterable[Mapping[str, Any]], *, scale: Mapping[str, tuple[float, str]] | None = None) -> dict[str, W.Widget]:
+    """One control per spec entry, ``link()``-ed to ``state`` (state first: it holds the values).
+
+    ``scale`` shows a float in friendlier units, e.g. ``{"dispatch_s": (1e6, "us")}``; the trait
+    keeps SI units.
+
+    >>> st = state_from_spec([{"name": "p", "kind": "choice", "options": ["a", "b"], "default": "a"}])
+    >>> c = controls_from_spec(st, [{"name": "p", "kind": "choice", "options": ["a", "b"], "default": "a"}])
+    >>> c["p"].value = "b"; st.p
+    'b'
+    """
+    scale = dict(scale or {})
+    out: dict[str, W.Widget] = {}
+    style = {"description_width": "initial"}
+    for p in spec:
+        n, kind = p["name"], p["kind"]
+        label = n.replace("_", " ")
+        tip = p.get("help", "")
+        if kind == "choice":
+            ctl = W.Dropdown(options=list(p["options"]), description=label, tooltip=tip, style=style)
+            W.link((state, n), (ctl, "value"))
+        elif kind == "int":
+            ctl = W.BoundedIntText(min=p.get("min", 0), max=p.get("max", 10**9), step=p.get("step", 1),
+                                   description=label + (f" ({p['unit']})" if p.get("unit") else ""), tooltip=tip,
+                                   style=style, layout=W.Layout(width="220px"))
+            W.link((state, n), (ctl, "value"))
+        elif kind == "float":
+            f, unit = scale.get(n, (1.0, p.get("unit", "")))
+            ctl = W.BoundedFloatText(min=p.get("min", 0.0) * f, max=p.get("max", 1e30) * f, step=p.get("step", 0.1) * f,
+                                     description=label + (f" ({unit})" if unit else ""), tooltip=tip, style=style,
+                                     layout=W.Layout(width="220px"))
+            _scaled_link(state, n, ctl, f)
+        elif kind == "bool":
+            ctl = W.Checkbox(description=label, tooltip=tip, indent=False)
+            W.link((state, n), (ctl, "value"))
+        else:
+            continue
+        out[n] = ctl
+    return out
+
+
+def link_clamped(state: traitlets.HasTraits, name: str, ctl: W.Widget) -> None:
+    """Link a bounded control (slider) to a trait without letting the control's clamping write back.
+
+    With a plain ``link``, setting the trait outside the control's range makes the control clamp
+    and write the clamped value back, hiding a bad input instead of reporting it. Here the trait
+    wins: only the user's edits of the control flow back.
+
+    >>> class S(traitlets.HasTraits):
+    ...     m = traitlets.Int(5)
+    >>> s = S(); sl = W.IntSlider(min=1, max=10); link_clamped(s, "m", sl)
+    >>> s.m = 0; s.m, sl.value
+    (0, 1)
+    >>> sl.value = 7; s.m
+    7
+    """
+    syncing = [False]
+
+    def to_ctl(change):
+        syncing[0] = True
+        try:
+            ctl.value = change["new"]
+        finally:
+            syncing[0] = False
+
+    def to_state(change):
+        if not syncing[0]:
+            setattr(state, name, change["new"])
+
+    to_ctl({"new": getattr(state, name)})
+    state.observe(to_ctl, names=name)
+    ctl.observe(to_state, names="value")
+
+
+def _scaled_link(state: traitlets.HasTraits, name: str, ctl: W.Widget, f: float) -> None:
+    """Show ``state.name * f`` in ``ctl``; write back ``ctl.value / f`` only when it is a real edit.
+
+    A plain pair of ``dlink`` s would round-trip every value through ``* f / f`` and nudge the
+    trait by an ulp (3e-6 -> 3.0000000000000005e-06), which recomputes for nothing.
+    """
+    import math
+
+    ctl.value = getattr(state, name) * f
+
+    def to_ctl(change):
+        if not math.isclose(ctl.value, change["new"] * f, rel_tol=1e-12, abs_tol=1e-300):
+            ctl.value = change["new"] * f
+
+    def to_state(change):
+        if not math.isclose(getattr(state, name) * f, change["new"], rel_tol=1e-12, abs_tol=1e-300):
+            setattr(state, name, change["new"] / f)
+
+    state.observe(to_ctl, names=name)
+    ctl.observe(to_state, names="value")
+
+
+def trace_json(timeline: pd.DataFrame) -> dict:
+    """The Chrome/Perfetto trace of a timeline (a dict; :func:`download_link` writes it as JSON)."""
+    from hetsched.timeline import to_chrome_trace
+
+    return to_chrome_trace(timeline)
+
+
+def downloads_html(items: Iterable[tuple[Any, str]]) -> str:
+    """Several :func:`download_link` s on one line: ``[(payload, filename), ...]``.
+
+    >>> downloads_html([({"a": 1}, "a.json")]).count("<a ")
+    1
+    """
+    return "<div class='hetsched-downloads'>" + "".join(download_link(p, f) for p, f in items) + "</div>"
 
 
 class Session(traitlets.HasTraits):

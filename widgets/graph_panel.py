@@ -25,7 +25,7 @@ from hetsched.io import bundled_graphs, load_graph
 from hetsched.io.generators import GENERATORS
 from hetsched.plot import bytes_unit, color_map, graph_view
 
-from .base import Panel, Session, figure_widget, update_figure
+from .base import Panel, Session, figure_widget
 
 __all__ = ["GraphPanel", "GraphState"]
 
@@ -60,6 +60,8 @@ class GraphPanel(Panel):
         Shared with the other panels of a dashboard; the loaded graph is published there.
     """
 
+    VIEW_TRAITS = ("color_by",)  # recolouring never reloads (a bad upload stays rejected)
+
     def __init__(self, session: Session | None = None, **kw: Any) -> None:
         self.session = session or Session()
         if self.session.system is None:
@@ -82,7 +84,7 @@ class GraphPanel(Panel):
         self.upload.observe(self._on_upload, names="value")
         self.summary = W.HTML()
         self.controls = W.VBox([src, W.HBox([bundled, self.upload]), W.HBox([gen, n, seed]), color])
-        super().__init__(state, autostart=False, **kw)
+        super().__init__(state, autostart=False, session=self.session, **kw)
         g = self.compute()
         self.result = g
         self.figures["graph"] = figure_widget(self._figure(g))
@@ -143,7 +145,7 @@ class GraphPanel(Panel):
         return graph_view(g, title=g.name)
 
     def render(self, g: hs.OpGraph) -> None:
-        update_figure(self.figures["graph"], self._figure(g))
+        self.show_figure("graph", self._figure(g))
         self._render_summary(g)
         self.session.graph = g
 

@@ -1,0 +1,28 @@
+"""MemoryPanel in a real browser: switch the ordering method, the memory curves redraw."""
+
+from __future__ import annotations
+
+import pytest
+from e2e_helpers import output_errors, plot_signature, screenshot, wait_for_change, wait_for_plots
+from panel_helpers import panel_figure_indexes, panel_text
+
+NOTEBOOK = "04_memory"
+
+
+@pytest.mark.e2e
+def test_memory_panel_switch_method(voila_page):
+    page = voila_page(NOTEBOOK)
+    wait_for_plots(page, 2)
+    panel = page.locator(".hetsched-panel").last
+    panel.wait_for()
+    curves_i, live_i = panel_figure_indexes(page, 2)
+    assert output_errors(page) == []
+    before = plot_signature(page, curves_i)
+    assert "patent:" in before  # the patent's BFS/DFS + fine-tune order is drawn
+    panel.locator("select").first.select_option("dfs")
+    after = wait_for_change(page, before, curves_i, timeout_s=90)
+    assert '"dfs (peak' in after.replace("\\", "")
+    page.wait_for_function("() => Array.from(document.querySelectorAll('.hetsched-panel')).pop()"
+                           ".innerText.includes('makes no moves')", timeout=90_000)
+    assert "dfs" in panel_text(page)
+    screenshot(panel, "e2e_memory_panel_dfs")
