@@ -100,3 +100,19 @@ def test_balanced_strictly_better_than_paddle_somewhere():
     # m = 3p - 1: paddle's first group is 2p - 1, balanced's ceil(m / 2)
     p, v, m = 4, 3, 11
     assert peak_in_flight(interleaved_1f1b(p, v, m)).max() < peak_in_flight(interleaved_1f1b(p, v, m, grouping="paddle")).max()
+
+
+@pytest.mark.parametrize("tf,ti,tw", [(1.0, 2.0, 1.0), (1.0, 1.0, 0.5), (2.0, 1.0, 1.0), (1.0, 1.0, 2.0)])
+@pytest.mark.parametrize("p,k", [(3, 2), (4, 3), (6, 2)])
+def test_zero_bubble_h2_reaches_the_lower_bound_with_unequal_costs(tf, ti, tw, p, k):
+    """ZB-H2 reaches one iteration's lower bound m (tF + tI + tW) + (p - 1) tF, and beats ZB-H1
+    whenever tI > tW (Qi et al., ICLR 2024: H2's bubble is (p - 1) tW smaller than H1's)."""
+    m = k * p
+    c = {"F": tf, "I": ti, "W": tw, "B": ti + tw}
+    r2 = simulate(zb_h2(p, m), costs=c, timeline=False)
+    r1 = simulate(zb_h1(p, m), costs=c, timeline=False)
+    lb = m * (tf + ti + tw) + (p - 1) * tf
+    assert r2.metrics["makespan_s"] == pytest.approx(lb)
+    assert r1.metrics["makespan_s"] == pytest.approx(m * (tf + ti + tw) + (p - 1) * max(tf, tf + ti - tw))
+    if ti > tw:
+        assert r2.metrics["makespan_s"] < r1.metrics["makespan_s"]

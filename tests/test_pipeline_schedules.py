@@ -116,3 +116,37 @@ def test_looped_bfs_and_zbv_shapes():
     assert s.to_text()[1] == "1F0 1F1 1F2 3F0 3F1 3F2 3B2 3B1 3B0 1B2 1B1 1B0"
     z = zbv(2, 3)
     assert z.v == 2 and sorted(set(z.stage[z.rank_slice(0)].tolist())) == [0, 3]
+
+
+@pytest.mark.parametrize(
+    "call,field",
+    [
+        (lambda: interleaved_1f1b(True, 2, 4), "p"),
+        (lambda: make_schedule("gpipe", 2, 0, 4), "v"),
+        (lambda: make_schedule("zb_h1", 2, -1, 4), "v"),
+        (lambda: interleaved_1f1b(2, 2, 4, grouping=None), "grouping"),
+        (lambda: interleaved_1f1b(2, 2, 4, grouping=["a", "b"]), "grouping"),
+    ],
+)
+def test_bad_inputs_name_the_field(call, field):
+    with pytest.raises(ScheduleError) as ei:
+        call()
+    assert ei.value.field == field
+
+
+def test_fewer_microbatches_than_ranks_is_the_documented_single_group_fallback():
+    """m < p: every grouping uses one group [m]; rank r with m <= 2 (p - 1 - r) runs FthenB."""
+    from hetsched.pipeline import validate
+    from hetsched.pipeline.ir import F
+
+    for p in range(2, 7):
+        for v in range(1, 4):
+            for m in range(1, p):
+                for g in ("balanced", "paddle", "megatron", "torch"):
+                    s = interleaved_1f1b(p, v, m, grouping=g)
+                    validate(s)
+                    assert s.meta["groups"] == [m]
+                    for r in range(p):
+                        if m <= 2 * (p - 1 - r):
+                            kinds = s.kind[s.rank_slice(r)].tolist()
+                            assert kinds == [F] * (v * m) + [kinds[-1]] * (v * m), (p, v, m, g, r)

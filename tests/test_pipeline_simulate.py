@@ -156,3 +156,9 @@ def test_compare_table():
     ok = df[df.error.isna() & df.schedule.str.startswith("interleaved")]
     assert (ok["makespan_s"] == (2 * 11 + 3) * 2).all()
     assert df.loc[df.schedule == "interleaved_1f1b[balanced]", "order_peak"].item() <= df.loc[df.schedule == "interleaved_1f1b[paddle]", "order_peak"].item()
+
+
+def test_unknown_comm_field_is_a_schedule_error():
+    with pytest.raises(ScheduleError) as ei:
+        simulate(one_f_one_b(2, 2), comm={"latency": 1e-6})
+    assert ei.value.field == "comm" and "latency" in str(ei.value)

@@ -29,6 +29,10 @@ def compare(p: int, v: int, m: int, *, lineup: Iterable[tuple[str, Mapping[str, 
     Columns: ``schedule``, ``makespan_s``, ``bubble_fraction``, ``peak_activations_chunks``,
     ``peak_activation_bytes``, ``peak_cache_depth``, ``order_peak`` (worst rank's in-flight count in
     list order) and ``error`` (why a schedule was refused, e.g. torch's divisibility rule).
+
+    >>> df = compare(4, 2, 9, costs={"F": 1, "B": 1})
+    >>> df.set_index("schedule")["error"].notna().to_dict()["interleaved_1f1b[torch]"]  # 9 % 2 != 0
+    True
     """
     rows = []
     for name, opts in lineup:

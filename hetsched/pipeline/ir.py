@@ -123,7 +123,11 @@ class Schedule:
     # --- construction -------------------------------------------------------------------------
     @classmethod
     def from_arrays(cls, p: int, v: int, m: int, name: str, per_rank: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], *, style: str = "loop", meta: dict | None = None) -> "Schedule":
-        """Build from one ``(stage, kind, microbatch)`` array triple per rank."""
+        """Build from one ``(stage, kind, microbatch)`` array triple per rank (kinds as codes 0..3 = F, B, I, W).
+
+        >>> Schedule.from_arrays(1, 1, 1, "one", [([0, 0], [0, 1], [0, 0])]).to_text()
+        ['0F0 0B0']
+        """
         if len(per_rank) != p:
             raise ScheduleError(f"schedule {name!r} has {len(per_rank)} rank lists for p={p}", field="p")
         lens = [len(t[0]) for t in per_rank]
@@ -139,6 +143,10 @@ class Schedule:
 
         ``p``, ``v``, ``m`` are inferred when omitted (``v`` from the highest stage, ``m`` from the
         highest micro-batch).
+
+        >>> s = Schedule.from_actions([[Action(0, "F", 0), "0B0"], ["1F0", None, "1B0"]])
+        >>> s.p, s.v, s.m, s.n_actions
+        (2, 1, 1, 4)
         """
         per_rank = []
         for lst in actions:
@@ -156,7 +164,11 @@ class Schedule:
 
     @classmethod
     def from_text(cls, rows: Sequence[str], **kw) -> "Schedule":
-        """Build from one space- or comma-separated string per rank (``"0F0 0F1 0B0"``)."""
+        """Build from one space- or comma-separated string per rank (``"0F0 0F1 0B0"``).
+
+        >>> Schedule.from_text(["0F0, 0B0"]).actions
+        [[Action(stage=0, kind='F', microbatch=0), Action(stage=0, kind='B', microbatch=0)]]
+        """
         return cls.from_actions([[t for t in re.split(r"[\s,]+", row.strip()) if t] for row in rows], **kw)
 
     # --- views --------------------------------------------------------------------------------
@@ -179,6 +191,11 @@ class Schedule:
         return np.repeat(np.arange(self.p), np.diff(self.offsets))
 
     def rank_slice(self, r: int) -> slice:
+        """Slice of rank ``r``'s actions in the flat arrays.
+
+        >>> Schedule.from_text(["0F0 0B0", "1F0 1B0"]).rank_slice(1)
+        slice(2, 4, None)
+        """
         return slice(int(self.offsets[r]), int(self.offsets[r + 1]))
 
     @property
@@ -191,10 +208,19 @@ class Schedule:
         return out
 
     def to_text(self, sep: str = " ") -> list[str]:
-        """One string per rank, actions in text form."""
+        """One string per rank, actions in text form.
+
+        >>> Schedule.from_text(["0F0 0B0"]).to_text(sep=",")
+        ['0F0,0B0']
+        """
         return [sep.join(str(a) for a in acts) for acts in self.actions]
 
     def with_name(self, name: str) -> "Schedule":
+        """The same actions under another name.
+
+        >>> Schedule.from_text(["0F0 0B0"]).with_name("mine").name
+        'mine'
+        """
         return Schedule(self.p, self.v, self.m, name, self.stage, self.kind, self.microbatch, self.offsets, self.style, dict(self.meta))
 
     def __eq__(self, other: object) -> bool:
@@ -214,7 +240,11 @@ class Schedule:
         return f"Schedule({self.name!r}, p={self.p}, v={self.v}, m={self.m}, {self.n_actions} actions)"
 
     def grid(self, around: int | None = None, *, radius: int = 4, rank: int | None = None) -> str:
-        """The step x rank grid (torch's ``_format_pipeline_order`` layout); see :func:`format_grid`."""
+        """The step x rank grid (torch's ``_format_pipeline_order`` layout); see :func:`format_grid`.
+
+        >>> "1B0" in Schedule.from_text(["0F0 0B0", "1F0 1B0"]).grid()
+        True
+        """
         return format_grid(self, around=around, radius=radius, rank=rank)
 
 

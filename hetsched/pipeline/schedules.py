@@ -26,6 +26,10 @@ groupings (see :data:`GROUPINGS`):
     activations, and every group has at least ``p`` micro-batches so the pipeline never starves.
 
 For ``m < p`` there is only one possible group, ``[m]``: every grouping uses it (as torch does).
+This is the documented fallback (no error): with one group the warm-up ``2 (p - 1 - r) + (v - 1) m``
+reaches ``v m`` on every rank with ``m <= 2 (p - 1 - r)``, so those ranks run all forwards then all
+backwards (interleaved FthenB), and the last ranks keep a short 1F1B tail. The schedule is valid
+(tests check every ``m`` in ``1..4p``) but the pipeline starves between chunks, as with any ``m < p``.
 
 Examples
 --------
@@ -67,7 +71,8 @@ __all__ = [
 
 def _check(p: int, v: int, m: int) -> None:
     for name, val in (("p", p), ("v", v), ("m", m)):
-        if not isinstance(val, (int, np.integer)) or val < 1:
+        # bool is an int subclass: True would silently mean 1
+        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 1:
             raise ScheduleError(f"{name} must be a positive integer, got {val!r}", field=name)
 
 
@@ -157,7 +162,10 @@ def groups(p: int, m: int, grouping: str | Sequence[int] | Callable[[int, int], 
     elif callable(grouping):
         g = list(grouping(p, m))
     else:
-        g = [int(x) for x in grouping]
+        try:
+            g = [int(x) for x in grouping]
+        except (TypeError, ValueError):
+            raise ScheduleError(f"grouping must be a name in {sorted(GROUPINGS)}, a list of group sizes or a callable f(p, m), got {grouping!r}", field="grouping") from None
     if any(x < 1 for x in g) or sum(g) != m:
         raise ScheduleError(f"groups {g} must be positive and sum to m={m}", field="grouping")
     return g
@@ -243,8 +251,11 @@ def interleaved_fthenb(p: int, v: int, m: int) -> Schedule:
     """Interleaved all-forward-then-all-backward: one group of ``m``, chunk-major.
 
     PaddlePaddle's ``PipelineParallelWithInterleaveFthenB``, the schedule it uses for ``p <= m < 2p``
-    where interleaved 1F1B has no steady phase. Valid for any ``m >= 1``; every rank holds all
-    ``v * m`` activations at its peak.
+    where interleaved 1F1B has no steady phase. Accepted for any ``m >= 1`` on purpose, not only
+    ``p <= m < 2p``: it is valid and deadlock-free for every ``m`` (all forwards of a chunk precede
+    any backward, so no rank ever waits on a rank that waits on it), and outside Paddle's range it
+    is a useful what-if (the GPipe of interleaving: lowest makespan sensitivity to ``m``, highest
+    memory). The cost is memory: every rank holds all ``v * m`` activations at its peak.
 
     >>> interleaved_fthenb(2, 2, 2).to_text()[0]
     '0F0 0F1 2F0 2F1 2B0 2B1 0B0 0B1'
@@ -344,13 +355,19 @@ def zb_h1(p: int, m: int) -> Schedule:
 def zb_h2(p: int, m: int) -> Schedule:
     """ZB-H2 (Qi et al., ICLR 2024): ``2(p - 1 - r) + 1`` warm-up forwards fill the start-up bubble.
 
-    About twice 1F1B's activation memory on rank 0 (``2p`` micro-batches in flight).
+    Rank ``r`` defers its weight gradients by ``2r`` steady pairs (ZB-H1 defers by ``r``), so the
+    ``W`` it holds back fill the waits for input gradients in the steady phase and the tail, and
+    the makespan is ``m (tF + tI + tW) + (p - 1) tF`` for ``m >= 2p`` (the lower bound of one
+    iteration: rank ``p - 1`` cannot start before ``(p - 1) tF``), against ZB-H1's
+    ``m (tF + tI + tW) + (p - 1)(tF + tI - tW)``. Deferring only by ``r`` would give exactly ZB-H1's
+    makespan with twice its memory. About twice 1F1B's activation memory (``2p`` micro-batches in
+    flight on the worst rank).
 
     >>> zb_h2(2, 3).to_text()[0]
     '0F0 0F1 0F2 0I0 0W0 0I1 0W1 0I2 0W2'
     """
     _check(p, 1, m)
-    return _zb_handcrafted(p, m, lambda r: 2 * (p - 1 - r) + 1, lambda r: r, "zb_h2")
+    return _zb_handcrafted(p, m, lambda r: 2 * (p - 1 - r) + 1, lambda r: 2 * r, "zb_h2")
 
 
 def zbv(p: int, m: int) -> Schedule:
@@ -431,6 +448,7 @@ def make_schedule(name: str | Callable[..., Schedule], p: int, v: int, m: int, *
     >>> make_schedule("interleaved_1f1b", 4, 2, 8, grouping="torch").meta["groups"]
     [4, 4]
     """
+    _check(p, v, m)  # also for generators whose v is fixed (they ignore it): v < 1 is still bad input
     if callable(name):
         return name(p, v, m, **options)
     if name not in SCHEDULES:

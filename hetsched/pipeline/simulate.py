@@ -29,6 +29,12 @@ deterministic; it doubles as the deadlock check of :func:`~hetsched.pipeline.val
 Transfers on one link may be in flight together (latency is pipelined); overlapping ones are drawn
 on extra lanes (``p2p 0->1 #2``) so the timeline stays exclusive per lane.
 
+Send/recv: each message is one ``transfer`` row on its link lane (``p2p src->dst``), joined to the
+sending and the receiving compute rows by a shared ``flow`` id (arrows in Perfetto), rather than a
+``send`` row on the sender's lane and a ``recv`` row on the receiver's: the shared timeline format
+has no such kinds, and a non-blocking send overlaps the sender's next compute, which would break
+the one-row-at-a-time rule that :func:`hetsched.check_timeline` enforces on rank lanes.
+
 Examples
 --------
 >>> from hetsched.pipeline import one_f_one_b
@@ -103,7 +109,11 @@ class StageCosts:
     grad_bytes: Any = None
 
     def arrays(self, S: int, v: int | None = None) -> dict[str, np.ndarray]:
-        """Per-global-stage arrays (``S`` stages; a length-``v`` input is one value per chunk)."""
+        """Per-global-stage arrays (``S`` stages; a length-``v`` input is one value per chunk).
+
+        >>> StageCosts(f_s=[1, 2]).arrays(4, v=2)["F"].tolist()   # chunk c -> stages c*p + r
+        [1.0, 1.0, 2.0, 2.0]
+        """
         b = _per_stage(self.b_s, S, "b_s", v)
         i = b / 2 if self.i_s is None else _per_stage(self.i_s, S, "i_s", v)
         w = b - i if self.w_s is None else _per_stage(self.w_s, S, "w_s", v)
@@ -113,6 +123,11 @@ class StageCosts:
 
     @classmethod
     def coerce(cls, costs: Any) -> "StageCosts":
+        """``None`` (defaults), a ``StageCosts``, or a mapping (``F``/``B``/``I``/``W`` alias the ``_s`` fields).
+
+        >>> StageCosts.coerce({"F": 1, "B": 3}).b_s
+        3
+        """
         if costs is None:
             return cls()
         if isinstance(costs, cls):
@@ -144,15 +159,28 @@ class P2P:
             raise ScheduleError("P2P needs latency_s >= 0 and bandwidth_Bps > 0", field="comm")
 
     def time_s(self, nbytes: Any) -> Any:
+        """Transfer time of ``nbytes`` (scalar or array): ``latency_s + nbytes / bandwidth_Bps``.
+
+        >>> P2P(latency_s=1.0, bandwidth_Bps=2.0).time_s([0, 4]).tolist()
+        [1.0, 3.0]
+        """
         return self.latency_s + np.asarray(nbytes, float) / self.bandwidth_Bps if np.ndim(nbytes) else self.latency_s + float(nbytes) / self.bandwidth_Bps
 
     @classmethod
     def coerce(cls, comm: Any) -> "P2P":
+        """``None`` (free, non-blocking), a ``P2P``, or a mapping of its fields.
+
+        >>> P2P.coerce({"latency_s": 2e-6}).latency_s
+        2e-06
+        """
         if comm is None:
             return cls()
         if isinstance(comm, cls):
             return comm
         if isinstance(comm, Mapping):
+            unknown = sorted(set(comm) - {"latency_s", "bandwidth_Bps", "lockstep"})
+            if unknown:
+                raise ScheduleError(f"unknown comm field(s) {unknown}; use latency_s, bandwidth_Bps, lockstep", field="comm")
             return cls(**comm)
         raise ScheduleError(f"comm must be P2P or a mapping, got {type(comm).__name__}", field="comm")
 
@@ -376,6 +404,12 @@ class PipelineResult(Result):
         Keys: ``time_s``, ``running`` (rank -> action text), ``done`` (actions finished),
         ``in_flight`` (rank -> activations held, chunk units), ``queues`` (rank -> cached items,
         oldest first, under the simulated cache design).
+
+        >>> from hetsched.pipeline import one_f_one_b
+        >>> r = simulate(one_f_one_b(2, 2), costs={"F": 1, "B": 1})
+        >>> st = r.replay(2)
+        >>> st["time_s"], st["running"], st["in_flight"]
+        (1.0, {0: '0F1', 1: '1F0'}, {0: 2, 1: 1})
         """
         n = len(self._order)
         if not -1 <= k < n:

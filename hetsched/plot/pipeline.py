@@ -22,6 +22,10 @@ def schedule_grid(schedule, *, steps: np.ndarray | None = None, max_steps: int =
 
     ``steps`` (one per action) defaults to the unit-time grid of :func:`hetsched.pipeline.cache.unit_steps`,
     so idle steps show as gaps, like torch's ``_format_pipeline_order`` table.
+
+    >>> from hetsched.pipeline import one_f_one_b
+    >>> schedule_grid(one_f_one_b(2, 2)).data[0].z.shape   # 2 ranks x 6 unit steps (rank 0 ends 0B1 at step 5)
+    (2, 6)
     """
     from ..pipeline.cache import unit_steps
 
@@ -47,7 +51,12 @@ def schedule_grid(schedule, *, steps: np.ndarray | None = None, max_steps: int =
 
 
 def cache_depth(trace: pd.DataFrame, *, title: str | None = None) -> go.Figure:
-    """Depth of each ``(rank, direction)`` queue after every step, from :func:`~hetsched.pipeline.cache_trace`."""
+    """Depth of each ``(rank, direction)`` queue after every step, from :func:`~hetsched.pipeline.cache_trace`.
+
+    >>> from hetsched.pipeline import cache_trace, one_f_one_b
+    >>> len(cache_depth(cache_trace(one_f_one_b(3, 4))).data) >= 1
+    True
+    """
     fig = go.Figure()
     for (r, d), g in trace.groupby(["rank", "direction"], sort=True):
         if g["depth"].max() == 0:
