@@ -120,21 +120,13 @@ class BackendPanel(Panel):
     # -- inputs ------------------------------------------------------------------
     @property
     def graph(self) -> hs.OpGraph:
-        if self._fixed_graph is not None:
-            return self._fixed_graph
-        if self.session.graph is None:
-            from hetsched.io.generators import resnet_like
+        from hetsched.io.generators import resnet_like
 
-            self.session.graph = resnet_like(blocks_per_stage=1)
-        return self.session.graph
+        return self._session_graph(lambda: resnet_like(blocks_per_stage=1))
 
     @property
     def base_system(self) -> hs.System:
-        if self._fixed_system is not None:
-            return self._fixed_system
-        if self.session.system is None:
-            self.session.system = hs.toy_system()
-        return self.session.system
+        return self._session_system()
 
     def toggle(self, backend: str, on: bool) -> None:
         """Switch a backend on or off (what its checkbox does)."""

@@ -302,6 +302,31 @@ class Panel(W.VBox):
         self.n_updates += 1
         return True
 
+    # -- shared inputs -------------------------------------------------------------
+    _fixed_graph: Any = None
+    _fixed_system: Any = None
+
+    def _session_graph(self, default: Any) -> Any:
+        """The graph this panel works on: one pinned at construction, else the session's.
+
+        A session without a graph gets ``default()`` (so a panel shown alone has something to draw).
+        """
+        if self._fixed_graph is not None:
+            return self._fixed_graph
+        if self.session.graph is None:
+            self.session.graph = default()
+        return self.session.graph
+
+    def _session_system(self) -> Any:
+        """The system: one pinned at construction, else the session's (the toy system when unset)."""
+        if self._fixed_system is not None:
+            return self._fixed_system
+        if self.session.system is None:
+            import hetsched as hs
+
+            self.session.system = hs.toy_system()
+        return self.session.system
+
     def show_error(self, err: BaseException) -> None:
         self.message.value = error_html(err)
 

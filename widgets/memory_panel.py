@@ -93,13 +93,9 @@ class MemoryPanel(Panel):
 
     @property
     def graph(self) -> hs.OpGraph:
-        if self._fixed_graph is not None:
-            return self._fixed_graph
-        if self.session.graph is None:
-            from hetsched.io.generators import randwire_ws
+        from hetsched.io.generators import randwire_ws
 
-            self.session.graph = randwire_ws(20, seed=0)
-        return self.session.graph
+        return self._session_graph(lambda: randwire_ws(20, seed=0))
 
     # -- Panel -------------------------------------------------------------------
     def compute(self) -> mem.OrderResult:
