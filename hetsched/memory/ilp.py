@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import HetschedError
 from ..graph import OpGraph
-from .model import OrderResult, _compile, _make_result, _Mem, lower_bound
+from .model import OrderResult, _check_time_limit, _compile, _make_result, _Mem, lower_bound
 
 __all__ = ["order_ilp", "build_ilp", "FORMULATIONS", "SOLVERS"]
 
@@ -309,8 +309,7 @@ def order_ilp(
             solver = "cbc"
     if solver not in SOLVERS:
         raise HetschedError(f"unknown solver {solver!r}; choose one of {SOLVERS}", field="solver")
-    if time_limit_s is None or time_limit_s <= 0:
-        raise HetschedError(f"time_limit_s must be positive, got {time_limit_s!r}", field="time_limit_s")
+    time_limit_s = _check_time_limit(time_limit_s)  # NaN/None/inf would reach the solver and the poll
     lb = lower_bound(graph)
     if isinstance(warm_start, str):
         if warm_start != "heuristic":

@@ -34,7 +34,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..errors import GraphError, ScheduleError, UnknownNameError, name_list
+from ..errors import GraphError, HetschedError, ScheduleError, UnknownNameError, name_list
 from ..graph import OpGraph
 from ..results import Result, Step
 from ..timeline import make_timeline
@@ -294,6 +294,22 @@ def lifetimes(graph: OpGraph, order: Sequence[str]) -> pd.DataFrame:
     arr = m.to_idx(order)
     a, f = m.spans(arr)
     return pd.DataFrame({"tensor": m.s_names, "bytes": m.size, "alloc_step": a, "free_step": f})
+
+
+def _check_time_limit(time_limit_s: Any) -> float:
+    """A positive, finite number of seconds, else a :class:`HetschedError` naming ``time_limit_s``.
+
+    >>> _check_time_limit(2)
+    2.0
+    """
+    try:
+        x = float(time_limit_s)
+    except (TypeError, ValueError):
+        x = float("nan")
+    if not (0.0 < x < float("inf")):
+        raise HetschedError(f"time_limit_s must be a positive number of seconds, got {time_limit_s!r}",
+                            field="time_limit_s")
+    return x
 
 
 # ---------------------------------------------------------------------------- lower bound
