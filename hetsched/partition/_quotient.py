@@ -6,7 +6,10 @@ leave group A and come back into group B?" is a graph search; bounding that sear
 order of the quotient graph (nodes outside ``(ord[A], ord[B])`` cannot lie on such a path) keeps
 merging near-linear on model-shaped graphs. The order is kept valid across contractions the way
 Pearce & Kelly (ACM JEA 2006) keep a dynamic topological order valid across edge insertions:
-only the nodes between the two merged ones are renumbered.
+only the nodes between the two merged ones are renumbered. Usually fewer still: the ancestors of
+the later node that lie above the earlier node's first successor sink into free slots below it
+(``Quotient._sink``), so the earlier node's descendants, most of a random DAG, are never searched;
+slots start 2**32 apart and moved nodes are spread over the free interval to keep room.
 """
 
 from __future__ import annotations
@@ -34,8 +37,12 @@ class GraphIndex:
         self.names = names
         self.pos = pos
         self.types = [ops[n].op_type for n in names]
-        self.preds = [[pos[p] for p in G.pred[n]] for n in names]
-        self.succs = [[pos[s] for s in G.succ[n]] for n in names]
+        # the raw adjacency dicts (same contents and order as G.pred[n] / G.succ[n]): the public
+        # views build a wrapper object per lookup, a second of overhead on a 100k-op graph
+        gp = getattr(G, "_pred", None) or G.pred
+        gs = getattr(G, "_succ", None) or G.succ
+        self.preds = [[pos[p] for p in gp[n]] for n in names]
+        self.succs = [[pos[s] for s in gs[n]] for n in names]
         # (tensor name, size, producer idx, consumer idxs) for tensors with a producer and a reader
         tl = []
         for t in graph.tensors.values():
@@ -145,8 +152,6 @@ class Quotient:
                 frontier = nxt
             if not frontier:
                 # complete: no path from a, and the region to renumber is known
-                if self._one_sided(a, b, seen_b):
-                    return None, self._last
                 bwd = set(seen_b)
             S = [x for x in succ[a] if x != b and ord_[x] < ob]
         else:
@@ -210,6 +215,10 @@ class Quotient:
                     if y not in bwd and ord_[y] > oa:
                         bwd.add(y)
                         stack.append(y)
+        # prefer spreading the moved nodes out (_sink) to packing them above a (_one_sided):
+        # packed slots leave no room for later moves, which then fall to the general case
+        if self._sink(a, b, bwd, min(ord_[x] for x in S)):
+            return None, self._last
         if self._one_sided(a, b, bwd):
             return None, self._last
         # general case (Pearce & Kelly): descendants of a before b, ancestors of b after a
@@ -264,10 +273,63 @@ class Quotient:
         self._contract(a, b, oa + k + 1)
         return True
 
+    def _sink(self, a: int, b: int, bwd: set, smin: int) -> bool:
+        """Merge ``a`` and ``b`` (``ord[a] < ord[b]``, acyclic) by moving down only some of ``b``'s ancestors.
+
+        ``bwd`` holds every ancestor of ``b`` ordered after ``a``; ``smin`` is the lowest slot of a
+        successor of ``a`` ordered before ``b`` (every descendant of ``a`` in the region comes at
+        or after it). The ancestors already below ``smin`` stay; those above it, then the merged
+        node, move (keeping their order) into free slots spread over ``(M, smin)``, ``M`` the highest slot
+        of ``a`` and of the ancestors that stay. Valid because a moved node only moves down, its
+        predecessors are ancestors of ``b`` (in ``bwd``, all below its new slot) or precede ``a``,
+        and every descendant of ``a`` lies at or above ``smin``. This avoids searching ``a``'s
+        descendants, which on random DAGs is most of the graph. Returns ``False`` (nothing changed)
+        when ``(M, smin)`` has too few free slots.
+        """
+        ord_, used = self.ord, self._used
+        oa, ob = ord_[a], ord_[b]
+        hi = []
+        m = oa
+        for x in bwd:
+            o = ord_[x]
+            if o > smin:
+                hi.append(x)
+            elif o > m:
+                m = o
+        k = len(hi) + 1  # slots needed: the moved ancestors and the merged node
+        # any free slots of (m, smin) will do: a node ordered there is neither an ancestor of b
+        # (it would be in bwd, and below m) nor a descendant of a (it would be at or above smin),
+        # so it is unrelated to every node that moves. Spread them out to keep room for later.
+        step = (smin - m) // (k + 1)
+        if step < 1:
+            return False
+        picked = []
+        for j in range(1, k + 1):
+            x = m + j * step
+            top = x + step  # stay below the next pick, so the picks stay increasing
+            while x in used and x < top:
+                x += 1
+            if x >= top or x >= smin:
+                return False
+            picked.append(x)
+        hi.sort(key=ord_.__getitem__)
+        for x in hi:
+            used.discard(ord_[x])
+        used.discard(oa)
+        used.discard(ob)
+        for x, slot in zip(hi, picked):
+            ord_[x] = slot
+            used.add(slot)
+        used.add(picked[-1])
+        self._contract(a, b, picked[-1])
+        return True
+
     def _contract(self, a: int, b: int, m_slot: int) -> None:
         succ, pred, members = self.succ, self.pred, self.members
-        # the larger group survives so relabelling stays O(n log n) overall
-        if len(members[a]) >= len(members[b]):
+        # the larger group survives so relabelling stays O(n log n) overall; a tie goes to the
+        # lower id, so the survivor never depends on the internal (renumbered) order
+        la, lb = len(members[a]), len(members[b])
+        if la > lb or (la == lb and a < b):
             s, l = a, b
         else:
             s, l = b, a
