@@ -29,18 +29,15 @@ class GraphIndex:
 
     def __init__(self, graph: OpGraph) -> None:
         graph.validate()
-        G = graph.nx
-        self.nx_ref = G
+        # the graph's cache token: replaced whenever the graph changes (its caches are cleared)
+        self.nx_ref = graph._cache.setdefault("partition.token", object())
         names = graph.topological_order()
         pos = {n: i for i, n in enumerate(names)}
         ops = graph.ops
         self.names = names
         self.pos = pos
         self.types = [ops[n].op_type for n in names]
-        # the raw adjacency dicts (same contents and order as G.pred[n] / G.succ[n]): the public
-        # views build a wrapper object per lookup, a second of overhead on a 100k-op graph
-        gp = getattr(G, "_pred", None) or G.pred
-        gs = getattr(G, "_succ", None) or G.succ
+        gs, gp = graph._adjacency()  # plain lists, same order as graph.nx, no DiGraph needed
         self.preds = [[pos[p] for p in gp[n]] for n in names]
         self.succs = [[pos[s] for s in gs[n]] for n in names]
         # (tensor name, size, producer idx, consumer idxs) for tensors with a producer and a reader
@@ -58,9 +55,9 @@ _INDEX: "weakref.WeakKeyDictionary[OpGraph, GraphIndex]" = weakref.WeakKeyDictio
 
 
 def graph_index(graph: OpGraph) -> GraphIndex:
-    """The cached index of ``graph``; rebuilt when the graph changed (its ``nx`` view is new)."""
+    """The cached index of ``graph``; rebuilt when the graph changed (its cache token is new)."""
     idx = _INDEX.get(graph)
-    if idx is None or idx.nx_ref is not graph.nx:
+    if idx is None or idx.nx_ref is not graph._cache.get("partition.token"):
         idx = GraphIndex(graph)
         _INDEX[graph] = idx
     return idx
