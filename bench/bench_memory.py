@@ -22,46 +22,10 @@ sys.path.insert(0, str(ROOT))
 
 from hetsched.graph import OpGraph  # noqa: E402
 from hetsched.io import generators as gen  # noqa: E402
+from hetsched.io.training import training_graph  # noqa: E402
 from hetsched.io import load_graph  # noqa: E402
 from hetsched.memory import inductor_order, optimize_order, order_exact, order_ilp, xla_order  # noqa: E402
 from hetsched.memory.model import _compile  # noqa: E402
-
-
-def training_graph(fwd: OpGraph) -> OpGraph:
-    """Forward + a simple backward (used until the model zoo ships ``data/graphs/*train*.json``):
-    each op gets a gradient op reading its saved inputs and its output's gradient."""
-    g = fwd.copy(name=fwd.name + "-train")
-    for t in list(fwd.tensors.values()):
-        if t.is_output:
-            g.set_tensor(t.name, is_output=False)
-    grad_of: dict[str, str] = {}
-    for t in fwd.graph_outputs():
-        grad_of[t] = f"d{t}"
-        g.add_tensor(f"d{t}", fwd.tensor(t).size_bytes)
-    for op in reversed(fwd.topological_order()):
-        bname = f"{op}.bwd"
-        g.add_op(bname, "Grad")
-        for t in fwd.inputs_of(op):
-            g.add_consumer(t, bname)
-        for t in fwd.outputs_of(op):
-            if t in grad_of:
-                g.add_consumer(grad_of[t], bname)
-        for t in fwd.inputs_of(op):
-            if fwd.tensor(t).producer is None:
-                continue
-            gname = f"d{t}@{op}"
-            g.add_tensor(gname, fwd.tensor(t).size_bytes, producer=bname)
-            if t in grad_of:
-                acc = f"acc.{gname}"
-                g.add_op(acc, "Add")
-                g.add_consumer(grad_of[t], acc)
-                g.add_consumer(gname, acc)
-                g.add_tensor(acc + ":out", fwd.tensor(t).size_bytes, producer=acc)
-                grad_of[t] = acc + ":out"
-            else:
-                grad_of[t] = gname
-        g.add_tensor(f"{op}.wgrad", max(1, fwd.op(op).weight_bytes), producer=bname, is_output=True)
-    return g
 
 
 def quality_graphs(quick: bool) -> list[OpGraph]:
@@ -83,7 +47,7 @@ def training_graphs() -> tuple[list[OpGraph], str]:
     return ([training_graph(gen.transformer_block(seq=64, d_model=128, heads=4, n_layers=2)),
              training_graph(gen.resnet_like(n_stages=2, blocks_per_stage=2, channels=16, hw=16)),
              training_graph(gen.randwire_ws(20, seed=1, channels=8, hw=8))],
-            "no data/graphs/*train*.json yet: generated transformer/resnet/randwire graphs with the bench's backward transform")
+            "no data/graphs/*train*.json yet: generated transformer/resnet/randwire graphs through hetsched.io.training.training_graph")
 
 
 def best_compiler(g: OpGraph) -> int:

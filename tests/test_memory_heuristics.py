@@ -12,6 +12,7 @@ from strategies import small_dags
 
 from hetsched.graph import OpGraph
 from hetsched.io import generators as gen
+from hetsched.io.training import training_graph
 from hetsched.memory import (
     BASELINES,
     asap_alap,
@@ -123,46 +124,6 @@ def test_heuristic_close_to_exact_on_small_graphs():
             gaps.append(h.peak_bytes / e.peak_bytes - 1)
     assert max(gaps) <= 0.05
     assert sum(gaps) / len(gaps) <= 0.02
-
-
-def training_graph(fwd: OpGraph) -> OpGraph:
-    """A test-only forward+backward transform: every op gets a gradient op that reads the op's
-    inputs (saved activations) and the gradient of its output; gradients flow in reverse."""
-    g = fwd.copy(name=fwd.name + "-train")
-    for t in list(fwd.tensors.values()):
-        if t.is_output:
-            g.set_tensor(t.name, is_output=False)
-    grad_of: dict[str, str] = {}
-    topo = fwd.topological_order()
-    for t in fwd.graph_outputs():
-        grad_of[t] = f"d{t}"
-        g.add_tensor(f"d{t}", fwd.tensor(t).size_bytes)
-    for op in reversed(topo):
-        outs = fwd.outputs_of(op)
-        ins = [t for t in fwd.inputs_of(op)]
-        bname = f"{op}.bwd"
-        g.add_op(bname, "Grad")
-        for t in ins:
-            g.add_consumer(t, bname)
-        for t in outs:
-            if t in grad_of:
-                g.add_consumer(grad_of[t], bname)
-        for t in ins:
-            if fwd.tensor(t).producer is None:
-                continue
-            gname = f"d{t}@{op}"
-            g.add_tensor(gname, fwd.tensor(t).size_bytes, producer=bname)
-            if t in grad_of:  # accumulate gradients of a tensor read by several ops
-                acc = f"acc.{gname}"
-                g.add_op(acc, "Add")
-                g.add_consumer(grad_of[t], acc)
-                g.add_consumer(gname, acc)
-                g.add_tensor(acc + ":out", fwd.tensor(t).size_bytes, producer=acc)
-                grad_of[t] = acc + ":out"
-            else:
-                grad_of[t] = gname
-        g.add_tensor(f"{op}.wgrad", max(1, fwd.op(op).weight_bytes), producer=bname, is_output=True)
-    return g
 
 
 def test_training_graph_heuristic_beats_or_ties_compilers():
