@@ -1,7 +1,9 @@
 """The ``hetsched`` command: every algorithm family from a terminal, with reports, traces and sweeps.
 
 Exit codes: 0 ok, 2 bad input (the message names the field/op at fault), 3 infeasible (nothing
-fits memory, an op no device supports).
+fits memory, an op no device supports). ``sweep`` exits 0 when every point ran, 3 when the only
+failed points are infeasible ones (an answer of the what-if, in the ``error_kind`` column), and 2
+when any point failed for another reason.
 
 Examples
 --------
@@ -489,19 +491,23 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
     if not a.quiet and not out:
         print(df.to_csv(index=False), end="")
     elif not a.quiet:
-        print(f"{len(df)} points, {int(df['error'].notna().sum())} failed -> {out}")
+        n_inf = int((df["error_kind"] == "infeasible").sum())
+        print(f"{len(df)} points, {int(df['error'].notna().sum())} failed ({n_inf} infeasible) -> {out}")
     if a.html:
         from .report import write_report
 
         varying = [k for k in grid if len(grid[k]) > 1] or list(grid)
         label = df[varying].astype(str).agg(", ".join, axis=1) if varying else pd.Series(["all"] * len(df))
         framed = df.assign(point=label.to_numpy())
-        params = set(fixed) | set(grid) | {"error", "runtime_s"}
+        params = set(fixed) | set(grid) | {"error", "error_kind", "runtime_s"}
         metrics = [c for c in df.columns if c not in params and pd.api.types.is_numeric_dtype(df[c])][:4]
         sections: list[tuple[str, Any]] = [("Spec", path.read_text()), ("Results", df)]
         sections += [(f"{m} by grid point ({', '.join(varying)})", plot.compare(framed, m, by="point")) for m in metrics]
         write_report(a.html, f"hetsched sweep: {path.name}", sections, meta={"command": "hetsched " + " ".join(a.argv)})
-    return EXIT_OK if df["error"].isna().all() else EXIT_BAD_INPUT
+    kinds = set(df["error_kind"].dropna())
+    if not kinds:
+        return EXIT_OK
+    return EXIT_INFEASIBLE if kinds == {"infeasible"} else EXIT_BAD_INPUT
 
 
 def _check_task_params(where: str, task: str, names: list[str]) -> None:

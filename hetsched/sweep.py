@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from .errors import FormatError, HetschedError
+from .errors import FormatError, HetschedError, Infeasible, UnsupportedOpError
 
 __all__ = ["sweep", "expand_grid", "SweepCache"]
 
@@ -229,7 +229,7 @@ def _run_point(fn: Callable[..., Any], params: dict[str, Any]) -> dict[str, Any]
             raise HetschedError(
                 f"sweep function returned {type(out).__name__}; expected a dict of metrics or a result with .metrics"
             )
-        rec = {**params, **{k: _scalar(v) for k, v in metrics.items()}, "error": None}
+        rec = {**params, **{k: _scalar(v) for k, v in metrics.items()}, "error": None, "error_kind": None}
     except Exception as e:  # noqa: BLE001 - recorded per point, by design
         msg = str(e) if isinstance(e, HetschedError) else f"{type(e).__name__}: {e}"
         if not isinstance(e, HetschedError):
@@ -237,7 +237,8 @@ def _run_point(fn: Callable[..., Any], params: dict[str, Any]) -> dict[str, Any]
             if frames:
                 last = frames[-1]
                 msg += f" (at {Path(last.filename).name}:{last.lineno} in {last.name})"
-        rec = {**params, "error": msg}
+        # an infeasible point (nothing fits memory...) is an answer of a what-if sweep, not a fault
+        rec = {**params, "error": msg, "error_kind": "infeasible" if isinstance(e, (Infeasible, UnsupportedOpError)) else "error"}
     rec["runtime_s"] = time.perf_counter() - t0
     return rec
 
@@ -313,7 +314,9 @@ def sweep(
     Returns
     -------
     DataFrame
-        Parameter columns, metric columns, ``error`` (None when fine) and ``runtime_s``, in grid order.
+        Parameter columns, metric columns, ``error`` (None when fine), ``error_kind`` (None,
+        ``"infeasible"`` for a point with no solution: a model that does not fit memory, an op no
+        device supports; else ``"error"``) and ``runtime_s``, in grid order.
     """
     points = expand_grid(grid)
     store = SweepCache(cache, on_corrupt=on_corrupt) if cache is not None else None
@@ -380,12 +383,13 @@ def sweep(
             bar.close()
     rows = [results[_key(p)] for p in points]
     df = pd.DataFrame(rows)
-    for c in ("error", "runtime_s"):
+    for c in ("error", "error_kind", "runtime_s"):
         if c not in df.columns:
             df[c] = None
     first = list(dict.fromkeys(k for p in points for k in p))  # every parameter, also of uneven point lists
-    rest = [c for c in df.columns if c not in first and c not in ("error", "runtime_s")]
-    df = df[first + rest + ["error", "runtime_s"]]
+    tail = ["error", "error_kind", "runtime_s"]
+    rest = [c for c in df.columns if c not in first and c not in tail]
+    df = df[first + rest + tail]
     n_bad = int(df["error"].notna().sum())
     if n_bad:
         warnings.warn(f"{n_bad} of {len(df)} sweep points failed; see the 'error' column", stacklevel=2)

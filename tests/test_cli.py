@@ -288,3 +288,20 @@ def test_pipeline_grouping_for_a_schedule_without_groups_is_an_error(capsys):
     assert main(["pipeline", "--p", "2", "--m", "4", "--schedule", "1f1b", "--grouping", "paddle"]) == EXIT_BAD_INPUT
     assert "--grouping" in capsys.readouterr().err
     assert main(["pipeline", "--p", "2", "--v", "2", "--m", "4", "--grouping", "paddle", "--quiet"]) == EXIT_OK
+
+
+def test_sweep_exit_code_separates_infeasible_points_from_errors(tmp_path, capsys):
+    # disabling every backend leaves ops no device supports: an answer ("infeasible"), exit 3
+    spec = _spec(tmp_path, "task: partition\nfixed: {graph: chain, system: toy, n: 4, n_inputs: 2}\n"
+                           "grid: {disable: [[], [cpu0, gpu0, fpga0]]}\nworkers: 1\n")
+    out = tmp_path / "o.csv"
+    assert main(["sweep", spec, "-o", str(out)]) == EXIT_INFEASIBLE
+    df = pd.read_csv(out)
+    assert df["error_kind"].isna().tolist() == [True, False] and df["error_kind"].iloc[1] == "infeasible"
+    assert "1 infeasible" in capsys.readouterr().out
+    # a point that fails for another reason (a negative size) still makes the sweep exit 2
+    spec = _spec(tmp_path, "task: partition\nfixed: {graph: chain, system: toy, n_inputs: 2}\n"
+                           "grid: {n: [4, -1]}\nworkers: 1\n")
+    assert main(["sweep", spec, "-o", str(out), "--quiet"]) == EXIT_BAD_INPUT
+    df = pd.read_csv(out)
+    assert df["error_kind"].tolist()[1] == "error" and df["error"].isna().tolist() == [True, False]
