@@ -182,11 +182,47 @@ def _build(d: dict[str, Any], formulation: str, ub_bytes: float | None):
     return prob, extract
 
 
+def _highs_warm_class():
+    """PuLP's HiGHS interface, plus the warm start it does not pass on (PuLP 3.3 hands starts to
+    CBC, CPLEX, Gurobi and Xpress only).
+
+    The start goes in as a sparse partial solution (``Highs.setSolution(n, index, value)``, HiGHS
+    >= 1.7): the op-step variables of the known order; HiGHS completes the rest itself and, when
+    the completion is feasible, starts its branch and bound with that incumbent.
+    """
+    import pulp
+
+    class HiGHSWarm(pulp.HiGHS):
+        warm_status = None  # what HiGHS answered to the start: its HighsStatus name
+        warm_entries = 0
+
+        def actualSolve(self, lp):
+            self.createAndConfigureSolver(lp)
+            self.buildSolverModel(lp)
+            start = [(v.index, float(v.varValue)) for v in lp.variables() if v.varValue is not None]
+            if start:
+                idx = np.fromiter((i for i, _ in start), dtype=np.int32, count=len(start))
+                val = np.fromiter((x for _, x in start), dtype=np.float64, count=len(start))
+                self.warm_status = lp.solverModel.setSolution(len(start), idx, val).name
+                self.warm_entries = len(start)
+            self.callSolver(lp)
+            status, sol_status = self.findSolutionValues(lp)
+            for var in lp.variables():
+                var.modified = False
+            for constraint in lp._constraints.values():
+                constraint.modifier = False
+            lp.assignStatus(status, sol_status)
+            return status
+
+    return HiGHSWarm
+
+
 def _solver(name: str, time_limit_s: float, gap_abs: float, warm: bool):
     import pulp
 
     if name == "highs":
-        return pulp.HiGHS(msg=False, timeLimit=time_limit_s, gapRel=0.0, gapAbs=gap_abs, threads=1)
+        cls = _highs_warm_class() if warm else pulp.HiGHS
+        return cls(msg=False, timeLimit=time_limit_s, gapRel=0.0, gapAbs=gap_abs, threads=1)
     if name == "cbc":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -222,6 +258,8 @@ def _child(conn, d: dict[str, Any], formulation: str, solver: str, time_limit_s:
             "solve_s": time.perf_counter() - t0 - t_build,
             "bound": None,
             "solver_gap": None,
+            "warm_status": getattr(slv, "warm_status", None),
+            "warm_entries": getattr(slv, "warm_entries", 0),
         }
         if solver == "highs" and getattr(prob, "solverModel", None) is not None:
             try:
@@ -280,7 +318,8 @@ def order_ilp(
     solver : {"highs", "cbc"}, optional
         HiGHS (highspy) by default; PuLP's bundled CBC otherwise or when highspy is missing.
     warm_start : OrderResult, "heuristic" or None
-        A known order: it bounds the peak variable from above, is handed to CBC as a start, and is
+        A known order: it bounds the peak variable from above, is handed to the solver as a start
+        (CBC through PuLP; HiGHS as a sparse partial solution, which PuLP alone would drop), and is
         returned (``status="fallback"``) when the solver gives no better order in time.
 
     Returns
@@ -361,6 +400,9 @@ def order_ilp(
     extra = {k: float(info[k]) for k in ("n_vars", "n_constraints", "build_s", "solve_s") if info.get(k) is not None}
     if info.get("solver_gap") is not None:
         extra["solver_gap"] = info["solver_gap"]
+    if info.get("warm_entries"):
+        extra["warm_start_entries"] = float(info["warm_entries"])
+        params = {**params, "warm_start_status": info.get("warm_status")}
     proven = info["sol_status"] == pulp.LpSolutionOptimal
     bound = info.get("bound")
     if info["order"] is None:
