@@ -166,3 +166,81 @@ def test_session_panels_load_graph_and_system():
     sysm = hs.toy_system()
     assert p.load(g, sysm)
     assert p.result.graph is g and s.graph is g and s.system is sysm
+
+
+def test_downloads_are_built_on_demand_and_cleared_by_a_new_result():
+    class P(_P):
+        def download_items(self, r):
+            if r == 14:
+                raise ValueError("cannot export 14")
+            self.n_exports = getattr(self, "n_exports", 0) + 1
+            return [({"result": r}, "r.json")]
+
+    p = P(_S())
+    assert p.downloads.value == "" and getattr(p, "n_exports", 0) == 0  # a recompute builds nothing
+    assert p.download_area.children == (p.download_button, p.downloads)
+    p.download_button.click()
+    uri = re.search(r'download="r.json" href="data:application/json;base64,([^"]+)"', p.downloads.value).group(1)
+    assert json.loads(base64.b64decode(uri)) == {"result": 2} and p.n_exports == 1
+    assert p.download_button.description.startswith("downloads ready") and p.last_downloads_s > 0
+    p.state.view = 2  # a redraw of the same result keeps the links
+    assert 'download="r.json"' in p.downloads.value
+    p.state.n = -1  # a failed recompute keeps the result on screen, and its links
+    assert 'download="r.json"' in p.downloads.value
+    p.state.n = 3  # a new result: links to the old one go away
+    assert p.downloads.value == "" and p.download_button.description.startswith("prepare") and p.n_exports == 1
+    assert p.prepare_downloads()
+    uri = re.search(r'base64,([^"]+)"', p.downloads.value).group(1)
+    assert json.loads(base64.b64decode(uri)) == {"result": 6}
+    p.state.n = 7  # an export that fails shows why, and the panel keeps working
+    assert not p.prepare_downloads() and "cannot export 14" in p.downloads.value
+    p.state.n = 1
+    assert p.prepare_downloads() and p.message.value == ""
+
+
+def test_figure_swap_does_not_compare_figures(monkeypatch):
+    """Replacing a figure must not serialise figures to compare them (plotly's __eq__ is slow)."""
+    from hetsched.plot import gantt
+    from hetsched.timeline import make_timeline
+    from hetsched.widgets.base import figure_widget
+
+    tl = make_timeline([dict(lane="l", group="g", name="a", kind="compute", start_s=0, end_s=1e-3)])
+
+    class P(_P):
+        def render(self, result):
+            super().render(result)
+            for k in ("a", "b"):
+                self.show_figure(k, gantt(tl, title=f"{k} {result}"))
+
+    p = P(_S())
+    p.children = [p.message, p.figures["a"], p.figures["b"], p.download_area]
+    calls = []
+
+    def eq(self, other):  # plotly serialises both sides when a figure meets another figure
+        if not isinstance(other, go.FigureWidget):
+            return NotImplemented
+        calls.append(1)
+        return self is other
+
+    monkeypatch.setattr(go.FigureWidget, "__eq__", eq)
+    old = p.figures["a"]
+    p.state.n = 4
+    assert calls == [] and p.figures["a"] is not old
+    assert list(p.children) == [p.message, p.figures["a"], p.figures["b"], p.download_area]
+    assert p.figures["a"].layout.title.text == "a 8"
+    assert figure_widget(gantt(tl)).data[0].type == "bar"
+
+
+def test_first_panel_freezes_startup_objects_once(monkeypatch):
+    import gc
+
+    from hetsched.widgets import base
+
+    monkeypatch.setattr(base, "_GC_FROZEN", False)
+    monkeypatch.setenv("HETSCHED_GC_FREEZE", "0")
+    assert base._freeze_startup_objects() is False  # opted out: nothing frozen
+    monkeypatch.delenv("HETSCHED_GC_FREEZE")
+    assert base._freeze_startup_objects() is True
+    # the front-end stack was imported before freezing, so its objects are out of every full collection
+    assert gc.get_freeze_count() > 50_000
+    assert base._freeze_startup_objects() is False  # once per process

@@ -9,6 +9,8 @@ import pytest
 import hetsched.executor as ex
 from hetsched.io.generators import fork_join
 from hetsched.widgets import ExecutorPanel, Session
+from panel_testing import prepared_downloads as _prepared_downloads
+
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +105,7 @@ def test_bad_input_shows_a_message_and_panel_keeps_working(panel):
 
 
 def test_downloads_offer_trace_and_tables(panel):
-    html = panel.downloads.value
+    html = _prepared_downloads(panel)
     for name in ("executor_trace.json", "executor_timeline.csv", "executor_policies.csv", "executor_dispatch_steps.csv"):
         assert f'download="{name}"' in html
 
@@ -117,3 +119,25 @@ def test_follows_the_session_graph():
     assert set(p.result.op_end_s) == set(g.ops)
     assert p.graph is g
     assert json.dumps(ex.executor_trace(p.result))  # serialisable trace for the download
+
+
+def test_comparison_runs_equal_single_simulations():
+    """The panel's comparison (one shared preparation for every policy) gives exactly what
+    ``simulate`` gives for each policy alone: same timeline, metrics, steps and maps."""
+    import dataclasses
+
+    import pandas as pd
+
+    g = fork_join(4, 3, seed=1)
+    costs = dataclasses.replace(ex.PRESETS["cuda"], dispatch_s=4e-6)
+    cmp_ = ex.compare_policies(g, costs=costs, pool_size=3)
+    for label, (sp, tp) in ex.POLICIES.items():
+        a, b = cmp_.results[label], ex.simulate(g, streams=sp, threads=tp, costs=costs, pool_size=3)
+        pd.testing.assert_frame_equal(a.timeline, b.timeline, check_exact=True)
+        pd.testing.assert_frame_equal(a.ordering, b.ordering, check_exact=True)
+        assert a.metrics == b.metrics and a.params == b.params
+        assert [dataclasses.astuple(s) for s in a.steps] == [dataclasses.astuple(s) for s in b.steps]
+        assert (a.kinds, a.streams, a.thread_of, a.events, a.durations_s) == (b.kinds, b.streams, b.thread_of, b.events, b.durations_s)
+        assert (a.op_start_s, a.op_end_s, a.launch_end_s) == (b.op_start_s, b.op_end_s, b.launch_end_s)
+    runs = list(cmp_.results.values())
+    assert runs[0].durations_s is not runs[1].durations_s  # each result owns its maps

@@ -8,6 +8,8 @@ import hetsched as hs
 import hetsched.mapping as mp
 from hetsched.io.generators import fork_join, resnet_like
 from hetsched.widgets import MappingPanel
+from panel_testing import prepared_downloads as _prepared_downloads
+
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +122,11 @@ def test_unsupported_op_names_it():
 
 
 def test_downloads(panel):
+    links = _prepared_downloads(panel)
     for name in ("mapping_trace.json", "mapping_timeline.csv", "mapping_steps.csv", "mapping_placement.csv",
                  "mapping_comparison.csv"):
-        assert f'download="{name}"' in panel.downloads.value
+        assert f'download="{name}"' in links
+    k = panel.state.step
+    panel.state.step = 1  # walking the steps keeps the links (they belong to the result, not the step)
+    assert panel.downloads.value == links
+    panel.state.step = k

@@ -7,6 +7,8 @@ import pytest
 import hetsched.memory as mem
 from hetsched.io.generators import randwire_ws
 from hetsched.widgets import MemoryPanel
+from panel_testing import prepared_downloads as _prepared_downloads
+
 
 
 @pytest.fixture()
@@ -76,5 +78,6 @@ def test_follows_session_and_downloads():
     p = MemoryPanel()
     p.load(randwire_ws(10, seed=3, channels=4, hw=4))
     assert p.result.lower_bound_bytes == mem.lower_bound(p.graph)
+    links = _prepared_downloads(p)
     for name in ("memory_order.csv", "memory_curve.csv", "memory_live_at_peak.csv", "memory_moves.csv"):
-        assert f'download="{name}"' in p.downloads.value
+        assert f'download="{name}"' in links

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+import json
+import re
+
 import pytest
 
 import hetsched.pipeline as pp
 from hetsched.widgets import PipelinePanel
+from panel_testing import prepared_downloads as _prepared_downloads
+
 
 
 @pytest.fixture()
@@ -77,5 +83,12 @@ def test_bad_inputs(panel):
 
 
 def test_downloads(panel):
+    links = _prepared_downloads(panel)
     for name in ("pipeline_A_trace.json", "pipeline_B_trace.json", "pipeline_metrics.csv", "pipeline_A_torch.csv"):
-        assert f'download="{name}"' in panel.downloads.value
+        assert f'download="{name}"' in links
+    # the trace offered is the one of the result on screen
+    uri = re.search(r'download="pipeline_A_trace.json" href="data:application/json;base64,([^"]+)"', links).group(1)
+    assert json.loads(base64.b64decode(uri)) == json.loads(json.dumps(pp.to_chrome_trace(panel.result.a)))
+    panel.state.m += 1  # a new result: links to the old one disappear until asked for again
+    assert panel.downloads.value == "" and panel.download_button.description.startswith("prepare")
+    assert 'download="pipeline_A_trace.json"' in _prepared_downloads(panel)

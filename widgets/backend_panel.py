@@ -113,7 +113,7 @@ class BackendPanel(Panel):
         self.figures["graph"] = figure_widget(self._graph_fig(v))
         self.figures["gantt"] = figure_widget(self._gantt_fig(v))
         self.children = [self.controls, self.message, self.summary, color, self.figures["graph"],
-                         self.figures["gantt"], self.groups_html, self.downloads]
+                         self.figures["gantt"], self.groups_html, self.download_area]
         self._render_text(v)
         self._start()
 

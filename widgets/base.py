@@ -32,8 +32,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import gc
 import html
 import json
+import os
 import time
 from typing import Any, Iterable, Mapping
 
@@ -53,15 +55,22 @@ __all__ = [
 def figure_widget(fig: go.Figure) -> go.FigureWidget:
     """A FigureWidget holding ``fig``'s data from construction on.
 
-    ``fig`` comes from a :mod:`hetsched.plot` builder and was validated when it was built; wrapping
-    it re-validated every property again (0.32 s for a 4k-row Gantt, 0.02 s without), which was most
-    of a panel's redraw time.
+    ``fig`` comes from a :mod:`hetsched.plot` builder, whose output is tested to be valid; the
+    widget is built from plain copies of its traces and layout without validating them again.
+    Passing the figure itself would re-validate its layout and rebuild the template object
+    (tens of ms per figure, most of a panel's redraw).
 
     >>> import plotly.graph_objects as go
-    >>> figure_widget(go.Figure(go.Bar(x=[1], y=[2]))).data[0].type
-    'bar'
+    >>> fw = figure_widget(go.Figure(go.Bar(x=[1], y=[2]), layout=dict(title="t")))
+    >>> fw.data[0].type, fw.layout.title.text
+    ('bar', 't')
     """
-    return go.FigureWidget(fig, _validate=False)
+    from hetsched.plot.core import validate_edits
+
+    # the traces' properties are copied by the constructor; the layout goes in as a plain dict
+    # (a Layout object would be copied with validation)
+    spec = {"data": list(fig.data), "layout": fig.layout.to_plotly_json()}
+    return validate_edits(go.FigureWidget(spec, _validate=False))
 
 
 def update_figure(fw: go.FigureWidget, fig: go.Figure) -> None:
@@ -128,6 +137,36 @@ def ok_html(text: str) -> str:
     return f'<div class="hetsched-ok" style="color:#1B5E20">{html.escape(text)}</div>'
 
 
+_PREPARE = "prepare downloads (Chrome trace, tables)"
+_READY = "downloads ready (click a link)"
+
+
+_GC_FROZEN = False
+
+
+def _freeze_startup_objects() -> bool:
+    """Move every object alive now out of the garbage collector's reach (once per process).
+
+    Why: a kernel that shows panels holds ~300k long-lived objects from imports (about 140k of them
+    come with Plotly's FigureWidget: the grammar ``jsonschema`` builds when Plotly imports
+    ``nbformat``). Each full collection scans them all and adds 0.1-0.25 s to whichever interaction
+    it lands in (measured in ``bench/bench_widgets.py``, long-session table). These objects live as
+    long as the kernel, so freezing them (``gc.freeze``, Python >= 3.7) loses nothing; objects
+    made afterwards (results, figures) are collected as usual. Set ``HETSCHED_GC_FREEZE=0`` to
+    opt out. Returns whether it froze (False after the first call or when opted out).
+    """
+    global _GC_FROZEN
+    if _GC_FROZEN or os.environ.get("HETSCHED_GC_FREEZE", "1") == "0":
+        return False
+    _GC_FROZEN = True
+    # the first FigureWidget pulls in the rest of the front-end stack (anywidget, the nbformat /
+    # jsonschema grammar): make one now so that those objects are frozen too
+    go.FigureWidget().close()
+    gc.collect()  # garbage that exists now is freed first, not frozen
+    gc.freeze()
+    return True
+
+
 class Panel(W.VBox):
     """Base of every panel: ``state`` -> ``compute()`` -> ``render(result)``, errors in ``message``.
 
@@ -153,23 +192,43 @@ class Panel(W.VBox):
     message : ipywidgets.HTML
         The error/status line.
     downloads : ipywidgets.HTML
-        Download links (Chrome trace, result tables) for the current result.
+        Download links (Chrome trace, result tables) of the current result, built on demand by
+        :meth:`prepare_downloads` (the ``download_button``) and cleared by every new result.
+    download_area : ipywidgets.HBox
+        The button and the links, where a panel shows them.
     last_refresh_s : float
         Wall time of the last ``refresh()`` (compute + render), for benchmarks.
+    last_downloads_s : float
+        Wall time of the last :meth:`prepare_downloads`.
+
+    Notes
+    -----
+    The downloads are not rebuilt on every recompute: serialising a Chrome trace and the tables
+    of a 1k-op result (then base64 for a ``data:`` link) took about as long as the recompute and
+    redraw together, for links most interactions never use. One click on "prepare downloads"
+    builds them for the result on screen.
     """
 
     VIEW_TRAITS: tuple[str, ...] = ()
 
     def __init__(self, state: traitlets.HasTraits, children: Iterable[W.Widget] = (), *, autostart: bool = True,
                  session: "Session | None" = None, follow_session: bool = False, **kw: Any):
+        _freeze_startup_objects()
         self.state = state
         self.session = session if session is not None else Session()
         self.result: Any = None
         self.figures: dict[str, go.FigureWidget] = {}
         self.message = W.HTML("", layout=W.Layout(min_height="1.5em"))
         self.downloads = W.HTML("")
+        self.download_button = W.Button(description=_PREPARE, icon="download", layout=W.Layout(width="auto"),
+                                        tooltip="build download links for the Chrome trace and the result tables "
+                                                "of the result shown")
+        self.download_button.on_click(lambda _b: self.prepare_downloads())
+        self.download_area = W.HBox([self.download_button, self.downloads], layout=W.Layout(align_items="center"))
+        self.download_area.add_class("hetsched-download-area")
         self.n_updates = 0
         self.last_refresh_s = 0.0
+        self.last_downloads_s = 0.0
         self._follow = follow_session
         self._held: set[str] = set()
         self._holding = False
@@ -259,8 +318,48 @@ class Panel(W.VBox):
         """
 
     def download_items(self, result: Any) -> list[tuple[Any, str]]:
-        """``[(payload, filename), ...]`` offered for download after each recompute (default none)."""
+        """``[(payload, filename), ...]`` offered for download (default none); see :meth:`prepare_downloads`."""
         return []
+
+    def prepare_downloads(self) -> bool:
+        """Build the download links of the current result (what the "prepare downloads" button does).
+
+        Returns whether links were built; a failed export shows its message in place of the links.
+
+        >>> import traitlets
+        >>> class S(traitlets.HasTraits):
+        ...     n = traitlets.Int(1)
+        >>> class P(Panel):
+        ...     def compute(self): return self.state.n
+        ...     def render(self, r): pass
+        ...     def download_items(self, r): return [({"n": r}, "n.json")]
+        >>> p = P(S()); p.downloads.value
+        ''
+        >>> p.download_button.click(); 'download="n.json"' in p.downloads.value
+        True
+        >>> p.state.n = 2; p.downloads.value     # a new result clears links to the old one
+        ''
+        """
+        t0 = time.perf_counter()
+        if self.result is None:
+            self.downloads.value = ""
+            return False
+        try:
+            items = self.download_items(self.result)
+        except Exception as e:  # a failed export must not break the panel
+            self.downloads.value = error_html(HetschedError(f"download not available: {e}"))
+            self.last_downloads_s = time.perf_counter() - t0
+            return False
+        self.downloads.value = downloads_html(items) if items else "<i>nothing to download for this result</i>"
+        self.download_button.description = _READY
+        self.last_downloads_s = time.perf_counter() - t0
+        return bool(items)
+
+    def _clear_downloads(self) -> None:
+        if self.downloads.value:
+            self.downloads.value = ""
+        if self.download_button.description != _PREPARE:
+            self.download_button.description = _PREPARE
 
     # -- the loop ----------------------------------------------------------------
     def refresh(self) -> bool:
@@ -283,12 +382,8 @@ class Panel(W.VBox):
             self._in_refresh = False
         if not ok and previous is not None:
             self.result = previous  # the new result could not be drawn: keep what is on screen coherent
-        if ok:
-            try:
-                items = self.download_items(result)
-                self.downloads.value = downloads_html(items) if items else ""
-            except Exception as e:  # a failed export must not hide a good result
-                self.downloads.value = error_html(HetschedError(f"download not available: {e}"))
+        if ok:  # links to the previous result must not stay on screen; new ones are built on demand
+            self._clear_downloads()
         self.last_refresh_s = time.perf_counter() - t0
         return ok
 
@@ -356,13 +451,33 @@ class Panel(W.VBox):
         self.figures[name] = new
         return new
 
+_PLACEHOLDER: list[W.Widget] = []
+
+
 def _swap_child(box: W.Box, old: W.Widget, new: W.Widget) -> bool:
-    """Replace ``old`` by ``new`` wherever it sits in ``box``'s tree of containers."""
+    """Replace ``old`` by ``new`` wherever it sits in ``box``'s tree of containers.
+
+    Assigning new children makes traitlets compare the old and new tuples element by element, and
+    ``FigureWidget.__eq__`` serialises both figures when two figures meet (25 ms for a 2k-bar
+    Gantt; tuples, unlike lists, do not stop early on a length mismatch). Passing through a
+    tuple with a plain placeholder widget at that position keeps every comparison an identity
+    test; ``hold_sync`` sends the front-end one update, with the final children only.
+
+    >>> a, b, c = W.HTML("a"), W.HTML("b"), W.HTML("c")
+    >>> box = W.VBox([a, W.HBox([b])])
+    >>> _swap_child(box, b, c), box.children[1].children[0] is c
+    (True, True)
+    """
     kids = list(box.children)
     for i, c in enumerate(kids):
         if c is old:
-            kids[i] = new
-            box.children = kids
+            if not _PLACEHOLDER:
+                _PLACEHOLDER.append(W.Box())
+            kids[i] = _PLACEHOLDER[0]
+            with box.hold_sync():
+                box.children = kids
+                kids[i] = new
+                box.children = kids
             return True
         if isinstance(c, W.Box) and _swap_child(c, old, new):
             return True

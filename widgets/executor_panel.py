@@ -104,7 +104,7 @@ class ExecutorPanel(Panel):
         self.figures["ordering"] = figure_widget(ordering_bars(r).update_layout(width=420))
         self.children = [self.controls, self.message, self.summary,
                          self.figures["gantt"], W.HBox([metric, color]),
-                         W.HBox([self.figures["compare"], self.figures["ordering"]]), self.downloads]
+                         W.HBox([self.figures["compare"], self.figures["ordering"]]), self.download_area]
         self._start()
 
     # -- inputs --------------------------------------------------------------------

@@ -140,7 +140,7 @@ class MappingPanel(Panel):
         self.figures["compare"] = figure_widget(self._compare_fig(r))
         self.children = [self.controls, self.message, self.summary, self.walker, self.phase_buttons,
                          self.step_text, self.figures["graph"], self.figures["gantt"], metric,
-                         self.figures["compare"], self.downloads]
+                         self.figures["compare"], self.download_area]
         self._start()
 
     # -- inputs ------------------------------------------------------------------

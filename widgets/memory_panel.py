@@ -87,7 +87,7 @@ class MemoryPanel(Panel):
         self.figures["curves"] = figure_widget(self._curves_fig(r))
         self.figures["live"] = figure_widget(self._live_fig(r))
         self.children = [self.controls, self.message, self.summary, self.walker, self.step_text,
-                         self.figures["curves"], self.figures["live"], self.downloads]
+                         self.figures["curves"], self.figures["live"], self.download_area]
         self._render_text(r)
         self._start()
 

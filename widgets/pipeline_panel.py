@@ -127,7 +127,7 @@ class PipelinePanel(Panel):
         self.figures["gantt_b"] = figure_widget(self._gantt(r.b, "B"))
         self.figures["cache"] = figure_widget(self._cache_fig(r))
         self.children = [self.controls, self.message, self.summary, self.walker, self.step_text,
-                         self.figures["gantt_a"], self.figures["gantt_b"], self.figures["cache"], self.downloads]
+                         self.figures["gantt_a"], self.figures["gantt_b"], self.figures["cache"], self.download_area]
         self._render_text(r)
         self._start()
 
@@ -176,10 +176,7 @@ class PipelinePanel(Panel):
         m = r.metrics
         fig = gantt(_gantt_frame(r), color_by="action",
                     title=f"{label}: {s.name} (p={s.p}, v={s.v}, m={s.m}): makespan {_ms(m['makespan_s'])}, "
-                          f"bubble {m['bubble_fraction']:.1%}", height=110 + 34 * s.p)
-        if t is not None:
-            unit, f = time_unit(float(r.timeline["end_s"].max()))
-            fig.add_vline(x=t * f, line=dict(color="#D00000", width=2, dash="dot"))
+                          f"bubble {m['bubble_fraction']:.1%}", height=110 + 34 * s.p, cursor_s=t)
         return fig
 
     def _cache_fig(self, r: PipelineView):

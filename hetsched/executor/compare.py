@@ -35,7 +35,9 @@ import pandas as pd
 
 from ..graph import OpGraph
 from ..results import Result
-from .simulate import ExecutorResult, simulate
+from .simulate import ExecutorResult, _prepare, _simulate_prepared
+
+_PREPARE_OPTIONS = ("kinds", "rules", "placement", "system", "cost")
 
 __all__ = ["POLICIES", "PolicyComparison", "compare_policies"]
 
@@ -102,9 +104,12 @@ def compare_policies(
     policies = dict(policies or POLICIES)
     results: dict[str, ExecutorResult] = {}
     rows = []
+    # validating the graph and pricing its ops do not depend on the policy: once for all runs
+    shared = {k: options.pop(k) for k in _PREPARE_OPTIONS if k in options}
+    prep = _prepare(graph, costs=costs, **shared) if policies else None
     for label, (sp, tp) in policies.items():
-        r = simulate(graph, streams=sp, threads=tp, costs=costs, pool_size=pool_size, max_streams=max_streams,
-                     **options)
+        r = _simulate_prepared(graph, prep, streams=sp, threads=tp, pool_size=pool_size, max_streams=max_streams,
+                               **options)
         results[label] = r
         m = r.metrics
         rows.append({"policy": label, "streams": sp, "threads": tp, **{k: m[k] for k in _COLUMNS[3:]}})

@@ -559,6 +559,41 @@ def simulate(
         rule that sends an op to a thread that does not exist. ``GraphError`` (``CycleError``...)
         for a malformed graph.
     """
+    prep = _prepare(graph, costs=costs, kinds=kinds, rules=rules, placement=placement, system=system, cost=cost)
+    return _simulate_prepared(graph, prep, streams=streams, threads=threads, pool_size=pool_size,
+                              max_streams=max_streams, events=events, prune_events=prune_events,
+                              record_steps=record_steps)
+
+
+@dataclass(frozen=True, eq=False)
+class _Prepared:
+    """What a simulation needs that does not depend on the stream and thread policies.
+
+    :func:`~hetsched.executor.compare_policies` prepares once and simulates every policy on it
+    (validating the graph and pricing every op was a fifth of each of its runs).
+    """
+
+    costs: ExecCosts
+    kinds: Mapping[str, str]
+    host: str
+    devices: Mapping[str, str]
+    durations: Mapping[str, float]
+    reduction: Any
+    # stream maps, event plans, edge orderings and bounds already computed on these inputs, keyed
+    # by what they depend on (several policies share a stream policy or a thread count)
+    memo: dict = field(default_factory=dict)
+
+    def cached(self, key: Any, make: Callable[[], Any]) -> Any:
+        if key is None:
+            return make()
+        if key not in self.memo:
+            self.memo[key] = make()
+        return self.memo[key]
+
+
+def _prepare(graph: OpGraph, *, costs: Any = "cuda", kinds: Mapping[str, str] | None = None,
+             rules: Mapping[str, str] | None = None, placement: Mapping[str, str] | None = None,
+             system=None, cost=None) -> _Prepared:
     graph.validate()  # a cycle, a dangling name or a negative size raises a GraphError naming it
     c = resolve_exec_costs(costs)
     if kinds is None:
@@ -576,12 +611,25 @@ def simulate(
     host = system.host
     gpu = next((d for d in system.devices if system.device(d).kind != "cpu"), None) or host
     devices = device_of_ops(graph, kinds, placement=placement, device=gpu, host=host)
-    smap = _resolve_streams(graph, streams, kinds, devices, max_streams)
-    plan = assign_threads(graph, threads, pool_size=pool_size)
     durations = op_durations(graph, kinds, devices, cost=cost, system=system, host=host)
-    red = reduction_of(graph)
+    return _Prepared(costs=c, kinds=kinds, host=host, devices=devices, durations=durations,
+                     reduction=reduction_of(graph))
+
+
+def _simulate_prepared(graph: OpGraph, prep: _Prepared, *, streams: Any = "single", threads: Any = "single",
+                       pool_size: int = 4, max_streams: int | None = None, events: Any = None,
+                       prune_events: bool = True, record_steps: bool = True) -> ExecutorResult:
+    """:func:`simulate` on prepared inputs (each result gets its own copies of the shared maps)."""
+    c, host, red = prep.costs, prep.host, prep.reduction
+    kinds, devices, durations = dict(prep.kinds), dict(prep.devices), dict(prep.durations)
+    # a named stream policy gives the same stream map, events and ordering whatever the threads
+    skey = (streams, max_streams) if isinstance(streams, str) else None
+    smap = dict(prep.cached(skey and ("streams", *skey),
+                            lambda: _resolve_streams(graph, streams, kinds, devices, max_streams)))
+    plan = assign_threads(graph, threads, pool_size=pool_size)
     if events is None:
-        ev = plan_events(graph, kinds, smap, prune=prune_events, reduction=red)
+        ev = prep.cached(skey and ("events", *skey, prune_events),
+                         lambda: plan_events(graph, kinds, smap, prune=prune_events, reduction=red))
     else:
         ev = tuple((str(u), str(v)) for u, v in events)
         for u, v in ev:
@@ -590,7 +638,9 @@ def simulate(
     run = _Run(graph, kinds, smap, plan, c, durations, devices, ev, host, record_steps)
     run.run()
 
-    ordering = edge_ordering(graph, kinds=kinds, streams=smap, events=ev, reduction=red)
+    okey = skey and events is None and ("ordering", *skey, prune_events)
+    ordering = prep.cached(okey or None, lambda: edge_ordering(graph, kinds=kinds, streams=smap, events=ev,
+                                                               reduction=red)).copy()
     tl_cols = run.cols
     end_all = max(max(tl_cols["end_s"], default=0.0), 0.0)
     # idle rows: the gaps on every host thread's lane
@@ -607,7 +657,7 @@ def simulate(
     tl = make_timeline(pd.DataFrame({k: pd.Series(v, dtype=float if k in ("start_s", "end_s") else object)
                                      for k, v in tl_cols.items()}))
 
-    lb = lower_bound(graph, kinds, durations, devices, c, plan.n_threads)
+    lb = dict(prep.cached(("lb", plan.n_threads), lambda: lower_bound(graph, kinds, durations, devices, c, plan.n_threads)))
     makespan = end_all
     busy = _device_busy(run, devices, kinds)
     metrics = {

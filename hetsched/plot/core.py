@@ -4,6 +4,13 @@ They never mutate their input and never import widgets (Plotly Express / Mesa st
 per device/backend across every view comes from :func:`color_map`, given the same names in the
 same order.
 
+Every builder assembles plain trace and layout dicts and hands them to :func:`figure_from_dicts`,
+which skips Plotly's per-property validation while building (validating a 2k-bar Gantt and
+deep-copying the ``plotly_white`` template cost more than computing the schedule it shows). The
+figures are still checked: ``tests/test_plot_validation.py`` re-validates the output of every
+builder and requires it to equal its validated copy, and edits made after construction
+(``fig.update_layout(...)``) are validated as usual.
+
 Examples
 --------
 >>> from hetsched.timeline import make_timeline
@@ -24,6 +31,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 __all__ = [
+    "figure_from_dicts",
     "PALETTE",
     "KIND_COLORS",
     "color_map",
@@ -58,6 +66,67 @@ KIND_COLORS = {
     "W": "#009E73",
 }
 MAX_BARS = 2000
+
+
+def figure_from_dicts(data: Iterable[Mapping[str, Any]], layout: Mapping[str, Any], *,
+                      template: str | None = "plotly_white") -> go.Figure:
+    """A ``go.Figure`` from plain trace dicts (each with its ``type``) and a plain layout dict.
+
+    Plotly's validation, which copies and checks every property and deep-copies the template
+    object, is skipped while building: the builders of this package are tested to produce only
+    valid properties (their output re-validated, see the module notes). Afterwards the figure
+    validates edits as any figure does.
+
+    Parameters
+    ----------
+    data : iterable of dict
+        Traces, e.g. ``dict(type="bar", x=[...], y=[...])``; arrays may be numpy arrays.
+    layout : dict
+        The layout in Plotly's normal form (``title=dict(text=...)``, nested axis dicts).
+    template : str or None
+        A registered template, used unless ``layout`` has one; ``None`` leaves Plotly's default.
+
+    >>> fig = figure_from_dicts([dict(type="bar", x=[1], y=[2])], dict(title=dict(text="t")))
+    >>> fig.data[0].type, fig.layout.title.text, fig.layout.template.layout.plot_bgcolor
+    ('bar', 't', 'white')
+    >>> try:
+    ...     fig.update_layout(titel="typo")      # later edits are validated again
+    ... except ValueError:
+    ...     print("rejected")
+    rejected
+    """
+    lay = dict(layout)
+    if template is not None and "template" not in lay:
+        import plotly.io as pio
+
+        lay["template"] = pio.templates[template].to_plotly_json()
+    fig = go.Figure({"data": list(data), "layout": lay}, _validate=False)
+    validate_edits(fig)
+    return fig
+
+
+def validate_edits(fig: go.Figure) -> go.Figure:
+    """Turn Plotly's validation back on for a figure built with ``_validate=False`` (returns it).
+
+    Sub-objects (axes, markers...) are created on access and validate by default; the figure, its
+    layout and its traces keep the flag they were built with, so it is reset here.
+    """
+    fig._validate = True
+    fig.layout._validate = True
+    for t in fig.data:
+        t._validate = True
+    return fig
+
+
+def _text(t: Any) -> dict:
+    """A title in Plotly's normal form: a string validates to ``{"text": ...}``, ``None`` to ``{}``."""
+    return {} if t is None else {"text": t}
+
+
+def _hline(y: float, line: Mapping[str, Any], text: str) -> tuple[dict, dict]:
+    """The shape and the annotation ``fig.add_hline(y, line=..., annotation_text=text)`` makes."""
+    return (dict(type="line", xref="x domain", x0=0, x1=1, yref="y", y0=y, y1=y, line=dict(line)),
+            dict(showarrow=False, text=text, x=1, xanchor="right", xref="x domain", y=y, yanchor="bottom", yref="y"))
 
 
 def color_map(names: Iterable[Any], *, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -132,6 +201,7 @@ def gantt(
     max_bars: int = MAX_BARS,
     highlight: Iterable[str] | None = None,
     height: int | None = None,
+    cursor_s: float | None = None,
 ) -> go.Figure:
     """A Gantt chart of a timeline: one row per lane, one bar per interval (``alloc`` rows skipped).
 
@@ -150,6 +220,8 @@ def gantt(
         markers at bar middles instead of ``go.Bar`` — thousands of SVG bars freeze a browser.
     highlight : iterable of str, optional
         Names (``name`` or ``op`` values) drawn with a thick outline.
+    cursor_s : float, optional
+        A time (seconds) marked by a red dotted vertical line (a time-step cursor).
 
     Notes
     -----
@@ -160,62 +232,88 @@ def gantt(
     >>> rows = [dict(lane="l", group="g", name=str(i), kind="compute", start_s=i, end_s=i + 1) for i in range(3)]
     >>> gantt(make_timeline(rows), max_bars=2).data[0].type
     'scattergl'
+    >>> gantt(make_timeline(rows), cursor_s=1.5).layout.shapes[0].x0
+    1.5
     """
+    data, layout = _gantt_parts(timeline, color_by=color_by, colors=colors, lanes=lanes, title=title,
+                                max_bars=max_bars, highlight=highlight, height=height, cursor_s=cursor_s)
+    return figure_from_dicts(data, layout)
+
+
+def _gantt_parts(timeline: pd.DataFrame, *, color_by: str = "kind", colors: Mapping[str, str] | None = None,
+                 lanes: Sequence[str] | None = None, title: str | None = None, max_bars: int = MAX_BARS,
+                 highlight: Iterable[str] | None = None, height: int | None = None,
+                 cursor_s: float | None = None) -> tuple[list[dict], dict]:
+    """The traces and layout of :func:`gantt` as plain dicts (for builders that add to them)."""
     tl = timeline[timeline["kind"] != "alloc"] if "kind" in timeline.columns else timeline
-    span = float(tl["end_s"].max()) if len(tl) else 0.0
+    n = len(tl)
+    span = float(tl["end_s"].max()) if n else 0.0
     unit, f = time_unit(span)
-    lane_order = list(lanes) if lanes is not None else list(dict.fromkeys(tl["lane"].astype(str)))
+    lane_arr = np.asarray(tl["lane"].astype(str).tolist(), dtype=str)  # fixed-width: copied in one go
+    lane_order = list(lanes) if lanes is not None else list(dict.fromkeys(lane_arr.tolist()))
     if color_by not in tl.columns:
         color_by = "kind"
-    keys = tl[color_by].astype(str).where(tl[color_by].notna(), "(none)") if len(tl) else pd.Series([], dtype=object)
+    keys = (tl[color_by].astype(str).where(tl[color_by].notna(), "(none)").tolist() if n else [])
     cmap = color_map(list(dict.fromkeys(keys)), base={**KIND_COLORS, **(colors or {})})
     hl = set(highlight or ())
-    fig = go.Figure()
-    use_gl = len(tl) > max_bars
-    for key in dict.fromkeys(keys):
-        sub = tl[keys == key]
-        s = sub["start_s"].to_numpy(float) * f
-        e = sub["end_s"].to_numpy(float) * f
-        lanes_ = sub["lane"].astype(str).to_numpy()
-        hover = [
-            f"<b>{n}</b><br>lane {ln}<br>{k}: {a:.4g}–{b:.4g} {unit} ({b - a:.4g} {unit})"
-            + (f"<br>op {op}" if isinstance(op, str) and op != n else "")
-            + (f"<br>{_fmt_bytes(by)}" if by == by and by is not None else "")
-            + (f"<br>micro-batch {mb}" if mb is not None and mb == mb else "")
-            for n, ln, k, a, b, op, by, mb in zip(
-                sub["name"].astype(str), lanes_, sub["kind"].astype(str), s, e, sub.get("op", [None] * len(sub)),
-                sub.get("bytes", [None] * len(sub)), sub.get("microbatch", [None] * len(sub)),
-            )
-        ]
+    use_gl = n > max_bars
+    # plain Python lists once (iterating pandas columns row by row is several times slower)
+    names = tl["name"].astype(str).tolist()
+    kinds = tl["kind"].astype(str).tolist()
+    s_all = tl["start_s"].to_numpy(float) * f
+    e_all = tl["end_s"].to_numpy(float) * f
+    none = [None] * n
+    ops = tl["op"].tolist() if "op" in tl.columns else none
+    nbytes = tl["bytes"].tolist() if "bytes" in tl.columns else none
+    mbs = tl["microbatch"].tolist() if "microbatch" in tl.columns else none
+    hover_all = np.array([
+        f"<b>{nm}</b><br>lane {ln}<br>{k}: {a:.4g}–{b:.4g} {unit} ({b - a:.4g} {unit})"
+        + (f"<br>op {op}" if isinstance(op, str) and op != nm else "")
+        + (f"<br>{_fmt_bytes(by)}" if by == by and by is not None else "")
+        + (f"<br>micro-batch {mb}" if mb is not None and mb == mb else "")
+        for nm, ln, k, a, b, op, by, mb in zip(names, lane_arr.tolist(), kinds, s_all.tolist(), e_all.tolist(), ops,
+                                               nbytes, mbs)
+    ], dtype=object)
+    ref = ops if "op" in tl.columns else names  # what ``highlight`` matches besides the name
+    rows_of: dict[str, list[int]] = {}
+    for i, key in enumerate(keys):
+        rows_of.setdefault(key, []).append(i)
+    data: list[dict] = []
+    for key, idx_list in rows_of.items():
+        idx = np.asarray(idx_list, dtype=np.intp)
+        s, e, lanes_ = s_all[idx], e_all[idx], lane_arr[idx]
+        hover = hover_all[idx].tolist()
         if use_gl:
             xs = np.column_stack([s, e, np.full(len(s), np.nan)]).ravel()
             ys = np.column_stack([lanes_, lanes_, np.full(len(s), None)]).ravel()
-            fig.add_trace(go.Scattergl(x=xs, y=ys, mode="lines", line=dict(color=cmap[key], width=10), name=key,
-                                       legendgroup=key, hoverinfo="skip"))
-            fig.add_trace(go.Scattergl(x=(s + e) / 2, y=lanes_, mode="markers", marker=dict(color=cmap[key], size=4),
-                                       name=key, legendgroup=key, showlegend=False, hovertext=hover, hoverinfo="text"))
+            data.append(dict(type="scattergl", x=xs, y=ys, mode="lines", line=dict(color=cmap[key], width=10), name=key,
+                             legendgroup=key, hoverinfo="skip"))
+            data.append(dict(type="scattergl", x=(s + e) / 2, y=lanes_, mode="markers",
+                             marker=dict(color=cmap[key], size=4), name=key, legendgroup=key, showlegend=False,
+                             hovertext=hover, hoverinfo="text"))
         else:
-            names = sub["name"].astype(str)
-            outline = [3 if (n in hl or o in hl) else 0.5 for n, o in zip(names, sub.get("op", names))]
-            fig.add_trace(
-                go.Bar(
-                    y=lanes_, x=e - s, base=s, orientation="h", name=key, legendgroup=key,
-                    marker=dict(color=cmap[key], line=dict(color="#222222", width=outline)),
-                    hovertext=hover, hoverinfo="text", text=names if len(tl) <= 60 else None,
-                    textposition="inside", insidetextanchor="middle",
-                )
-            )
-    fig.update_layout(
+            nm = [names[i] for i in idx_list]
+            outline = [3 if (names[i] in hl or ref[i] in hl) else 0.5 for i in idx_list]
+            # ``base`` validates to a list (it accepts any values), so it is given as one
+            bar = dict(type="bar", y=lanes_, x=e - s, base=s.tolist(), orientation="h", name=key, legendgroup=key,
+                       marker=dict(color=cmap[key], line=dict(color="#222222", width=outline)),
+                       hovertext=hover, hoverinfo="text", textposition="inside", insidetextanchor="middle")
+            if n <= 60:
+                bar["text"] = nm
+            data.append(bar)
+    layout = dict(
         barmode="overlay",
-        title=title,
-        xaxis_title=f"time ({unit})",
+        xaxis=dict(title=_text(f"time ({unit})")),
         yaxis=dict(categoryorder="array", categoryarray=list(reversed(lane_order)), type="category"),
-        legend_title_text=color_by,
+        legend=dict(title=_text(color_by)),
         height=height or max(250, 60 + 28 * len(lane_order)),
         margin=dict(l=10, r=10, t=40 if title else 20, b=40),
-        template="plotly_white",
     )
-    return fig
+    layout["title"] = _text(title)
+    if cursor_s is not None:
+        layout["shapes"] = [dict(type="line", xref="x", x0=float(cursor_s) * f, x1=float(cursor_s) * f,
+                                 yref="y domain", y0=0, y1=1, line=dict(color="#D00000", width=2, dash="dot"))]
+    return data, layout
 
 
 def memory_curve(
@@ -276,26 +374,27 @@ def memory_curve(
     else:
         tunit, tf, xtitle = "", 1.0, x
     cmap = color_map([str(k) for k, _ in groups])
-    fig = go.Figure()
+    data = []
     for key, sub in groups:
         agg = sub.sort_values(x, kind="stable").drop_duplicates(x, keep="last")
         name = "memory" if key is None else str(key)
-        fig.add_trace(
-            go.Scatter(
-                x=agg[x].to_numpy(float) * tf, y=agg["bytes"].to_numpy(float) * bf, mode="lines", line_shape="hv",
-                name=name, line=dict(color=cmap.get(str(key), PALETTE[0]) if key is not None else PALETTE[0]),
-                hovertemplate=f"%{{x:.4g}} {tunit}<br>%{{y:.4g}} {bunit}<extra>{name}</extra>",
-            )
-        )
+        data.append(dict(
+            type="scatter", x=agg[x].to_numpy(float) * tf, y=agg["bytes"].to_numpy(float) * bf, mode="lines",
+            name=name, line=dict(color=cmap.get(str(key), PALETTE[0]) if key is not None else PALETTE[0], shape="hv"),
+            hovertemplate=f"%{{x:.4g}} {tunit}<br>%{{y:.4g}} {bunit}<extra>{name}</extra>",
+        ))
     caps = {} if capacity is None else ({"capacity": capacity} if isinstance(capacity, numbers.Real) else dict(capacity))
-    for k, v in caps.items():
-        fig.add_hline(y=float(v) * bf, line=dict(color="#D55E00", dash="dot"), annotation_text=f"{k} {v * bf:.3g} {bunit}")
+    lines = [_hline(float(v) * bf, dict(color="#D55E00", dash="dot"), f"{k} {v * bf:.3g} {bunit}") for k, v in caps.items()]
     if lower_bound is not None:
-        fig.add_hline(y=float(lower_bound) * bf, line=dict(color="#009E73", dash="dash"),
-                      annotation_text=f"lower bound {lower_bound * bf:.3g} {bunit}")
-    fig.update_layout(title=title, xaxis_title=xtitle, yaxis_title=f"live memory ({bunit})", template="plotly_white",
-                      margin=dict(l=10, r=10, t=40 if title else 20, b=40), height=320)
-    return fig
+        lines.append(_hline(float(lower_bound) * bf, dict(color="#009E73", dash="dash"),
+                            f"lower bound {lower_bound * bf:.3g} {bunit}"))
+    layout = dict(xaxis=dict(title=_text(xtitle)), yaxis=dict(title=_text(f"live memory ({bunit})")),
+                  margin=dict(l=10, r=10, t=40 if title else 20, b=40), height=320)
+    layout["title"] = _text(title)
+    if lines:
+        layout["shapes"] = [sh for sh, _ in lines]
+        layout["annotations"] = [an for _, an in lines]
+    return figure_from_dicts(data, layout)
 
 
 def _layout(graph) -> dict[str, tuple[float, float]]:
@@ -348,48 +447,55 @@ def graph_view(
         legend = "device"
     legend = legend_title or legend
     cmap = color_map(list(dict.fromkeys(label.values())), base=colors)
-    ex, ey = [], []
-    for u, v in graph.nx.edges:
-        (x0, y0), (x1, y1) = pos[u], pos[v]
-        ex += [x0, x1, None]
-        ey += [y0, y1, None]
-    fig = go.Figure()
+    # one line trace for all edges, NaN between segments; float arrays copy and serialise far
+    # faster than lists of floats and None (a 1k-op graph has thousands of edge points)
+    edges = list(graph.nx.edges)
+    ex = np.full(3 * len(edges), np.nan)
+    ey = np.full(3 * len(edges), np.nan)
+    if edges:
+        ex[0::3] = [pos[u][0] for u, _ in edges]
+        ex[1::3] = [pos[v][0] for _, v in edges]
+        ey[0::3] = [pos[u][1] for u, _ in edges]
+        ey[1::3] = [pos[v][1] for _, v in edges]
     n = graph.n_ops
-    fig.add_trace(go.Scattergl(x=ex, y=ey, mode="lines", line=dict(color="#BBBBBB", width=1 if n > 200 else 1.5),
-                               hoverinfo="skip", showlegend=False, name="edges"))
+    data = [dict(type="scattergl", x=ex, y=ey, mode="lines", line=dict(color="#BBBBBB", width=1 if n > 200 else 1.5),
+                 hoverinfo="skip", showlegend=False, name="edges")]
     if edge_highlight:
         hx, hy = [], []
         for u, v in edge_highlight:
             if u in pos and v in pos:
                 hx += [pos[u][0], pos[v][0], None]
                 hy += [pos[u][1], pos[v][1], None]
-        fig.add_trace(go.Scatter(x=hx, y=hy, mode="lines", line=dict(color="#D55E00", width=3), name="highlighted edges",
-                                 hoverinfo="skip"))
+        data.append(dict(type="scatter", x=hx, y=hy, mode="lines", line=dict(color="#D55E00", width=3),
+                         name="highlighted edges", hoverinfo="skip"))
     hl = set(highlight or ())
     size = 12 if n <= 60 else (7 if n <= 600 else 4)
-    for lab in dict.fromkeys(label.values()):
-        ops = [o for o in graph if label[o] == lab]
+    ops_of: dict[str, list[str]] = {}
+    for o in graph:
+        ops_of.setdefault(label[o], []).append(o)
+    for lab, ops in ops_of.items():
         ops_objs = [graph.op(o) for o in ops]
-        fig.add_trace(
-            go.Scatter(
-                x=[pos[o][0] for o in ops], y=[pos[o][1] for o in ops], mode="markers", name=lab,
-                marker=dict(
-                    color=cmap[lab], size=[size * 1.8 if o in hl else size for o in ops],
-                    line=dict(color=["#D00000" if o in hl else "#333333" for o in ops], width=[3 if o in hl else 0.5 for o in ops]),
-                ),
-                hovertext=[f"<b>{o.name}</b><br>{o.op_type}<br>{o.flops:.3g} FLOPs<br>weights {_fmt_bytes(o.weight_bytes)}"
-                           for o in ops_objs],
-                hoverinfo="text", customdata=ops,
-            )
-        )
+        data.append(dict(
+            type="scatter", x=np.array([pos[o][0] for o in ops]), y=np.array([pos[o][1] for o in ops]), mode="markers",
+            name=lab,
+            marker=dict(
+                color=cmap[lab], size=[size * 1.8 if o in hl else size for o in ops],
+                line=dict(color=["#D00000" if o in hl else "#333333" for o in ops], width=[3 if o in hl else 0.5 for o in ops]),
+            ),
+            hovertext=[f"<b>{o.name}</b><br>{o.op_type}<br>{o.flops:.3g} FLOPs<br>weights {_fmt_bytes(o.weight_bytes)}"
+                       for o in ops_objs],
+            hoverinfo="text", customdata=ops,
+        ))
     n_gen = len(graph.generations())
-    fig.update_layout(
-        title=title, showlegend=True, legend_title_text=legend, template="plotly_white",
-        xaxis=dict(title="topological generation", showgrid=False, zeroline=False, range=[-0.5, max(0.5, n_gen - 0.5)]),
+    layout = dict(
+        showlegend=True, legend=dict(title=_text(legend)),
+        xaxis=dict(title=_text("topological generation"), showgrid=False, zeroline=False,
+                   range=[-0.5, max(0.5, n_gen - 0.5)]),
         yaxis=dict(showgrid=False, zeroline=False, showticklabels=False),
         height=height or 420, margin=dict(l=10, r=10, t=40 if title else 20, b=40),
     )
-    return fig
+    layout["title"] = _text(title)
+    return figure_from_dicts(data, layout)
 
 
 def compare(
@@ -431,17 +537,18 @@ def compare(
         ytitle = f"{metric} ({unit})"
     else:
         f, ytitle = 1.0, metric
-    fig = go.Figure()
     groups = [(None, frame)] if color is None else list(frame.groupby(color, sort=False))
     cmap = color_map([str(k) for k, _ in groups])
+    data = []
     for key, sub in groups:
         cols = [
             "#D55E00" if (highlight is not None and str(m) == highlight) else cmap.get(str(key), PALETTE[0])
             for m in sub[by]
         ]
-        fig.add_trace(go.Bar(x=sub[by].astype(str).tolist(), y=(vals.loc[sub.index] * f).tolist(),
-                             name=str(key) if key is not None else metric, marker_color=cols,
-                             hovertemplate="%{x}: %{y:.4g}<extra></extra>"))
-    fig.update_layout(title=title, yaxis_title=ytitle, barmode="group", template="plotly_white",
-                      showlegend=color is not None, margin=dict(l=10, r=10, t=40 if title else 20, b=40), height=320)
-    return fig
+        data.append(dict(type="bar", x=sub[by].astype(str).tolist(), y=(vals.loc[sub.index] * f).tolist(),
+                         name=str(key) if key is not None else metric, marker=dict(color=cols),
+                         hovertemplate="%{x}: %{y:.4g}<extra></extra>"))
+    layout = dict(yaxis=dict(title=_text(ytitle)), barmode="group", showlegend=color is not None,
+                  margin=dict(l=10, r=10, t=40 if title else 20, b=40), height=320)
+    layout["title"] = _text(title)
+    return figure_from_dicts(data, layout)

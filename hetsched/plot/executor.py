@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from .core import compare, gantt, time_unit
+from .core import _gantt_parts, _text, compare, figure_from_dicts, time_unit
 
 __all__ = ["executor_lanes", "executor_gantt", "policy_bars", "ordering_bars"]
 
@@ -48,24 +48,28 @@ def executor_gantt(result: Any, *, title: str | None = None, arrows: bool | None
     9
     """
     tl = result.timeline
-    fig = gantt(tl, color_by=color_by, lanes=executor_lanes(tl),
-                title=title or f"executor: {result.params.get('streams')} streams, {result.params.get('threads')} threads")
+    data, layout = _gantt_parts(tl, color_by=color_by, lanes=executor_lanes(tl),
+                                title=title or f"executor: {result.params.get('streams')} streams, "
+                                               f"{result.params.get('threads')} threads")
     flows = tl[tl["flow"].notna()]
     n_flow = flows["flow"].nunique()
     if arrows is None:
         arrows = n_flow <= max_arrows
     if arrows and n_flow:
         unit, f = time_unit(float(tl["end_s"].max()))
+        notes = []
         for fid, sub in flows.groupby("flow", sort=False):
             launch = sub[sub["kind"] == "launch"]
             work = sub[sub["kind"] != "launch"]
             if len(launch) != 1 or len(work) != 1:
                 continue
-            fig.add_annotation(x=float(work["start_s"].iat[0]) * f, y=str(work["lane"].iat[0]),
-                               ax=float(launch["end_s"].iat[0]) * f, ay=str(launch["lane"].iat[0]),
-                               xref="x", yref="y", axref="x", ayref="y", showarrow=True, arrowhead=2,
-                               arrowsize=0.8, arrowwidth=0.8, arrowcolor="rgba(60,60,60,0.45)", text="")
-    return fig
+            notes.append(dict(x=float(work["start_s"].iat[0]) * f, y=str(work["lane"].iat[0]),
+                              ax=float(launch["end_s"].iat[0]) * f, ay=str(launch["lane"].iat[0]),
+                              xref="x", yref="y", axref="x", ayref="y", showarrow=True, arrowhead=2,
+                              arrowsize=0.8, arrowwidth=0.8, arrowcolor="rgba(60,60,60,0.45)", text=""))
+        if notes:
+            layout["annotations"] = notes
+    return figure_from_dicts(data, layout)
 
 
 def policy_bars(comparison: Any, metric: str = "makespan_s") -> go.Figure:
@@ -89,8 +93,8 @@ def ordering_bars(result: Any) -> go.Figure:
     """
     counts = result.ordering["mechanism"].value_counts().sort_index()
     colors = ["#D55E00" if m == "race" else "#0072B2" for m in counts.index]
-    fig = go.Figure(go.Bar(x=list(counts.index), y=counts.tolist(), marker_color=colors,
-                           hovertemplate="%{x}: %{y} edges<extra></extra>"))
-    fig.update_layout(title="what orders each data edge", yaxis_title="edges", template="plotly_white",
-                      margin=dict(l=10, r=10, t=40, b=40), height=300)
-    return fig
+    return figure_from_dicts(
+        [dict(type="bar", x=list(counts.index), y=counts.tolist(), marker=dict(color=colors),
+              hovertemplate="%{x}: %{y} edges<extra></extra>")],
+        dict(title=_text("what orders each data edge"), yaxis=dict(title=_text("edges")),
+             margin=dict(l=10, r=10, t=40, b=40), height=300))

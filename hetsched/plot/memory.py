@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from .core import PALETTE, bytes_unit, memory_curve
+from .core import PALETTE, _text, bytes_unit, figure_from_dicts, memory_curve
 
 __all__ = ["order_curves", "lifetime_chart"]
 
@@ -44,17 +44,20 @@ def lifetime_chart(result: Any, *, max_tensors: int = 200, title: str | None = N
     a = tl[tl["kind"] == "alloc"].sort_values("bytes", ascending=False, kind="stable").head(max_tensors)
     a = a.sort_values(["start_s", "end_s"], kind="stable")
     unit, f = bytes_unit(float(a["bytes"].max()) if len(a) else 0.0)
-    fig = go.Figure(go.Bar(
-        y=a["tensor"].astype(str), x=(a["end_s"] - a["start_s"]).to_numpy(float), base=a["start_s"].to_numpy(float),
-        orientation="h", marker_color=PALETTE[0],
+    bar = dict(
+        type="bar", y=a["tensor"].astype(str).tolist(), x=(a["end_s"] - a["start_s"]).to_numpy(float),
+        base=a["start_s"].to_numpy(float).tolist(), orientation="h", marker=dict(color=PALETTE[0]),
         customdata=(a["bytes"].to_numpy(float) * f),
         hovertemplate="%{y}: steps %{base:.0f}-%{x:.0f}<br>%{customdata:.3g} " + unit + "<extra></extra>",
-    ))
+    )
+    layout = dict(xaxis=dict(title=_text("step")), yaxis=dict(title=_text("tensor"), autorange="reversed"),
+                  height=max(250, 14 * len(a) + 80), margin=dict(l=10, r=10, t=40 if title else 20, b=40))
+    layout["title"] = _text(title)
     if len(result.curve):
         peak_step = int(result.curve["bytes"].to_numpy().argmax())
-        fig.add_vrect(x0=peak_step, x1=peak_step + 1, fillcolor="#D55E00", opacity=0.2, line_width=0,
-                      annotation_text="peak step")
-    fig.update_layout(title=title, xaxis_title="step", yaxis_title="tensor", template="plotly_white",
-                      height=max(250, 14 * len(a) + 80), margin=dict(l=10, r=10, t=40 if title else 20, b=40))
-    fig.update_yaxes(autorange="reversed")
-    return fig
+        # what fig.add_vrect(x0, x1, fillcolor=..., opacity=0.2, line_width=0, annotation_text=...) makes
+        layout["shapes"] = [dict(type="rect", xref="x", x0=peak_step, x1=peak_step + 1, yref="y domain", y0=0, y1=1,
+                                 fillcolor="#D55E00", opacity=0.2, line=dict(width=0))]
+        layout["annotations"] = [dict(showarrow=False, text="peak step", x=peak_step + 1, xanchor="right", xref="x",
+                                      y=1, yanchor="top", yref="y domain")]
+    return figure_from_dicts([bar], layout)

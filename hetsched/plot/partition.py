@@ -21,7 +21,7 @@ from typing import Iterable, Mapping
 
 import plotly.graph_objects as go
 
-from .core import color_map, graph_view, time_unit
+from .core import _text, color_map, figure_from_dicts, graph_view, time_unit
 
 __all__ = ["partition_view", "buffer_occupancy", "quotient_view"]
 
@@ -63,30 +63,30 @@ def quotient_view(result, *, colors: Mapping[str, str] | None = None, title: str
         for y, n in enumerate(gen):
             pos[n] = (x, y - (len(gen) - 1) / 2)
     cmap = color_map(list(dict.fromkeys(result.group_backend.values())), base=colors)
-    fig = go.Figure()
+    data = []
     for cross in (False, True):
         ex, ey = [], []
         for u, v, d in Q.edges(data=True):
             if d["cross"] == cross:
                 ex += [pos[u][0], pos[v][0], None]
                 ey += [pos[u][1], pos[v][1], None]
-        fig.add_trace(go.Scatter(x=ex, y=ey, mode="lines", hoverinfo="skip",
-                                 line=dict(color="#D55E00" if cross else "#BBBBBB", width=2.5 if cross else 1.2),
-                                 name="copy between backends" if cross else "same backend"))
+        data.append(dict(type="scatter", x=ex, y=ey, mode="lines", hoverinfo="skip",
+                         line=dict(color="#D55E00" if cross else "#BBBBBB", width=2.5 if cross else 1.2),
+                         name="copy between backends" if cross else "same backend"))
     for b in dict.fromkeys(result.group_backend.values()):
         nodes = [n for n in Q if Q.nodes[n]["backend"] == b]
-        fig.add_trace(go.Scatter(
-            x=[pos[n][0] for n in nodes], y=[pos[n][1] for n in nodes], mode="markers+text", name=b,
+        data.append(dict(
+            type="scatter", x=[pos[n][0] for n in nodes], y=[pos[n][1] for n in nodes], mode="markers+text", name=b,
             text=nodes, textposition="top center",
             marker=dict(color=cmap[b], size=[10 + 3 * min(Q.nodes[n]["n_ops"], 20) for n in nodes],
                         line=dict(color="#333333", width=0.5)),
             hovertext=[f"<b>{n}</b><br>{Q.nodes[n]['n_ops']} op(s)" for n in nodes], hoverinfo="text",
         ))
-    fig.update_layout(title=title or "aggregated ops (the quotient graph)", template="plotly_white",
-                      xaxis=dict(title="launch order (topological generation)", showgrid=False, zeroline=False),
-                      yaxis=dict(showgrid=False, zeroline=False, showticklabels=False),
-                      height=height or 360, legend_title_text="backend")
-    return fig
+    layout = dict(title=_text(title or "aggregated ops (the quotient graph)"),
+                  xaxis=dict(title=_text("launch order (topological generation)"), showgrid=False, zeroline=False),
+                  yaxis=dict(showgrid=False, zeroline=False, showticklabels=False),
+                  height=height or 360, legend=dict(title=_text("backend")))
+    return figure_from_dicts(data, layout)
 
 
 def buffer_occupancy(result, *, buffers: Iterable[str] | None = None, title: str | None = None,
@@ -108,17 +108,17 @@ def buffer_occupancy(result, *, buffers: Iterable[str] | None = None, title: str
     span = float(result.metrics.get("makespan_s", 0.0))
     unit, f = time_unit(span)
     cmap = color_map(names)
-    fig = go.Figure()
+    data = []
     for n in names:
         sub = occ[occ["buffer"] == n]
         # the state holds until the next change; start at 0 and run to the end of the simulation
         xs = [0.0] + list(sub["time_s"] * f) + [span * f]
         ys = [0] + list(sub["items"]) + [int(sub["items"].iloc[-1])]
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(shape="hv", color=cmap[n]), name=n))
+        data.append(dict(type="scatter", x=xs, y=ys, mode="lines", line=dict(shape="hv", color=cmap[n]), name=n))
     if depth:
-        fig.add_trace(go.Scatter(x=[0, span * f], y=[depth, depth], mode="lines", name=f"depth {depth}",
-                                 line=dict(color="#D55E00", dash="dash")))
-    fig.update_layout(title=title or "buffer occupancy (items held: producer start -> consumer end)",
-                      template="plotly_white", xaxis_title=f"time ({unit})", yaxis_title="items in buffer",
-                      height=height or 320, legend_title_text="buffer")
-    return fig
+        data.append(dict(type="scatter", x=[0, span * f], y=[depth, depth], mode="lines", name=f"depth {depth}",
+                         line=dict(color="#D55E00", dash="dash")))
+    layout = dict(title=_text(title or "buffer occupancy (items held: producer start -> consumer end)"),
+                  xaxis=dict(title=_text(f"time ({unit})")), yaxis=dict(title=_text("items in buffer")),
+                  height=height or 320, legend=dict(title=_text("buffer")))
+    return figure_from_dicts(data, layout)

@@ -13,8 +13,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.colors import sequential
+
+from .core import _text, figure_from_dicts
 
 __all__ = ["schedule_grid", "cache_depth"]
+
+# "Turbo" spelled out the way Plotly's validator expands a named scale (plotly.js has no "Turbo")
+_TURBO = [[i / (len(sequential.Turbo) - 1), c] for i, c in enumerate(sequential.Turbo)]
 
 
 def schedule_grid(schedule, *, steps: np.ndarray | None = None, max_steps: int = 400, title: str | None = None) -> go.Figure:
@@ -41,13 +47,18 @@ def schedule_grid(schedule, *, steps: np.ndarray | None = None, max_steps: int =
     z[rank[keep], steps[keep]] = val[keep]
     labels = np.array([f"{s}{'FBIW'[k]}{j}" for s, k, j in zip(schedule.stage.tolist(), schedule.kind.tolist(), schedule.microbatch.tolist())], dtype=object)
     text[rank[keep], steps[keep]] = labels[keep]
-    fig = go.Figure(go.Heatmap(z=z, text=text, texttemplate="%{text}" if n_steps <= 60 else None, hovertemplate="rank %{y}, step %{x}: %{text}<extra></extra>",
-                               colorscale="Turbo", showscale=False, xgap=1, ygap=1))
-    fig.update_yaxes(autorange="reversed", title="rank", tickmode="array", tickvals=list(range(schedule.p)))
-    fig.update_xaxes(title="step")
-    fig.update_layout(title=title or f"{schedule.name}: p={schedule.p}, v={schedule.v}, m={schedule.m} (colour: chunk; lighter half-steps: backward)",
-                      height=120 + 30 * schedule.p, margin=dict(l=50, r=20, t=50, b=40))
-    return fig
+    heat = dict(type="heatmap", z=z, text=text, hovertemplate="rank %{y}, step %{x}: %{text}<extra></extra>",
+                colorscale=_TURBO, showscale=False, xgap=1, ygap=1)
+    if n_steps <= 60:
+        heat["texttemplate"] = "%{text}"
+    layout = dict(
+        yaxis=dict(autorange="reversed", title=_text("rank"), tickmode="array", tickvals=list(range(schedule.p))),
+        xaxis=dict(title=_text("step")),
+        title=_text(title or f"{schedule.name}: p={schedule.p}, v={schedule.v}, m={schedule.m} "
+                             "(colour: chunk; lighter half-steps: backward)"),
+        height=120 + 30 * schedule.p, margin=dict(l=50, r=20, t=50, b=40))
+    # no template given: these figures keep Plotly's default look (as they did before)
+    return figure_from_dicts([heat], layout, template=None)
 
 
 def cache_depth(trace: pd.DataFrame, *, title: str | None = None) -> go.Figure:
@@ -57,13 +68,16 @@ def cache_depth(trace: pd.DataFrame, *, title: str | None = None) -> go.Figure:
     >>> len(cache_depth(cache_trace(one_f_one_b(3, 4))).data) >= 1
     True
     """
-    fig = go.Figure()
+    data = []
     for (r, d), g in trace.groupby(["rank", "direction"], sort=True):
         if g["depth"].max() == 0:
             continue
-        fig.add_trace(go.Scatter(x=g["step"], y=g["depth"], mode="lines+markers", line_shape="hv", name=f"rank {r} {d}",
-                                 hovertext=[", ".join(i) for i in g["items"]], hovertemplate="step %{x}: depth %{y}<br>%{hovertext}<extra></extra>"))
-    if not fig.data:
-        fig.add_trace(go.Scatter(x=[], y=[], mode="lines", name="no queue ever holds an output"))
-    fig.update_layout(title=title or "cache queue depth", xaxis_title="step", yaxis_title="items held", height=320)
-    return fig
+        data.append(dict(type="scatter", x=g["step"].to_numpy(), y=g["depth"].to_numpy(), mode="lines+markers",
+                         line=dict(shape="hv"), name=f"rank {r} {d}",
+                         hovertext=[", ".join(i) for i in g["items"]],
+                         hovertemplate="step %{x}: depth %{y}<br>%{hovertext}<extra></extra>"))
+    if not data:
+        data.append(dict(type="scatter", x=[], y=[], mode="lines", name="no queue ever holds an output"))
+    layout = dict(title=_text(title or "cache queue depth"), xaxis=dict(title=_text("step")),
+                  yaxis=dict(title=_text("items held")), height=320)
+    return figure_from_dicts(data, layout, template=None)

@@ -1,6 +1,11 @@
-"""PipelinePanel in a real browser: move m, both Gantts redraw with more micro-batches."""
+"""PipelinePanel in a real browser: move m, both Gantts redraw with more micro-batches; the
+Chrome trace of the result on screen downloads after one click on "prepare downloads"."""
 
 from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
 
 import pytest
 from e2e_helpers import output_errors, screenshot, wait_for_plots
@@ -27,3 +32,17 @@ def test_pipeline_panel_move_m(voila_page):
     wait_for_title_change(page, title_b, b_i, timeout_s=90)
     assert "m=1" in new_a and "m=10" not in new_a
     screenshot(panel, "e2e_pipeline_panel_more_microbatches")
+    # downloads are built on demand (not on every recompute): one click, then the links
+    assert panel.locator("a[download]").count() == 0
+    panel.get_by_role("button", name=re.compile("prepare downloads")).click()
+    link = panel.locator('a[download="pipeline_A_trace.json"]')
+    link.wait_for(timeout=60_000)
+    with page.expect_download(timeout=60_000) as dl:
+        link.click()
+    trace = json.loads(Path(dl.value.path()).read_text())
+    mbs = [int(m.group(1)) for e in trace["traceEvents"] if (m := re.fullmatch(r"\d+F(\d+)", str(e.get("name", ""))))]
+    assert mbs and max(mbs) >= 10  # micro-batch 10 exists only after m moved past 10: the result on screen
+    for name in ("pipeline_B_trace.json", "pipeline_A_timeline.csv", "pipeline_metrics.csv"):
+        assert panel.locator(f'a[download="{name}"]').count() == 1
+    assert output_errors(page) == []
+    screenshot(panel, "e2e_pipeline_panel_downloads_ready")

@@ -1,0 +1,150 @@
+"""Every figure builder's output is valid Plotly and equals its validated copy.
+
+The builders of :mod:`hetsched.plot` construct figures without Plotly's per-property validation
+(:func:`hetsched.plot.core.figure_from_dicts`: it was most of a panel's redraw time). These tests
+keep that fast path honest: each builder's output, re-built with full validation, must not raise
+and must serialise to the same JSON, so no invalid property, un-normalised value (a string title
+instead of ``{"text": ...}``, a named colour scale plotly.js does not know) or wrong type can ship.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+import pytest
+
+import hetsched.executor as ex
+import hetsched.mapping as mp
+import hetsched.memory as mem
+import hetsched.pipeline as pp
+from hetsched.io.generators import chain, fork_join, layered, resnet_like
+from hetsched.io.systems import toy_system
+from hetsched.partition import partition_by_support, simulate_buffered
+from hetsched.plot import MAX_BARS, compare, gantt, graph_view, memory_curve
+from hetsched.plot.core import figure_from_dicts
+from hetsched.plot.executor import executor_gantt, ordering_bars, policy_bars
+from hetsched.plot.memory import lifetime_chart, order_curves
+from hetsched.plot.partition import buffer_occupancy, partition_view, quotient_view
+from hetsched.plot.pipeline import cache_depth, schedule_grid
+from hetsched.timeline import make_timeline
+
+
+def _rows(n: int) -> list[dict]:
+    return [dict(lane=f"l{i % 3}", group="g", name=f"n{i}", kind=("compute", "transfer", "wait")[i % 3],
+                 start_s=i * 1e-6, end_s=i * 1e-6 + 5e-7, op=(f"o{i}" if i % 2 else None),
+                 bytes=(1000.0 * i if i % 4 else None), microbatch=(i if i % 5 else None)) for i in range(n)]
+
+
+def _figures():
+    """(name, builder call) pairs covering every builder and its branches."""
+    s = toy_system()
+    g = layered(12, 3, seed=1)
+    h2h = mp.h2h(g, s)
+    small = make_timeline(_rows(30))
+    s2 = s.with_support(s.support.with_priority("gpu0", "Conv", 2))
+    part = partition_by_support(resnet_like(n_stages=2, blocks_per_stage=1, channels=8, hw=8), s2)
+    fj = fork_join(3, 2)
+    bfs, dfs = mem.order_bfs(fj), mem.order_dfs(fj)
+    sched = pp.interleaved_1f1b(4, 2, 8)
+    ev = pd.DataFrame({"time_s": [0, 1e-3, 1e-3, 2e-3], "delta_bytes": [10, -5, 7, 3], "device": ["a", "a", "b", "b"]})
+    frame = pd.DataFrame({"method": ["heft", "h2h", "cpop"], "makespan_s": [2e-3, 1e-3, 3e-3],
+                          "bytes_moved": [1e6, 2e6, 3e5], "n": [1, 2, 3], "grp": ["a", "b", "a"]})
+    inc = ex.graphs.inception_graph(1)
+    return [
+        ("gantt bars, highlight, labels", lambda: gantt(small, highlight=["n3", "o5"], lanes=["l2", "l1", "l0"], title="t")),
+        ("gantt scattergl", lambda: gantt(make_timeline(_rows(MAX_BARS + 1)), color_by="microbatch")),
+        ("gantt by device, cursor", lambda: gantt(h2h.timeline, color_by="device", colors={"gpu0": "#123456"},
+                                                  cursor_s=1e-4, height=300)),
+        ("gantt empty", lambda: gantt(make_timeline([]))),
+        ("gantt pipeline", lambda: gantt(pp.simulate(sched, costs={"F": 1e-3, "B": 2e-3}).timeline, color_by="kind")),
+        ("memory_curve deltas by device", lambda: memory_curve(ev, capacity={"a": 20, "b": 30}, lower_bound=12, title="m")),
+        ("memory_curve one line", lambda: memory_curve(ev.drop(columns="device"), capacity=np.int64(20))),
+        ("memory_curve levels per step", lambda: memory_curve(pd.DataFrame({"step": [0, 1, 2], "bytes": [5, 3 * 2**20, 2]}))),
+        ("graph_view op types", lambda: graph_view(g, highlight=[next(iter(g.ops))], title="x")),
+        ("graph_view devices", lambda: graph_view(g, color_by=dict(h2h.placement.device), colors={"gpu0": "#111111"},
+                                                  edge_highlight=list(g.nx.edges)[:4], legend_title="device")),
+        ("graph_view chain", lambda: graph_view(chain(3))),
+        ("compare highlight", lambda: compare(frame, "makespan_s", highlight="h2h", title="c")),
+        ("compare grouped bytes", lambda: compare(frame, "bytes_moved", color="grp")),
+        ("compare plain", lambda: compare(frame, "n")),
+        ("executor_gantt arrows", lambda: executor_gantt(ex.simulate(inc))),
+        ("executor_gantt by device", lambda: executor_gantt(ex.simulate(inc, streams="patent", threads="patent"),
+                                                           color_by="device", arrows=False)),
+        ("policy_bars", lambda: policy_bars(ex.compare_policies(inc))),
+        ("ordering_bars", lambda: ordering_bars(ex.simulate(inc, streams="nimble"))),
+        ("schedule_grid labelled", lambda: schedule_grid(pp.one_f_one_b(2, 2))),
+        ("schedule_grid", lambda: schedule_grid(sched)),
+        ("cache_depth", lambda: cache_depth(pp.cache_trace(pp.interleaved_1f1b(4, 2, 10, grouping="paddle")))),
+        ("cache_depth empty", lambda: cache_depth(pd.DataFrame(columns=["rank", "direction", "step", "depth", "items"]))),
+        ("partition_view", lambda: partition_view(part)),
+        ("partition_view groups", lambda: partition_view(part, by="group", title="T")),
+        ("quotient_view", lambda: quotient_view(part)),
+        ("buffer_occupancy", lambda: buffer_occupancy(simulate_buffered(part, s2, n_inputs=5, buffer_depth=3))),
+        ("order_curves", lambda: order_curves({"bfs": bfs, "dfs": dfs}, capacity=1e6)),
+        ("lifetime_chart", lambda: lifetime_chart(bfs)),
+    ]
+
+
+_CASES = _figures()
+
+
+def _plain(x):
+    """JSON-comparable: NaN made equal to itself; an empty title (``title=None``) dropped."""
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items() if not (k == "title" and v == {})}
+    if isinstance(x, list):
+        return [_plain(v) for v in x]
+    if isinstance(x, float) and math.isnan(x):
+        return "NaN"
+    return x
+
+
+def _json(fig) -> dict:
+    return _plain(json.loads(pio.to_json(fig, validate=False)))
+
+
+@pytest.mark.parametrize("name,build", _CASES, ids=[n for n, _ in _CASES])
+def test_builder_output_equals_its_validated_copy(name, build):
+    fig = build()
+    assert isinstance(fig, go.Figure)
+    raw = {"data": [t.to_plotly_json() for t in fig.data], "layout": fig.layout.to_plotly_json()}
+    checked = go.Figure(raw)  # full validation: raises on any invalid property or value
+    assert _json(checked) == _json(fig), name
+    assert fig.layout.template.layout.to_plotly_json(), "every figure carries a template"
+
+
+@pytest.mark.parametrize("name,build", _CASES[:3] + _CASES[8:10], ids=[n for n, _ in _CASES[:3] + _CASES[8:10]])
+def test_figure_widget_keeps_the_content(name, build):
+    from hetsched.widgets.base import figure_widget
+
+    fig = build()
+    fw = figure_widget(fig)
+    got = _json(fw)
+    for t in got["data"]:
+        t.pop("uid", None)  # a widget names its traces
+    assert got == _json(fig)
+    with pytest.raises(ValueError):
+        fw.update_layout(titel="typo")  # the widget validates edits again
+
+
+def test_fast_figures_validate_later_edits_and_units_stay():
+    fig = gantt(make_timeline(_rows(5)))
+    with pytest.raises(ValueError):
+        fig.update_layout(xaxis_titel="x")
+    with pytest.raises(ValueError):
+        fig.data[0].marker.colour = "red"
+    fig.update_layout(width=500)
+    assert fig.layout.width == 500 and fig.layout.xaxis.title.text == "time (us)"
+    assert all("lane" in h and "us" in h for h in fig.data[0].hovertext)
+
+
+def test_figure_from_dicts_respects_a_given_or_default_template():
+    assert figure_from_dicts([], {"template": pio.templates["plotly_dark"].to_plotly_json()}).layout.template \
+        .layout.paper_bgcolor == pio.templates["plotly_dark"].layout.paper_bgcolor
+    default = pio.templates[pio.templates.default].layout.paper_bgcolor
+    assert figure_from_dicts([], {}, template=None).layout.template.layout.paper_bgcolor == default
