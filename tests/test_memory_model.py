@@ -142,7 +142,7 @@ def test_lower_bound_parts():
     assert d["op_io_at"] == "c"
     assert d["io"] == 10  # graph inputs 10 B, outputs 5 B
     assert d["crossing"] >= d["op_io"]
-    assert lower_bound(g) == max(d["op_io"], d["io"], d["crossing"]) <= 150
+    assert lower_bound(g) == max(d["op_io"], d["io"], d["crossing"], d["last"]) <= 150
 
 
 def brute_force_peak(g: OpGraph) -> int:

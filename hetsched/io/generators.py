@@ -377,14 +377,34 @@ def resnet_like(
 
 def randwire_ws(
     n: int = 32, *, k: int = 4, p: float = 0.75, channels: int = 64, hw: int = 28, batch: int = 1,
-    dtype_bytes: int = 4, seed: int = 0, name: str | None = None,
+    dtype_bytes: int = 4, seed: int = 0, name: str | None = None, fuse_aggregation: bool = False,
 ) -> OpGraph:
-    """A randomly wired network (Xie et al., ICCV 2019): a Watts-Strogatz graph WS(n, k, p) made
-    acyclic by node index; each node aggregates its inputs (weighted sum), then ReLU-conv-BN
-    (modelled as one Conv op plus an Add when it has several inputs).
+    """A randomly wired network (Xie, Kirillov, Girshick & He, "Exploring Randomly Wired Neural
+    Networks for Image Recognition", ICCV 2019): a Watts-Strogatz graph WS(n, k, p) made acyclic by
+    node index, one graph node per WS node, and an ``output.avg`` op averaging the sink nodes.
+
+    The paper's node (section 3.1) does three things: *aggregation* (a weighted sum of every
+    predecessor's output), *transformation* (ReLU-conv-BN) and *distribution* (the same output
+    tensor goes to every successor); nodes without predecessors read the graph input.
+
+    Parameters
+    ----------
+    n, k, p : int, int, float
+        WS(n, k, p): ``n`` nodes, each joined to its ``k`` nearest ring neighbours, rewired with
+        probability ``p`` (``networkx.connected_watts_strogatz_graph``, seeded with ``seed``).
+    channels, hw, batch, dtype_bytes : int
+        Every node's output is a ``batch x channels x hw x hw`` feature map of ``dtype_bytes``.
+    fuse_aggregation : bool
+        ``False`` (default): op level — a node with several inputs is an ``Add`` (the aggregation,
+        with its own output tensor) followed by a ``Conv``; a node with one input is a ``Conv``.
+        ``True``: node level, as the paper draws the graph — each node is ONE ``Conv`` op reading
+        every predecessor's output (flops = the aggregation's adds + the conv's), so the graph has
+        ``n + 1`` ops; the graph name ends in ``-fused``.
 
     >>> g = randwire_ws(16, seed=1); g.validate(); g.n_ops >= 16
     True
+    >>> f = randwire_ws(16, seed=1, fuse_aggregation=True); f.validate(); f.n_ops, f.name
+    (17, 'randwire-ws-n16-k4-p0.75-s1-fused')
     """
     import networkx as nx
 
@@ -394,23 +414,38 @@ def randwire_ws(
     if k >= n:
         raise HetschedError(f"k ({k}) must be smaller than n ({n})", field="k")
     ws = nx.connected_watts_strogatz_graph(n, k, p, tries=100, seed=seed)
-    g = OpGraph(name or f"randwire-ws-n{n}-k{k}-p{p}-s{seed}", meta={"generator": "randwire_ws", "seed": seed})
+    default_name = f"randwire-ws-n{n}-k{k}-p{p}-s{seed}" + ("-fused" if fuse_aggregation else "")
+    meta = {"generator": "randwire_ws", "seed": seed}
+    if fuse_aggregation:
+        meta["fuse_aggregation"] = True
+    g = OpGraph(name or default_name, meta=meta)
     C, S, B = channels, hw, batch
     fmap = B * C * S * S * dtype_bytes
     conv_flops = 2 * B * C * S * S * C * 9 / 4  # depthwise-separable-ish cost, as in RandWire's nodes
+    conv_weights = (C * 9 + C * C) * dtype_bytes
     g.add_tensor("input", fmap)
     preds = {v: sorted(u for u in ws.neighbors(v) if u < v) for v in range(n)}
     succs = {v: sorted(w for w in ws.neighbors(v) if w > v) for v in range(n)}
     out_of: dict[int, str] = {}
     for v in range(n):
         ins = [out_of[u] for u in preds[v]] or ["input"]
+        add_flops = B * C * S * S * (len(ins) - 1)
+        if fuse_aggregation:
+            # aggregation + transformation in one op: every predecessor's output is live while it runs
+            g.add_op(f"n{v}", "Conv", flops=add_flops + conv_flops, weight_bytes=conv_weights,
+                     attrs={"fused": "aggregation+conv", "n_inputs": len(ins)})
+            for t in ins:
+                g.add_consumer(t, f"n{v}")
+            g.add_tensor(f"n{v}:out", fmap, producer=f"n{v}")
+            out_of[v] = f"n{v}:out"
+            continue
         if len(ins) > 1:
-            g.add_op(f"n{v}.agg", "Add", flops=B * C * S * S * (len(ins) - 1))
+            g.add_op(f"n{v}.agg", "Add", flops=add_flops)
             for t in ins:
                 g.add_consumer(t, f"n{v}.agg")
             g.add_tensor(f"n{v}.agg:out", fmap, producer=f"n{v}.agg")
             ins = [f"n{v}.agg:out"]
-        g.add_op(f"n{v}.conv", "Conv", flops=conv_flops, weight_bytes=(C * 9 + C * C) * dtype_bytes)
+        g.add_op(f"n{v}.conv", "Conv", flops=conv_flops, weight_bytes=conv_weights)
         g.add_consumer(ins[0], f"n{v}.conv")
         g.add_tensor(f"n{v}.conv:out", fmap, producer=f"n{v}.conv")
         out_of[v] = f"n{v}.conv:out"

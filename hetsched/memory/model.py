@@ -332,17 +332,19 @@ def _bitsets(m: _Mem) -> tuple[list[int], list[int]]:
 
 
 def lower_bound_detail(graph: OpGraph) -> dict[str, Any]:
-    """The three lower bounds on the peak of any order, and the op that attains each.
+    """The four lower bounds on the peak of any order, and the op that attains each.
 
     * ``op_io``: while op ``v`` runs its inputs and outputs are live (max over ops);
     * ``io``: all graph inputs are live at step 0 and all graph outputs at the last step;
     * ``crossing``: a tensor produced by an ancestor of ``v`` (or a graph input) and read by a
       descendant of ``v`` (or a graph output produced by an ancestor) is live while ``v`` runs, in
-      every order; skipped (``None``) above ``CROSSING_MAX_OPS`` ops.
+      every order; skipped (``None``) above ``CROSSING_MAX_OPS`` ops;
+    * ``last``: the op that runs last sees every graph output plus its own inputs and outputs
+      (min over the ops no other op reads from).
 
     >>> from hetsched.io.generators import fork_join
     >>> d = lower_bound_detail(fork_join(3, 2))
-    >>> d["lower_bound"] == max(d["op_io"], d["io"], d["crossing"])
+    >>> d["lower_bound"] == max(d["op_io"], d["io"], d["crossing"], d["last"])
     True
     """
     m = _compile(graph)
@@ -381,17 +383,43 @@ def lower_bound_detail(graph: OpGraph) -> dict[str, Any]:
                 tot += bits * float(m.size[s])
         cross = int(round(tot.max()))
         cross_at = m.names[int(tot.argmax())]
-    lb = max(op_io, io_b, cross or 0)
-    m._lb_detail = {"lower_bound": lb, "op_io": op_io, "op_io_at": op_io_at, "io": io_b, "crossing": cross,  # type: ignore[attr-defined]
-                    "crossing_at": cross_at}
-    return {"lower_bound": lb, "op_io": op_io, "op_io_at": op_io_at, "io": io_b, "crossing": cross, "crossing_at": cross_at}
+    last, last_at = _last_step_bound(m)
+    lb = max(op_io, io_b, cross or 0, last)
+    d = {"lower_bound": lb, "op_io": op_io, "op_io_at": op_io_at, "io": io_b, "crossing": cross,
+         "crossing_at": cross_at, "last": last, "last_at": last_at}
+    m._lb_detail = d  # type: ignore[attr-defined]
+    return dict(d)
+
+
+def _last_step_bound(m: _Mem) -> tuple[int, str | None]:
+    """The ``last`` bound: the lowest live bytes any op can see when it runs last.
+
+    Every order ends with an op ``v`` that no other op reads from. While it runs, every other op
+    has run, so what is live is exactly: the graph outputs (never freed), ``v``'s inputs, and
+    ``v``'s outputs. The minimum over such ``v`` bounds every order; it is tight when graph
+    outputs pile up at the end (training graphs, layered graphs with many sinks).
+    """
+    if m.n == 0:
+        return 0, None
+    size = m.size
+    out_bytes = m.output_bytes
+    best, best_v = None, None
+    for v in range(m.n):
+        if m.succs[v]:
+            continue
+        own = set(m.op_in[v]) | set(m.op_out[v])
+        live = out_bytes - int(sum(int(size[s]) for s in own if m.is_out[s]))
+        live += int(sum(int(size[s]) for s in set(m.op_in[v]))) + int(m.out_all[v])
+        if best is None or live < best:
+            best, best_v = live, v
+    return int(best or 0), (m.names[best_v] if best_v is not None else None)
 
 
 def lower_bound(graph: OpGraph) -> int:
     """A lower bound on the peak memory of every order of ``graph`` (bytes).
 
     The largest of: the inputs plus outputs of any single op, the graph inputs or the graph
-    outputs, and the "crossing" bound of :func:`lower_bound_detail`.
+    outputs, the "crossing" bound and the "last step" bound of :func:`lower_bound_detail`.
 
     >>> from hetsched.io.generators import chain
     >>> g = chain(4, act_bytes=100)
