@@ -244,3 +244,22 @@ def test_first_panel_freezes_startup_objects_once(monkeypatch):
     # the front-end stack was imported before freezing, so its objects are out of every full collection
     assert gc.get_freeze_count() > 50_000
     assert base._freeze_startup_objects() is False  # once per process
+
+
+def test_replaced_figure_widgets_are_freed():
+    """anywidget keeps every widget whose front end is a file alive (manzt/anywidget#929); panels
+    make a new FigureWidget per redraw, so without the inlined front end a session leaked them all."""
+    import gc
+    import weakref
+
+    from hetsched.io.generators import chain
+    from hetsched.widgets import MemoryPanel
+
+    p = MemoryPanel(graph=chain(6))
+    old = [weakref.ref(fw) for fw in p.figures.values()]
+    assert old
+    p.state.method = "dfs" if p.state.method != "dfs" else "bfs"  # recompute: every figure is replaced
+    assert all(fw is not r() for r in old for fw in p.figures.values())
+    gc.collect()
+    assert [r() for r in old] == [None] * len(old)
+    assert str(p.figures[next(iter(p.figures))]._esm).startswith(str(go.FigureWidget._esm)[:100])

@@ -52,6 +52,41 @@ __all__ = [
 ]
 
 
+class _Source:
+    """Front-end code held as text; ``str()`` gives it (what anywidget sends to the browser)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _leak_free_class() -> type:
+    """``go.FigureWidget`` with its front-end code inlined, so closed widgets can be freed.
+
+    anywidget (0.11; manzt/anywidget#929, open) connects every widget whose ``_esm``/``_css`` is a
+    file (Plotly ships its bundle as one) to that file's change signal for hot reloading, through
+    a closure over the widget that the signal holds strongly: every FigureWidget ever made stays
+    alive, with its data. Panels make a new widget per redraw, so a long session leaked every
+    figure it showed. Holding the same code as a non-path object skips that connection; the
+    browser receives the same text.
+    """
+    attrs: dict[str, Any] = {}
+    for key in ("_esm", "_css"):
+        v = go.FigureWidget.__dict__.get(key, getattr(go.FigureWidget, key, None))
+        if v is not None and not isinstance(v, str):
+            attrs[key] = _Source(str(v))
+    if not attrs:
+        return go.FigureWidget
+    return type("FigureWidget", (go.FigureWidget,), {"__module__": __name__, "__doc__": go.FigureWidget.__doc__, **attrs})
+
+
+_FigureWidget = _leak_free_class()
+
+
 def figure_widget(fig: go.Figure) -> go.FigureWidget:
     """A FigureWidget holding ``fig``'s data from construction on.
 
@@ -70,7 +105,7 @@ def figure_widget(fig: go.Figure) -> go.FigureWidget:
     # the traces' properties are copied by the constructor; the layout goes in as a plain dict
     # (a Layout object would be copied with validation)
     spec = {"data": list(fig.data), "layout": fig.layout.to_plotly_json()}
-    return validate_edits(go.FigureWidget(spec, _validate=False))
+    return validate_edits(_FigureWidget(spec, _validate=False))
 
 
 def update_figure(fw: go.FigureWidget, fig: go.Figure) -> None:
@@ -161,7 +196,7 @@ def _freeze_startup_objects() -> bool:
     _GC_FROZEN = True
     # the first FigureWidget pulls in the rest of the front-end stack (anywidget, the nbformat /
     # jsonschema grammar): make one now so that those objects are frozen too
-    go.FigureWidget().close()
+    _FigureWidget().close()
     gc.collect()  # garbage that exists now is freed first, not frozen
     gc.freeze()
     return True
