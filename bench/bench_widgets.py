@@ -205,7 +205,10 @@ first panel a process builds freezes the objects alive at that moment (`gc.freez
 one FigureWidget so that the front-end stack is imported: ~270k objects, most of them from imports,
 e.g. a grammar `jsonschema` builds when Plotly imports `nbformat`); before that change, each full
 collection scanned ~320k objects and added 0.1-0.25 s to the interaction it landed in (mapping
-threshold p90 337 ms, executor max 361 ms). Opt out with `HETSCHED_GC_FREEZE=0`.
+threshold p90 337 ms, executor max 361 ms). Opt out with `HETSCHED_GC_FREEZE=0`. Panels also
+make their FigureWidgets from a subclass with the front-end code inlined: anywidget (0.11,
+manzt/anywidget#929) otherwise keeps every FigureWidget alive through a file-watch callback, so
+each replaced figure leaked and the tracked objects (and each full collection) grew all session.
 Objects alive now: {len(gc.get_objects())} tracked, {gc.get_freeze_count()} frozen.
 
 {benchlib.table(["interaction", "runs", "CPU median", "CPU p90", "CPU max", "full GCs during the runs", "runs >= 200 ms"], session)}
