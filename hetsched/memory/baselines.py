@@ -9,12 +9,22 @@
   ``topological_sort_dfs`` (DFS whose roots and predecessors are visited by increasing bytes read
   plus written) and keeps the lowest estimated peak among them and the original order;
 * XLA's ``DefaultMemoryScheduler`` (``xla/service/hlo_memory_scheduler.cc``): the lowest of the
-  ``ListMemoryScheduler`` (greedy: the ready op that frees the most bytes net of what it defines),
-  the ``DFSMemoryScheduler`` (post-order DFS visiting operands with more extra users, then larger
-  cumulative bytes, first) and the ``PostOrderMemoryScheduler`` (plain post-order from the roots).
+  ``ListMemoryScheduler`` (greedy: the ready op of highest ``(bytes freed - bytes defined, number
+  of users)``, the latest-queued one among equals; parameter buffers ignored), the
+  ``DFSMemoryScheduler`` (post-order DFS visiting operands with more cumulative extra users, then
+  more cumulative bytes, then by name; both sums capped as XLA caps them) and the
+  ``PostOrderMemoryScheduler`` (plain post-order from the roots, first operand first).
 
-Only their published descriptions were used (no code); each is reproduced on our memory model, so
-compare them with our methods here, not with numbers from the compilers themselves.
+The XLA list and DFS schedulers were checked against that file (openxla/xla, as read on
+2026-11-21) and three details were added that an earlier version of this module left out: the
+user-count tie-breaker and last-queued-first order of the list scheduler, its ignoring of
+parameter (graph input) buffers, and the DFS scheduler's caps and name tie-breaker. Inductor's
+three sorts were checked against ``torch/_inductor/memory.py`` (pytorch/pytorch, same day) and
+already matched.
+
+Their published descriptions and source files were read to pin the behaviour; no code was
+copied. Each is reproduced on our memory model, so compare them with our methods here, not with
+numbers from the compilers themselves.
 """
 
 from __future__ import annotations
@@ -147,68 +157,92 @@ def _sinks(m: _Mem) -> list[int]:
 
 
 def _xla_list(m: _Mem) -> list[int]:
-    """Greedy list scheduling: highest ``bytes freed - bytes defined`` first, then index.
+    """XLA's ``ListScheduler``: the ready op of highest priority ``(bytes freed - bytes defined,
+    number of users)`` runs next; among equal priorities the one that entered (or was re-ranked
+    in) the ready queue last, as XLA takes the last entry of a ``std::multimap`` keyed by priority.
+    Graph inputs play XLA's parameters, whose buffers the priority ignores.
 
     The bytes an op frees grow as the other readers of its inputs run, so priorities live in a
-    heap with lazy updates (an entry is re-pushed when its op's priority changes).
+    heap with lazy updates (an entry is re-pushed, with a fresh sequence number, when its op's
+    priority changes).
     """
     n = m.n
     size = m.size.tolist()
     out = m.is_out.tolist()
+    param = (m.prod < 0).tolist()
     remaining = [len(u) for u in m.users]
     indeg = [len(p) for p in m.preds]
     defined = m.out_all.tolist()
+    n_users = [len(s) for s in m.succs]
     freed = [0] * n
     for s in range(m.S):
-        if not out[s] and remaining[s] == 1:
+        if not out[s] and not param[s] and remaining[s] == 1:
             freed[m.users[s][0]] += size[s]
     done = [False] * n
     ready = [False] * n
+    seq = [0] * n
+    counter = 0
 
-    def key(v: int) -> tuple:
-        return (defined[v] - freed[v], v)
+    def push(v: int) -> None:
+        nonlocal counter
+        counter += 1
+        seq[v] = counter
+        heapq.heappush(heap, (defined[v] - freed[v], -n_users[v], -counter, v))
 
-    heap = [key(v) for v in range(n) if indeg[v] == 0]
-    for _, v in heap:
-        ready[v] = True
-    heapq.heapify(heap)
+    heap: list[tuple[int, int, int, int]] = []
+    for v in range(n):  # XLA seeds the queue with the operand-less ops in instruction order
+        if indeg[v] == 0:
+            ready[v] = True
+            push(v)
     order = []
     while heap:
-        k = heapq.heappop(heap)
-        v = k[1]
-        if done[v] or k != key(v):
-            continue
+        _, _, negc, v = heapq.heappop(heap)
+        if done[v] or -negc != seq[v]:
+            continue  # stale entry: the op was re-ranked since
         done[v] = True
         order.append(v)
-        for s in m.op_in[v]:
-            remaining[s] -= 1
-            if remaining[s] == 1 and not out[s]:
-                for u in m.users[s]:
-                    if not done[u]:
-                        freed[u] += size[s]
-                        if ready[u]:
-                            heapq.heappush(heap, key(u))
         for w in m.succs[v]:
             indeg[w] -= 1
             if indeg[w] == 0:
                 ready[w] = True
-                heapq.heappush(heap, key(w))
+                push(w)
+        for s in m.op_in[v]:
+            remaining[s] -= 1
+            if remaining[s] == 1 and not out[s] and not param[s] and size[s]:
+                for u in m.users[s]:
+                    if not done[u]:
+                        freed[u] += size[s]
+                        if ready[u]:
+                            push(u)
     return order
 
 
 def _xla_dfs(m: _Mem) -> list[int]:
-    """Post-order DFS from the roots; operands with more extra users (uses beyond the first,
-    summed over the cone), then larger cumulative bytes defined in their cone, first."""
+    """XLA's ``DFSMemoryScheduler``: post-order DFS from the roots visiting operands by decreasing
+    cumulative extra users (users beyond the first, summed over the cone), then decreasing
+    cumulative bytes defined in the cone, then name. As in XLA, the sums are taken over XLA's own
+    post-order and capped (extra users at the op count, bytes at the bytes defined so far in that
+    post-order): they double-count shared ancestors, so on wide DAGs many ops reach the caps and
+    the tie-breakers decide.
+    """
     extra = [0] * m.n
     total = [0] * m.n
-    for v in m.topo():
-        extra[v] = max(0, len(m.succs[v]) - 1) + sum(extra[p] for p in m.preds[v])
-        total[v] = int(m.out_all[v]) + sum(total[p] for p in m.preds[v])
+    cum_total = 0
+    n = m.n
+    for v in _xla_post_order(m):
+        own = int(m.out_all[v])
+        cum_total += own
+        e = max(0, len(m.succs[v]) - 1) + sum(extra[p] for p in m.preds[v])
+        t = own + sum(total[p] for p in m.preds[v])
+        extra[v] = min(e, n)
+        total[v] = min(t, cum_total)
+    names = m.names
 
     def key(v: int) -> tuple:
-        return (-extra[v], -total[v], v)
+        return (-extra[v], -total[v], names[v])
 
-    return _post_order(m, _sinks(m), key)
+    # the roots are the operands of XLA's root tuple: visited in the same operand order
+    return _post_order(m, sorted(_sinks(m), key=key), key)
 
 
 def _xla_post_order(m: _Mem) -> list[int]:
