@@ -92,6 +92,7 @@ class ExecutorPanel(Panel):
         ])
         self.control_widgets = {**ctl, "preset": preset, "metric": metric, "color_by": color}
         self.summary = W.HTML()
+        self.summary.add_class("hetsched-summary")
         self._default_graph = graph
         self._cmp_key = None
         self._cmp = None

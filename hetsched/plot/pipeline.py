@@ -57,8 +57,7 @@ def schedule_grid(schedule, *, steps: np.ndarray | None = None, max_steps: int =
         title=_text(title or f"{schedule.name}: p={schedule.p}, v={schedule.v}, m={schedule.m} "
                              "(colour: chunk; lighter half-steps: backward)"),
         height=120 + 30 * schedule.p, margin=dict(l=50, r=20, t=50, b=40))
-    # no template given: these figures keep Plotly's default look (as they did before)
-    return figure_from_dicts([heat], layout, template=None)
+    return figure_from_dicts([heat], layout)
 
 
 def cache_depth(trace: pd.DataFrame, *, title: str | None = None) -> go.Figure:
@@ -80,4 +79,4 @@ def cache_depth(trace: pd.DataFrame, *, title: str | None = None) -> go.Figure:
         data.append(dict(type="scatter", x=[], y=[], mode="lines", name="no queue ever holds an output"))
     layout = dict(title=_text(title or "cache queue depth"), xaxis=dict(title=_text("step")),
                   yaxis=dict(title=_text("items held")), height=320)
-    return figure_from_dicts(data, layout, template=None)
+    return figure_from_dicts(data, layout)
