@@ -115,7 +115,7 @@ def test_map_h2h_options_are_used_or_rejected(monkeypatch, capsys):
         seen.append(kw)
         return real(g, s, **kw)
 
-    monkeypatch.setattr(mapping, "h2h", spy)
+    monkeypatch.setattr(mapping.METHODS["h2h"], "fn", spy)  # what `map --method h2h` runs
     assert main(["map", "chain", "--n", "6", "--system", "toy", "--objective", "makespan", "--direction", "both",
                  "--policy", "knapsack", "--occupancy-threshold", "0.5", "--quiet"]) == EXIT_OK
     assert seen and {k: seen[-1][k] for k in ("objective", "direction", "policy", "occupancy_threshold")} == \

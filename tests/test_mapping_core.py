@@ -401,3 +401,20 @@ def test_makespan_suffix_retimer_equals_full_simulation(seed):
         else:
             undo()
     assert n_checked > 20
+
+
+def test_methods_table_passes_options_through_and_names_unknown_ones():
+    from hetsched.errors import HetschedError
+    from hetsched.io import toy_system
+    from hetsched.io.generators import chain
+    from hetsched.mapping import METHODS
+
+    g, s = chain(5), toy_system()
+    # options used to be dropped by the table's lambdas (only cost went through)
+    r = METHODS["heft"](g, s, locality=False)
+    assert r.params["locality"] is False
+    assert METHODS["h2h_makespan"](g, s).params["objective"] == "makespan"  # the entry's default
+    assert METHODS["h2h_makespan"](g, s, objective="total_latency").params["objective"] == "total_latency"
+    with pytest.raises(HetschedError) as ei:
+        METHODS["cpop"](g, s, policy="knapsack")
+    assert ei.value.field == "policy" and "cpop" in str(ei.value)

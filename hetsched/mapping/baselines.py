@@ -194,17 +194,47 @@ def _bnb_total(ctx: Ctx, cands: list[list[str]], threshold: float, best: list, l
     return count[0]
 
 
+class _Method:
+    """A mapper with fixed defaults that passes every other keyword through (and names a bad one).
+
+    >>> m = METHODS["h2h_makespan"]
+    >>> m.defaults["objective"], "locality" in m.options
+    ('makespan', False)
+    """
+
+    def __init__(self, fn: Callable[..., MappingResult], **defaults: object) -> None:
+        import inspect
+
+        self.fn, self.defaults = fn, defaults
+        self.options = tuple(p.name for p in inspect.signature(fn).parameters.values()
+                             if p.kind is inspect.Parameter.KEYWORD_ONLY)
+        self.__name__ = getattr(fn, "__name__", "method")
+        self.__doc__ = fn.__doc__
+
+    def __call__(self, graph: OpGraph, system: System, **options: object) -> MappingResult:
+        bad = sorted(k for k in options if k not in self.options)
+        if bad:
+            raise HetschedError(f"{self.__name__} has no option(s) {bad}; it takes {list(self.options)}", field=bad[0])
+        return self.fn(graph, system, **{**self.defaults, **options})
+
+    def __repr__(self) -> str:
+        extra = "".join(f", {k}={v!r}" for k, v in self.defaults.items())
+        return f"<mapping method {self.__name__}{extra}>"
+
+
+#: name -> mapper ``f(graph, system, *, cost=None, **options)``; the options are the function's own
+#: keyword arguments (an unknown one is an error naming it, never silently dropped).
 METHODS: dict[str, Callable[..., MappingResult]] = {
-    "compute_first": lambda g, s, **k: map_compute_first(g, s, cost=k.get("cost")),
-    "h2h": lambda g, s, **k: h2h(g, s, cost=k.get("cost")),
-    "h2h_makespan": lambda g, s, **k: h2h(g, s, cost=k.get("cost"), objective="makespan", direction="both"),
-    "h2h_plus": lambda g, s, **k: h2h(g, s, cost=k.get("cost"), direction="both", group_size=4),
-    "heft": lambda g, s, **k: heft(g, s, cost=k.get("cost")),
-    "cpop": lambda g, s, **k: cpop(g, s, cost=k.get("cost")),
-    "peft": lambda g, s, **k: peft(g, s, cost=k.get("cost")),
-    "fastest_single_device": lambda g, s, **k: fastest_single_device(g, s, cost=k.get("cost")),
-    "brute_force": lambda g, s, **k: brute_force(g, s, cost=k.get("cost"), objective="total_latency"),
-    "brute_force_makespan": lambda g, s, **k: brute_force(g, s, cost=k.get("cost"), objective="makespan"),
+    "compute_first": _Method(map_compute_first),
+    "h2h": _Method(h2h),
+    "h2h_makespan": _Method(h2h, objective="makespan", direction="both"),
+    "h2h_plus": _Method(h2h, direction="both", group_size=4),
+    "heft": _Method(heft),
+    "cpop": _Method(cpop),
+    "peft": _Method(peft),
+    "fastest_single_device": _Method(fastest_single_device),
+    "brute_force": _Method(brute_force, objective="total_latency"),
+    "brute_force_makespan": _Method(brute_force, objective="makespan"),
 }
 
 
