@@ -99,21 +99,7 @@ def order_exact(graph: OpGraph, *, time_limit_s: float = 60.0, upper_bound: Orde
     >>> r.status, r.peak_bytes == r.bound_bytes
     ('optimal', True)
     """
-    t0 = time.perf_counter()
-    time_limit_s = _check_time_limit(time_limit_s)
-    deadline = t0 + time_limit_s
-    m = _compile(graph)
-    if upper_bound is not None and not isinstance(upper_bound, OrderResult):
-        raise HetschedError(f"upper_bound must be an OrderResult, got {type(upper_bound).__name__}",
-                            field="upper_bound")
-    lb = lower_bound(graph)
-    if upper_bound is None:
-        from .optimize import optimize_order
-
-        upper_bound = optimize_order(graph, method="heuristic")
-    ub_arr = m.to_idx(upper_bound.order).tolist()
-    ub = m.peak(np.asarray(ub_arr, dtype=np.int64))
-    params = {"time_limit_s": time_limit_s}
+    t0, deadline, m, lb, ub_arr, ub, params, time_limit_s = _setup(graph, time_limit_s, upper_bound)
     if m.n == 0 or ub <= lb:
         return _make_result(m, ub_arr, method="exact", status="optimal", t0=t0, bound=float(ub), lb=lb, params=params,
                             why="the heuristic order meets the lower bound: optimal without search")
@@ -225,8 +211,8 @@ def order_exact(graph: OpGraph, *, time_limit_s: float = 60.0, upper_bound: Orde
                             f"optimum proven >= {proven} bytes", steps=steps, initial=ub_arr, extra=extra)
 
 
-def _order_exact_dp(graph: OpGraph, *, time_limit_s: float = 60.0, upper_bound: OrderResult | None = None) -> OrderResult:
-    """The previous engine (layer-by-layer DP under a budget ladder), kept as a test oracle."""
+def _setup(graph: OpGraph, time_limit_s: float, upper_bound: OrderResult | None):
+    """What both engines start from: the compiled graph, the lower bound and the upper-bound order."""
     t0 = time.perf_counter()
     time_limit_s = _check_time_limit(time_limit_s)
     deadline = t0 + time_limit_s
@@ -240,8 +226,14 @@ def _order_exact_dp(graph: OpGraph, *, time_limit_s: float = 60.0, upper_bound: 
 
         upper_bound = optimize_order(graph, method="heuristic")
     ub_arr = m.to_idx(upper_bound.order).tolist()
-    ub = m.peak(__import__("numpy").asarray(ub_arr, dtype="int64"))
+    ub = m.peak(np.asarray(ub_arr, dtype=np.int64))
     params = {"time_limit_s": time_limit_s}
+    return t0, deadline, m, lb, ub_arr, ub, params, time_limit_s
+
+
+def _order_exact_dp(graph: OpGraph, *, time_limit_s: float = 60.0, upper_bound: OrderResult | None = None) -> OrderResult:
+    """The previous engine (layer-by-layer DP under a budget ladder), kept as a test oracle."""
+    t0, deadline, m, lb, ub_arr, ub, params, time_limit_s = _setup(graph, time_limit_s, upper_bound)
     if m.n == 0 or ub <= lb:
         return _make_result(m, ub_arr, method="exact", status="optimal", t0=t0, bound=float(ub), lb=lb, params=params,
                             why="the heuristic order meets the lower bound: optimal without search")
