@@ -38,16 +38,17 @@ class GraphIndex:
         self.pos = pos
         self.types = [ops[n].op_type for n in names]
         gs, gp = graph._adjacency()  # plain lists, same order as graph.nx, no DiGraph needed
-        self.preds = [[pos[p] for p in gp[n]] for n in names]
-        self.succs = [[pos[s] for s in gs[n]] for n in names]
-        # (tensor name, size, producer idx, consumer idxs) for tensors with a producer and a reader
+        at = pos.__getitem__  # map() keeps the lookups in C: a few hundred thousand edges at 100k ops
+        self.preds = [list(map(at, gp[n])) for n in names]
+        self.succs = [list(map(at, gs[n])) for n in names]
+        # (tensor name, size, producer idx, consumer idxs) for tensors with a producer and a reader;
+        # validate() above refused any op reading its own output, so no consumer is the producer
         tl = []
         for t in graph.tensors.values():
-            if t.producer is None or not t.consumers:
+            p = t.producer
+            if p is None or not t.consumers:
                 continue
-            cons = [pos[c] for c in t.consumers if c != t.producer]
-            if cons:
-                tl.append((t.name, float(t.size_bytes), pos[t.producer], cons))
+            tl.append((t.name, float(t.size_bytes), pos[p], list(map(at, t.consumers))))
         self.tensors = tl
 
 
@@ -111,23 +112,30 @@ class Quotient:
         if ord_[a] > ord_[b]:
             a, b = b, a
         oa, ob = ord_[a], ord_[b]
+        pb, sa = pred[b], succ[a]
+        key = ord_.__getitem__
         bwd: set | None = None  # ancestors of b ordered after a, when a probe found them all
+        # S is never listed unless a search or the general renumbering needs its nodes (a large
+        # group has thousands of successors): slots are distinct and b is the only successor of a
+        # at ob, so min ord over all of a's successors is min ord(S) when below ob, else S is empty
+        known = self._reach.get(a)
+        if known and not known.isdisjoint(pb):
+            # a path found earlier answers at once. A live node a reaches comes after a in the
+            # order, so it is in T (and S is not empty): the same answer as scanning T, cheaper
+            for x in pb:
+                if x in known and x != a:
+                    return x, -1
         # build the cheaper set first: when it is empty the other is never needed
-        if len(pred[b]) <= len(succ[a]):
-            T = [x for x in pred[b] if x != a and ord_[x] > oa]
+        if len(pb) <= len(sa):
+            T = [x for x in pb if x != a and ord_[x] > oa]
             if not T:
                 # every other predecessor of b precedes a: a's slot separates ancestors from descendants
                 self._used.discard(ob)
                 self._contract(a, b, oa)
                 return None, self._last
-            known = self._reach.get(a)
-            if known:
-                for x in T:
-                    if x in known:
-                        return x, -1
             # a large group has many successors: probe backwards from b's side first, spending at
             # most what scanning those successors would cost; the closing path is usually short
-            budget = len(succ[a])
+            budget = len(sa)
             frontier = T
             seen_b = {x: x for x in T}  # node -> the predecessor of b it leads to
             for x in T:
@@ -150,29 +158,24 @@ class Quotient:
             if not frontier:
                 # complete: no path from a, and the region to renumber is known
                 bwd = set(seen_b)
-            S = [x for x in succ[a] if x != b and ord_[x] < ob]
-        else:
-            S = [x for x in succ[a] if x != b and ord_[x] < ob]
-            if not S:
+            smin = min(map(key, sa), default=ob)
+            if smin >= ob:
+                # S is empty
                 self._used.discard(oa)
                 self._contract(a, b, ob)
                 return None, self._last
-            T = [x for x in pred[b] if x != a and ord_[x] > oa]
-            known = self._reach.get(a)
-            if known:
-                for x in T:
-                    if x in known:
-                        return x, -1
-        if not T:
-            self._used.discard(ob)
-            self._contract(a, b, oa)
-            return None, self._last
-        if not S:
-            self._used.discard(oa)
-            self._contract(a, b, ob)
-            return None, self._last
-        smin = min(ord_[x] for x in S)
-        tmax = max(ord_[x] for x in T)
+        else:
+            smin = min(map(key, sa), default=ob)
+            if smin >= ob:
+                self._used.discard(oa)
+                self._contract(a, b, ob)
+                return None, self._last
+            T = [x for x in pb if x != a and ord_[x] > oa]
+            if not T:
+                self._used.discard(ob)
+                self._contract(a, b, oa)
+                return None, self._last
+        tmax = max(map(key, T))
         if tmax < smin:
             # nothing of a's side can reach b's side; any slot strictly between works
             mid = (smin + tmax) // 2
@@ -184,8 +187,9 @@ class Quotient:
                 return None, self._last
         elif bwd is None:
             tset = set(T)
-            # breadth first: the path that closes a cycle is usually short (a -> s -> b is common)
-            frontier = [x for x in S if ord_[x] <= tmax]
+            # breadth first: the path that closes a cycle is usually short (a -> s -> b is common).
+            # The members of S ordered up to tmax (< ob, as T precedes b) are a's successors there.
+            frontier = [x for x in sa if ord_[x] <= tmax]
             for x in frontier:
                 if x in tset:
                     self._reach.setdefault(a, set()).add(x)
@@ -214,12 +218,12 @@ class Quotient:
                         stack.append(y)
         # prefer spreading the moved nodes out (_sink) to packing them above a (_one_sided):
         # packed slots leave no room for later moves, which then fall to the general case
-        if self._sink(a, b, bwd, min(ord_[x] for x in S)):
+        if self._sink(a, b, bwd, smin):
             return None, self._last
         if self._one_sided(a, b, bwd):
             return None, self._last
         # general case (Pearce & Kelly): descendants of a before b, ancestors of b after a
-        stack = list(S)
+        stack = [x for x in sa if x != b and ord_[x] < ob]
         fwd = set(stack)
         while stack:
             x = stack.pop()
@@ -227,7 +231,6 @@ class Quotient:
                 if y not in fwd and ord_[y] < ob:
                     fwd.add(y)
                     stack.append(y)
-        key = ord_.__getitem__
         B = sorted(bwd, key=key)
         F = sorted(fwd, key=key)
         slots = sorted([ord_[x] for x in B] + [ord_[x] for x in F] + [oa, ob])

@@ -262,7 +262,7 @@ class _LazySteps(Sequence):
 class _Ctx:
     """What the merge passes share: the quotient, the op names, the step log."""
 
-    __slots__ = ("q", "names", "steps", "max_tries", "last_via")
+    __slots__ = ("q", "names", "steps", "max_tries", "last_via", "n_merged", "n_cycle")
 
     def __init__(self, q: Quotient, names: list[str], steps: list[tuple], max_tries: int) -> None:
         self.last_via = -1
@@ -270,25 +270,45 @@ class _Ctx:
         self.names = names
         self.steps = steps
         self.max_tries = max_tries
+        # counted as logged, so the metrics need no pass over a few hundred thousand steps
+        self.n_merged = 0
+        self.n_cycle = 0
 
     def attempt(self, a: int, b: int, subject: str, mode: str, extra: Mapping[str, Any] | None = None) -> int | None:
         """Try to merge nodes ``a`` and ``b``; log the decision; return the survivor or ``None``."""
-        q, names, steps = self.q, self.names, self.steps
+        q, names = self.q, self.names
         before = q.n_alive
         ra, rb = names[a], names[b]
         via, s = q.try_merge(a, b)
-        data = {"groups": (ra, rb), "backend": q.backend[a], "mode": mode, **(extra or {})}
+        ba = q.backend[a]
+        if extra:
+            data = {"groups": (ra, rb), "backend": ba, "mode": mode, **extra}
+        else:
+            data = {"groups": (ra, rb), "backend": ba, "mode": mode}
         if via is None:
             lose = rb if s == a else ra
-            steps.append(
+            self.steps.append(
                 ("merge", subject, float(before), float(before - 1), True,
-                    f"merged the {q.backend[a]} groups of {ra!r} and {rb!r}: one launch instead of two",
+                    f"merged the {ba} groups of {ra!r} and {rb!r}: one launch instead of two",
                     {"merge": (names[s], lose)}, data,
                 )
             )
+            self.n_merged += 1
             return s
         self.last_via = via
-        self.refuse(a, b, via, subject, mode, extra)
+        # what refuse() logs, reusing the names and the data built above (same keys, same order)
+        nv = names[via]
+        data["via"] = nv
+        n = float(before)
+        self.steps.append(
+            (
+                "merge", subject, n, n, False,
+                f"would create a cycle: a path leaves the group of {ra!r} through the {q.backend[via]} group of"
+                f" {nv!r} and comes back into the group of {rb!r}",
+                {}, data,
+            )
+        )
+        self.n_cycle += 1
         return None
 
     def refuse(self, a: int, b: int, via: int, subject: str, mode: str, extra: Mapping[str, Any] | None = None) -> None:
@@ -304,6 +324,7 @@ class _Ctx:
                 {}, {"groups": (ra, rb), "backend": q.backend[a], "mode": mode, **(extra or {}), "via": names[via]},
             )
         )
+        self.n_cycle += 1
 
 
 def _merge_none(ctx: _Ctx, pred_lists: list[list[int]], backends: list[str] | None) -> None:
@@ -318,31 +339,66 @@ def _merge_adjacent(ctx: _Ctx, pred_lists: list[list[int]], backends: list[str] 
     """
     q, names, steps = ctx.q, ctx.names, ctx.steps
     be, owner = q.backend, q.owner
+    append, try_merge = steps.append, q.try_merge
+    n_merged = n_cycle = 0
     for v, preds in enumerate(pred_lists):
+        nv = names[v]
         bv = be[owner[v]]
         refused: dict[tuple[int, int], int] = {}  # (group, group) -> via: nothing changed since
         for p in preds:
             bp = be[owner[p]]
             if bp != bv:
-                steps.append(
-                    ("merge", f"{names[p]}->{names[v]}", float(q.n_alive), float(q.n_alive), False,
-                        f"different backend: {names[p]!r} runs on {bp}, {names[v]!r} on {bv}",
-                        {}, {"edge": (names[p], names[v]), "backends": (bp, bv), "mode": "adjacent"},
+                np_ = names[p]
+                n = float(q.n_alive)
+                append(
+                    ("merge", f"{np_}->{nv}", n, n, False,
+                        f"different backend: {np_!r} runs on {bp}, {nv!r} on {bv}",
+                        {}, {"edge": (np_, nv), "backends": (bp, bv), "mode": "adjacent"},
                     )
                 )
                 continue
             a, b = owner[p], owner[v]
             if a == b:
                 continue
-            via = refused.get((a, b))
-            if via is not None:
-                # same two groups as a refusal a moment ago (another edge between them): same answer
-                ctx.refuse(a, b, via, f"{names[p]}->{names[v]}", "adjacent", {"edge": (names[p], names[v])})
-                continue
-            if ctx.attempt(a, b, f"{names[p]}->{names[v]}", "adjacent", {"edge": (names[p], names[v])}) is None:
-                refused[(a, b)] = ctx.last_via
-            else:
+            np_ = names[p]
+            if refused:
+                via = refused.get((a, b))
+                if via is not None:
+                    # same two groups as a refusal a moment ago (another edge between them): same answer
+                    ctx.refuse(a, b, via, f"{np_}->{nv}", "adjacent", {"edge": (np_, nv)})
+                    continue
+            # ctx.attempt(a, b, subject, "adjacent", {"edge": ...}) inlined (the hot loop of a
+            # 100k-op graph): the same steps, keys and words; keep the two in step
+            before = q.n_alive
+            ra, rb = names[a], names[b]
+            via, s = try_merge(a, b)
+            ba = be[a]
+            data = {"groups": (ra, rb), "backend": ba, "mode": "adjacent", "edge": (np_, nv)}
+            if via is None:
+                append(
+                    ("merge", f"{np_}->{nv}", float(before), float(before - 1), True,
+                        f"merged the {ba} groups of {ra!r} and {rb!r}: one launch instead of two",
+                        {"merge": (names[s], rb if s == a else ra)}, data,
+                    )
+                )
+                n_merged += 1
                 refused.clear()  # a merge changes the quotient: earlier answers may no longer hold
+            else:
+                ctx.last_via = via
+                nvia = names[via]
+                data["via"] = nvia
+                n = float(before)
+                append(
+                    ("merge", f"{np_}->{nv}", n, n, False,
+                        f"would create a cycle: a path leaves the group of {ra!r} through the {be[via]} group of"
+                        f" {nvia!r} and comes back into the group of {rb!r}",
+                        {}, data,
+                    )
+                )
+                n_cycle += 1
+                refused[(a, b)] = via
+    ctx.n_merged += n_merged
+    ctx.n_cycle += n_cycle
 
 
 def _log_not_adjacent(ctx: _Ctx) -> None:
@@ -648,13 +704,12 @@ def _partition(graph, table_or_system, enabled, overrides, fallback, merge, min_
     info: dict[str, tuple] = {}
     backend: list[str] = []
     unsupported: list[tuple[str, str]] = []
-    for i, t in enumerate(types):
-        name = names[i]
+    for name, t in zip(names, types):
         hit = info.get(t)
         if hit is None:
             hit = info[t] = _mark_info(table, t, en_set, fallback)
         choice, reason, data = hit
-        if name in ov:
+        if ov and name in ov:
             choice = ov[name]
             reason = f"pinned to {choice} by an override"
             data = {**data, "choice": choice, "rule": "override"}
@@ -687,6 +742,7 @@ def _partition(graph, table_or_system, enabled, overrides, fallback, merge, min_
         _log_not_adjacent(ctx)
 
     # ---- 3. min_group_size: small islands back to the fallback, then merge those again
+    n_fallback_groups = 0
     if min_group_size > 1:
         moved: list[int] = []
         for x in q.live_nodes():
@@ -703,6 +759,7 @@ def _partition(graph, table_or_system, enabled, overrides, fallback, merge, min_
                     {"relabel": (names[x], fallback)}, {"backend": b, "n_ops": n_x, "to": fallback},
                 )
             )
+            n_fallback_groups += 1
         if moved and key != "none":
             for x0 in moved:
                 x = q.owner[x0]
@@ -715,10 +772,11 @@ def _partition(graph, table_or_system, enabled, overrides, fallback, merge, min_
             if key == "global":
                 _global_pass(ctx, [fallback])
 
-    return _finish(graph, idx, q, steps, table, key, en_list, ov, fallback, min_group_size, max_tries, unsupported)
+    return _finish(graph, idx, ctx, n_fallback_groups, table, key, en_list, ov, fallback, min_group_size, max_tries, unsupported)
 
 
-def _finish(graph, idx, q: Quotient, steps, table, key, en_list, ov, fallback, min_group_size, max_tries, unsupported) -> PartitionResult:
+def _finish(graph, idx, ctx: _Ctx, n_fallback_groups, table, key, en_list, ov, fallback, min_group_size, max_tries, unsupported) -> PartitionResult:
+    q, steps = ctx.q, ctx.steps
     names = idx.names
     nodes = [x for x in range(len(q.members)) if q.members[x]]
     # name groups in a topological order of the quotient, ties by their first op (reads naturally)
@@ -746,41 +804,48 @@ def _finish(graph, idx, q: Quotient, steps, table, key, en_list, ov, fallback, m
         counter[b] = k + 1
         nm = f"{b}#{k}"
         gname[x] = nm
-        groups[nm] = tuple(names[o] for o in sorted(q.members[x]))
+        groups[nm] = tuple(map(names.__getitem__, sorted(q.members[x])))
         gback[nm] = b
     owner = q.owner
-    assignment = {}
-    group_of = {}
-    for i, n in enumerate(names):
-        x = owner[i]
-        assignment[n] = q.backend[x]
-        group_of[n] = gname[x]
+    be = q.backend
+    # owner[i] is the group of op i (ops are numbered in names' order)
+    assignment = dict(zip(names, map(be.__getitem__, owner)))
+    group_of = dict(zip(names, map(gname.__getitem__, owner)))
     # quotient edges with their tensors; copies counted once per (tensor, destination backend)
     emap: dict[tuple[int, int], dict[str, float]] = {}
     n_copies = 0
     bytes_copied = 0.0
-    be = q.backend
     for tname, size, p, cons in idx.tensors:
         gp = owner[p]
         bp = be[gp]
-        dst_b: set[str] = set()
+        dst_b: set[str] | None = None
         for c in cons:
             gc = owner[c]
-            if gc != gp:
-                emap.setdefault((gp, gc), {})[tname] = size
-            bc = be[gc]
-            if bc != bp:
-                dst_b.add(bc)
-        n_copies += len(dst_b)
-        bytes_copied += size * len(dst_b)
+            if gc != gp:  # (within a group the backend is the same: no copy)
+                k = (gp, gc)
+                d = emap.get(k)
+                if d is None:
+                    emap[k] = {tname: size}
+                else:
+                    d[tname] = size
+                bc = be[gc]
+                if bc != bp:
+                    if dst_b is None:
+                        dst_b = {bc}
+                    else:
+                        dst_b.add(bc)
+        if dst_b:  # (adding 0.0 would leave the sum unchanged)
+            n_copies += len(dst_b)
+            bytes_copied += size * len(dst_b)
     order = {x: i for i, x in enumerate(topo)}
     edges = [
         (gname[a], gname[b], be[a], be[b], tuple(ts), float(sum(ts.values())))
         for (a, b), ts in sorted(emap.items(), key=lambda kv: (order[kv[0][0]], order[kv[0][1]]))
     ]
     n_cross = sum(1 for e in edges if e[2] != e[3])
-    n_merged = sum(1 for s in steps if s[0] == "merge" and s[4])
-    n_cycle = sum(1 for s in steps if s[0] == "merge" and not s[4] and "via" in s[7])
+    # every accepted merge and every cycle refusal is logged through the context, which counts them
+    n_merged = ctx.n_merged
+    n_cycle = ctx.n_cycle
     metrics = {
         "n_ops": len(names),
         "n_groups": len(topo),
@@ -792,7 +857,7 @@ def _finish(graph, idx, q: Quotient, steps, table, key, en_list, ov, fallback, m
         "n_fallback_ops": len(unsupported),
         "n_merges": n_merged,
         "n_cycle_rejections": n_cycle,
-        "n_fallback_groups": sum(1 for s in steps if s[0] == "fallback"),
+        "n_fallback_groups": n_fallback_groups,
     }
     params = {
         "merge": key,
