@@ -418,3 +418,26 @@ def test_methods_table_passes_options_through_and_names_unknown_ones():
     with pytest.raises(HetschedError) as ei:
         METHODS["cpop"](g, s, policy="knapsack")
     assert ei.value.field == "policy" and "cpop" in str(ei.value)
+
+
+def test_bad_names_and_sizes_are_named_errors():
+    from hetsched.errors import GraphError, HetschedError
+    from hetsched.io import toy_system
+    from hetsched.io.generators import chain
+    from hetsched.mapping import fastest_single_device, h2h, heft, list_schedule
+
+    g, s = chain(4), toy_system()
+    for kw, field in ((dict(priority="nope"), "priority"), (dict(selector="nope"), "selector"), (dict(loop="nope"), "loop")):
+        with pytest.raises(HetschedError) as ei:
+            list_schedule(g, s, **kw)
+        assert ei.value.field == field and "nope" in str(ei.value)
+    with pytest.raises(HetschedError) as ei:
+        fastest_single_device(g, s, objective="total_latncy")
+    assert ei.value.field == "objective"
+    bad = chain(4)
+    op = bad.topological_order()[1]
+    object.__setattr__(bad.op(op), "flops", -5e9)  # negative work priced as negative time: never silently
+    for fn in (h2h, heft):
+        with pytest.raises(GraphError) as ei:
+            fn(bad, s)
+        assert ei.value.op == op

@@ -303,3 +303,12 @@ def test_larger_random_graphs_against_networkx(n, deg, seed):
             for u, v in Q.edges:
                 if r.group_backend[u] == r.group_backend[v]:
                     assert not nx.is_directed_acyclic_graph(nx.contracted_nodes(Q, u, v, self_loops=False))
+
+
+def test_custom_merge_strategy_naming_an_unknown_op_gets_a_named_error():
+    def typo(ctx):
+        ctx.merge(ctx.ops[0], "no-such-op")
+
+    with pytest.raises(UnknownNameError) as ei:
+        partition_by_support(chain(4), toy_system(), merge=typo)
+    assert ei.value.op == "no-such-op"

@@ -14,7 +14,7 @@ import hetsched as hs
 from hetsched.errors import HetschedError
 from hetsched.io import save_graph
 from hetsched.io.generators import chain, fork_join
-from hetsched.widgets import Dashboard, GraphPanel, Panel, Session, StepWalker, download_link, update_figure
+from hetsched.widgets import Dashboard, GraphPanel, Panel, Session, StepWalker, download_link
 from hetsched.widgets.base import controls_from_spec, link_clamped, state_from_spec
 
 
@@ -66,17 +66,6 @@ def test_hold_recomputes_once():
         p.state.n = 3
         p.state.view = 1
     assert p.n_computes == c + 1 and p.drawn == (6, 1)
-
-
-def test_update_figure_replaces_traces_and_stale_layout():
-    fw = go.FigureWidget(go.Figure(go.Bar(x=[1, 2]), layout=dict(title="a", xaxis_title="t", template="plotly_white")))
-    new = go.Figure([go.Scatter(x=[1]), go.Scatter(x=[2])], layout=dict(title="b", template="plotly_white"))
-    update_figure(fw, new)
-    assert [t.type for t in fw.data] == ["scatter", "scatter"]
-    assert fw.layout.title.text == "b" and fw.layout.xaxis.title.text is None
-    other = go.Figure(go.Bar(x=[1]), layout=dict(template="plotly_dark"))
-    update_figure(fw, other)
-    assert fw.layout.template.layout.paper_bgcolor == other.layout.template.layout.paper_bgcolor
 
 
 def test_download_link_payloads():

@@ -102,7 +102,7 @@ def test_objective_change_recomputes(panel):
 def test_bad_threshold_keeps_the_last_result(panel):
     good = panel.result
     panel.state.occupancy_threshold = 1.5
-    assert "occupancy threshold" in panel.message.value and panel.result is good
+    assert "occupancy_threshold must be in (0, 1]" in panel.message.value and panel.result is good
     panel.state.occupancy_threshold = 0.2
     assert panel.message.value == "" and panel.result.params["occupancy_threshold"] == 0.2
     panel.state.occupancy_threshold = 0.9

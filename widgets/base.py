@@ -4,7 +4,7 @@
   ``link()``-ed to it; one observer recomputes the core result and updates the figures inside
   ``batch_update()``. Tests drive a panel headlessly by setting ``panel.state`` traits.
 * Every ``go.FigureWidget`` is built with its data at construction (Voila shows empty axes
-  otherwise) and updated in place afterwards.
+  otherwise); a redraw swaps in a new one (:meth:`Panel.show_figure` says why).
 * Errors from the core land in the panel's message line; the panel keeps its last good result and
   keeps working.
 * Panels hold no algorithm logic: they call ``hetsched`` functions and replay ``result.steps``.
@@ -47,8 +47,8 @@ import traitlets
 from hetsched.errors import HetschedError
 
 __all__ = [
-    "Panel", "Session", "StepWalker", "figure_widget", "update_figure", "download_link", "error_html", "ok_html",
-    "controls_from_spec", "state_from_spec", "downloads_html", "trace_json", "link_clamped",
+    "Panel", "Session", "StepWalker", "figure_widget", "download_link", "error_html", "ok_html",
+    "controls_from_spec", "state_from_spec", "downloads_html", "link_clamped",
 ]
 
 
@@ -106,33 +106,6 @@ def figure_widget(fig: go.Figure) -> go.FigureWidget:
     # (a Layout object would be copied with validation)
     spec = {"data": list(fig.data), "layout": fig.layout.to_plotly_json()}
     return validate_edits(_FigureWidget(spec, _validate=False))
-
-
-def update_figure(fw: go.FigureWidget, fig: go.Figure) -> None:
-    """Replace a FigureWidget's traces and layout with ``fig``'s, in place.
-
-    The template is re-validated only when it changed (validating one deep-copies it: tens of ms),
-    and layout keys ``fig`` does not set are reset. In a busy browser page the three front-end
-    operations this sends (delete traces, add traces, relayout) can overtake each other; panels
-    therefore use :meth:`Panel.show_figure`, which swaps in a new widget instead.
-
-    >>> fw = figure_widget(go.Figure(go.Bar(x=[1]), layout=dict(title="a", xaxis_title="t")))
-    >>> update_figure(fw, go.Figure(go.Scatter(x=[1, 2]), layout=dict(title="b")))
-    >>> fw.data[0].type, fw.layout.title.text, fw.layout.xaxis.title.text
-    ('scatter', 'b', None)
-    """
-    new = fig.layout.to_plotly_json()
-    tmpl = new.pop("template", None)
-    with fw.batch_update():
-        fw.data = []
-        fw.add_traces(list(fig.data))
-        if tmpl is not None and tmpl != fw.layout.template.to_plotly_json():
-            fw.layout = fig.layout
-            return
-        for k in list(fw.layout.to_plotly_json()):
-            if k not in new and k != "template":
-                fw.layout[k] = None
-        fw.update_layout(new, overwrite=True)
 
 
 def download_link(payload: bytes | str | pd.DataFrame | Mapping, filename: str, label: str | None = None) -> str:
@@ -676,13 +649,6 @@ def _scaled_link(state: traitlets.HasTraits, name: str, ctl: W.Widget, f: float)
 
     state.observe(to_ctl, names=name)
     ctl.observe(to_state, names="value")
-
-
-def trace_json(timeline: pd.DataFrame) -> dict:
-    """The Chrome/Perfetto trace of a timeline (a dict; :func:`download_link` writes it as JSON)."""
-    from hetsched.timeline import to_chrome_trace
-
-    return to_chrome_trace(timeline)
 
 
 def downloads_html(items: Iterable[tuple[Any, str]]) -> str:

@@ -157,11 +157,6 @@ class MappingPanel(Panel):
     # -- Panel -------------------------------------------------------------------
     def compute(self) -> mp.MappingResult:
         st = self.state
-        if not 0.0 <= st.occupancy_threshold <= 1.0:
-            raise HetschedError(f"occupancy threshold must be between 0 and 1, got {st.occupancy_threshold}",
-                                field="occupancy_threshold")
-        if st.max_passes < 0:
-            raise HetschedError(f"remap passes must be >= 0, got {st.max_passes}", field="max_passes")
         g, s = self.graph, self.system
         r = mp.h2h(g, s, occupancy_threshold=st.occupancy_threshold, policy=st.policy, objective=st.objective,
                    direction=st.direction, max_passes=st.max_passes or None)

@@ -159,7 +159,6 @@ class PipelinePanel(Panel):
         self._starts_b = np.sort(np.asarray(r.b.start_s, float))
         # view traits set here do not redraw on their own (Panel.on_result)
         self.walker.set_count(n - 1)
-        self.walker.slider.max = max(0, n - 1)
 
     def moment(self) -> tuple[float, dict, dict]:
         """``(time_s, state of A, state of B)`` at the current time step (``replay`` of each result)."""

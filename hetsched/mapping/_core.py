@@ -42,6 +42,7 @@ class Ctx:
 
     def __init__(self, graph: OpGraph, system: System, cost: CostModel | None = None, *, contention: bool = True,
                  order: Sequence[str] | None = None) -> None:
+        graph.validate()  # a negative size or flops would otherwise price into a silent wrong answer
         self.graph = graph
         self.system = system
         self.cost = resolve_cost(cost, graph, system)

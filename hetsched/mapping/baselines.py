@@ -61,6 +61,8 @@ def fastest_single_device(graph: OpGraph, system: System, *, cost: CostModel | N
     >>> len(set(r.placement.device.values()))
     1
     """
+    if objective not in OBJECTIVES:
+        raise HetschedError(f"unknown objective {objective!r}; choose from {list(OBJECTIVES)}", field="objective")
     ctx = Ctx(graph, system, cost)
     ctx.require_support()
     log = _Log()

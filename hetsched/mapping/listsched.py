@@ -311,6 +311,11 @@ def list_schedule(graph: OpGraph, system: System, *, priority: str | Callable = 
     'list'
     """
     t0 = time.perf_counter()
+    for field, val, table in (("priority", priority, PRIORITIES), ("selector", selector, SELECTORS)):
+        if isinstance(val, str) and val not in table:
+            raise HetschedError(f"unknown {field} {val!r}; choose from {sorted(table)} or pass a callable", field=field)
+    if loop not in ("static", "ready"):
+        raise HetschedError(f"unknown loop {loop!r}; use 'static' or 'ready'", field="loop")
     ctx = Ctx(graph, system, cost)
     parts = _Parts(ctx, rank_comm_average)
     pf = PRIORITIES[priority] if isinstance(priority, str) else priority
@@ -327,7 +332,7 @@ def list_schedule(graph: OpGraph, system: System, *, priority: str | Callable = 
         it = iter(seq)
         nxt = lambda: next(it, None)  # noqa: E731
         on_done = lambda o: None  # noqa: E731
-    elif loop == "ready":
+    else:  # "ready" (checked above)
         indeg = {o: len(ctx.pred[o]) for o in ctx.order}
         heap = [(-prio[o], pos[o], o) for o in ctx.order if indeg[o] == 0]
         heapq.heapify(heap)
@@ -340,8 +345,6 @@ def list_schedule(graph: OpGraph, system: System, *, priority: str | Callable = 
                 indeg[s] -= 1
                 if indeg[s] == 0:
                     heapq.heappush(heap, (-prio[s], pos[s], s))
-    else:
-        raise HetschedError(f"unknown loop {loop!r}; use 'static' or 'ready'", field="loop")
     while True:
         o = nxt()
         if o is None:

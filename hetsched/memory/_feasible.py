@@ -174,15 +174,6 @@ def _atables(m: _Mem) -> _ATables:
     return t
 
 
-
-def _atables(m: _Mem) -> _ATables:
-    t = getattr(m, "_atables", None)
-    if t is None:
-        t = _ATables(m)
-        m._atables = t  # type: ignore[attr-defined]
-    return t
-
-
 NEG = np.iinfo(np.int64).min // 4
 # dead states remembered per search direction (about 100 bytes each) before the memo is dropped
 DEAD_MAX = 4_000_000

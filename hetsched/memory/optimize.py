@@ -59,10 +59,7 @@ def _ask_below(m: _Mem, budget: int, moves: int, deadline: float | None) -> tupl
     Returns ``(order, "backward"|"forward")``, ``(None, "none")`` when a search proved there is
     none, or ``(None, "capped")``.
     """
-    try:  # the exact engine (hetsched.memory._feasible); without it there is no polish
-        from ._feasible import BudgetTimeout, feasible, feasible_back
-    except ImportError:  # pragma: no cover - the engine ships with the package
-        return None, "capped"
+    from ._feasible import BudgetTimeout, feasible, feasible_back
     for how, fn in (("backward", feasible_back), ("forward", feasible)):
         try:
             found = fn(m, budget, max_moves=moves, deadline=deadline)

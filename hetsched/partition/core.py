@@ -259,6 +259,23 @@ class _LazySteps(Sequence):
         return f"<{len(self._raw)} steps>"
 
 
+def _merged_step(subject: str, n_before: int, backend: str, ra: str, rb: str, survivor: str, lost: str,
+                 data: dict) -> tuple:
+    """The step tuple of an accepted merge (every merge pass logs it through here)."""
+    return ("merge", subject, float(n_before), float(n_before - 1), True,
+            f"merged the {backend} groups of {ra!r} and {rb!r}: one launch instead of two",
+            {"merge": (survivor, lost)}, data)
+
+
+def _cycle_step(subject: str, n_alive: int, ra: str, rb: str, via_backend: str, via: str, data: dict) -> tuple:
+    """The step tuple of a merge refused because it would close a cycle through ``via``."""
+    data["via"] = via
+    n = float(n_alive)
+    return ("merge", subject, n, n, False,
+            f"would create a cycle: a path leaves the group of {ra!r} through the {via_backend} group of"
+            f" {via!r} and comes back into the group of {rb!r}", {}, data)
+
+
 class _Ctx:
     """What the merge passes share: the quotient, the op names, the step log."""
 
@@ -280,34 +297,13 @@ class _Ctx:
         before = q.n_alive
         ra, rb = names[a], names[b]
         via, s = q.try_merge(a, b)
-        ba = q.backend[a]
-        if extra:
-            data = {"groups": (ra, rb), "backend": ba, "mode": mode, **extra}
-        else:
-            data = {"groups": (ra, rb), "backend": ba, "mode": mode}
+        data = {"groups": (ra, rb), "backend": q.backend[a], "mode": mode, **(extra or {})}
         if via is None:
-            lose = rb if s == a else ra
-            self.steps.append(
-                ("merge", subject, float(before), float(before - 1), True,
-                    f"merged the {ba} groups of {ra!r} and {rb!r}: one launch instead of two",
-                    {"merge": (names[s], lose)}, data,
-                )
-            )
+            self.steps.append(_merged_step(subject, before, q.backend[a], ra, rb, names[s], rb if s == a else ra, data))
             self.n_merged += 1
             return s
         self.last_via = via
-        # what refuse() logs, reusing the names and the data built above (same keys, same order)
-        nv = names[via]
-        data["via"] = nv
-        n = float(before)
-        self.steps.append(
-            (
-                "merge", subject, n, n, False,
-                f"would create a cycle: a path leaves the group of {ra!r} through the {q.backend[via]} group of"
-                f" {nv!r} and comes back into the group of {rb!r}",
-                {}, data,
-            )
-        )
+        self.steps.append(_cycle_step(subject, before, ra, rb, q.backend[via], names[via], data))
         self.n_cycle += 1
         return None
 
@@ -315,15 +311,8 @@ class _Ctx:
         """Log a refused merge of nodes ``a`` and ``b`` (a path through ``via`` would close a cycle)."""
         q, names = self.q, self.names
         ra, rb = names[a], names[b]
-        n = float(q.n_alive)
-        self.steps.append(
-            (
-                "merge", subject, n, n, False,
-                f"would create a cycle: a path leaves the group of {ra!r} through the {q.backend[via]} group of"
-                f" {names[via]!r} and comes back into the group of {rb!r}",
-                {}, {"groups": (ra, rb), "backend": q.backend[a], "mode": mode, **(extra or {}), "via": names[via]},
-            )
-        )
+        data = {"groups": (ra, rb), "backend": q.backend[a], "mode": mode, **(extra or {})}
+        self.steps.append(_cycle_step(subject, q.n_alive, ra, rb, q.backend[via], names[via], data))
         self.n_cycle += 1
 
 
@@ -367,34 +356,18 @@ def _merge_adjacent(ctx: _Ctx, pred_lists: list[list[int]], backends: list[str] 
                     # same two groups as a refusal a moment ago (another edge between them): same answer
                     ctx.refuse(a, b, via, f"{np_}->{nv}", "adjacent", {"edge": (np_, nv)})
                     continue
-            # ctx.attempt(a, b, subject, "adjacent", {"edge": ...}) inlined (the hot loop of a
-            # 100k-op graph): the same steps, keys and words; keep the two in step
+            # ctx.attempt() without the method call and the option merging (the hot loop of a 100k-op graph)
             before = q.n_alive
             ra, rb = names[a], names[b]
             via, s = try_merge(a, b)
-            ba = be[a]
-            data = {"groups": (ra, rb), "backend": ba, "mode": "adjacent", "edge": (np_, nv)}
+            data = {"groups": (ra, rb), "backend": be[a], "mode": "adjacent", "edge": (np_, nv)}
             if via is None:
-                append(
-                    ("merge", f"{np_}->{nv}", float(before), float(before - 1), True,
-                        f"merged the {ba} groups of {ra!r} and {rb!r}: one launch instead of two",
-                        {"merge": (names[s], rb if s == a else ra)}, data,
-                    )
-                )
+                append(_merged_step(f"{np_}->{nv}", before, be[a], ra, rb, names[s], rb if s == a else ra, data))
                 n_merged += 1
                 refused.clear()  # a merge changes the quotient: earlier answers may no longer hold
             else:
                 ctx.last_via = via
-                nvia = names[via]
-                data["via"] = nvia
-                n = float(before)
-                append(
-                    ("merge", f"{np_}->{nv}", n, n, False,
-                        f"would create a cycle: a path leaves the group of {ra!r} through the {be[via]} group of"
-                        f" {nvia!r} and comes back into the group of {rb!r}",
-                        {}, data,
-                    )
-                )
+                append(_cycle_step(f"{np_}->{nv}", before, ra, rb, be[via], names[via], data))
                 n_cycle += 1
                 refused[(a, b)] = via
     ctx.n_merged += n_merged
@@ -483,6 +456,13 @@ class MergeContext:
         self._ctx = ctx
         self._idx = idx
 
+    def _at(self, op: str) -> int:
+        """The op's index; a name the graph does not have is an error naming it."""
+        try:
+            return self._idx.pos[op]
+        except KeyError:
+            raise UnknownNameError(f"merge strategy names unknown op {op!r}", op=op) from None
+
     @property
     def ops(self) -> list[str]:
         """Op names in the graph's topological order."""
@@ -490,27 +470,27 @@ class MergeContext:
 
     def preds(self, op: str) -> list[str]:
         names = self._idx.names
-        return [names[p] for p in self._idx.preds[self._idx.pos[op]]]
+        return [names[p] for p in self._idx.preds[self._at(op)]]
 
     def succs(self, op: str) -> list[str]:
         names = self._idx.names
-        return [names[p] for p in self._idx.succs[self._idx.pos[op]]]
+        return [names[p] for p in self._idx.succs[self._at(op)]]
 
     def op_type(self, op: str) -> str:
-        return self._idx.types[self._idx.pos[op]]
+        return self._idx.types[self._at(op)]
 
     def backend(self, op: str) -> str:
         q = self._ctx.q
-        return q.backend[q.owner[self._idx.pos[op]]]
+        return q.backend[q.owner[self._at(op)]]
 
     def group(self, op: str) -> str:
         """The representative op of ``op``'s current group."""
-        return self._idx.names[self._ctx.q.owner[self._idx.pos[op]]]
+        return self._idx.names[self._ctx.q.owner[self._at(op)]]
 
     def merge(self, op_a: str, op_b: str, *, subject: str | None = None) -> bool:
         """Merge the groups of two ops (same backend) unless that makes a cycle; ``True`` if merged."""
         q = self._ctx.q
-        a, b = q.owner[self._idx.pos[op_a]], q.owner[self._idx.pos[op_b]]
+        a, b = q.owner[self._at(op_a)], q.owner[self._at(op_b)]
         if a == b:
             return True
         if q.backend[a] != q.backend[b]:
