@@ -255,12 +255,14 @@ def _cmd_map(a: argparse.Namespace) -> int:
 
     g, s = _graph(a), _system(a)
     opts = {k: getattr(a, k) for k in _H2H_FLAGS if getattr(a, k) is not None}
-    if opts and a.method not in ("h2h", "h2h_makespan"):
-        flags = [_H2H_FLAGS[k] for k in opts]
-        raise HetschedError(f"{', '.join(flags)} appl{'ies' if len(flags) == 1 else 'y'} only to --method h2h, not {a.method!r}",
-                            field=flags[0])
-    with _working(a, f"map: {a.method}"):
-        r = run_mapping(g, s, a.method, **opts)
+    try:
+        with _working(a, f"map: {a.method}"):
+            r = run_mapping(g, s, a.method, **opts)
+    except HetschedError as e:  # an option the method does not take (or rejects): name the flag
+        flag = _H2H_FLAGS.get(getattr(e, "field", None) or "")
+        if flag is None or flag.lstrip("-").replace("-", "_") not in opts:
+            raise
+        raise HetschedError(f"{flag}: {e}", field=flag) from None
     per_dev = pd.Series(r.placement.device).value_counts().rename_axis("device").reset_index(name="n_ops")
     _print(a, f"{a.method} on {g.name} ({g.n_ops} ops) / {s.name}", _metrics_frame(r.metrics), per_dev)
     if a.html:
@@ -476,7 +478,8 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
         raise FormatError(f"{path.name}: grid must map parameter -> list of values", field="grid")
     if not isinstance(fixed, dict):
         raise FormatError(f"{path.name}: fixed must map parameter -> one value, got {fixed!r}", field="fixed")
-    _check_task_params(path.name, task, [*fixed, *grid])
+    methods = [fixed["method"]] if "method" in fixed else list(grid.get("method") or ["h2h"])
+    _check_task_params(path.name, task, [*fixed, *grid], methods=methods)
     points = [{**fixed, **p} for p in expand_grid(grid)]
     workers = a.workers if a.workers is not None else spec.get("workers")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
@@ -510,18 +513,20 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
     return EXIT_INFEASIBLE if kinds == {"infeasible"} else EXIT_BAD_INPUT
 
 
-def _check_task_params(where: str, task: str, names: list[str]) -> None:
-    """Every parameter a spec sets must be one the task takes (else every point would fail alike)."""
+def _check_task_params(where: str, task: str, names: list[str], methods: list[str] = ()) -> None:
+    """Every parameter a spec sets must be one the task takes (else every point would fail alike).
+
+    A ``map`` task's extra options are those of the mapping method(s) the spec names.
+    """
+    from . import mapping
     from .errors import FormatError
     from .whatif import TASKS
-
-    from .whatif import H2H_OPTIONS
 
     sig = inspect.signature(TASKS[task])
     known = [n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     if any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
         if task == "map":
-            known += list(H2H_OPTIONS)  # the options map_point passes on to h2h
+            known += sorted({o for m in methods if m in mapping.METHODS for o in mapping.METHODS[m].options} - {"cost"})
         else:
             return  # open-ended options: the task itself names a bad one
     bad = [n for n in names if n not in known]

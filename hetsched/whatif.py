@@ -28,7 +28,6 @@ __all__ = [
     "resolve_graph",
     "resolve_system",
     "run_mapping",
-    "H2H_OPTIONS",
     "map_point",
     "run_pipeline",
     "partition_point",
@@ -177,10 +176,6 @@ def _build_system(name: str, _stamp: int | None) -> System:
     return toy_system() if name == "toy" else load_system(name)
 
 
-#: options of :func:`hetsched.mapping.h2h` a sweep or the command line may set
-H2H_OPTIONS = ("objective", "direction", "occupancy_threshold", "policy", "max_passes", "contention")
-
-
 def run_mapping(graph: OpGraph, system: System, method: str = "h2h", *, cost: Any = None, **options: Any):
     """Run one mapping method by name; its options go to the method, never dropped.
 
@@ -211,7 +206,7 @@ def map_point(
 ) -> dict[str, float]:
     """Map ``graph`` on a modified ``system`` with one method; the evaluator's metrics.
 
-    ``options`` are h2h's (:data:`H2H_OPTIONS`), see :func:`run_mapping`.
+    ``options`` go to the mapping method (its own keyword options), see :func:`run_mapping`.
 
     >>> slow = map_point("chain", "toy", method="compute_first", n=4, host_link_Bps=1e9)
     >>> fast = map_point("chain", "toy", method="compute_first", n=4, host_link_Bps=16e9)

@@ -305,3 +305,17 @@ def test_sweep_exit_code_separates_infeasible_points_from_errors(tmp_path, capsy
     assert main(["sweep", spec, "-o", str(out), "--quiet"]) == EXIT_BAD_INPUT
     df = pd.read_csv(out)
     assert df["error_kind"].tolist()[1] == "error" and df["error"].isna().tolist() == [True, False]
+
+
+def test_map_options_follow_the_method(tmp_path, capsys):
+    # every h2h variant takes h2h's flags, HEFT its own; a flag a method does not take is named
+    assert main(["map", "chain", "--n", "4", "--system", "toy", "--method", "h2h_plus", "--objective", "makespan",
+                 "--quiet"]) == EXIT_OK
+    assert main(["map", "chain", "--n", "4", "--system", "toy", "--method", "heft", "--occupancy-threshold", "0.5",
+                 "--quiet"]) == EXIT_OK
+    assert main(["map", "chain", "--n", "4", "--system", "toy", "--method", "heft", "--objective", "makespan"]) == EXIT_BAD_INPUT
+    assert "--objective" in capsys.readouterr().err
+    # a sweep spec may set the options of the method it names
+    spec = _spec(tmp_path, "task: map\nfixed: {graph: chain, system: toy, n: 4, method: heft, locality: false}\n"
+                           "grid: {host_link_Bps: [1e9]}\nworkers: 1\n")
+    assert main(["sweep", spec, "--quiet", "-o", str(tmp_path / "o.csv")]) == EXIT_OK
