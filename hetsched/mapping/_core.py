@@ -349,10 +349,6 @@ class Occupancy:
         return (self.used[dev] + extra) / cap if cap else float("inf")
 
 
-def weight_key(o: str) -> str:
-    return o
-
-
 def keep_reason_tensor(ctx: Ctx, t: str, device: Mapping[str, str]) -> str:
     dp = device[ctx.producer[t]]
     if not ctx.is_output[t] and any(device.get(c) == dp for c in ctx.consumers[t]):

@@ -180,7 +180,7 @@ def _locality(ctx: Ctx, st: State, log: _Log, threshold: float, policy: str | Ca
         if ok:
             (st.w_res if kind == "w" else st.t_res).add(x)
             occ.used[d] += size
-        log.add(action, x, total, after, ok, reason, delta if ok else delta, phase="locality", **info)
+        log.add(action, x, total, after, ok, reason, delta, phase="locality", **info)
         total = after
     return total
 
@@ -455,10 +455,6 @@ def _remap(ctx: Ctx, st: State, log: _Log, objective: str, direction: str, max_p
 
 
 # ------------------------------------------------------------------------------------------ wrapping
-def _objective(ctx: Ctx, st: State, objective: str) -> float:
-    return ctx.total_latency(st) if objective == "total_latency" else ctx.simulate(st)[0]
-
-
 def finish(ctx: Ctx, st: State, log: _Log, *, phase: str, params: Mapping[str, Any], initial_state: Mapping[str, Any],
            order=None, check_memory: bool = True, extra_metrics: Mapping[str, float] | None = None) -> MappingResult:
     """Evaluate a state with :func:`hetsched.evaluate` and wrap it; repair memory overflow first.

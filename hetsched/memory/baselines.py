@@ -34,6 +34,7 @@ import time
 from collections import deque
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 
 from ..graph import OpGraph
@@ -286,7 +287,7 @@ def _best_of(graph: OpGraph, names: tuple[str, ...], label: str) -> OrderResult:
     best = None
     for name in names:
         arr = BASELINES[name](m)
-        pk = m.peak(__import__("numpy").asarray(arr))
+        pk = m.peak(np.asarray(arr))
         if best is None or pk < best[0]:
             best = (pk, name, arr)
     assert best is not None

@@ -196,7 +196,8 @@ def _auto(graph: OpGraph, m: _Mem, t0: float, *, time_limit_s: float, formulatio
     nv = _ilp_vars(m, formulation)
     if nv > ILP_MAX_VARS:
         return _patent_heuristic(m, t0, why_prefix=f"S2 skipped: the {formulation} ILP would have {nv} variables "
-                                                   f"(> {ILP_MAX_VARS}), it cannot finish in {time_limit_s:g} s; ")
+                                                   f"(> {ILP_MAX_VARS}), it cannot finish in {time_limit_s:g} s; ",
+                                 time_limit_s=time_limit_s)
     heur = _patent_heuristic(m, t0)
     r = order_ilp(graph, time_limit_s=max(0.05, time_limit_s - (time.perf_counter() - t0)), formulation=formulation,
                   solver=solver, warm_start=heur)
@@ -273,7 +274,7 @@ def optimize_order(
     if method == "heuristic":
         return _heuristic(m, t0, time_limit_s=time_limit_s, beam=beam)
     if method == "patent-heuristic":
-        return _patent_heuristic(m, t0)
+        return _patent_heuristic(m, t0, time_limit_s=time_limit_s)
     if method == "exact":
         from .exact import order_exact
 
