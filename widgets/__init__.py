@@ -3,7 +3,7 @@
 Panels hold no algorithm logic: they call the core and replay ``result.steps``.
 """
 
-from .base import Panel, Session, StepWalker, download_link, figure_widget
+from .base import Panel, PlotlyView, Session, StepWalker, download_link, figure_widget
 from .graph_panel import GraphPanel
 from .executor_panel import ExecutorPanel
 from .backend_panel import BackendPanel
@@ -12,4 +12,4 @@ from .pipeline_panel import PipelinePanel
 from .memory_panel import MemoryPanel
 from .dashboard import Dashboard
 
-__all__ = ["Panel", "Session", "StepWalker", "GraphPanel", "ExecutorPanel", "BackendPanel", "MappingPanel", "PipelinePanel", "MemoryPanel", "Dashboard", "download_link", "figure_widget"]
+__all__ = ["Panel", "PlotlyView", "Session", "StepWalker", "GraphPanel", "ExecutorPanel", "BackendPanel", "MappingPanel", "PipelinePanel", "MemoryPanel", "Dashboard", "download_link", "figure_widget"]

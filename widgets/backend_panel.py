@@ -35,7 +35,7 @@ import hetsched.partition as pt
 from hetsched.errors import HetschedError
 from hetsched.plot import color_map, gantt, graph_view, time_unit
 
-from .base import Panel, Session, figure_widget
+from .base import Panel, Session
 
 __all__ = ["BackendPanel", "BackendState", "BackendView"]
 
@@ -108,13 +108,8 @@ class BackendPanel(Panel):
         self._grid_key = None
         super().__init__(state, session=session, follow_session=graph is None and system is None, autostart=False, **kw)
         self._build_inputs()
-        v = self.compute()
-        self.result = v
-        self.figures["graph"] = figure_widget(self._graph_fig(v))
-        self.figures["gantt"] = figure_widget(self._gantt_fig(v))
-        self.children = [self.controls, self.message, self.summary, color, self.figures["graph"],
-                         self.figures["gantt"], self.groups_html, self.download_area]
-        self._render_text(v)
+        self.children = [self.controls, self.status, self.summary, color, self.figure_view("graph"),
+                         self.figure_view("gantt"), self.groups_html, self.download_area]
         self._start()
 
     # -- inputs ------------------------------------------------------------------
@@ -186,7 +181,7 @@ class BackendPanel(Panel):
     def _on_session(self, change) -> None:
         if change["new"] is not None:
             self._build_inputs()
-            self.refresh()
+            super()._on_session(change)
 
     def system(self) -> hs.System:
         """The session's system with the grid's edits applied to its support table."""

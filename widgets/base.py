@@ -3,8 +3,12 @@
 * One state object per panel (a ``traitlets.HasTraits``) holds the inputs; controls are
   ``link()``-ed to it; one observer recomputes the core result and updates the figures inside
   ``batch_update()``. Tests drive a panel headlessly by setting ``panel.state`` traits.
-* Every ``go.FigureWidget`` is built with its data at construction (Voila shows empty axes
-  otherwise); a redraw swaps in a new one (:meth:`Panel.show_figure` says why).
+* Figures are :class:`~hetsched.widgets.figure.PlotlyView` s made once per panel; a redraw
+  (:meth:`Panel.show_figure`) sends the browser only the properties that changed.
+* A panel computes only while it is shown (``active``): a hidden dashboard tab whose inputs
+  changed is marked stale and recomputes when it is next shown.
+* A busy badge shows while the kernel computes; figures are greyed while they show a result that
+  no longer matches the inputs (hidden and stale, or the last recompute failed).
 * Errors from the core land in the panel's message line; the panel keeps its last good result and
   keeps working.
 * Panels hold no algorithm logic: they call ``hetsched`` functions and replay ``result.steps``.
@@ -41,71 +45,27 @@ from typing import Any, Iterable, Mapping
 
 import ipywidgets as W
 import pandas as pd
-import plotly.graph_objects as go
 import traitlets
 
 from hetsched.errors import HetschedError
 
+from .figure import PlotlyView
+
 __all__ = [
-    "Panel", "Session", "StepWalker", "figure_widget", "download_link", "error_html", "ok_html",
+    "Panel", "Session", "StepWalker", "PlotlyView", "figure_widget", "download_link", "error_html", "ok_html",
     "controls_from_spec", "state_from_spec", "downloads_html", "link_clamped",
 ]
 
 
-class _Source:
-    """Front-end code held as text; ``str()`` gives it (what anywidget sends to the browser)."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __str__(self) -> str:
-        return self.text
-
-
-def _leak_free_class() -> type:
-    """``go.FigureWidget`` with its front-end code inlined, so closed widgets can be freed.
-
-    anywidget (0.11; manzt/anywidget#929, open) connects every widget whose ``_esm``/``_css`` is a
-    file (Plotly ships its bundle as one) to that file's change signal for hot reloading, through
-    a closure over the widget that the signal holds strongly: every FigureWidget ever made stays
-    alive, with its data. Panels make a new widget per redraw, so a long session leaked every
-    figure it showed. Holding the same code as a non-path object skips that connection; the
-    browser receives the same text.
-    """
-    attrs: dict[str, Any] = {}
-    for key in ("_esm", "_css"):
-        v = go.FigureWidget.__dict__.get(key, getattr(go.FigureWidget, key, None))
-        if v is not None and not isinstance(v, str):
-            attrs[key] = _Source(str(v))
-    if not attrs:
-        return go.FigureWidget
-    return type("FigureWidget", (go.FigureWidget,), {"__module__": __name__, "__doc__": go.FigureWidget.__doc__, **attrs})
-
-
-_FigureWidget = _leak_free_class()
-
-
-def figure_widget(fig: go.Figure) -> go.FigureWidget:
-    """A FigureWidget holding ``fig``'s data from construction on.
-
-    ``fig`` comes from a :mod:`hetsched.plot` builder, whose output is tested to be valid; the
-    widget is built from plain copies of its traces and layout without validating them again.
-    Passing the figure itself would re-validate its layout and rebuild the template object
-    (tens of ms per figure, most of a panel's redraw).
+def figure_widget(fig: Any) -> PlotlyView:
+    """A :class:`~hetsched.widgets.figure.PlotlyView` showing ``fig`` (a figure from :mod:`hetsched.plot`).
 
     >>> import plotly.graph_objects as go
     >>> fw = figure_widget(go.Figure(go.Bar(x=[1], y=[2]), layout=dict(title="t")))
     >>> fw.data[0].type, fw.layout.title.text
     ('bar', 't')
     """
-    from hetsched.plot.core import validate_edits
-
-    # the traces' properties are copied by the constructor; the layout goes in as a plain dict
-    # (a Layout object would be copied with validation)
-    spec = {"data": list(fig.data), "layout": fig.layout.to_plotly_json()}
-    return validate_edits(_FigureWidget(spec, _validate=False))
+    return PlotlyView(fig)
 
 
 def download_link(payload: bytes | str | pd.DataFrame | Mapping, filename: str, label: str | None = None) -> str:
@@ -146,6 +106,7 @@ def ok_html(text: str) -> str:
 
 
 _PREPARE = "prepare downloads (Chrome trace, tables)"
+_BUSY = "<span class='hetsched-busy-badge' style='color:#8a5a00'>⏳ computing…</span>"
 _READY = "downloads ready (click a link)"
 
 
@@ -155,9 +116,8 @@ _GC_FROZEN = False
 def _freeze_startup_objects() -> bool:
     """Move every object alive now out of the garbage collector's reach (once per process).
 
-    Why: a kernel that shows panels holds ~300k long-lived objects from imports (about 140k of them
-    come with Plotly's FigureWidget: the grammar ``jsonschema`` builds when Plotly imports
-    ``nbformat``). Each full collection scans them all and adds 0.1-0.25 s to whichever interaction
+    Why: a kernel that shows panels holds several hundred thousand long-lived objects from imports
+    (Plotly's graph objects, pandas, the widget stack). Each full collection scans them all and adds 0.1-0.25 s to whichever interaction
     it lands in (measured in ``bench/bench_widgets.py``, long-session table). These objects live as
     long as the kernel, so freezing them (``gc.freeze``, Python >= 3.7) loses nothing; objects
     made afterwards (results, figures) are collected as usual. Set ``HETSCHED_GC_FREEZE=0`` to
@@ -167,9 +127,9 @@ def _freeze_startup_objects() -> bool:
     if _GC_FROZEN or os.environ.get("HETSCHED_GC_FREEZE", "1") == "0":
         return False
     _GC_FROZEN = True
-    # the first FigureWidget pulls in the rest of the front-end stack (anywidget, the nbformat /
-    # jsonschema grammar): make one now so that those objects are frozen too
-    _FigureWidget().close()
+    # the first view pulls in the rest of the front-end stack (anywidget, comm): make one now so
+    # that those objects are frozen too
+    PlotlyView().close()
     gc.collect()  # garbage that exists now is freed first, not frozen
     gc.freeze()
     return True
@@ -187,7 +147,9 @@ class Panel(W.VBox):
     walks ``result.steps`` without re-running the algorithm.
 
     A panel given a :class:`Session` recomputes when the session's graph or system changes
-    (``follow_session``), so every tab of a dashboard shows the same graph.
+    (``follow_session``), so every tab of a dashboard shows the same graph. A panel that is not
+    ``active`` (a hidden dashboard tab) does not recompute: it is marked stale and recomputes on
+    :meth:`activate`.
 
     Attributes
     ----------
@@ -196,9 +158,16 @@ class Panel(W.VBox):
     result : Any
         The last good result.
     figures : dict
-        Named ``FigureWidget`` objects (what tests and Voila look at).
+        Named :class:`~hetsched.widgets.figure.PlotlyView` objects, made once per panel and then
+        updated in place (what tests and Voila look at).
     message : ipywidgets.HTML
-        The error/status line.
+        The error/status line, cleared by the next success.
+    busy : ipywidgets.HTML
+        A badge shown while the panel computes.
+    active : bool
+        Whether the panel is shown (it computes only then).
+    stale : bool
+        Whether the figures show a result that no longer matches the inputs.
     downloads : ipywidgets.HTML
         Download links (Chrome trace, result tables) of the current result, built on demand by
         :meth:`prepare_downloads` (the ``download_button``) and cleared by every new result.
@@ -220,13 +189,19 @@ class Panel(W.VBox):
     VIEW_TRAITS: tuple[str, ...] = ()
 
     def __init__(self, state: traitlets.HasTraits, children: Iterable[W.Widget] = (), *, autostart: bool = True,
-                 session: "Session | None" = None, follow_session: bool = False, **kw: Any):
+                 session: "Session | None" = None, follow_session: bool = False, active: bool = True, **kw: Any):
         _freeze_startup_objects()
         self.state = state
         self.session = session if session is not None else Session()
         self.result: Any = None
-        self.figures: dict[str, go.FigureWidget] = {}
+        self.figures: dict[str, PlotlyView] = {}
         self.message = W.HTML("", layout=W.Layout(min_height="1.5em"))
+        self.busy = W.HTML("")
+        self.busy.add_class("hetsched-busy")
+        # the line under a panel's controls: the busy badge, then the error (if any)
+        self.status = W.HBox([self.busy, self.message], layout=W.Layout(min_height="1.5em", align_items="center"))
+        self.active = bool(active)
+        self.stale = False
         self.downloads = W.HTML("")
         self.download_button = W.Button(description=_PREPARE, icon="download", layout=W.Layout(width="auto"),
                                         tooltip="build download links for the Chrome trace and the result tables "
@@ -250,7 +225,10 @@ class Panel(W.VBox):
         self.state.observe(self._on_change, names=traitlets.All)
         if self._follow:
             self.session.observe(self._on_session, names=["graph", "system"])
-        self.refresh()
+        if self.active:
+            self.refresh()
+        else:
+            self._mark_stale()
 
     def _on_change(self, change: Mapping[str, Any]) -> None:
         if self._in_refresh and change["name"] in self.VIEW_TRAITS:
@@ -260,12 +238,56 @@ class Panel(W.VBox):
             return
         if change["name"] in self.VIEW_TRAITS:
             self.redraw()
-        else:
+        elif self.active:
             self.refresh()
+        else:
+            self._mark_stale()
 
     def _on_session(self, change: Mapping[str, Any]) -> None:
-        if change["new"] is not None:
+        if change["new"] is None:
+            return
+        if self.active:
             self.refresh()
+        else:
+            self._mark_stale()
+
+    # -- shown or hidden -----------------------------------------------------------
+    def activate(self) -> bool:
+        """The panel is shown: recompute if its inputs changed while it was hidden (returns whether it did).
+
+        >>> import traitlets
+        >>> class S(traitlets.HasTraits):
+        ...     n = traitlets.Int(1)
+        >>> class P(Panel):
+        ...     def compute(self): return self.state.n
+        ...     def render(self, r): pass
+        >>> p = P(S(), active=False); p.result is None, p.stale
+        (True, True)
+        >>> p.state.n = 3; p.result is None                  # hidden: nothing computed
+        True
+        >>> p.activate(), p.result, p.stale
+        (True, 3, False)
+        """
+        self.active = True
+        if self.stale or self.result is None:
+            self.refresh()
+            return True
+        return False
+
+    def deactivate(self) -> None:
+        """The panel is hidden: later input changes only mark it stale."""
+        self.active = False
+
+    def _mark_stale(self) -> None:
+        self.stale = True
+        for v in self.figures.values():
+            v.stale = True
+
+    def _set_stale(self, stale: bool) -> None:
+        self.stale = stale
+        for v in self.figures.values():
+            if v.stale != stale:
+                v.stale = stale
 
     @contextlib.contextmanager
     def hold(self):
@@ -293,7 +315,10 @@ class Panel(W.VBox):
         finally:
             held, self._held, self._holding = self._held, set(), False
             if "compute" in held:
-                self.refresh()
+                if self.active:
+                    self.refresh()
+                else:
+                    self._mark_stale()
             elif "view" in held:
                 self.redraw()
 
@@ -373,27 +398,40 @@ class Panel(W.VBox):
     def refresh(self) -> bool:
         """Recompute and redraw; on a hetsched error show it and keep the last good result."""
         t0 = time.perf_counter()
+        self.busy.value = _BUSY  # sent at once: the browser shows it while the kernel computes
         try:
-            result = self.compute()
-        except HetschedError as e:
-            self.message.value = error_html(e)
-            return False
-        except Exception as e:  # a bug must not kill the panel either; show it plainly
-            self.message.value = error_html(HetschedError(f"{type(e).__name__}: {e}"))
-            return False
-        previous, self.result = self.result, result
-        self._in_refresh = True
-        try:
-            self.on_result(result)
-            ok = self._render_guarded(result)
+            try:
+                result = self.compute()
+            except HetschedError as e:
+                self._failed(e)
+                return False
+            except Exception as e:  # a bug must not kill the panel either; show it plainly
+                self._failed(HetschedError(f"{type(e).__name__}: {e}"))
+                return False
+            previous, self.result = self.result, result
+            self._in_refresh = True
+            try:
+                self.on_result(result)
+                ok = self._render_guarded(result)
+            finally:
+                self._in_refresh = False
+            if not ok and previous is not None:
+                self.result = previous  # the new result could not be drawn: keep what is on screen coherent
+            if ok:  # links to the previous result must not stay on screen; new ones are built on demand
+                self._clear_downloads()
+                self._set_stale(False)
+            else:
+                self._set_stale(True)
+            return ok
         finally:
-            self._in_refresh = False
-        if not ok and previous is not None:
-            self.result = previous  # the new result could not be drawn: keep what is on screen coherent
-        if ok:  # links to the previous result must not stay on screen; new ones are built on demand
-            self._clear_downloads()
-        self.last_refresh_s = time.perf_counter() - t0
-        return ok
+            self.busy.value = ""
+            self.last_refresh_s = time.perf_counter() - t0
+
+    def _failed(self, err: BaseException) -> None:
+        """A recompute failed: say why; the figures still show the last good result, greyed."""
+        self.message.value = error_html(err)
+        if self.result is not None:
+            self._set_stale(True)
 
     def redraw(self) -> bool:
         """Render the current result again (a view trait changed); no recompute."""
@@ -403,7 +441,12 @@ class Panel(W.VBox):
 
     def _render_guarded(self, result: Any) -> bool:
         try:
-            self.render(result)
+            # every figure's update leaves in one burst at the end of render: the browser gets them
+            # together and draws them back to back, not one per kernel computation
+            with contextlib.ExitStack() as stack:
+                for v in list(self.figures.values()):
+                    stack.enter_context(v.hold_sync())
+                self.render(result)
         except HetschedError as e:
             self.message.value = error_html(e)
             return False
@@ -442,54 +485,24 @@ class Panel(W.VBox):
     def show_error(self, err: BaseException) -> None:
         self.message.value = error_html(err)
 
-    def show_figure(self, name: str, fig: go.Figure) -> go.FigureWidget:
-        """Show ``fig`` as ``self.figures[name]``: a new ``FigureWidget`` takes the old one's place.
+    def figure_view(self, name: str) -> PlotlyView:
+        """The view named ``name``, made (empty) on first use: lay it out, then :meth:`show_figure` fills it."""
+        v = self.figures.get(name)
+        if v is None:
+            v = self.figures[name] = PlotlyView()
+            v.stale = self.stale
+        return v
 
-        Why not update in place: plotly's widget front-end applies ``data = []``, ``add_traces``
-        and the relayout as separate asynchronous plotly.js calls, and in a busy page (a long
-        notebook in Voila) one of them was seen to overtake another and leave a stale figure;
-        its single-message ``Plotly.update`` path fails in the front-end of plotly 6/7 ("Error
-        setting state"). A fresh widget is drawn by one ``newPlot``: always consistent.
+    def show_figure(self, name: str, fig: Any) -> PlotlyView:
+        """Show ``fig`` (a figure from a :mod:`hetsched.plot` builder) in the view named ``name``.
+
+        The view stays the same widget; only the properties that differ from what it shows travel
+        to the browser (:meth:`PlotlyView.show`), so stepping through a log sends a few arrays and
+        shapes, not a figure.
         """
-        fw = self.figures.get(name)
-        new = figure_widget(fig)
-        if fw is not None:
-            _swap_child(self, fw, new)
-            fw.close()
-        self.figures[name] = new
-        return new
-
-_PLACEHOLDER: list[W.Widget] = []
-
-
-def _swap_child(box: W.Box, old: W.Widget, new: W.Widget) -> bool:
-    """Replace ``old`` by ``new`` wherever it sits in ``box``'s tree of containers.
-
-    Assigning new children makes traitlets compare the old and new tuples element by element, and
-    ``FigureWidget.__eq__`` serialises both figures when two figures meet (25 ms for a 2k-bar
-    Gantt; tuples, unlike lists, do not stop early on a length mismatch). Passing through a
-    tuple with a plain placeholder widget at that position keeps every comparison an identity
-    test; ``hold_sync`` sends the front-end one update, with the final children only.
-
-    >>> a, b, c = W.HTML("a"), W.HTML("b"), W.HTML("c")
-    >>> box = W.VBox([a, W.HBox([b])])
-    >>> _swap_child(box, b, c), box.children[1].children[0] is c
-    (True, True)
-    """
-    kids = list(box.children)
-    for i, c in enumerate(kids):
-        if c is old:
-            if not _PLACEHOLDER:
-                _PLACEHOLDER.append(W.Box())
-            kids[i] = _PLACEHOLDER[0]
-            with box.hold_sync():
-                box.children = kids
-                kids[i] = new
-                box.children = kids
-            return True
-        if isinstance(c, W.Box) and _swap_child(c, old, new):
-            return True
-    return False
+        v = self.figure_view(name)
+        v.show(fig)
+        return v
 
 
 class StepWalker(W.HBox):

@@ -9,6 +9,8 @@ follows the session and recomputes on its own inputs. ``make app`` serves
 ['Graph', 'Executor']
 >>> d.panels["executor"].session is d.session
 True
+>>> d.panels["executor"].result is None            # a hidden tab computes when first shown
+True
 """
 
 from __future__ import annotations
@@ -63,11 +65,13 @@ class Dashboard(W.VBox):
         self.panels: dict[str, Any] = {}
         self.titles: list[str] = []
         children = []
-        for key in keys:
+        for i, key in enumerate(keys):
             title, mod, cls = PANELS[key]
             try:
                 panel_cls = getattr(importlib.import_module(f".{mod}", __package__), cls)
-                panel = panel_cls(session=self.session)
+                # only the first tab computes now; the others when first shown (and when shown again
+                # after their inputs changed): loading a graph must not recompute hidden panels
+                panel = panel_cls(session=self.session, active=(i == 0))
                 if key == "graph" and graph is not None:
                     panel.load(graph)
             except Exception as e:  # one broken tab must not take the app down
@@ -77,8 +81,32 @@ class Dashboard(W.VBox):
             children.append(panel)
         self.tabs = W.Tab(children=children)
         self.tabs.titles = tuple(PANELS[k][0] for k in keys)
-        header = W.HTML("<h2 style='margin:0.2em 0'>hetsched explorer</h2>"
-                        "<div>Load a graph in the first tab; every other tab schedules it (the pipeline tab "
-                        "schedules stages of a model and uses only numbers).</div>")
-        super().__init__([header, self.tabs], **kw)
+        self.tabs.observe(self._on_tab, names="selected_index")
+        intro = W.HTML("<div class='hetsched-intro'>Load a graph in the first tab; every other tab schedules it "
+                       "on the loaded system. A tab computes when it is shown.</div>")
+        super().__init__([intro, self.tabs], **kw)
         self.add_class("hetsched-dashboard")
+
+    def _on_tab(self, change: dict) -> None:
+        """Show one tab: it recomputes if its inputs changed while hidden; the others stop computing."""
+        for i, panel in enumerate(self.tabs.children):
+            if not hasattr(panel, "activate"):
+                continue
+            if i == change["new"]:
+                panel.activate()
+            else:
+                panel.deactivate()
+
+    def show(self, key: str) -> Any:
+        """Select the tab ``key`` (what a click on its title does) and return its panel.
+
+        >>> d = Dashboard(tabs=("graph", "memory"))
+        >>> d.panels["memory"].result is None          # hidden: nothing computed yet
+        True
+        >>> d.show("memory").result is not None
+        True
+        """
+        if key not in self.panels:
+            raise hs.errors.UnknownNameError(f"no tab {key!r}; have {list(self.panels)}", field="tab")
+        self.tabs.selected_index = list(self.panels).index(key)
+        return self.panels[key]

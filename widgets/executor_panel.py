@@ -33,7 +33,7 @@ from hetsched.errors import HetschedError
 from hetsched.plot import compare, time_unit
 from hetsched.plot.executor import executor_gantt, ordering_bars
 
-from .base import Panel, Session, controls_from_spec, figure_widget, state_from_spec
+from .base import Panel, Session, controls_from_spec, state_from_spec
 
 __all__ = ["ExecutorPanel", "executor_state"]
 
@@ -98,14 +98,11 @@ class ExecutorPanel(Panel):
         self._cmp = None
         super().__init__(state, session=session, follow_session=graph is None, autostart=False, **kw)
         state.observe(self._on_preset, names="preset")
-        r = self.compute()
-        self.result = r
-        self.figures["gantt"] = figure_widget(self._gantt(r))
-        self.figures["compare"] = figure_widget(self._compare_fig(r))
-        self.figures["ordering"] = figure_widget(ordering_bars(r).update_layout(width=420))
-        self.children = [self.controls, self.message, self.summary,
-                         self.figures["gantt"], W.HBox([metric, color]),
-                         W.HBox([self.figures["compare"], self.figures["ordering"]]), self.download_area]
+        self.children = [self.controls, self.status, self.summary,
+                         self.figure_view("gantt"), W.HBox([metric, color]),
+                         W.GridBox([self.figure_view("compare"), self.figure_view("ordering")],
+                                   layout=W.Layout(grid_template_columns="minmax(0, 2fr) minmax(0, 1fr)", width="100%")),
+                         self.download_area]
         self._start()
 
     # -- inputs --------------------------------------------------------------------
@@ -180,7 +177,7 @@ class ExecutorPanel(Panel):
     def render(self, r: ex.ExecutorResult) -> None:
         self.show_figure("gantt", self._gantt(r))
         self.show_figure("compare", self._compare_fig(r))
-        self.show_figure("ordering", ordering_bars(r).update_layout(width=420))
+        self.show_figure("ordering", ordering_bars(r))
         m = r.metrics
         unit, f = time_unit(m["makespan_s"])
         races = int(m.get("n_unordered_edges", 0))

@@ -25,7 +25,7 @@ from hetsched.io import bundled_graphs, load_graph
 from hetsched.io.generators import GENERATORS
 from hetsched.plot import bytes_unit, color_map, graph_view
 
-from .base import Panel, Session, figure_widget
+from .base import Panel, Session
 
 __all__ = ["GraphPanel", "GraphState"]
 
@@ -85,12 +85,7 @@ class GraphPanel(Panel):
         self.summary = W.HTML()
         self.controls = W.VBox([src, W.HBox([bundled, self.upload]), W.HBox([gen, n, seed]), color])
         super().__init__(state, autostart=False, session=self.session, **kw)
-        g = self.compute()
-        self.result = g
-        self.figures["graph"] = figure_widget(self._figure(g))
-        self.children = [self.controls, self.message, self.summary, self.figures["graph"]]
-        self._render_summary(g)
-        self.session.graph = g
+        self.children = [self.controls, self.status, self.summary, self.figure_view("graph")]
         self._start()
 
     # -- public API -------------------------------------------------------------

@@ -34,7 +34,7 @@ import hetsched.mapping as mp
 from hetsched.errors import HetschedError
 from hetsched.plot import color_map, compare, gantt, graph_view, time_unit
 
-from .base import Panel, Session, StepWalker, figure_widget
+from .base import Panel, Session, StepWalker
 
 __all__ = ["MappingPanel", "MappingState", "describe_step"]
 
@@ -132,15 +132,9 @@ class MappingPanel(Panel):
         self._evals: OrderedDict = OrderedDict()  # (id(result), k) -> Evaluation, a small LRU
         super().__init__(state, session=session, follow_session=graph is None and system is None,
                          autostart=False, **kw)
-        r = self.compute()
-        self.result = r
-        self.on_result(r)
-        self.figures["graph"] = figure_widget(self._graph_fig(r))
-        self.figures["gantt"] = figure_widget(self._gantt_fig(r))
-        self.figures["compare"] = figure_widget(self._compare_fig(r))
-        self.children = [self.controls, self.message, self.summary, self.walker, self.phase_buttons,
-                         self.step_text, self.figures["graph"], self.figures["gantt"], metric,
-                         self.figures["compare"], self.download_area]
+        self.children = [self.controls, self.status, self.summary, self.walker, self.phase_buttons,
+                         self.step_text, self.figure_view("graph"), self.figure_view("gantt"), metric,
+                         self.figure_view("compare"), self.download_area]
         self._start()
 
     # -- inputs ------------------------------------------------------------------

@@ -35,7 +35,7 @@ import hetsched.memory as mem
 from hetsched.errors import HetschedError
 from hetsched.plot import bytes_unit, memory_curve
 
-from .base import Panel, Session, StepWalker, figure_widget
+from .base import Panel, Session, StepWalker
 
 __all__ = ["MemoryPanel", "MemoryState"]
 
@@ -81,14 +81,8 @@ class MemoryPanel(Panel):
         self._fixed_graph = graph
         self._overlay_cache: dict[tuple, mem.OrderResult] = {}
         super().__init__(state, session=session, follow_session=graph is None, autostart=False, **kw)
-        r = self.compute()
-        self.result = r
-        self.on_result(r)
-        self.figures["curves"] = figure_widget(self._curves_fig(r))
-        self.figures["live"] = figure_widget(self._live_fig(r))
-        self.children = [self.controls, self.message, self.summary, self.walker, self.step_text,
-                         self.figures["curves"], self.figures["live"], self.download_area]
-        self._render_text(r)
+        self.children = [self.controls, self.status, self.summary, self.walker, self.step_text,
+                         self.figure_view("curves"), self.figure_view("live"), self.download_area]
         self._start()
 
     @property

@@ -37,7 +37,7 @@ from hetsched.errors import HetschedError
 from hetsched.plot import gantt, time_unit
 from hetsched.plot.pipeline import cache_depth
 
-from .base import Panel, Session, StepWalker, figure_widget, link_clamped
+from .base import Panel, Session, StepWalker, link_clamped
 
 __all__ = ["PipelinePanel", "PipelineState", "PipelineView"]
 
@@ -120,15 +120,9 @@ class PipelinePanel(Panel):
                                 "f_ms": f, "b_ms": b, "latency_ms": lat, "activation_MiB": act, "lockstep": lock,
                                 "cache": cache}
         super().__init__(state, session=session, autostart=False, **kw)
-        r = self.compute()
-        self.result = r
-        self.on_result(r)
-        self.figures["gantt_a"] = figure_widget(self._gantt(r.a, "A"))
-        self.figures["gantt_b"] = figure_widget(self._gantt(r.b, "B"))
-        self.figures["cache"] = figure_widget(self._cache_fig(r))
-        self.children = [self.controls, self.message, self.summary, self.walker, self.step_text,
-                         self.figures["gantt_a"], self.figures["gantt_b"], self.figures["cache"], self.download_area]
-        self._render_text(r)
+        self.children = [self.controls, self.status, self.summary, self.walker, self.step_text,
+                         self.figure_view("gantt_a"), self.figure_view("gantt_b"), self.figure_view("cache"),
+                         self.download_area]
         self._start()
 
     # -- Panel -------------------------------------------------------------------

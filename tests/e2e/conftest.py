@@ -26,30 +26,10 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
-from pathlib import Path
 
 import pytest
-from e2e_helpers import ARTIFACTS, ROOT, screenshot
+from e2e_helpers import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, VoilaServer, WsCounter, screenshot, start_voila
 
-NOTEBOOKS = ROOT / "notebooks"
-CHROMIUM = Path(os.environ.get("HETSCHED_CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
 # A notebook runs all its cells before Voila sends the page; give slow CI machines room, but keep it
 # below the per-test timeout so a hang reports which step hung.
 PAGE_TIMEOUT_S = float(os.environ.get("HETSCHED_E2E_PAGE_TIMEOUT_S", "120"))
@@ -76,85 +56,19 @@ def _require_browser() -> None:
     pytest.skip(msg)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _tail(path: Path, n: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
-    except OSError:
-        return "(no log)"
-
-
-class VoilaServer:
-    """A running Voila process serving a directory; ``url(name)`` renders one notebook."""
-
-    def __init__(self, proc: subprocess.Popen, base_url: str, root: Path, log: Path):
-        self.proc, self.base_url, self.root, self.log = proc, base_url, root, log
-
-    def url(self, notebook: str) -> str:
-        name = notebook if notebook.endswith(".ipynb") else f"{notebook}.ipynb"
-        if not (self.root / name).exists():
-            raise FileNotFoundError(f"notebook {name!r} is not in {NOTEBOOKS} (served copy: {self.root})")
-        return f"{self.base_url}/voila/render/{name}"
-
-    def log_tail(self, n: int = 40) -> str:
-        return _tail(self.log, n)
-
-
 @pytest.fixture(scope="session")
 def voila_server(tmp_path_factory) -> VoilaServer:
     """Voila serving a temp copy of ``notebooks/`` on a free localhost port (one per session)."""
     _require_browser()  # no point serving pages nobody can load
-    work = tmp_path_factory.mktemp("voila")
-    root = work / "notebooks"
-    shutil.copytree(NOTEBOOKS, root, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-    # Notebooks may read ../data/...; the copy sees the repo's data read-only in spirit.
-    (work / "data").symlink_to(ROOT / "data", target_is_directory=True)
-    runtime = work / "runtime"
-    runtime.mkdir()
-    port = _free_port()
-    log = work / "voila.log"
-    voila = Path(sys.executable).with_name("voila")
-    cmd = [
-        str(voila) if voila.exists() else "voila",
-        str(root),
-        "--no-browser",
-        f"--port={port}",
-        "--Voila.ip=127.0.0.1",
-        "--show_tracebacks=True",
-        f"--VoilaExecutor.timeout={int(PAGE_TIMEOUT_S)}",
-    ]
-    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(runtime), PYTHONHASHSEED="0")
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, cwd=root, stdout=fh, stderr=subprocess.STDOUT, env=env)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
     try:
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"voila exited with code {proc.returncode} before serving:\n{_tail(log)}", pytrace=False)
-            try:
-                with urllib.request.urlopen(base + "/", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"voila did not answer on {base} within {SERVER_START_TIMEOUT_S:.0f} s:\n{_tail(log)}",
-                            pytrace=False)
-            time.sleep(0.25)
-        yield VoilaServer(proc, base, root, log)
+        server = start_voila(tmp_path_factory.mktemp("voila"), timeout_s=SERVER_START_TIMEOUT_S,
+                             page_timeout_s=PAGE_TIMEOUT_S)
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        yield server
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
+        server.stop()
 
 
 @pytest.fixture(scope="session")
@@ -207,6 +121,7 @@ def voila_page(voila_server, browser_context, request):
         page.requested_urls = []  # type: ignore[attr-defined]
         page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
         page.on("request", lambda r: page.requested_urls.append(r.url))
+        page.ws = WsCounter(page)  # type: ignore[attr-defined]  # bytes received over websockets
         pages.append(page)
         resp = page.goto(voila_server.url(notebook), wait_until="load", timeout=PAGE_TIMEOUT_S * 1000)
         if resp is None or resp.status != 200:

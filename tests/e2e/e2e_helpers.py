@@ -2,13 +2,34 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
+NOTEBOOKS = ROOT / "notebooks"
+CHROMIUM = Path(os.environ.get("HETSCHED_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 
-__all__ = ["ARTIFACTS", "ROOT", "wait_for_plots", "plot_signature", "wait_for_change", "output_errors", "external_requests", "COSMETIC_EXTERNAL", "screenshot"]
+__all__ = ["ARTIFACTS", "ROOT", "NOTEBOOKS", "CHROMIUM", "CHROMIUM_ARGS", "VoilaServer", "start_voila", "WsCounter",
+           "settle", "wait_for_plots", "plot_signature", "wait_for_change", "output_errors", "external_requests", "COSMETIC_EXTERNAL", "screenshot"]
 
 
 def wait_for_plots(page, n: int = 1, *, timeout_s: float = 60.0) -> int:
@@ -105,3 +126,161 @@ def external_requests(page, *, include_cosmetic: bool = False) -> list[str]:
     if not include_cosmetic:
         urls = [u for u in urls if not any(c in u for c in COSMETIC_EXTERNAL)]
     return urls
+
+
+# ---------------------------------------------------------------- Voila and the websocket
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _tail(path: Path, n: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+class VoilaServer:
+    """A running Voila process serving a directory; ``url(name)`` renders one notebook."""
+
+    def __init__(self, proc: subprocess.Popen, base_url: str, root: Path, log: Path):
+        self.proc, self.base_url, self.root, self.log = proc, base_url, root, log
+
+    def url(self, notebook: str) -> str:
+        name = notebook if notebook.endswith(".ipynb") else f"{notebook}.ipynb"
+        if not (self.root / name).exists():
+            raise FileNotFoundError(f"notebook {name!r} is not in {NOTEBOOKS} (served copy: {self.root})")
+        return f"{self.base_url}/voila/render/{name}"
+
+    def log_tail(self, n: int = 40) -> str:
+        return _tail(self.log, n)
+
+    def kernel_pids(self) -> list[int]:
+        """Process ids of the kernels Voila runs now (its ``ipykernel`` children)."""
+        import psutil
+
+        try:
+            kids = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+        out = []
+        for k in kids:
+            try:
+                if "ipykernel" in " ".join(k.cmdline()):
+                    out.append(k.pid)
+            except psutil.Error:
+                pass
+        return out
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=15)
+
+
+def start_voila(work: Path, *, timeout_s: float = 60.0, page_timeout_s: float = 120.0,
+                extra_args: list[str] | None = None) -> VoilaServer:
+    """Voila serving a copy of ``notebooks/`` (in ``work``) on a free localhost port.
+
+    ``extra_args`` are added to Voila's command line (e.g. the kernel culling options of ``make app``).
+    Raises ``RuntimeError`` (with the log tail) when Voila does not come up.
+    """
+    root = work / "notebooks"
+    shutil.copytree(NOTEBOOKS, root, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    # Notebooks may read ../data/...; the copy sees the repo's data.
+    (work / "data").symlink_to(ROOT / "data", target_is_directory=True)
+    runtime = work / "runtime"
+    runtime.mkdir()
+    port = _free_port()
+    log = work / "voila.log"
+    voila = Path(sys.executable).with_name("voila")
+    cmd = [
+        str(voila) if voila.exists() else "voila",
+        str(root),
+        "--no-browser",
+        f"--port={port}",
+        "--Voila.ip=127.0.0.1",
+        "--show_tracebacks=True",
+        f"--VoilaExecutor.timeout={int(page_timeout_s)}",
+        *(extra_args or []),
+    ]
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(runtime), PYTHONHASHSEED="0")
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(cmd, cwd=root, stdout=fh, stderr=subprocess.STDOUT, env=env)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"voila exited with code {proc.returncode} before serving:\n{_tail(log)}")
+        try:
+            with urllib.request.urlopen(base + "/", timeout=5) as r:
+                if r.status == 200:
+                    return VoilaServer(proc, base, root, log)
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"voila did not answer on {base} within {timeout_s:.0f} s:\n{_tail(log)}")
+        time.sleep(0.25)
+
+
+class WsCounter:
+    """Bytes the page receives over its websockets (Playwright's ``page.on("websocket")``).
+
+    Attach before the page loads; ``mark()`` starts a new count; ``since_mark`` is the byte count
+    since then, ``last_frame_s`` the monotonic time of the last frame received.
+    """
+
+    def __init__(self, page) -> None:
+        self.total = 0
+        self.frames = 0
+        self._mark = 0
+        self.last_frame_s = time.monotonic()
+        page.on("websocket", self._on_ws)
+
+    def _on_ws(self, ws) -> None:
+        ws.on("framereceived", self._on_frame)
+
+    def _on_frame(self, payload) -> None:
+        n = len(payload) if isinstance(payload, (bytes, bytearray)) else len(payload.encode("utf-8", "replace"))
+        self.total += n
+        self.frames += 1
+        self.last_frame_s = time.monotonic()
+
+    def mark(self) -> None:
+        self._mark = self.total
+
+    @property
+    def since_mark(self) -> int:
+        return self.total - self._mark
+
+
+def settle(page, ws: WsCounter, t0_js: float, *, quiet_s: float = 0.4, timeout_s: float = 120.0,
+           need_draw: bool = True) -> float:
+    """Wait until the page is quiet after an action; return the seconds from the action to the
+    last thing it caused: a plot draw or, for an action that redraws no plot (a step that only
+    changes the text), the last websocket frame.
+
+    ``t0_js`` is ``performance.now()`` in the page at the action. Quiet means no websocket frame and
+    no plot draw for ``quiet_s``; with ``need_draw`` a draw after ``t0_js`` is awaited first.
+    """
+    deadline = time.monotonic() + timeout_s
+    if need_draw:
+        page.wait_for_function("t0 => (window.__hetschedLastDraw || 0) > t0", arg=t0_js, timeout=timeout_s * 1000)
+    last_draw = None
+    while time.monotonic() < deadline:
+        d = page.evaluate("() => window.__hetschedLastDraw || 0")
+        if d == last_draw and time.monotonic() - ws.last_frame_s >= quiet_s:
+            break
+        last_draw = d
+        page.wait_for_timeout(int(quiet_s * 1000))
+    # the last frame's time on the page's clock
+    now_js, now = page.evaluate("() => performance.now()"), time.monotonic()
+    frame_js = now_js - (now - ws.last_frame_s) * 1000
+    ends = [e for e in (last_draw or 0, frame_js) if e > t0_js]
+    return (max(ends) - t0_js) / 1000 if ends else 0.0

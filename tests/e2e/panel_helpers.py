@@ -32,3 +32,22 @@ def panel_figure_indexes(page, n: int, *, timeout_s: float = 120.0) -> list[int]
         """() => { const all = Array.from(document.querySelectorAll('.js-plotly-plot'));
                    const p = Array.from(document.querySelectorAll('.hetsched-panel')).pop();
                    return Array.from(p.querySelectorAll('.js-plotly-plot')).map(el => all.indexOf(el)); }""")
+
+
+def step_click(page, panel, button: str = "◀ prev", *, timeout_s: float = 90.0) -> tuple[int, str, str]:
+    """Click a step button of ``panel``; return ``(bytes received, panel text before, after)``.
+
+    Waits until the panel's text changed and the page is quiet (no websocket frame and no plot draw
+    for 0.4 s), so the byte count covers everything the click caused.
+    """
+    from e2e_helpers import settle
+
+    before = panel.inner_text()
+    page.wait_for_timeout(300)
+    page.ws.mark()
+    t0 = page.evaluate("() => performance.now()")
+    panel.get_by_role("button", name=button, exact=True).first.click()
+    page.wait_for_function("([el, before]) => el.innerText !== before", arg=[panel.element_handle(), before],
+                           timeout=timeout_s * 1000)
+    settle(page, page.ws, t0, timeout_s=timeout_s, need_draw=False)  # a step may change only the text
+    return page.ws.since_mark, before, panel.inner_text()

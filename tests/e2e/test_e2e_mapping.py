@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from e2e_helpers import output_errors, screenshot, wait_for_plots
-from panel_helpers import figure_title, panel_figure_indexes, panel_text, wait_for_title_change
+from panel_helpers import figure_title, panel_figure_indexes, panel_text, step_click, wait_for_title_change
 
 NOTEBOOK = "01_mapping"
 N_PANEL_FIGURES = 3  # graph view, Gantt, comparison
@@ -32,4 +32,9 @@ def test_mapping_panel_step_through_remap(voila_page):
     wait_for_title_change(page, after_prev, first + 1, timeout_s=90)
     assert "(compute_first)" in panel_text(page) and panel_text(page) != text_before
     assert figure_title(page, first + 1).startswith("state after step 1:")
+    # a step click patches the plots in place: a few arrays and a title, far below 100 KB
+    nbytes, text_before, text_after = step_click(page, panel, "next ▶")
+    assert text_after != text_before and "step 2" in text_after
+    assert figure_title(page, first + 1).startswith("state after step 2:")
+    assert nbytes < 100_000, f"one step click sent {nbytes} bytes"
     screenshot(panel, "e2e_mapping_panel_stepped")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from e2e_helpers import output_errors, screenshot, wait_for_plots
-from panel_helpers import figure_title, panel_figure_indexes, wait_for_title_change
+from panel_helpers import _TITLE_JS, figure_title, panel_figure_indexes, step_click, wait_for_title_change
 
 NOTEBOOK = "03_pipeline"
 
@@ -32,6 +32,13 @@ def test_pipeline_panel_move_m(voila_page):
     wait_for_title_change(page, title_b, b_i, timeout_s=90)
     assert "m=1" in new_a and "m=10" not in new_a
     screenshot(panel, "e2e_pipeline_panel_more_microbatches")
+    # a time-step click moves the cursor of both Gantts: a patch far below 100 KB, not new figures
+    page.wait_for_function(f"() => ({_TITLE_JS})({a_i}).includes('m=16')", timeout=90_000)  # all six moves drawn
+    cursor = "() => Array.from(document.querySelectorAll('.hetsched-panel')).pop().innerText"
+    for _ in range(2):
+        nbytes, before, after = step_click(page, panel, "next ▶")
+        assert before != after and nbytes < 100_000, f"one time-step click sent {nbytes} bytes"
+    assert "action 3 of" in page.evaluate(cursor)
     # downloads are built on demand (not on every recompute): one click, then the links
     assert panel.locator("a[download]").count() == 0
     panel.get_by_role("button", name=re.compile("prepare downloads")).click()

@@ -1,0 +1,258 @@
+"""Browser benchmark: the dashboard as a user meets it, in Chromium against Voila (issue 14).
+
+Starts Voila on ``notebooks/dashboard.ipynb`` (with the kernel culling options of ``make app``),
+drives Debian's Chromium with Playwright, and for each interaction records
+
+* the **wait**: from the action (``performance.now()`` in the page, just before the click) to the
+  last plot draw it caused (``window.__hetschedLastDraw``, set by the plot view after each
+  ``Plotly.react``), once the page is quiet (no draw and no websocket frame for 0.4 s);
+* the **bytes** the page received over its websockets for it (Playwright's ``page.on("websocket")``).
+
+Interactions run on the 1k-op bundled graph (``randwire_ws_train_b32``, 973 ops) unless named
+otherwise. Targets (issue 14, on a quiet machine of this size): a step click in Mapping,
+Pipeline, Memory, Executor: median < 250 ms, worst < 500 ms, < 100 KB; any other control change:
+median < 800 ms, worst < 2 s, < 2 MB; loading a bundled graph: < 2 s, < 5 MB. Bytes are stable
+under load; the seconds are only meaningful on a quiet machine (the load average is printed).
+
+Also measured: the first page load, a long session (memory of the kernel and of the page over
+many step clicks) and kernel culling (pages opened and closed leave no kernel behind).
+
+Run: ``.venv/bin/python bench/bench_browser.py`` (writes ``bench/results/browser.md``).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
+
+import benchlib  # noqa: E402
+from e2e_helpers import CHROMIUM, CHROMIUM_ARGS, WsCounter, settle, start_voila  # noqa: E402
+
+BIG = "randwire_ws_train_b32"  # the 1k-op bundled graph
+STEP = dict(median_s=0.250, worst_s=0.500, bytes=100_000)
+CONTROL = dict(median_s=0.800, worst_s=2.0, bytes=2_000_000)
+LOAD = dict(median_s=2.0, worst_s=2.0, bytes=5_000_000)
+REPEAT = int(os.environ.get("HETSCHED_BENCH_REPEAT", "5"))
+# what `make app` passes (kept in step with the Makefile by tests/test_packaging.py)
+CULL_ARGS = ["--MappingKernelManager.cull_idle_timeout=120", "--MappingKernelManager.cull_interval=30"]
+
+
+def _kb(n: float) -> str:
+    return f"{n / 1e3:,.1f} KB" if n < 1e6 else f"{n / 1e6:,.2f} MB"
+
+
+class Bench:
+    def __init__(self, page, ws: WsCounter):
+        self.page, self.ws = page, ws
+        self.rows: list[list[str]] = []
+        self.ok = True
+
+    def tab(self, title: str):
+        """Click a dashboard tab (not measured unless asked) and return the visible panel."""
+        self.page.locator(".lm-TabBar-tab", has_text=title).first.click()
+        return self.visible_panel()
+
+    def visible_panel(self):
+        return self.page.locator(".hetsched-panel:visible").first
+
+    def once(self, action, *, need_draw: bool = False) -> tuple[float, int]:
+        self.page.wait_for_timeout(300)
+        self.ws.mark()
+        t0 = self.page.evaluate("() => performance.now()")
+        action()
+        wait = settle(self.page, self.ws, t0, need_draw=need_draw)
+        return wait, self.ws.since_mark
+
+    def measure(self, name: str, actions, target: dict, *, need_draw: bool = False, note: str = "") -> None:
+        """``actions``: one callable, or a list run in turn (each one sample)."""
+        actions = actions if isinstance(actions, list) else [actions] * REPEAT
+        waits, sizes = [], []
+        for a in actions:
+            w, b = self.once(a, need_draw=need_draw)
+            waits.append(w)
+            sizes.append(b)
+        med, worst, big = statistics.median(waits), max(waits), max(sizes)
+        ok = med < target["median_s"] and worst < target["worst_s"] and big < target["bytes"]
+        self.ok &= ok
+        self.rows.append([name, str(len(waits)), benchlib.fmt_s(med), benchlib.fmt_s(worst), _kb(statistics.median(sizes)),
+                          _kb(big), f"< {benchlib.fmt_s(target['median_s'])} / {benchlib.fmt_s(target['worst_s'])} / "
+                          f"{_kb(target['bytes'])}", benchlib.verdict(ok), note])
+        print(self.rows[-1], flush=True)
+
+
+def select(panel, label: str, value: str):
+    return lambda: panel.locator(".widget-dropdown", has_text=label).locator("select").first.select_option(value)
+
+
+def click(panel, name: str):
+    return lambda: panel.get_by_role("button", name=name, exact=True).first.click()
+
+
+def main() -> int:
+    from playwright.sync_api import sync_playwright
+
+    machine = benchlib.machine_line()
+    load0 = os.getloadavg()
+    work = Path(tempfile.mkdtemp(prefix="hetsched-bench-browser-"))
+    srv = start_voila(work, extra_args=CULL_ARGS, page_timeout_s=300)
+    extra: list[str] = []
+    try:
+        with sync_playwright() as pw:
+            ctx = pw.chromium.launch_persistent_context(
+                str(work / "profile"), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
+                viewport={"width": 1600, "height": 1000})
+            ctx.set_default_timeout(180_000)
+            page = ctx.new_page()
+            ws = WsCounter(page)
+            t = time.monotonic()
+            page.goto(srv.url("dashboard"), wait_until="load")
+            page.wait_for_function("() => (window.__hetschedDraws || 0) >= 1", timeout=300_000)
+            first_s = time.monotonic() - t
+            page.wait_for_timeout(1500)
+            first_bytes = ws.total
+            b = Bench(page, ws)
+            g = b.visible_panel()
+            g.get_by_role("button", name="bundled", exact=True).click()
+            page.wait_for_timeout(1500)
+            b.measure("Graph: pick `resnet50_b1` in the dropdown", [select(g, "graph", "resnet50_b1")], LOAD)
+            b.measure("Graph: pick `inception_v3_train_b32` (643 ops)", [select(g, "graph", "inception_v3_train_b32")], LOAD)
+            b.measure(f"Graph: pick `{BIG}` (973 ops)", [select(g, "graph", BIG)], LOAD)
+
+            # Backends
+            b.measure("Backends: show the tab (first compute)", [lambda: b.tab("Backends")], CONTROL)
+            p = b.visible_panel()
+            cb = lambda: p.get_by_role("checkbox", name="gpu0", exact=True).click()  # noqa: E731
+            b.measure("Backends: untick / tick gpu0", [cb] * REPEAT, CONTROL)
+            p.locator(".jupyter-widget-Collapse-header, .p-Collapse-header, .lm-Collapse-header").first.click()
+            page.wait_for_timeout(500)
+            cells = p.locator(".widget-gridbox input[type=number]")
+
+            def edit(i):
+                def run():
+                    c = cells.nth(i)
+                    c.fill("5" if c.input_value() != "5" else "1")
+                    c.press("Enter")
+                return run
+            b.measure("Backends: priority edit (one grid cell)", [edit(i % 4) for i in range(REPEAT)], CONTROL)
+
+            # Mapping
+            b.measure("Mapping: show the tab (first compute)", [lambda: b.tab("Mapping")], CONTROL)
+            p = b.visible_panel()
+            b.measure("Mapping: prev step (one click)", [click(p, "◀ prev")] * REPEAT, STEP)
+            b.measure("Mapping: next step (one click)", [click(p, "next ▶")] * REPEAT, STEP)
+
+            def five():
+                for _ in range(5):
+                    p.get_by_role("button", name="◀ prev", exact=True).first.click()
+            b.measure("Mapping: 5 quick prev clicks", [five] * 3, dict(STEP, median_s=0.5, worst_s=1.0, bytes=500_000),
+                      note="target: 5 step clicks' budget")
+            b.measure("Mapping: change the objective", [click(p, "makespan"), click(p, "total_latency")] * 2, CONTROL)
+
+            # Pipeline
+            b.measure("Pipeline: show the tab (first compute)", [lambda: b.tab("Pipeline")], CONTROL)
+            p = b.visible_panel()
+            readout = p.locator(".widget-slider", has_text="m (micro-batches)").locator(".widget-readout")
+
+            def m_plus(k):
+                def run():
+                    v = int(readout.inner_text())
+                    readout.click()
+                    page.keyboard.press("Control+A")
+                    page.keyboard.type(str(v + k))
+                    page.keyboard.press("Enter")
+                return run
+            b.measure("Pipeline: m +2 / -2", [m_plus(2), m_plus(-2)] * 2, CONTROL)
+            b.measure("Pipeline: change schedule A", [select(p, "schedule A", "gpipe"), select(p, "schedule A", "1f1b")] * 2,
+                      CONTROL)
+            b.measure("Pipeline: time step next", [click(p, "next ▶")] * REPEAT, STEP)
+            b.measure("Pipeline: time step prev", [click(p, "◀ prev")] * REPEAT, STEP)
+
+            # Memory
+            b.measure("Memory: show the tab (first compute)", [lambda: b.tab("Memory")], CONTROL)
+            p = b.visible_panel()
+            b.measure("Memory: switch method (dfs, bfs)", [select(p, "method", "dfs"), select(p, "method", "bfs")] * 2,
+                      CONTROL)
+            b.measure("Memory: step prev", [click(p, "◀ prev")] * REPEAT, STEP)
+
+            # Executor
+            b.measure("Executor: show the tab (first compute)", [lambda: b.tab("Executor")], CONTROL)
+            p = b.visible_panel()
+            threads = p.locator(".widget-dropdown", has_text="threads").locator("select").first
+            opts = threads.locator("option").all_inner_texts()
+            b.measure("Executor: switch thread policy", [lambda o=o: threads.select_option(o) for o in (opts[1:] + opts[:1]) * 2][:4],
+                      CONTROL)
+            streams = p.locator(".widget-dropdown", has_text="streams").locator("select").first
+            sopts = streams.locator("option").all_inner_texts()
+            b.measure("Executor: switch stream policy", [lambda o=o: streams.select_option(o) for o in (sopts[1:] + sopts[:1]) * 2][:4],
+                      CONTROL)
+
+            # a long session: memory of the kernel and of the page over many step clicks
+            import psutil
+
+            b.tab("Mapping")
+            p = b.visible_panel()
+            page.wait_for_timeout(1000)
+            kpid = srv.kernel_pids()
+            kproc = psutil.Process(kpid[-1]) if kpid else None
+            heap = lambda: page.evaluate("() => performance.memory ? performance.memory.usedJSHeapSize : 0")  # noqa: E731
+            marks = []
+            for i in range(4):
+                for _ in range(25):
+                    p.get_by_role("button", name="◀ prev" if i % 2 == 0 else "next ▶", exact=True).first.click()
+                    page.wait_for_timeout(60)
+                page.wait_for_timeout(1500)
+                page.evaluate("() => window.gc && window.gc()")
+                marks.append(((kproc.memory_info().rss if kproc else 0), heap()))
+            extra.append("Long session (Mapping, 100 step clicks in 4 rounds of 25): kernel RSS "
+                         + " → ".join(_kb(m[0]) for m in marks) + "; page JS heap " + " → ".join(_kb(m[1]) for m in marks))
+
+            page.close()
+            # kernel culling: pages opened and closed leave no kernel behind
+            n_before = len(srv.kernel_pids())
+            for _ in range(3):
+                q = ctx.new_page()
+                q.goto(srv.url("dashboard"), wait_until="load")
+                q.wait_for_function("() => (window.__hetschedDraws || 0) >= 1", timeout=300_000)
+                q.close()
+            n_open = len(srv.kernel_pids())
+            extra.append(f"Kernel culling: {n_before} kernel(s) after the session's page closed, {n_open} after 3 more "
+                         f"pages were opened and closed; Voila culls idle kernels of closed pages after "
+                         f"{CULL_ARGS[0].split('=')[1]} s (checked every {CULL_ARGS[1].split('=')[1]} s).")
+            ctx.close()
+    finally:
+        srv.stop()
+    load1 = os.getloadavg()
+    body = "\n".join([
+        "## browser",
+        "",
+        "The dashboard in Chromium against Voila (`make app`'s options), driven by Playwright. Wait = from the",
+        "action to the last plot draw it caused (page quiet for 0.4 s); bytes = what the page received over its",
+        "websockets for it. Graph for every tab: the 1k-op bundled graph `randwire_ws_train_b32` (973 ops).",
+        "",
+        f"Command: `{benchlib.command_line()}`",
+        "",
+        f"Machine: {machine}; load average {load0[0]:.2f} before, {load1[0]:.2f} after.",
+        "",
+        f"First page load: first plot drawn after {first_s:.1f} s, {_kb(first_bytes)} received (plotly.js once, "
+        "gzip-compressed, plus the Graph tab).",
+        "",
+        benchlib.table(["interaction", "n", "median wait", "worst wait", "median bytes", "max bytes",
+                        "target (median / worst / bytes)", "verdict", "note"], b.rows),
+        "",
+        *[f"- {e}" for e in extra],
+        "",
+    ])
+    benchlib.write_fragment("browser", body)
+    print(body)
+    return 0 if b.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
