@@ -5,6 +5,7 @@ venv stamp and targets behave as the README says."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -151,3 +152,14 @@ def test_make_lab_opens_the_tour_and_allows_root(scratch_make):
     assert "jupyter lab notebooks/00_tour.ipynb" in cmd
     assert ("--allow-root" in cmd) == (os.geteuid() == 0)
     assert (ROOT / "notebooks" / "00_tour.ipynb").exists()
+
+
+def test_make_app_culls_idle_kernels(scratch_make):
+    """Every page load starts a kernel: `make app` must let Voila cull those of closed pages."""
+    (scratch_make / "notebooks" / "dashboard.ipynb").write_text("{}")
+    cmd = _make(scratch_make, "-n", "app").stdout
+    assert "voila notebooks/dashboard.ipynb" in cmd
+    assert re.search(r"--MappingKernelManager\.cull_idle_timeout=\d+", cmd)
+    assert re.search(r"--MappingKernelManager\.cull_interval=\d+", cmd)
+    bench = (ROOT / "bench" / "bench_browser.py").read_text()
+    assert "--MappingKernelManager.cull_idle_timeout=" in bench  # the benchmark checks the same options work

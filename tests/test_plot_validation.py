@@ -62,6 +62,8 @@ def _figures():
                                                   cursor_s=1e-4, height=300)),
         ("gantt empty", lambda: gantt(make_timeline([]))),
         ("gantt pipeline", lambda: gantt(pp.simulate(sched, costs={"F": 1e-3, "B": 2e-3}).timeline, color_by="kind")),
+        ("gantt labelled, shaded", lambda: gantt(pp.simulate(sched, costs={"F": 1e-3, "B": 2e-3}).timeline, color_by="kind",
+                                                 label_by=["stage", "kind", "microbatch"], shade_by="chunk")),
         ("memory_curve deltas by device", lambda: memory_curve(ev, capacity={"a": 20, "b": 30}, lower_bound=12, title="m")),
         ("memory_curve one line", lambda: memory_curve(ev.drop(columns="device"), capacity=np.int64(20))),
         ("memory_curve levels per step", lambda: memory_curve(pd.DataFrame({"step": [0, 1, 2], "bytes": [5, 3 * 2**20, 2]}))),

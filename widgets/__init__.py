@@ -1,15 +1,38 @@
 """Interactive panels over hetsched results (installed as ``hetsched.widgets``).
 
-Panels hold no algorithm logic: they call the core and replay ``result.steps``.
+Panels hold no algorithm logic: they call the core and replay ``result.steps``. Each panel's
+module is imported on first use (PEP 562), so showing one panel does not import the others.
+
+>>> import hetsched.widgets as hw
+>>> hw.GraphPanel.__name__
+'GraphPanel'
 """
 
-from .base import Panel, PlotlyView, Session, StepWalker, download_link, figure_widget
-from .graph_panel import GraphPanel
-from .executor_panel import ExecutorPanel
-from .backend_panel import BackendPanel
-from .mapping_panel import MappingPanel
-from .pipeline_panel import PipelinePanel
-from .memory_panel import MemoryPanel
-from .dashboard import Dashboard
+from __future__ import annotations
 
-__all__ = ["Panel", "PlotlyView", "Session", "StepWalker", "GraphPanel", "ExecutorPanel", "BackendPanel", "MappingPanel", "PipelinePanel", "MemoryPanel", "Dashboard", "download_link", "figure_widget"]
+import importlib
+from typing import Any
+
+#: public name -> module that defines it
+_WHERE = {
+    "Panel": "base", "Session": "base", "StepWalker": "base", "download_link": "base", "figure_widget": "base",
+    "PlotlyView": "figure",
+    "GraphPanel": "graph_panel", "ExecutorPanel": "executor_panel", "BackendPanel": "backend_panel",
+    "MappingPanel": "mapping_panel", "PipelinePanel": "pipeline_panel", "MemoryPanel": "memory_panel",
+    "Dashboard": "dashboard",
+}
+
+__all__ = list(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    mod = _WHERE.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{mod}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

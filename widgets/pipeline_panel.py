@@ -75,6 +75,8 @@ def _gantt_frame(r: pp.PipelineResult) -> pd.DataFrame:
     tl = tl[tl["lane"].astype(str).str.startswith("rank")].copy()
     act = tl["name"].astype(str).str.extract(r"^\d+([FBIW])\d+$")[0]
     tl["action"] = act.where(tl["kind"] == "compute", tl["kind"]).fillna(tl["kind"])
+    # cells labelled as torch's visualiser writes them ("0F3": stage 0, forward, micro-batch 3)
+    tl["label"] = tl["name"].where(tl["kind"] == "compute", "")
     return tl
 
 
@@ -167,7 +169,7 @@ class PipelinePanel(Panel):
     def _gantt(self, r: pp.PipelineResult, label: str, t: float | None = None):
         s = r.schedule
         m = r.metrics
-        fig = gantt(_gantt_frame(r), color_by="action",
+        fig = gantt(_gantt_frame(r), color_by="action", label_by="label", shade_by="chunk" if s.v > 1 else None,
                     title=f"{label}: {s.name} (p={s.p}, v={s.v}, m={s.m}): makespan {_ms(m['makespan_s'])}, "
                           f"bubble {m['bubble_fraction']:.1%}", height=110 + 34 * s.p, cursor_s=t)
         return fig

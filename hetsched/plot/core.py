@@ -202,6 +202,8 @@ def gantt(
     highlight: Iterable[str] | None = None,
     height: int | None = None,
     cursor_s: float | None = None,
+    label_by: str | Sequence[str] | None = None,
+    shade_by: str | None = None,
 ) -> go.Figure:
     """A Gantt chart of a timeline: one row per lane, one bar per interval (``alloc`` rows skipped).
 
@@ -222,6 +224,12 @@ def gantt(
         Names (``name`` or ``op`` values) drawn with a thick outline.
     cursor_s : float, optional
         A time (seconds) marked by a red dotted vertical line (a time-step cursor).
+    label_by : str or sequence of str, optional
+        Column(s) written inside each bar where it fits, joined without a separator (a pipeline's
+        ``["stage", "action", "microbatch"]`` writes ``0F3`` as torch's visualiser does).
+    shade_by : str, optional
+        A column whose values lighten the bar colour in turn (the chunks of an interleaved
+        schedule: chunk 0 in full colour, later chunks lighter), as the Zero Bubble visualiser does.
 
     Notes
     -----
@@ -234,16 +242,48 @@ def gantt(
     'scattergl'
     >>> gantt(make_timeline(rows), cursor_s=1.5).layout.shapes[0].x0
     1.5
+    >>> rows = [dict(lane="r0", group="g", name="F", kind="compute", start_s=i, end_s=i + 1, microbatch=i, chunk=i % 2)
+    ...         for i in range(3)]
+    >>> fig = gantt(make_timeline(rows), label_by=["name", "microbatch"], shade_by="chunk")
+    >>> list(fig.data[0].text), fig.data[0].marker.color
+    (['F0', 'F1', 'F2'], ('#0072B2', '#7fb8d8', '#0072B2'))
     """
     data, layout = _gantt_parts(timeline, color_by=color_by, colors=colors, lanes=lanes, title=title,
-                                max_bars=max_bars, highlight=highlight, height=height, cursor_s=cursor_s)
+                                max_bars=max_bars, highlight=highlight, height=height, cursor_s=cursor_s,
+                                label_by=label_by, shade_by=shade_by)
     return figure_from_dicts(data, layout)
+
+
+#: how much each later value of ``shade_by`` is mixed with white
+_SHADES = (0.0, 0.5, 0.7, 0.35, 0.8, 0.2)
+
+
+def _lighten(color: str, share: float) -> str:
+    """``color`` (``#rrggbb``) mixed with white: ``share`` 0 keeps it, 1 is white.
+
+    >>> _lighten("#000000", 0.5)
+    '#7f7f7f'
+    """
+    if not (isinstance(color, str) and color.startswith("#") and len(color) == 7) or share <= 0:
+        return color
+    rgb = [int(color[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{int(c + (255 - c) * share):02x}" for c in rgb)
+
+
+def _cell_text(v: Any) -> str:
+    """A label piece: integral floats without ``.0`` (pandas stores integer columns with NaN as floats)."""
+    if v is None or (isinstance(v, float) and v != v):
+        return ""
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
 
 
 def _gantt_parts(timeline: pd.DataFrame, *, color_by: str = "kind", colors: Mapping[str, str] | None = None,
                  lanes: Sequence[str] | None = None, title: str | None = None, max_bars: int = MAX_BARS,
                  highlight: Iterable[str] | None = None, height: int | None = None,
-                 cursor_s: float | None = None) -> tuple[list[dict], dict]:
+                 cursor_s: float | None = None, label_by: str | Sequence[str] | None = None,
+                 shade_by: str | None = None) -> tuple[list[dict], dict]:
     """The traces and layout of :func:`gantt` as plain dicts (for builders that add to them)."""
     tl = timeline[timeline["kind"] != "alloc"] if "kind" in timeline.columns else timeline
     n = len(tl)
@@ -275,6 +315,16 @@ def _gantt_parts(timeline: pd.DataFrame, *, color_by: str = "kind", colors: Mapp
                                                nbytes, mbs)
     ], dtype=object)
     ref = ops if "op" in tl.columns else names  # what ``highlight`` matches besides the name
+    labels = None
+    if label_by is not None and n:
+        cols = [label_by] if isinstance(label_by, str) else list(label_by)
+        parts = [tl[c].tolist() for c in cols if c in tl.columns]
+        labels = ["".join(_cell_text(v) for v in vals) for vals in zip(*parts)] if parts else None
+    shade = None
+    if shade_by is not None and shade_by in tl.columns and n:
+        sv = tl[shade_by].tolist()
+        order = {v: i for i, v in enumerate(sorted({v for v in sv if v == v and v is not None}, key=str))}
+        shade = [_SHADES[order[v] % len(_SHADES)] if v in order else 0.0 for v in sv]
     rows_of: dict[str, list[int]] = {}
     for i, key in enumerate(keys):
         rows_of.setdefault(key, []).append(i)
@@ -294,11 +344,15 @@ def _gantt_parts(timeline: pd.DataFrame, *, color_by: str = "kind", colors: Mapp
         else:
             nm = [names[i] for i in idx_list]
             outline = [3 if (names[i] in hl or ref[i] in hl) else 0.5 for i in idx_list]
+            color: Any = cmap[key] if shade is None else [_lighten(cmap[key], shade[i]) for i in idx_list]
             # ``base`` validates to a list (it accepts any values), so it is given as one
             bar = dict(type="bar", y=lanes_, x=e - s, base=s.tolist(), orientation="h", name=key, legendgroup=key,
-                       marker=dict(color=cmap[key], line=dict(color="#222222", width=outline)),
+                       marker=dict(color=color, line=dict(color="#222222", width=outline)),
                        hovertext=hover, hoverinfo="text", textposition="inside", insidetextanchor="middle")
-            if n <= 60:
+            if labels is not None:
+                bar["text"] = [labels[i] for i in idx_list]
+                bar["textangle"] = 0
+            elif n <= 60:
                 bar["text"] = nm
             data.append(bar)
     layout = dict(
@@ -310,6 +364,10 @@ def _gantt_parts(timeline: pd.DataFrame, *, color_by: str = "kind", colors: Mapp
         margin=dict(l=10, r=10, t=40 if title else 20, b=40),
     )
     layout["title"] = _text(title)
+    if labels is not None:  # labels that do not fit their bar are hidden, never shrunk to dust
+        layout["uniformtext"] = dict(minsize=9, mode="hide")
+    if shade is not None:
+        layout["legend"]["title"] = _text(f"{color_by} (lighter: later {shade_by})")
     if cursor_s is not None:
         layout["shapes"] = [dict(type="line", xref="x", x0=float(cursor_s) * f, x1=float(cursor_s) * f,
                                  yref="y domain", y0=0, y1=1, line=dict(color="#D00000", width=2, dash="dot"))]
