@@ -71,6 +71,7 @@ def _figures():
         ("graph_view devices", lambda: graph_view(g, color_by=dict(h2h.placement.device), colors={"gpu0": "#111111"},
                                                   edge_highlight=list(g.nx.edges)[:4], legend_title="device")),
         ("graph_view chain", lambda: graph_view(chain(3))),
+        ("graph_view large (WebGL markers)", lambda: graph_view(layered(MAX_BARS // 4 + 1, 4, seed=0))),
         ("compare highlight", lambda: compare(frame, "makespan_s", highlight="h2h", title="c")),
         ("compare grouped bytes", lambda: compare(frame, "bytes_moved", color="grp")),
         ("compare plain", lambda: compare(frame, "n")),

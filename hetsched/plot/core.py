@@ -528,13 +528,15 @@ def graph_view(
                          name="highlighted edges", hoverinfo="skip"))
     hl = set(highlight or ())
     size = 12 if n <= 60 else (7 if n <= 600 else 4)
+    # thousands of SVG markers make every redraw slow; WebGL draws them at once
+    marker_type = "scatter" if n <= MAX_BARS else "scattergl"
     ops_of: dict[str, list[str]] = {}
     for o in graph:
         ops_of.setdefault(label[o], []).append(o)
     for lab, ops in ops_of.items():
         ops_objs = [graph.op(o) for o in ops]
         data.append(dict(
-            type="scatter", x=np.array([pos[o][0] for o in ops]), y=np.array([pos[o][1] for o in ops]), mode="markers",
+            type=marker_type, x=np.array([pos[o][0] for o in ops]), y=np.array([pos[o][1] for o in ops]), mode="markers",
             name=lab,
             marker=dict(
                 color=cmap[lab], size=[size * 1.8 if o in hl else size for o in ops],
