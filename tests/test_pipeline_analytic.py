@@ -42,7 +42,9 @@ def test_interleaved_reaches_narayanan_makespan(case, grouping, t):
     r = simulate(s, costs={"F": tf, "B": tb}, timeline=False)
     if min(s.meta["groups"]) >= p:
         assert r.metrics["makespan_s"] == pytest.approx((v * m + p - 1) * (tf + tb))
-        assert r.metrics["bubble_fraction"] == pytest.approx((p - 1) / (v * m))
+        # Narayanan's bubble time fraction (idle / busy) and the bounded one (idle / (p * makespan))
+        assert r.metrics["bubble_ratio"] == pytest.approx((p - 1) / (v * m))
+        assert r.metrics["bubble_fraction"] == pytest.approx((p - 1) / (v * m + p - 1))
     else:  # m < p: one short group; never faster than the ideal
         assert r.metrics["makespan_s"] >= (v * m + p - 1) * (tf + tb) - 1e-9
 

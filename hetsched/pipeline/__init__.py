@@ -10,7 +10,7 @@ policies, interleaved FthenB, ZB-H1, ZB-H2 and ZB-V.
 >>> pp.validate(s)
 >>> r = pp.simulate(s, costs={"F": 1.0, "B": 1.0})
 >>> r.metrics["makespan_s"], round(r.metrics["bubble_fraction"], 3)
-(46.0, 0.15)
+(46.0, 0.13)
 """
 
 from ..errors import ScheduleError

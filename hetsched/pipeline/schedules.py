@@ -66,6 +66,7 @@ __all__ = [
     "zb_h2",
     "zbv",
     "make_schedule",
+    "is_patent_schedule",
 ]
 
 
@@ -199,8 +200,10 @@ def interleaved_from_groups(p: int, v: int, m: int, sizes: Sequence[int], *, nam
     bc, bm = _group_sequence(v, sizes, True)
     n = v * m
     per = []
+    warm = []
     for r in range(p):
         w = min(n, warmup(r) if warmup else 2 * (p - 1 - r) + (v - 1) * sizes[0])
+        warm.append(int(w))
         steady = n - w
         # positions: warm-up forwards, then (F, B) pairs, then the remaining backwards
         src_is_b = np.concatenate([np.zeros(w, bool), np.tile([False, True], steady), np.ones(w, bool)])
@@ -210,7 +213,8 @@ def interleaved_from_groups(p: int, v: int, m: int, sizes: Sequence[int], *, nam
         chunk = np.where(src_is_b, bc[idx], fc[idx])
         mb = np.where(src_is_b, bm[idx], fm[idx])
         per.append(((chunk * p + r).astype(np.int32), np.where(src_is_b, B, F).astype(np.int8), mb.astype(np.int32)))
-    return Schedule.from_arrays(p, v, m, name, per, meta={"groups": list(map(int, sizes))})
+    # the warm-up counts tell a lock-step runtime where its steady (forward, backward) steps begin
+    return Schedule.from_arrays(p, v, m, name, per, meta={"groups": list(map(int, sizes)), "warmup": warm})
 
 
 def interleaved_1f1b(p: int, v: int, m: int, grouping: str | Sequence[int] | Callable = "balanced", *, group_size: int | None = None) -> Schedule:
@@ -244,7 +248,10 @@ def interleaved_1f1b(p: int, v: int, m: int, grouping: str | Sequence[int] | Cal
     else:
         sizes = groups(p, m, grouping)
     label = grouping if isinstance(grouping, str) else "custom"
-    return interleaved_from_groups(p, v, m, sizes, name=f"interleaved_1f1b[{label}]")
+    s = interleaved_from_groups(p, v, m, sizes, name=f"interleaved_1f1b[{label}]")
+    # Megatron's and Paddle's interleaved runtimes run a steady forward and backward as one step
+    # with one exchange (what a lock-step simulation needs to know)
+    return Schedule(s.p, s.v, s.m, s.name, s.stage, s.kind, s.microbatch, s.offsets, s.style, {**s.meta, "paired_steps": True})
 
 
 def interleaved_fthenb(p: int, v: int, m: int) -> Schedule:
@@ -427,6 +434,18 @@ def zbv(p: int, m: int) -> Schedule:
         acts = [a for a in acts if a[2] < m]
         per.append((np.array([a[0] for a in acts], np.int32), np.array([a[1] for a in acts], np.int8), np.array([a[2] for a in acts], np.int32)))
     return Schedule.from_arrays(p, 2, m, "zbv", per, style="v")
+
+
+def is_patent_schedule(s: Schedule) -> bool:
+    """Whether ``s`` is the patent's: interleaved 1F1B grouped as ``[p + r, p, ..., p]``.
+
+    >>> from hetsched.pipeline import interleaved_1f1b
+    >>> is_patent_schedule(interleaved_1f1b(4, 2, 10, grouping="paddle")), is_patent_schedule(interleaved_1f1b(4, 2, 10, grouping="torch"))
+    (True, False)
+    """
+    if s.m < s.p or s.style != "loop" or s.n_actions != 2 * s.n_stages * s.m or np.isin(s.kind, [I, W]).any():
+        return False
+    return s == interleaved_1f1b(s.p, s.v, s.m, grouping="paddle")
 
 
 #: Generators by name, each ``f(p, v, m, **options) -> Schedule`` (``v`` ignored/checked where fixed).
