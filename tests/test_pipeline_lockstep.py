@@ -135,8 +135,8 @@ def test_receiver_buffers_never_block_a_sender():
 def test_other_schedules_run_with_the_sender_cache():
     from hetsched.pipeline import make_schedule
 
-    for name in ("interleaved_1f1b", "zbv", "gpipe", "1f1b", "zb_h1", "looped_bfs"):
-        v = {"zbv": 2, "gpipe": 1, "1f1b": 1, "zb_h1": 1}.get(name, 2)
+    for name in ("interleaved_1f1b", "zbv", "gpipe", "1f1b", "zb_h1", "looped_bfs", "dualpipev"):
+        v = {"zbv": 2, "dualpipev": 2, "gpipe": 1, "1f1b": 1, "zb_h1": 1}.get(name, 2)
         s = make_schedule(name, 4, v, 9)
         r = simulate(s, costs=UNIT, comm=LOCK, cache="sender", timeline=False)
         assert r.metrics["makespan_s"] >= simulate(s, costs=UNIT, timeline=False).metrics["makespan_s"] - 1e-9

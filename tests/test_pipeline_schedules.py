@@ -98,8 +98,12 @@ def test_every_generator_is_valid(name, p, m):
     v = 2
     try:
         s = make_schedule(name, p, v, m)
-    except ScheduleError as exc:  # only the documented torch refusal may happen here
-        pytest.fail(f"{name} refused p={p} m={m}: {exc}")
+    except ScheduleError as exc:  # only the documented torch refusals may happen here
+        torch_rule = name == "interleaved_zero_bubble" and m % max(1, m // p) != 0
+        if not (torch_rule or (name == "dualpipev" and m < 2 * p)):
+            pytest.fail(f"{name} refused p={p} m={m}: {exc}")
+        assert "torch raises the same" in str(exc)
+        return
     validate(s)
     assert s.m == m and s.p == p
 

@@ -27,7 +27,11 @@ from hetsched.pipeline import (
 @settings(max_examples=25)
 @given(st.sampled_from(sorted(SCHEDULES)), st.integers(2, 5), st.integers(1, 12), st.floats(0.0, 0.5), st.floats(0.5, 2.0))
 def test_timeline_passes_check_timeline_with_pipeline_deps(name, p, m, lat, tb):
-    s = make_schedule(name, p, 2, m)
+    try:
+        s = make_schedule(name, p, 2, m)
+    except ScheduleError as exc:  # torch's own refusals (dualpipev m < 2p, torch rounds)
+        assert "torch raises the same" in str(exc)
+        return
     r = simulate(s, costs=StageCosts(f_s=1.0, b_s=tb, activation_bytes=1e6), comm=P2P(latency_s=lat, bandwidth_Bps=1e9))
     tl = r.timeline
     check_timeline(tl, deps=timeline_deps(s))

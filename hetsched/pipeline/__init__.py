@@ -36,6 +36,9 @@ from .schedules import (
     zb_h1,
     zb_h2,
     zbv,
+    interleaved_zero_bubble,
+    dualpipev,
+    is_patent_schedule,
 )
 from .simulate import P2P, PipelineResult, StageCosts, simulate, timeline_deps
 from .validate import dependencies, validate
@@ -60,7 +63,7 @@ __all__ = [
     "KINDS", "Action", "Schedule", "format_grid", "split_backward", "merge_backward",
     "GROUPINGS", "SCHEDULES", "groups", "paddle_groups", "megatron_groups", "torch_groups", "balanced_groups",
     "gpipe", "one_f_one_b", "looped_bfs", "interleaved_1f1b", "interleaved_fthenb", "interleaved_from_groups",
-    "zb_h1", "zb_h2", "zbv", "make_schedule",
+    "zb_h1", "zb_h2", "zbv", "interleaved_zero_bubble", "dualpipev", "make_schedule", "is_patent_schedule",
     "validate", "dependencies", "simulate", "StageCosts", "P2P", "PipelineResult", "timeline_deps",
     "cache_trace", "patent_parameters", "patent_queues", "compare", "send_interval", "peak_in_flight",
     "to_torch_csv", "from_torch_csv", "to_chrome_trace",

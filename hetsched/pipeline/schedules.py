@@ -65,6 +65,8 @@ __all__ = [
     "zb_h1",
     "zb_h2",
     "zbv",
+    "interleaved_zero_bubble",
+    "dualpipev",
     "make_schedule",
     "is_patent_schedule",
 ]
@@ -448,6 +450,152 @@ def is_patent_schedule(s: Schedule) -> bool:
     return s == interleaved_1f1b(s.p, s.v, s.m, grouping="paddle")
 
 
+def interleaved_zero_bubble(p: int, v: int, m: int, grouping: str | Sequence[int] | Callable = "torch") -> Schedule:
+    """Interleaved zero bubble, ZB1P (Qi et al., ICLR 2024): interleaved 1F1B with the backward split.
+
+    The order torch 2.13's ``ScheduleInterleavedZeroBubble`` runs: micro-batches in groups
+    (torch's equal rounds by default); rank ``r`` runs ``(v - 1) g0 + (p - 1 - r)`` warm-up
+    forwards (one per hop from the last rank, where interleaved 1F1B has two: the split backward
+    frees the slot), then ``(F, I)`` pairs with chunks in the interleaved order, then the
+    remaining ``I``; weight gradients follow their ``I`` in the same order, each deferred by
+    ``r`` input gradients, and the deferred ones drain at the end.
+
+    Parameters
+    ----------
+    grouping : {"torch", "balanced", "paddle", "megatron"}, list of int, or callable
+        Micro-batch groups as in :func:`interleaved_1f1b`; ``"torch"`` (default) is torch's
+        (and refuses ``m % max(1, m // p) != 0``, as torch does).
+
+    >>> interleaved_zero_bubble(2, 2, 2).to_text()[1]
+    '1F0 1F1 3F0 3I0 3F1 3I1 3W0 1I0 3W1 1I1 1W0 1W1'
+    """
+    _check(p, v, m)
+    sizes = groups(p, m, grouping)
+    fc, fm = _group_sequence(v, sizes, False)
+    bc, bm = _group_sequence(v, sizes, True)
+    n = v * m
+    per = []
+    for r in range(p):
+        w = min(n, (v - 1) * sizes[0] + (p - 1 - r))
+        acts: list[tuple[int, int, int]] = []
+        nb = nw = 0
+
+        def backward() -> None:
+            nonlocal nb, nw
+            acts.append((int(bc[nb]) * p + r, I, int(bm[nb])))
+            nb += 1
+            if nb - 1 >= r:  # the weight gradient of the backward ``r`` places back
+                acts.append((int(bc[nw]) * p + r, W, int(bm[nw])))
+                nw += 1
+
+        for k in range(n):
+            acts.append((int(fc[k]) * p + r, F, int(fm[k])))
+            if k >= w:
+                backward()
+        while nb < n:
+            backward()
+        acts.extend((int(bc[j]) * p + r, W, int(bm[j])) for j in range(nw, n))
+        per.append(tuple(np.array([a[i] for a in acts], dt) for i, dt in ((0, np.int32), (1, np.int8), (2, np.int32))))
+    label = grouping if isinstance(grouping, str) else "custom"
+    return Schedule.from_arrays(p, v, m, f"interleaved_zero_bubble[{label}]", per,
+                                meta={"groups": list(map(int, sizes))})
+
+
+def dualpipev(p: int, m: int) -> Schedule:
+    """DualPipeV (DeepSeek-V3 report, arXiv 2412.19437, section 3.2.1; the "cut-in-half" DualPipe):
+    two chunks per rank in a V, forward and backward chunks overlapped in the steady phase.
+
+    The order torch 2.13's ``ScheduleDualPipeV`` runs, for ``m >= 2p`` (torch refuses fewer
+    micro-batches than stages). With ``c0`` the rank's first chunk (stage ``r``) and ``c1`` its
+    second (stage ``2p - 1 - r``), rank ``r`` runs: ``2 (p - r - 1)`` forwards of ``c0``; ``r + 1``
+    pairs ``F c0, F c1``; ``p - r - 1`` rounds of ``I c1, W, F c1`` (zero bubble); the main phase,
+    ``m - 2p + r + 1`` rounds of two overlapped pairs ``(F c0 ; B c1)`` and ``(F c1 ; B c0)`` (the last
+    rank runs its first ``F c0, B c1`` apart); ``p - r - 1`` rounds of ``B c1`` then ``(F c1 ; B c0)``;
+    ``r + 1`` rounds of a ``c1`` then a ``c0`` backward, full until the middle round and split
+    (``I``, weight gradient deferred) after it; ``p - r - 1`` rounds of ``W`` then a ``c0``
+    backward; and the ``r + 1`` deferred ``W`` (oldest first).
+
+    An overlapped pair is two actions here, forward first (torch's ``OVERLAP_F_B`` runs its two
+    sub-actions in that order unless a custom function overlaps them); its positions are in
+    ``meta["overlap"]`` (per rank, the index of the pair's forward).
+
+    >>> s = dualpipev(2, 4)
+    >>> s.to_text()[0]
+    '0F0 0F1 0F2 3F0 3I0 3W0 3F1 0F3 3B1 3F2 0B0 3B2 3F3 0B1 3B3 0I2 0W2 0I3 0W3'
+    >>> s.meta["overlap"][0]
+    [7, 9, 12]
+    """
+    _check(p, 2, m)
+    if m < 2 * p:
+        raise ScheduleError(f"dualpipev needs at least as many micro-batches as stages (m >= 2p = {2 * p}), got m={m} (torch raises the same)", field="m")
+    S = 2 * p
+    per, overlaps = [], []
+    for r in range(p):
+        c0, c1 = r, S - 1 - r
+        acts: list[tuple[int, int, int]] = []
+        nf = {c0: 0, c1: 0}
+        nb = {c0: 0, c1: 0}  # backward (B or I) counters, per stage
+        pending: list[tuple[int, int]] = []  # (stage, micro-batch) of I's whose W is not placed
+        ov: list[int] = []
+
+        def fwd(stage: int) -> None:
+            acts.append((stage, F, nf[stage]))
+            nf[stage] += 1
+
+        def bwd(stage: int, split: bool) -> None:
+            acts.append((stage, I if split else B, nb[stage]))
+            if split:
+                pending.append((stage, nb[stage]))
+            nb[stage] += 1
+
+        def weight() -> None:
+            if pending:
+                stage, mb = pending.pop(0)
+                acts.append((stage, W, mb))
+
+        def overlapped(f_stage: int, b_stage: int) -> None:
+            ov.append(len(acts))
+            fwd(f_stage)
+            bwd(b_stage, False)
+
+        for _ in range(2 * (p - r - 1)):
+            fwd(c0)
+        for _ in range(r + 1):
+            fwd(c0)
+            fwd(c1)
+        for _ in range(p - r - 1):
+            bwd(c1, True)
+            weight()
+            fwd(c1)
+        for i in range(m - 2 * p + r + 1):
+            if i == 0 and r == p - 1:  # not overlapped: a smaller bubble on the last rank
+                fwd(c0)
+                bwd(c1, False)
+            else:
+                overlapped(c0, c1)
+            overlapped(c1, c0)
+        for _ in range(p - r - 1):
+            bwd(c1, False)
+            overlapped(c1, c0)
+        split = False
+        half = (r + 1) // 2
+        for i in range(r + 1):
+            if i == half and r % 2 == 1:
+                split = True
+            bwd(c1, split)
+            if i == half and r % 2 == 0:
+                split = True
+            bwd(c0, split)
+        for _ in range(p - r - 1):
+            weight()
+            bwd(c0, split)
+        for _ in range(r + 1):
+            weight()
+        per.append(tuple(np.array([a[i] for a in acts], dt) for i, dt in ((0, np.int32), (1, np.int8), (2, np.int32))))
+        overlaps.append(ov)
+    return Schedule.from_arrays(p, 2, m, "dualpipev", per, style="v", meta={"overlap": overlaps})
+
+
 #: Generators by name, each ``f(p, v, m, **options) -> Schedule`` (``v`` ignored/checked where fixed).
 SCHEDULES: dict[str, Callable[..., Schedule]] = {
     "gpipe": lambda p, v, m, **kw: gpipe(p, m),
@@ -458,6 +606,8 @@ SCHEDULES: dict[str, Callable[..., Schedule]] = {
     "zb_h1": lambda p, v, m, **kw: zb_h1(p, m),
     "zb_h2": lambda p, v, m, **kw: zb_h2(p, m),
     "zbv": lambda p, v, m, **kw: zbv(p, m),
+    "interleaved_zero_bubble": lambda p, v, m, **kw: interleaved_zero_bubble(p, v, m, **kw),
+    "dualpipev": lambda p, v, m, **kw: dualpipev(p, m),
 }
 
 
