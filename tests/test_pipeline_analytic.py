@@ -101,7 +101,7 @@ def test_memory_balanced_never_above_the_others():
 def test_balanced_strictly_better_than_paddle_somewhere():
     # m = 3p - 1: paddle's first group is 2p - 1, balanced's ceil(m / 2)
     p, v, m = 4, 3, 11
-    assert peak_in_flight(interleaved_1f1b(p, v, m)).max() < peak_in_flight(interleaved_1f1b(p, v, m, grouping="paddle")).max()
+    assert peak_in_flight(interleaved_1f1b(p, v, m, grouping="balanced")).max() < peak_in_flight(interleaved_1f1b(p, v, m, grouping="paddle")).max()
 
 
 @pytest.mark.parametrize("tf,ti,tw", [(1.0, 2.0, 1.0), (1.0, 1.0, 0.5), (2.0, 1.0, 1.0), (1.0, 1.0, 2.0)])

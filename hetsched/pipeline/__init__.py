@@ -39,8 +39,12 @@ from .schedules import (
     interleaved_zero_bubble,
     dualpipev,
     is_patent_schedule,
+    SCHEDULE_INFO,
+    schedule_v,
+    MAX_ACTIONS,
 )
 from .simulate import P2P, PipelineResult, StageCosts, simulate, timeline_deps
+from .stages import StageSplit, exhaustive_split, split_stages, stage_costs
 from .validate import dependencies, validate
 
 #: What a panel can offer the user, declared as data (the widgets read it; no logic here).
@@ -49,7 +53,7 @@ PARAMS = {
     "p": {"min": 2, "max": 16, "step": 1, "default": 4},
     "v": {"min": 1, "max": 8, "step": 1, "default": 2},
     "m": {"min": 1, "max": 64, "step": 1, "default": 10},
-    "grouping": {"options": sorted(GROUPINGS), "default": "balanced"},
+    "grouping": {"options": sorted(GROUPINGS), "default": "paddle"},  # the patent's
     "f_s": {"min": 0.1, "max": 4.0, "step": 0.1, "default": 1.0},
     "b_s": {"min": 0.1, "max": 8.0, "step": 0.1, "default": 2.0},
     "latency_s": {"min": 0.0, "max": 2.0, "step": 0.05, "default": 0.0},
@@ -64,7 +68,9 @@ __all__ = [
     "GROUPINGS", "SCHEDULES", "groups", "paddle_groups", "megatron_groups", "torch_groups", "balanced_groups",
     "gpipe", "one_f_one_b", "looped_bfs", "interleaved_1f1b", "interleaved_fthenb", "interleaved_from_groups",
     "zb_h1", "zb_h2", "zbv", "interleaved_zero_bubble", "dualpipev", "make_schedule", "is_patent_schedule",
+    "SCHEDULE_INFO", "schedule_v", "MAX_ACTIONS",
     "validate", "dependencies", "simulate", "StageCosts", "P2P", "PipelineResult", "timeline_deps",
     "cache_trace", "patent_parameters", "patent_queues", "compare", "send_interval", "peak_in_flight",
     "to_torch_csv", "from_torch_csv", "to_chrome_trace",
+    "stage_costs", "split_stages", "exhaustive_split", "StageSplit",
 ]

@@ -39,7 +39,7 @@ from ..errors import ScheduleError
 
 __all__ = ["StageCosts", "P2P"]
 
-_COST_FIELDS = ("f_s", "b_s", "i_s", "w_s", "activation_bytes", "grad_bytes", "overhead_s", "send_s", "grad_send_s")
+_COST_FIELDS = ("f_s", "b_s", "i_s", "w_s", "activation_bytes", "grad_bytes", "held_bytes", "overhead_s", "send_s", "grad_send_s")
 
 
 def _per_stage(x: Any, S: int, name: str, v: int | None = None) -> np.ndarray:
@@ -69,10 +69,12 @@ class StageCosts:
         Input- and weight-gradient times for split backwards; default ``b_s / 2`` each (and
         ``w_s = b_s - i_s`` when only ``i_s`` is given).
     activation_bytes : float or sequence
-        Output activation of a stage for one micro-batch: what a forward sends, and what a rank
-        holds per in-flight micro-batch per chunk.
+        Output activation of a stage for one micro-batch: what a forward sends.
     grad_bytes : float or sequence, optional
         Input gradient a backward sends (default: ``activation_bytes``).
+    held_bytes : float or sequence, optional
+        What a rank holds per in-flight micro-batch of the stage (saved activations) until its
+        backward frees it (default: ``activation_bytes``).
     overhead_s : float or sequence
         Runtime overhead added to every compute action of the stage (launch, Python); default 0.
     send_s, grad_send_s : sequence, optional
@@ -95,6 +97,7 @@ class StageCosts:
     w_s: Any = None
     activation_bytes: Any = 0.0
     grad_bytes: Any = None
+    held_bytes: Any = None
     overhead_s: Any = 0.0
     send_s: Any = None
     grad_send_s: Any = None
@@ -128,8 +131,8 @@ class StageCosts:
     def arrays(self, S: int, v: int | None = None) -> dict[str, np.ndarray]:
         """Per-global-stage arrays (``S`` stages; a length-``v`` input is one value per chunk).
 
-        Keys ``F``, ``B``, ``I``, ``W``, ``act``, ``grad``, ``overhead`` and, when priced from a
-        system, ``send`` and ``grad_send``.
+        Keys ``F``, ``B``, ``I``, ``W``, ``act``, ``grad``, ``held``, ``overhead`` and, when priced
+        from a system, ``send`` and ``grad_send``.
 
         >>> StageCosts(f_s=[1, 2]).arrays(4, v=2)["F"].tolist()   # chunk c -> stages c*p + r
         [1.0, 1.0, 2.0, 2.0]
@@ -145,8 +148,9 @@ class StageCosts:
             w = b - i if self.w_s is None else _per_stage(self.w_s, S, "w_s", v)
         act = _per_stage(self.activation_bytes, S, "activation_bytes", v)
         grad = act if self.grad_bytes is None else _per_stage(self.grad_bytes, S, "grad_bytes", v)
+        held = act if self.held_bytes is None else _per_stage(self.held_bytes, S, "held_bytes", v)
         out = {"F": _per_stage(self.f_s, S, "f_s", v), "B": b, "I": i, "W": np.maximum(w, 0.0), "act": act, "grad": grad,
-               "overhead": _per_stage(self.overhead_s, S, "overhead_s", v)}
+               "held": held, "overhead": _per_stage(self.overhead_s, S, "overhead_s", v)}
         for key, name in (("send", "send_s"), ("grad_send", "grad_send_s")):
             val = getattr(self, name)
             if val is not None:

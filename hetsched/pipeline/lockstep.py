@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .deps import checked_dependencies, deadlock_error, where
+from .deps import checked_dependencies, deadlock_error
 from .ir import B, F, I, Schedule
 
 __all__ = ["Program", "paddle_steps", "lower", "run"]

@@ -405,7 +405,7 @@ def simulate(schedule: Schedule, *, costs: StageCosts | Mapping | None = None, c
     ri = np.flatnonzero(rel)
     ev_rank = np.concatenate([rank[ri], rank[fi]])
     ev_t = np.concatenate([end[ri], start[fi]])
-    actb = c["act"][st64]
+    actb = c["held"][st64]
     peak_chunks, peak_bytes = _peaks_per_rank(ev_rank, ev_t, [np.concatenate([-np.ones(len(ri)), np.ones(len(fi))]), np.concatenate([-actb[ri], actb[fi]])], s.p)
 
     # cached items: the patent's sender queue holds [exchange after the producer, exchange that
