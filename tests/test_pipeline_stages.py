@@ -140,3 +140,24 @@ def test_real_model_split_on_eight_heterogeneous_ranks():
     assert r.metrics["makespan_s"] >= 32 * sp.metrics["max_stage_s"]
     # with every activation held, weights and in-flight micro-batches fit each rank
     assert (sp.per_rank["peak_memory_bytes"] <= sp.per_rank["capacity_bytes"]).all()
+
+
+def test_simulate_model_prices_transfers_from_the_systems_links():
+    from hetsched.cost import RooflineCost
+    from hetsched.pipeline import simulate_model
+    from hetsched.whatif import resolve_system
+
+    run = simulate_model(p=4, m=8, schedule="1f1b")
+    sp, r = run.split, run.result
+    assert sp.params["devices"] == ["gpu0", "gpu4", "fpga0", "gpu1"]  # the bundled mix
+    tr = r.timeline[r.timeline.kind == "transfer"]
+    fwd = tr[tr.name.str.contains("F")]
+    s = resolve_system("pipeline_a100_v100_u280")
+    cost = RooflineCost(s)
+    for _, row in fwd.drop_duplicates("stage").iterrows():
+        st = int(row.stage)
+        want = cost.transfer_s(float(sp.costs.activation_bytes[st]), sp.params["devices"][st], sp.params["devices"][st + 1])
+        assert row.end_s - row.start_s == pytest.approx(want)  # card -> host -> card: two PCIe hops
+    # the same split simulated with lock-step and the patent's cache, and its own per-action overhead
+    lock = simulate_model(p=4, m=8, schedule="interleaved_1f1b", v=2, comm={"lockstep": True}, cache="sender", overhead_s=1e-3)
+    assert lock.result.metrics["makespan_s"] > 0 and lock.split.costs.overhead_s == 1e-3

@@ -64,7 +64,11 @@ from ..timeline import make_timeline
 from .costs import StageCosts
 from .ir import Schedule
 
-__all__ = ["split_stages", "stage_costs", "exhaustive_split", "StageSplit", "GraphUnits", "graph_units"]
+__all__ = ["split_stages", "stage_costs", "exhaustive_split", "StageSplit", "GraphUnits", "graph_units",
+           "DEFAULT_MODEL", "default_devices", "simulate_model", "ModelRun"]
+
+#: The bundled what-if a panel or notebook starts from: a training graph and a mixed machine.
+DEFAULT_MODEL = {"graph": "gpt2_small_train_b8_s1024", "system": "pipeline_a100_v100_u280"}
 
 
 # ---- the graph as a chain of units -------------------------------------------------------------
@@ -631,3 +635,56 @@ def stage_costs(graph: OpGraph, system: System, *, devices: Sequence[str], p: in
             raise UnsupportedOpError(f"the cuts {cuts} put an op on a device that cannot run it", field="cuts")
         b = pb.bottleneck(cuts)  # over memory: priced anyway, the caller asked for these cuts
     return _build(pb, graph, system, list(devices), cuts, b, 0, 0.0, cost, overhead_s).costs
+
+
+def default_devices(system: System, p: int) -> list[str]:
+    """The device of each of ``p`` ranks: the system's own plan (``meta["pipeline_ranks"][p]``), else
+    its devices other than the host in order, repeated when there are fewer than ``p``.
+
+    >>> from hetsched.whatif import resolve_system
+    >>> default_devices(resolve_system("pipeline_a100_v100_u280"), 4)
+    ['gpu0', 'gpu4', 'fpga0', 'gpu1']
+    >>> default_devices(resolve_system("toy"), 3)
+    ['gpu0', 'fpga0', 'gpu0']
+    """
+    plan = (system.meta or {}).get("pipeline_ranks") or {}
+    got = plan.get(p, plan.get(str(p)))
+    if got:
+        return [str(d) for d in got]
+    pool = [d for d in system.compute_devices if d != system.host] or list(system.compute_devices)
+    return [pool[i % len(pool)] for i in range(p)]
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """A model split over a machine and its schedule simulated (:func:`simulate_model`)."""
+
+    split: StageSplit
+    result: Any  # PipelineResult
+
+
+def simulate_model(graph: OpGraph | str | None = None, system: System | str | None = None, *, devices: Sequence[str] | None = None,
+                   p: int = 4, v: int | None = None, m: int = 16, schedule: str = "1f1b", grouping: str | None = None,
+                   comm: Any = None, cache: str | None = None, units: str = "op", weight_copies: float = 2.0,
+                   overhead_s: float = 0.0) -> ModelRun:
+    """Split a model over a machine (:func:`split_stages`, for the schedule that will run it) and simulate.
+
+    ``graph`` and ``system`` may be names (a bundled graph, a zoo model, a bundled system; default
+    :data:`DEFAULT_MODEL`); ``devices`` defaults to :func:`default_devices`. ``comm`` gives
+    ``lockstep`` / ``overhead_s`` only: link times come from the system.
+
+    >>> run = simulate_model(p=4, m=8)
+    >>> run.split.n_stages, run.result.schedule.name, run.result.metrics["makespan_s"] > 8 * run.split.metrics["max_stage_s"]
+    (4, '1f1b', True)
+    """
+    from ..whatif import resolve_graph, resolve_system
+    from .schedules import make_schedule
+    from .simulate import simulate
+
+    g = resolve_graph(DEFAULT_MODEL["graph"] if graph is None else graph) if not isinstance(graph, OpGraph) else graph
+    s = resolve_system(DEFAULT_MODEL["system"] if system is None else system) if not isinstance(system, System) else system
+    devs = list(devices) if devices is not None else default_devices(s, p)
+    sched = make_schedule(schedule, p, v, m, **({"grouping": grouping} if grouping is not None else {}))
+    split = split_stages(g, s, devices=devs, p=p, v=sched.v, schedule=sched, units=units, weight_copies=weight_copies,
+                         overhead_s=overhead_s)
+    return ModelRun(split, simulate(sched, costs=split.costs, comm=comm, cache=cache))
