@@ -436,7 +436,7 @@ def _problem(graph, system, devices, p, v, schedule, m, cost, units, weight_copi
 
 def split_stages(graph: OpGraph, system: System, *, devices: Sequence[str], p: int, v: int = 1, schedule: Any = None,
                  m: int | None = None, cost: CostModel | None = None, units: str = "op", weight_copies: float = 2.0,
-                 overhead_s: float = 0.0) -> StageSplit:
+                 overhead_s: float = 0.0, cuts: Sequence[int] | None = None) -> StageSplit:
     """Split ``graph`` into ``p * v`` contiguous stages minimising the bottleneck on heterogeneous ranks.
 
     Parameters
@@ -462,6 +462,9 @@ def split_stages(graph: OpGraph, system: System, *, devices: Sequence[str], p: i
         Bytes kept per weight byte (2: weights and gradients; 4 with Adam's moments).
     overhead_s : float
         Runtime overhead per action, passed to the :class:`StageCosts`.
+    cuts : sequence of int, optional
+        Evaluate this split (``S + 1`` unit indices from 0 to the number of units) instead of
+        searching; a split over memory is priced anyway (``peak_memory_fraction`` > 1 says so).
 
     Raises
     ------
@@ -476,12 +479,25 @@ def split_stages(graph: OpGraph, system: System, *, devices: Sequence[str], p: i
     >>> sp = split_stages(chain(8), toy_system(), devices=["gpu0", "cpu0"], p=2)
     >>> [len(x) for x in sp.stages], sp.steps[0].action
     ([7, 1], 'cut')
+    >>> split_stages(chain(8), toy_system(), devices=["gpu0", "cpu0"], p=2, cuts=[0, 4, 8]).metrics["bottleneck_s"] > sp.metrics["bottleneck_s"]
+    True
     """
     t0 = time.perf_counter()
     pb, sched = _problem(graph, system, devices, p, v, schedule, m, cost, units, weight_copies)
-    best, cuts, states = _dp(pb)
-    if not cuts:
-        raise _no_fit(pb, devices)
+    if cuts is not None:
+        cuts = [int(x) for x in cuts]
+        if len(cuts) != pb.S + 1 or cuts[0] != 0 or cuts[-1] != pb.n or any(b <= a for a, b in zip(cuts, cuts[1:])):
+            raise HetschedError(f"cuts must be {pb.S + 1} increasing unit indices from 0 to {pb.n}, got {cuts}", field="cuts")
+        cap, pb.cap = pb.cap, np.full_like(pb.cap, np.inf)  # the caller chose the split: price it even over memory
+        best = pb.bottleneck(cuts)
+        pb.cap = cap
+        if not math.isfinite(best):
+            raise UnsupportedOpError(f"the cuts {cuts} put an op on a device that cannot run it", field="cuts")
+        states = 0
+    else:
+        best, cuts, states = _dp(pb)
+        if not cuts:
+            raise _no_fit(pb, devices)
     solve_s = time.perf_counter() - t0
     return _build(pb, graph, system, list(devices), cuts, best, states, solve_s, cost, overhead_s)
 
@@ -621,21 +637,8 @@ def stage_costs(graph: OpGraph, system: System, *, devices: Sequence[str], p: in
     >>> c.meta["cuts"], c.placement
     ([0, 4, 8], (0, 1))
     """
-    if cuts is None:
-        return split_stages(graph, system, devices=devices, p=p, v=v, schedule=schedule, m=m, cost=cost, units=units,
-                            weight_copies=weight_copies, overhead_s=overhead_s).costs
-    pb, _ = _problem(graph, system, devices, p, v, schedule, m, cost, units, weight_copies)
-    cuts = [int(x) for x in cuts]
-    if len(cuts) != pb.S + 1 or cuts[0] != 0 or cuts[-1] != pb.n or any(b <= a for a, b in zip(cuts, cuts[1:])):
-        raise HetschedError(f"cuts must be {pb.S + 1} increasing unit indices from 0 to {pb.n}, got {cuts}", field="cuts")
-    b = pb.bottleneck(cuts)
-    if not math.isfinite(b):
-        pb.cap = np.full_like(pb.cap, np.inf)
-        if not math.isfinite(pb.bottleneck(cuts)):
-            raise UnsupportedOpError(f"the cuts {cuts} put an op on a device that cannot run it", field="cuts")
-        b = pb.bottleneck(cuts)  # over memory: priced anyway, the caller asked for these cuts
-    return _build(pb, graph, system, list(devices), cuts, b, 0, 0.0, cost, overhead_s).costs
-
+    return split_stages(graph, system, devices=devices, p=p, v=v, schedule=schedule, m=m, cost=cost, units=units,
+                        weight_copies=weight_copies, overhead_s=overhead_s, cuts=cuts).costs
 
 def default_devices(system: System, p: int) -> list[str]:
     """The device of each of ``p`` ranks: the system's own plan (``meta["pipeline_ranks"][p]``), else
