@@ -1,16 +1,20 @@
-"""Pipeline-parallel schedules (seed 001): Action IR, generators, cache queues, validator, simulator.
+"""Pipeline-parallel schedules (seed 001): Action IR, generators, cache queues, validator, simulator,
+and stage costs of real models on heterogeneous machines.
 
 Implements ``../shared/seeds/001_8da0d43036ed1fd9.txt`` (Baidu, interleaved pipeline scheduling
-with cache queues for any number of micro-batches; PaddlePaddle ``PipelineParallelWithInterleave``)
-and the schedules around it: GPipe, 1F1B, looped BFS, interleaved 1F1B with four grouping
-policies, interleaved FthenB, ZB-H1, ZB-H2 and ZB-V.
+with cache queues for any number of micro-batches; PaddlePaddle ``PipelineParallelWithInterleave``,
+simulated as it runs: :mod:`.lockstep`) and the schedules around it: GPipe, 1F1B, looped BFS,
+interleaved 1F1B with four grouping policies (the patent's by default), interleaved FthenB, ZB-H1,
+ZB-H2, ZB-V, interleaved zero bubble (ZB1P) and DualPipeV (every torch 2.13 schedule, equal to
+torch's order). :func:`split_stages` / :func:`stage_costs` price a training graph's stages on the
+devices of a system; :func:`simulate_model` runs a schedule on such a split.
 
 >>> from hetsched import pipeline as pp
->>> s = pp.interleaved_1f1b(4, 2, 10, grouping="paddle")
+>>> s = pp.interleaved_1f1b(4, 2, 10)            # the patent's grouping: [6, 4]
 >>> pp.validate(s)
 >>> r = pp.simulate(s, costs={"F": 1.0, "B": 1.0})
->>> r.metrics["makespan_s"], round(r.metrics["bubble_fraction"], 3)
-(46.0, 0.13)
+>>> r.metrics["makespan_s"], round(r.metrics["bubble_fraction"], 3), r.patent()["send_interval"]
+(46.0, 0.13, (2, 8))
 """
 
 from ..errors import ScheduleError
