@@ -161,3 +161,12 @@ def test_simulate_model_prices_transfers_from_the_systems_links():
     # the same split simulated with lock-step and the patent's cache, and its own per-action overhead
     lock = simulate_model(p=4, m=8, schedule="interleaved_1f1b", v=2, comm={"lockstep": True}, cache="sender", overhead_s=1e-3)
     assert lock.result.metrics["makespan_s"] > 0 and lock.split.costs.overhead_s == 1e-3
+
+
+def test_a_schedule_with_fixed_chunks_must_match_v():
+    g, s = _gemm_chain(4), _two_speed_system()
+    with pytest.raises(ScheduleError, match="runs 2 chunk"):
+        split_stages(g, s, devices=["fast", "slow"], p=2, v=1, schedule="zbv")
+    sp = split_stages(g, s, devices=["fast", "slow"], p=2, v=2, schedule="zbv")
+    assert sp.costs.placement == (0, 1, 1, 0)  # the V: stage 2 back on rank 1, stage 3 on rank 0
+    assert simulate(make_schedule("zbv", 2, 2, 4), costs=sp.costs).metrics["makespan_s"] > 0

@@ -285,7 +285,10 @@ def _resolve_schedule(schedule: Any, p: int, v: int, m: int | None) -> Schedule:
             raise ScheduleError(f"the schedule has p={schedule.p}, v={schedule.v}; the split asks for p={p}, v={v}", field="schedule")
         return schedule
     name = schedule or ("1f1b" if v == 1 else "interleaved_1f1b")
-    return make_schedule(name, p, v, 4 * p if m is None else m)
+    sched = make_schedule(name, p, v, 4 * p if m is None else m)
+    if sched.v != v:
+        raise ScheduleError(f"schedule {name!r} runs {sched.v} chunk(s) per rank; the split asks for v={v}", field="v")
+    return sched
 
 
 def _saved_matrix(u: GraphUnits) -> np.ndarray:
