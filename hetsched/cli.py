@@ -92,12 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("pipeline", help="generate, validate and simulate a pipeline schedule (seed 001)")
     _out_args(p)
     p.add_argument("--p", type=int, required=True, help="pipeline ranks")
-    p.add_argument("--v", type=int, default=1, help="chunks (virtual stages) per rank")
+    p.add_argument("--v", type=int, default=None, help="chunks (virtual stages) per rank (default: the schedule's own, 2 where free)")
     p.add_argument("--m", type=int, required=True, help="micro-batches")
-    p.add_argument("--schedule", default="interleaved_1f1b", help="gpipe, 1f1b, looped_bfs, interleaved_1f1b, interleaved_fthenb, zb_h1, zb_h2, zbv")
-    p.add_argument("--grouping", default=None, help="interleaved_1f1b grouping: balanced (default), paddle, megatron, torch")
-    p.add_argument("--f-s", type=float, default=1.0, help="forward time per chunk (s)")
-    p.add_argument("--b-s", type=float, default=2.0, help="backward time per chunk (s)")
+    p.add_argument("--schedule", default="interleaved_1f1b", help="gpipe, 1f1b, looped_bfs, interleaved_1f1b, interleaved_fthenb, "
+                                                                 "zb_h1, zb_h2, zbv, interleaved_zero_bubble, dualpipev")
+    p.add_argument("--grouping", default=None, help="interleaved grouping: paddle (the patent's, default), balanced, megatron, torch")
+    p.add_argument("--f-s", type=float, default=1.0, help="forward time of one rank's share of the model (s), split over its chunks")
+    p.add_argument("--b-s", type=float, default=2.0, help="backward time of one rank's share of the model (s), split over its chunks")
     p.add_argument("--activation-bytes", type=float, default=0.0, help="activation bytes per chunk and micro-batch")
     p.add_argument("--torch-csv", metavar="OUT.csv", help="write the schedule as a torch.distributed.pipelining CSV")
 
@@ -349,13 +350,12 @@ def _cmd_pipeline(a: argparse.Namespace) -> int:
         sch, r = run_pipeline(a.p, a.v, a.m, schedule=a.schedule, grouping=a.grouping, f_s=a.f_s, b_s=a.b_s,
                               activation_bytes=a.activation_bytes)
     except HetschedError as e:
-        if e.field == "grouping":
-            raise HetschedError(f"--grouping applies to --schedule interleaved_1f1b only, not {a.schedule!r}",
-                                field="--grouping") from None
+        if e.field in ("grouping", "v"):
+            raise HetschedError(f"--{e.field}: {e}", field=f"--{e.field}") from None
         raise
     per_rank = getattr(r, "per_rank", None)
     frames = [_metrics_frame(r.metrics)] + ([per_rank] if isinstance(per_rank, pd.DataFrame) else [])
-    _print(a, f"{sch.name}: p={a.p} v={a.v} m={a.m}", *frames)
+    _print(a, f"{sch.name}: p={sch.p} v={sch.v} m={sch.m}", *frames)
     if a.torch_csv:
         pp.to_torch_csv(sch, a.torch_csv)
     sections: list[tuple[str, Any]] = [("Metrics", _metrics_frame(r.metrics)), ("Gantt", plot.gantt(r.timeline, color_by="kind")),

@@ -246,43 +246,60 @@ def partition_point(
     return {**{f"partition_{k}": v for k, v in p.metrics.items()}, **dict(sim.metrics)}
 
 
-def run_pipeline(p: int, v: int, m: int, *, schedule: str = "interleaved_1f1b", grouping: str | None = None,
-                 f_s: float = 1.0, b_s: float = 2.0, activation_bytes: float = 0.0, timeline: bool = True):
+def run_pipeline(p: int, v: int | None, m: int, *, schedule: str = "interleaved_1f1b", grouping: str | None = None,
+                 f_s: float = 1.0, b_s: float = 2.0, w_s: float | None = None, activation_bytes: float = 0.0,
+                 timeline: bool = True):
     """Generate, validate and simulate one pipeline schedule; ``(schedule, result)``.
 
-    ``grouping`` applies to ``interleaved_1f1b`` only (default ``"balanced"`` there); naming one
-    for another schedule is an error rather than a setting silently ignored.
+    ``f_s``, ``b_s`` (and ``w_s``, the weight-gradient part of ``b_s``) are one rank's share of the
+    model, split over the schedule's chunks by :meth:`hetsched.pipeline.StageCosts.per_rank` (the
+    one definition the panel uses too), so schedules with different ``v`` price the same model.
+    ``v=None`` takes the schedule's own; a ``v`` that a schedule with fixed chunks cannot run is an
+    error, as is a ``grouping`` for a schedule without groups (default: the patent's, ``paddle``).
 
     >>> sch, r = run_pipeline(2, 1, 4, schedule="1f1b"); sch.name, r.metrics["makespan_s"]
     ('1f1b', 15.0)
     >>> run_pipeline(2, 1, 4, schedule="1f1b", grouping="paddle")
     Traceback (most recent call last):
     ...
-    hetsched.errors.HetschedError: grouping applies to schedule 'interleaved_1f1b' only, not '1f1b'
+    hetsched.errors.HetschedError: grouping applies to schedule 'interleaved_1f1b' or 'interleaved_zero_bubble', not '1f1b'
+    >>> run_pipeline(2, 2, 4, schedule="1f1b")
+    Traceback (most recent call last):
+    ...
+    hetsched.errors.HetschedError: schedule '1f1b' runs 1 chunk(s) per rank, not v=2
     """
     from . import pipeline as pp
 
-    if grouping is not None and schedule != "interleaved_1f1b":
-        raise HetschedError(f"grouping applies to schedule 'interleaved_1f1b' only, not {schedule!r}", field="grouping")
-    opts = {"grouping": grouping or "balanced"} if schedule == "interleaved_1f1b" else {}
+    takes = [n for n, info in pp.SCHEDULE_INFO.items() if "grouping" in info["options"]]
+    if grouping is not None and schedule in pp.SCHEDULE_INFO and schedule not in takes:
+        raise HetschedError(f"grouping applies to schedule {' or '.join(repr(x) for x in takes)}, not {schedule!r}", field="grouping")
+    fixed = pp.SCHEDULE_INFO.get(schedule, {}).get("v")
+    if fixed is not None and v is not None and v != fixed:
+        raise HetschedError(f"schedule {schedule!r} runs {fixed} chunk(s) per rank, not v={v}", field="v")
+    opts = {"grouping": grouping} if grouping is not None else {}
     sch = pp.make_schedule(schedule, p, v, m, **opts)
     pp.validate(sch)
-    r = pp.simulate(sch, costs=pp.StageCosts(f_s=f_s, b_s=b_s, activation_bytes=activation_bytes), timeline=timeline)
+    costs = pp.StageCosts.per_rank(f_s=f_s, b_s=b_s, w_s=w_s, chunks=sch.v, activation_bytes=activation_bytes)
+    r = pp.simulate(sch, costs=costs, timeline=timeline)
     return sch, r
 
 
 def pipeline_point(
-    p: int, v: int, m: int, *, schedule: str = "interleaved_1f1b", grouping: str = "balanced", f_s: float = 1.0,
+    p: int, v: int | None, m: int, *, schedule: str = "interleaved_1f1b", grouping: str = "paddle", f_s: float = 1.0,
     b_s: float = 2.0, activation_bytes: float = 0.0,
 ) -> dict[str, float]:
-    """Generate, validate and simulate one pipeline schedule (``grouping``: interleaved_1f1b only).
+    """Generate, validate and simulate one pipeline schedule (costs: one rank's share, as :func:`run_pipeline`).
 
-    A grid may cross schedules with groupings: for the other schedules ``grouping`` has no effect.
+    A grid may cross schedules with groupings: ``grouping`` goes only to the schedules that take
+    one; a ``v`` a schedule with fixed chunks cannot run is an error point, not a duplicate.
 
     >>> pipeline_point(2, 1, 4, schedule="1f1b")["makespan_s"]
     15.0
     """
-    _sch, r = run_pipeline(p, v, m, schedule=schedule, grouping=grouping if schedule == "interleaved_1f1b" else None,
+    from .pipeline import SCHEDULE_INFO
+
+    takes = "grouping" in SCHEDULE_INFO.get(schedule, {}).get("options", ())
+    _sch, r = run_pipeline(p, v, m, schedule=schedule, grouping=grouping if takes else None,
                            f_s=f_s, b_s=b_s, activation_bytes=activation_bytes, timeline=False)
     return dict(r.metrics)
 

@@ -27,7 +27,11 @@ from hetsched.pipeline import (
 @settings(max_examples=25)
 @given(st.sampled_from(sorted(SCHEDULES)), st.integers(2, 5), st.integers(1, 12), st.floats(0.0, 0.5), st.floats(0.5, 2.0))
 def test_timeline_passes_check_timeline_with_pipeline_deps(name, p, m, lat, tb):
-    s = make_schedule(name, p, 2, m)
+    try:
+        s = make_schedule(name, p, 2, m)
+    except ScheduleError as exc:  # torch's own refusals (dualpipev m < 2p, torch rounds)
+        assert "torch raises the same" in str(exc)
+        return
     r = simulate(s, costs=StageCosts(f_s=1.0, b_s=tb, activation_bytes=1e6), comm=P2P(latency_s=lat, bandwidth_Bps=1e9))
     tl = r.timeline
     check_timeline(tl, deps=timeline_deps(s))
@@ -47,13 +51,17 @@ def test_timeline_passes_check_timeline_with_pipeline_deps(name, p, m, lat, tb):
 
 
 def test_communication_latency_by_hand():
-    # 2 ranks, 1 micro-batch: F0, (lat), F1, B1, (lat), B0
+    # 2 ranks, 1 micro-batch: F0, (send), F1, B1, (send), B0; a send of 1 MB over 0.5 s + 1 MB / (2 MB/s)
     s = one_f_one_b(2, 1)
-    r = simulate(s, costs={"F": 1.0, "B": 2.0}, comm={"latency_s": 0.5})
-    assert r.metrics["makespan_s"] == pytest.approx(1 + 0.5 + 1 + 2 + 0.5 + 2)
+    r = simulate(s, costs={"F": 1.0, "B": 2.0, "activation_bytes": 1e6}, comm={"latency_s": 0.5, "bandwidth_Bps": 2e6})
+    assert r.metrics["makespan_s"] == pytest.approx(1 + 1.0 + 1 + 2 + 1.0 + 2)
     tr = r.timeline[r.timeline.kind == "transfer"].sort_values("start_s")
     assert tr.name.tolist() == ["0F0", "1B0"] and tr.lane.tolist() == ["p2p 0->1", "p2p 1->0"]
-    assert tr.start_s.tolist() == [1.0, 4.5]
+    assert tr.start_s.tolist() == [1.0, 5.0]
+    # the cost model's rule: a message of 0 bytes is free, whatever the latency
+    assert simulate(s, costs={"F": 1.0, "B": 2.0}, comm={"latency_s": 0.5}).metrics["makespan_s"] == 6.0
+    # a per-message set-up overhead applies to every message
+    assert simulate(s, costs={"F": 1.0, "B": 2.0}, comm={"overhead_s": 0.25}).metrics["makespan_s"] == 6.5
 
 
 def test_per_stage_costs_and_bytes():
@@ -98,8 +106,9 @@ def test_lockstep_needs_a_cache():
     check_timeline(cached.timeline, deps=timeline_deps(s))
     # plain 1F1B survives a blocking exchange, but pays for it
     s1 = one_f_one_b(4, 8)
-    blocked = simulate(s1, costs={"F": 1, "B": 1}, comm=P2P(latency_s=0.25, lockstep=True))
-    assert blocked.metrics["makespan_s"] > simulate(s1, costs={"F": 1, "B": 1}, comm=P2P(latency_s=0.25)).metrics["makespan_s"]
+    c1 = {"F": 1, "B": 1, "activation_bytes": 1.0}
+    blocked = simulate(s1, costs=c1, comm=P2P(latency_s=0.25, lockstep=True))
+    assert blocked.metrics["makespan_s"] > simulate(s1, costs=c1, comm=P2P(latency_s=0.25)).metrics["makespan_s"]
     check_timeline(blocked.timeline, deps=timeline_deps(s1))
 
 
@@ -140,7 +149,7 @@ def test_simulation_is_deterministic_and_input_untouched():
 def test_overlapping_transfers_get_extra_lanes():
     # latency far above compute time: transfers on one link overlap
     s = one_f_one_b(2, 4)
-    r = simulate(s, costs={"F": 0.1, "B": 0.1}, comm={"latency_s": 5.0})
+    r = simulate(s, costs={"F": 0.1, "B": 0.1, "activation_bytes": 1.0}, comm={"latency_s": 5.0})
     lanes = set(r.timeline.lane)
     assert "p2p 0->1" in lanes and "p2p 0->1 #2" in lanes
     check_timeline(r.timeline, deps=timeline_deps(s))

@@ -78,3 +78,50 @@ def test_grid_error_is_windowed_for_big_schedules():
     lines = str(e).splitlines()
     assert len(lines) < 15  # only the neighbourhood of the offending step
     assert any(ln.startswith(f"step {kf}:") and "<-- HERE (rank 2)" in ln for ln in lines)
+
+
+def test_validate_leaves_the_frozen_schedule_untouched():
+    from hetsched.pipeline import interleaved_1f1b, simulate
+
+    s = interleaved_1f1b(4, 2, 10, grouping="paddle")
+    meta = dict(s.meta)
+    validate(s)
+    simulate(s, timeline=False)
+    assert s.meta == meta  # no cache written into a frozen object
+
+
+def test_pipeline_modules_form_no_import_cycle():
+    """validate, simulate, cache and lockstep share deps.py instead of importing each other's privates."""
+    import ast
+    from pathlib import Path
+
+    import networkx as nx
+
+    import hetsched.pipeline as pkg
+
+    root = Path(pkg.__file__).parent
+    g = nx.DiGraph()
+    for f in root.glob("*.py"):
+        mod = f.stem
+        g.add_node(mod)
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                g.add_edge(mod, node.module.split(".")[0])
+    g.remove_node("__init__")
+    cycles = list(nx.simple_cycles(g))
+    assert not cycles, cycles
+    assert not any(n.startswith("_") for n in ast.walk(ast.parse((root / "validate.py").read_text()))
+                   if isinstance(n, ast.alias) for n in [n.name])
+
+
+def test_pipeline_result_uses_the_base_initialisation():
+    from types import MappingProxyType
+
+    from hetsched.pipeline import one_f_one_b, simulate
+    from hetsched.results import Result
+
+    r = simulate(one_f_one_b(2, 2))
+    assert isinstance(r.metrics, MappingProxyType) and isinstance(r.params, MappingProxyType)
+    assert "__post_init__" in type(r).__dict__  # only to add the lazy steps after Result's own
+    assert Result.__post_init__ is not type(r).__post_init__
+    assert len(r.steps) == r.schedule.n_actions and r.steps[0].subject == "0F0"

@@ -30,7 +30,7 @@ from hetsched.plot.core import figure_from_dicts
 from hetsched.plot.executor import executor_gantt, ordering_bars, policy_bars
 from hetsched.plot.memory import lifetime_chart, order_curves
 from hetsched.plot.partition import buffer_occupancy, partition_view, quotient_view
-from hetsched.plot.pipeline import cache_depth, schedule_grid
+from hetsched.plot.pipeline import cache_depth, schedule_gantt, schedule_grid, stage_costs_figure
 from hetsched.timeline import make_timeline
 
 
@@ -84,6 +84,11 @@ def _figures():
         ("schedule_grid", lambda: schedule_grid(sched)),
         ("cache_depth", lambda: cache_depth(pp.cache_trace(pp.interleaved_1f1b(4, 2, 10, grouping="paddle")))),
         ("cache_depth empty", lambda: cache_depth(pd.DataFrame(columns=["rank", "direction", "step", "depth", "items"]))),
+        ("schedule_gantt labelled, cursor", lambda: schedule_gantt(pp.simulate(pp.interleaved_1f1b(2, 2, 4)), cursor_s=2.0)),
+        ("schedule_gantt split backward, shared axis", lambda: schedule_gantt(pp.simulate(pp.zbv(2, 4)), t_max_s=100.0, labels="microbatch")),
+        ("cache_depth simulated, small multiples", lambda: cache_depth(pp.simulate(pp.interleaved_1f1b(4, 2, 10), costs={"F": 1, "B": 1}, comm={"lockstep": True},
+                                                                                   cache="sender").queue_trace(), small_multiples=True)),
+        ("stage_costs_figure", lambda: stage_costs_figure(pp.split_stages(chain(8), s, devices=["gpu0", "cpu0"], p=2))),
         ("partition_view", lambda: partition_view(part)),
         ("partition_view groups", lambda: partition_view(part, by="group", title="T")),
         ("quotient_view", lambda: quotient_view(part)),

@@ -1,16 +1,20 @@
-"""Pipeline-parallel schedules (seed 001): Action IR, generators, cache queues, validator, simulator.
+"""Pipeline-parallel schedules (seed 001): Action IR, generators, cache queues, validator, simulator,
+and stage costs of real models on heterogeneous machines.
 
 Implements ``../shared/seeds/001_8da0d43036ed1fd9.txt`` (Baidu, interleaved pipeline scheduling
-with cache queues for any number of micro-batches; PaddlePaddle ``PipelineParallelWithInterleave``)
-and the schedules around it: GPipe, 1F1B, looped BFS, interleaved 1F1B with four grouping
-policies, interleaved FthenB, ZB-H1, ZB-H2 and ZB-V.
+with cache queues for any number of micro-batches; PaddlePaddle ``PipelineParallelWithInterleave``,
+simulated as it runs: :mod:`.lockstep`) and the schedules around it: GPipe, 1F1B, looped BFS,
+interleaved 1F1B with four grouping policies (the patent's by default), interleaved FthenB, ZB-H1,
+ZB-H2, ZB-V, interleaved zero bubble (ZB1P) and DualPipeV (every torch 2.13 schedule, equal to
+torch's order). :func:`split_stages` / :func:`stage_costs` price a training graph's stages on the
+devices of a system; :func:`simulate_model` runs a schedule on such a split.
 
 >>> from hetsched import pipeline as pp
->>> s = pp.interleaved_1f1b(4, 2, 10, grouping="paddle")
+>>> s = pp.interleaved_1f1b(4, 2, 10)            # the patent's grouping: [6, 4]
 >>> pp.validate(s)
 >>> r = pp.simulate(s, costs={"F": 1.0, "B": 1.0})
->>> r.metrics["makespan_s"], round(r.metrics["bubble_fraction"], 3)
-(46.0, 0.15)
+>>> r.metrics["makespan_s"], round(r.metrics["bubble_fraction"], 3), r.patent()["send_interval"]
+(46.0, 0.13, (2, 8))
 """
 
 from ..errors import ScheduleError
@@ -36,20 +40,35 @@ from .schedules import (
     zb_h1,
     zb_h2,
     zbv,
+    interleaved_zero_bubble,
+    dualpipev,
+    is_patent_schedule,
+    SCHEDULE_INFO,
+    schedule_v,
+    MAX_ACTIONS,
 )
 from .simulate import P2P, PipelineResult, StageCosts, simulate, timeline_deps
+from .stages import DEFAULT_MODEL, ModelRun, StageSplit, default_devices, exhaustive_split, simulate_model, split_stages, stage_costs
 from .validate import dependencies, validate
 
 #: What a panel can offer the user, declared as data (the widgets read it; no logic here).
+#: ``f_s``/``b_s``/``w_s`` are one rank's share of the model (``StageCosts.per_rank`` splits them
+#: over a schedule's chunks); ``w_s`` is the weight-gradient part of ``b_s`` (split backwards).
+#: ``source="model"`` starts from ``graph`` on ``system`` (:func:`simulate_model`).
 PARAMS = {
+    "source": {"options": ["model", "numbers"], "default": "model"},
+    "graph": {"default": DEFAULT_MODEL["graph"]},
+    "system": {"default": DEFAULT_MODEL["system"]},
     "schedule": {"options": sorted(SCHEDULES), "default": "interleaved_1f1b"},
-    "p": {"min": 2, "max": 16, "step": 1, "default": 4},
+    "p": {"min": 2, "max": 64, "step": 1, "default": 4},
     "v": {"min": 1, "max": 8, "step": 1, "default": 2},
-    "m": {"min": 1, "max": 64, "step": 1, "default": 10},
-    "grouping": {"options": sorted(GROUPINGS), "default": "balanced"},
+    "m": {"min": 1, "max": 256, "step": 1, "default": 10},
+    "grouping": {"options": sorted(GROUPINGS), "default": "paddle"},  # the patent's
     "f_s": {"min": 0.1, "max": 4.0, "step": 0.1, "default": 1.0},
     "b_s": {"min": 0.1, "max": 8.0, "step": 0.1, "default": 2.0},
+    "w_s": {"min": 0.0, "max": 8.0, "step": 0.1, "default": 1.0},
     "latency_s": {"min": 0.0, "max": 2.0, "step": 0.05, "default": 0.0},
+    "overhead_s": {"min": 0.0, "max": 1.0, "step": 0.01, "default": 0.0},
     "lockstep": {"options": [False, True], "default": False},
     "cache": {"options": [None, "sender", "receiver"], "default": "sender"},
 }
@@ -60,8 +79,10 @@ __all__ = [
     "KINDS", "Action", "Schedule", "format_grid", "split_backward", "merge_backward",
     "GROUPINGS", "SCHEDULES", "groups", "paddle_groups", "megatron_groups", "torch_groups", "balanced_groups",
     "gpipe", "one_f_one_b", "looped_bfs", "interleaved_1f1b", "interleaved_fthenb", "interleaved_from_groups",
-    "zb_h1", "zb_h2", "zbv", "make_schedule",
+    "zb_h1", "zb_h2", "zbv", "interleaved_zero_bubble", "dualpipev", "make_schedule", "is_patent_schedule",
+    "SCHEDULE_INFO", "schedule_v", "MAX_ACTIONS",
     "validate", "dependencies", "simulate", "StageCosts", "P2P", "PipelineResult", "timeline_deps",
     "cache_trace", "patent_parameters", "patent_queues", "compare", "send_interval", "peak_in_flight",
     "to_torch_csv", "from_torch_csv", "to_chrome_trace",
+    "stage_costs", "split_stages", "exhaustive_split", "StageSplit", "simulate_model", "ModelRun", "default_devices", "DEFAULT_MODEL",
 ]

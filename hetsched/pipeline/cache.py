@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ScheduleError
+from .deps import unit_steps
 from .ir import B, F, W, Schedule
 
 __all__ = ["cache_trace", "patent_parameters", "patent_queues", "send_interval", "peak_in_flight", "unit_steps"]
@@ -60,22 +61,6 @@ def send_interval(p: int, v: int, m: int) -> tuple[int, int]:
     """
     r = m % p
     return r, r + (p + r) * (v - 1)
-
-
-def unit_steps(schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
-    """Step (unit-time slot) of every action, and the flat index of its input's producer (``-1``).
-
-    >>> from hetsched.pipeline import one_f_one_b
-    >>> unit_steps(one_f_one_b(2, 2))[0].tolist()   # rank 0: 0F0 0F1 0B0 0B1, rank 1: 1F0 1B0 1F1 1B1
-    [0, 1, 3, 5, 1, 2, 3, 4]
-    """
-    from .simulate import _walk
-    from .validate import _static_checks, dependencies
-
-    _static_checks(schedule)
-    dep, _ = dependencies(schedule)
-    start, _, _ = _walk(schedule, dep, np.ones(schedule.n_actions), np.zeros(schedule.n_actions))
-    return np.rint(start).astype(np.int64), dep
 
 
 def cache_trace(schedule: Schedule, design: str = "sender") -> pd.DataFrame:

@@ -215,6 +215,26 @@ class Schedule:
         """
         return [sep.join(str(a) for a in acts) for acts in self.actions]
 
+    def labels(self, style: str = "torch") -> np.ndarray:
+        """A text label per flat action, for the cells of a grid or a Gantt.
+
+        ``"torch"``: the action text torch's visualiser writes in each cell (``"0F3"``: stage,
+        kind, micro-batch); ``"microbatch"``: kind and micro-batch only (``"F3"``, for narrow
+        cells where the lane already says the rank and the shade the chunk).
+
+        >>> Schedule.from_text(["0F0 0B0", "1F0 1B0"]).labels().tolist()
+        ['0F0', '0B0', '1F0', '1B0']
+        >>> Schedule.from_text(["0F0 0B0"]).labels("microbatch").tolist()
+        ['F0', 'B0']
+        """
+        if style not in ("torch", "microbatch"):
+            raise ScheduleError(f"label style must be 'torch' or 'microbatch', got {style!r}", field="style")
+        kinds = np.array(KINDS, dtype=object)[self.kind]
+        mbs = self.microbatch.astype(str).astype(object)
+        if style == "microbatch":
+            return kinds + mbs
+        return self.stage.astype(str).astype(object) + kinds + mbs
+
     def with_name(self, name: str) -> "Schedule":
         """The same actions under another name.
 

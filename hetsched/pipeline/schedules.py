@@ -10,7 +10,7 @@ and ``v-1..0`` (backward); rank ``r`` runs ``2 (p - 1 - r) + (v - 1) g0`` warm-u
 first group's size), then alternates one forward and one backward, then drains the backwards. The
 groupings (see :data:`GROUPINGS`):
 
-``paddle``
+``paddle`` (default)
     ``[p + r, p, ..., p]`` with ``r = m % p``: the patent ``../shared/seeds/001_8da0d43036ed1fd9.txt``
     (PaddlePaddle ``PipelineParallelWithInterleave``: "first_chunk_acc = m % p + p"). The first group
     is larger, so the last rank produces forward outputs ``r`` steps before the first rank can use
@@ -20,7 +20,7 @@ groupings (see :data:`GROUPINGS`):
     remainder must be 0 or ``>= p``). ``N`` defaults to the smallest feasible value.
 ``torch``
     ``k = max(1, m // p)`` equal groups (torch 2.x ``ScheduleInterleaved1F1B``; refuses ``m % k != 0``).
-``balanced`` (default)
+``balanced``
     ``floor(m / p)`` groups whose sizes differ by at most one, larger first: works for every
     ``m >= p``, never has a first group larger than paddle's or torch's, so never more warm-up
     activations, and every group has at least ``p`` micro-batches so the pipeline never starves.
@@ -65,15 +65,32 @@ __all__ = [
     "zb_h1",
     "zb_h2",
     "zbv",
+    "interleaved_zero_bubble",
+    "dualpipev",
     "make_schedule",
+    "is_patent_schedule",
+    "SCHEDULE_INFO",
+    "schedule_v",
+    "MAX_ACTIONS",
 ]
 
 
-def _check(p: int, v: int, m: int) -> None:
+#: The most actions a generator makes (documented limit): simulating 1 million actions takes about
+#: 0.4 GB and 2.5 s on one core, so 4 million stay near 2 GB; beyond that a run would exhaust a
+#: laptop (``hetsched pipeline --p 100000 --m 100000`` asked for 2e10 actions).
+MAX_ACTIONS = 4_000_000
+
+
+def _check(p: int, v: int, m: int, *, per: int = 2) -> None:
+    """Positive integers, and at most :data:`MAX_ACTIONS` actions (``per`` actions per stage and micro-batch)."""
     for name, val in (("p", p), ("v", v), ("m", m)):
         # bool is an int subclass: True would silently mean 1
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 1:
             raise ScheduleError(f"{name} must be a positive integer, got {val!r}", field=name)
+    n = per * int(p) * int(v) * int(m)
+    if n > MAX_ACTIONS:
+        raise ScheduleError(f"p={p}, v={v}, m={m} make {n:,} actions, above the limit of {MAX_ACTIONS:,} "
+                            "(hetsched.pipeline.MAX_ACTIONS); use fewer ranks, chunks or micro-batches", field="size", actions=n)
 
 
 # ---- groupings ---------------------------------------------------------------------------------
@@ -149,7 +166,7 @@ GROUPINGS: dict[str, Callable[[int, int], list[int]]] = {
 }
 
 
-def groups(p: int, m: int, grouping: str | Sequence[int] | Callable[[int, int], Sequence[int]] = "balanced") -> list[int]:
+def groups(p: int, m: int, grouping: str | Sequence[int] | Callable[[int, int], Sequence[int]] = "paddle") -> list[int]:
     """Group sizes for a grouping name, an explicit list, or a callable ``f(p, m)``.
 
     >>> groups(3, 7, [4, 3])
@@ -199,8 +216,10 @@ def interleaved_from_groups(p: int, v: int, m: int, sizes: Sequence[int], *, nam
     bc, bm = _group_sequence(v, sizes, True)
     n = v * m
     per = []
+    warm = []
     for r in range(p):
         w = min(n, warmup(r) if warmup else 2 * (p - 1 - r) + (v - 1) * sizes[0])
+        warm.append(int(w))
         steady = n - w
         # positions: warm-up forwards, then (F, B) pairs, then the remaining backwards
         src_is_b = np.concatenate([np.zeros(w, bool), np.tile([False, True], steady), np.ones(w, bool)])
@@ -210,19 +229,21 @@ def interleaved_from_groups(p: int, v: int, m: int, sizes: Sequence[int], *, nam
         chunk = np.where(src_is_b, bc[idx], fc[idx])
         mb = np.where(src_is_b, bm[idx], fm[idx])
         per.append(((chunk * p + r).astype(np.int32), np.where(src_is_b, B, F).astype(np.int8), mb.astype(np.int32)))
-    return Schedule.from_arrays(p, v, m, name, per, meta={"groups": list(map(int, sizes))})
+    # the warm-up counts tell a lock-step runtime where its steady (forward, backward) steps begin
+    return Schedule.from_arrays(p, v, m, name, per, meta={"groups": list(map(int, sizes)), "warmup": warm})
 
 
-def interleaved_1f1b(p: int, v: int, m: int, grouping: str | Sequence[int] | Callable = "balanced", *, group_size: int | None = None) -> Schedule:
+def interleaved_1f1b(p: int, v: int, m: int, grouping: str | Sequence[int] | Callable = "paddle", *, group_size: int | None = None) -> Schedule:
     """Interleaved 1F1B (Narayanan et al., SC 2021) with a micro-batch grouping policy.
 
     Parameters
     ----------
     p, v, m : int
         Ranks, chunks per rank, micro-batches (any ``m >= 1``; ``m < p`` uses one group ``[m]``).
-    grouping : {"balanced", "paddle", "megatron", "torch"}, list of int, or callable
+    grouping : {"paddle", "balanced", "megatron", "torch"}, list of int, or callable
         How micro-batches are split into consecutive groups (see the module docstring).
-        ``"paddle"`` is the patent (``../shared/seeds/001_8da0d43036ed1fd9.txt``).
+        ``"paddle"`` (default) is the patent's (``../shared/seeds/001_8da0d43036ed1fd9.txt``,
+        claim 4: first group ``p + m % p``); the others are extensions.
     group_size : int, optional
         Megatron's ``N`` (``grouping="megatron"`` only; default: smallest feasible).
 
@@ -244,7 +265,10 @@ def interleaved_1f1b(p: int, v: int, m: int, grouping: str | Sequence[int] | Cal
     else:
         sizes = groups(p, m, grouping)
     label = grouping if isinstance(grouping, str) else "custom"
-    return interleaved_from_groups(p, v, m, sizes, name=f"interleaved_1f1b[{label}]")
+    s = interleaved_from_groups(p, v, m, sizes, name=f"interleaved_1f1b[{label}]")
+    # Megatron's and Paddle's interleaved runtimes run a steady forward and backward as one step
+    # with one exchange (what a lock-step simulation needs to know)
+    return Schedule(s.p, s.v, s.m, s.name, s.stage, s.kind, s.microbatch, s.offsets, s.style, {**s.meta, "paired_steps": True})
 
 
 def interleaved_fthenb(p: int, v: int, m: int) -> Schedule:
@@ -348,7 +372,7 @@ def zb_h1(p: int, m: int) -> Schedule:
     >>> zb_h1(2, 2).to_text()
     ['0F0 0F1 0I0 0W0 0I1 0W1', '1F0 1I0 1F1 1I1 1W0 1W1']
     """
-    _check(p, 1, m)
+    _check(p, 1, m, per=3)
     return _zb_handcrafted(p, m, lambda r: p - 1 - r, lambda r: r, "zb_h1")
 
 
@@ -366,7 +390,7 @@ def zb_h2(p: int, m: int) -> Schedule:
     >>> zb_h2(2, 3).to_text()[0]
     '0F0 0F1 0F2 0I0 0W0 0I1 0W1 0I2 0W2'
     """
-    _check(p, 1, m)
+    _check(p, 1, m, per=3)
     return _zb_handcrafted(p, m, lambda r: 2 * (p - 1 - r) + 1, lambda r: 2 * r, "zb_h2")
 
 
@@ -381,7 +405,7 @@ def zbv(p: int, m: int) -> Schedule:
     >>> zbv(2, 3).to_text()[1]
     '1F0 2F0 1F1 2F1 2I0 2W0 1F2 1I0 1W0 2F2 2I1 2W1 1I1 2I2 1I2 1W1 2W2 1W2'
     """
-    _check(p, 2, m)
+    _check(p, 2, m, per=3)
     n = max(2 * p - 1, m)
     S = 2 * p
     per = []
@@ -429,28 +453,234 @@ def zbv(p: int, m: int) -> Schedule:
     return Schedule.from_arrays(p, 2, m, "zbv", per, style="v")
 
 
-#: Generators by name, each ``f(p, v, m, **options) -> Schedule`` (``v`` ignored/checked where fixed).
+def is_patent_schedule(s: Schedule) -> bool:
+    """Whether ``s`` is the patent's: interleaved 1F1B grouped as ``[p + r, p, ..., p]``.
+
+    >>> from hetsched.pipeline import interleaved_1f1b
+    >>> is_patent_schedule(interleaved_1f1b(4, 2, 10, grouping="paddle")), is_patent_schedule(interleaved_1f1b(4, 2, 10, grouping="torch"))
+    (True, False)
+    """
+    if s.m < s.p or s.style != "loop" or s.n_actions != 2 * s.n_stages * s.m or np.isin(s.kind, [I, W]).any():
+        return False
+    return s == interleaved_1f1b(s.p, s.v, s.m, grouping="paddle")
+
+
+def interleaved_zero_bubble(p: int, v: int, m: int, grouping: str | Sequence[int] | Callable = "torch") -> Schedule:
+    """Interleaved zero bubble, ZB1P (Qi et al., ICLR 2024): interleaved 1F1B with the backward split.
+
+    The order torch 2.13's ``ScheduleInterleavedZeroBubble`` runs: micro-batches in groups
+    (torch's equal rounds by default); rank ``r`` runs ``(v - 1) g0 + (p - 1 - r)`` warm-up
+    forwards (one per hop from the last rank, where interleaved 1F1B has two: the split backward
+    frees the slot), then ``(F, I)`` pairs with chunks in the interleaved order, then the
+    remaining ``I``; weight gradients follow their ``I`` in the same order, each deferred by
+    ``r`` input gradients, and the deferred ones drain at the end.
+
+    Parameters
+    ----------
+    grouping : {"torch", "balanced", "paddle", "megatron"}, list of int, or callable
+        Micro-batch groups as in :func:`interleaved_1f1b`; ``"torch"`` (default) is torch's
+        (and refuses ``m % max(1, m // p) != 0``, as torch does).
+
+    >>> interleaved_zero_bubble(2, 2, 2).to_text()[1]
+    '1F0 1F1 3F0 3I0 3F1 3I1 3W0 1I0 3W1 1I1 1W0 1W1'
+    """
+    _check(p, v, m, per=3)
+    sizes = groups(p, m, grouping)
+    fc, fm = _group_sequence(v, sizes, False)
+    bc, bm = _group_sequence(v, sizes, True)
+    n = v * m
+    per = []
+    for r in range(p):
+        w = min(n, (v - 1) * sizes[0] + (p - 1 - r))
+        acts: list[tuple[int, int, int]] = []
+        nb = nw = 0
+
+        def backward() -> None:
+            nonlocal nb, nw
+            acts.append((int(bc[nb]) * p + r, I, int(bm[nb])))
+            nb += 1
+            if nb - 1 >= r:  # the weight gradient of the backward ``r`` places back
+                acts.append((int(bc[nw]) * p + r, W, int(bm[nw])))
+                nw += 1
+
+        for k in range(n):
+            acts.append((int(fc[k]) * p + r, F, int(fm[k])))
+            if k >= w:
+                backward()
+        while nb < n:
+            backward()
+        acts.extend((int(bc[j]) * p + r, W, int(bm[j])) for j in range(nw, n))
+        per.append(tuple(np.array([a[i] for a in acts], dt) for i, dt in ((0, np.int32), (1, np.int8), (2, np.int32))))
+    label = grouping if isinstance(grouping, str) else "custom"
+    return Schedule.from_arrays(p, v, m, f"interleaved_zero_bubble[{label}]", per,
+                                meta={"groups": list(map(int, sizes))})
+
+
+def dualpipev(p: int, m: int) -> Schedule:
+    """DualPipeV (DeepSeek-V3 report, arXiv 2412.19437, section 3.2.1; the "cut-in-half" DualPipe):
+    two chunks per rank in a V, forward and backward chunks overlapped in the steady phase.
+
+    The order torch 2.13's ``ScheduleDualPipeV`` runs, for ``m >= 2p`` (torch refuses fewer
+    micro-batches than stages). With ``c0`` the rank's first chunk (stage ``r``) and ``c1`` its
+    second (stage ``2p - 1 - r``), rank ``r`` runs: ``2 (p - r - 1)`` forwards of ``c0``; ``r + 1``
+    pairs ``F c0, F c1``; ``p - r - 1`` rounds of ``I c1, W, F c1`` (zero bubble); the main phase,
+    ``m - 2p + r + 1`` rounds of two overlapped pairs ``(F c0 ; B c1)`` and ``(F c1 ; B c0)`` (the last
+    rank runs its first ``F c0, B c1`` apart); ``p - r - 1`` rounds of ``B c1`` then ``(F c1 ; B c0)``;
+    ``r + 1`` rounds of a ``c1`` then a ``c0`` backward, full until the middle round and split
+    (``I``, weight gradient deferred) after it; ``p - r - 1`` rounds of ``W`` then a ``c0``
+    backward; and the ``r + 1`` deferred ``W`` (oldest first).
+
+    An overlapped pair is two actions here, forward first (torch's ``OVERLAP_F_B`` runs its two
+    sub-actions in that order unless a custom function overlaps them); its positions are in
+    ``meta["overlap"]`` (per rank, the index of the pair's forward).
+
+    >>> s = dualpipev(2, 4)
+    >>> s.to_text()[0]
+    '0F0 0F1 0F2 3F0 3I0 3W0 3F1 0F3 3B1 3F2 0B0 3B2 3F3 0B1 3B3 0I2 0W2 0I3 0W3'
+    >>> s.meta["overlap"][0]
+    [7, 9, 12]
+    """
+    _check(p, 2, m, per=3)
+    if m < 2 * p:
+        raise ScheduleError(f"dualpipev needs at least as many micro-batches as stages (m >= 2p = {2 * p}), got m={m} (torch raises the same)", field="m")
+    S = 2 * p
+    per, overlaps = [], []
+    for r in range(p):
+        c0, c1 = r, S - 1 - r
+        acts: list[tuple[int, int, int]] = []
+        nf = {c0: 0, c1: 0}
+        nb = {c0: 0, c1: 0}  # backward (B or I) counters, per stage
+        pending: list[tuple[int, int]] = []  # (stage, micro-batch) of I's whose W is not placed
+        ov: list[int] = []
+
+        def fwd(stage: int) -> None:
+            acts.append((stage, F, nf[stage]))
+            nf[stage] += 1
+
+        def bwd(stage: int, split: bool) -> None:
+            acts.append((stage, I if split else B, nb[stage]))
+            if split:
+                pending.append((stage, nb[stage]))
+            nb[stage] += 1
+
+        def weight() -> None:
+            if pending:
+                stage, mb = pending.pop(0)
+                acts.append((stage, W, mb))
+
+        def overlapped(f_stage: int, b_stage: int) -> None:
+            ov.append(len(acts))
+            fwd(f_stage)
+            bwd(b_stage, False)
+
+        for _ in range(2 * (p - r - 1)):
+            fwd(c0)
+        for _ in range(r + 1):
+            fwd(c0)
+            fwd(c1)
+        for _ in range(p - r - 1):
+            bwd(c1, True)
+            weight()
+            fwd(c1)
+        for i in range(m - 2 * p + r + 1):
+            if i == 0 and r == p - 1:  # not overlapped: a smaller bubble on the last rank
+                fwd(c0)
+                bwd(c1, False)
+            else:
+                overlapped(c0, c1)
+            overlapped(c1, c0)
+        for _ in range(p - r - 1):
+            bwd(c1, False)
+            overlapped(c1, c0)
+        split = False
+        half = (r + 1) // 2
+        for i in range(r + 1):
+            if i == half and r % 2 == 1:
+                split = True
+            bwd(c1, split)
+            if i == half and r % 2 == 0:
+                split = True
+            bwd(c0, split)
+        for _ in range(p - r - 1):
+            weight()
+            bwd(c0, split)
+        for _ in range(r + 1):
+            weight()
+        per.append(tuple(np.array([a[i] for a in acts], dt) for i, dt in ((0, np.int32), (1, np.int8), (2, np.int32))))
+        overlaps.append(ov)
+    return Schedule.from_arrays(p, 2, m, "dualpipev", per, style="v", meta={"overlap": overlaps})
+
+
+#: Generators by name, each ``f(p, v, m, **options) -> Schedule`` (use :func:`make_schedule`).
 SCHEDULES: dict[str, Callable[..., Schedule]] = {
-    "gpipe": lambda p, v, m, **kw: gpipe(p, m),
-    "1f1b": lambda p, v, m, **kw: one_f_one_b(p, m),
-    "looped_bfs": lambda p, v, m, **kw: looped_bfs(p, v, m),
+    "gpipe": lambda p, v, m: gpipe(p, m),
+    "1f1b": lambda p, v, m: one_f_one_b(p, m),
+    "looped_bfs": lambda p, v, m: looped_bfs(p, v, m),
     "interleaved_1f1b": lambda p, v, m, **kw: interleaved_1f1b(p, v, m, **kw),
-    "interleaved_fthenb": lambda p, v, m, **kw: interleaved_fthenb(p, v, m),
-    "zb_h1": lambda p, v, m, **kw: zb_h1(p, m),
-    "zb_h2": lambda p, v, m, **kw: zb_h2(p, m),
-    "zbv": lambda p, v, m, **kw: zbv(p, m),
+    "interleaved_fthenb": lambda p, v, m: interleaved_fthenb(p, v, m),
+    "zb_h1": lambda p, v, m: zb_h1(p, m),
+    "zb_h2": lambda p, v, m: zb_h2(p, m),
+    "zbv": lambda p, v, m: zbv(p, m),
+    "interleaved_zero_bubble": lambda p, v, m, **kw: interleaved_zero_bubble(p, v, m, **kw),
+    "dualpipev": lambda p, v, m: dualpipev(p, m),
+}
+
+#: What each schedule takes, as data (panels enable their controls from it): ``v`` is the fixed
+#: number of chunks per rank (``None``: any), ``options`` the keyword options it accepts,
+#: ``split_backward`` whether it runs ``I``/``W`` instead of ``B``, ``placement`` the stage layout,
+#: ``torch`` the torch 2.13 class it equals (``None``: none).
+SCHEDULE_INFO: dict[str, dict] = {
+    "gpipe": {"v": 1, "options": (), "split_backward": False, "placement": "loop", "torch": "ScheduleGPipe"},
+    "1f1b": {"v": 1, "options": (), "split_backward": False, "placement": "loop", "torch": "Schedule1F1B"},
+    "looped_bfs": {"v": None, "options": (), "split_backward": False, "placement": "loop", "torch": "ScheduleLoopedBFS"},
+    "interleaved_1f1b": {"v": None, "options": ("grouping", "group_size"), "split_backward": False, "placement": "loop", "torch": "ScheduleInterleaved1F1B"},
+    "interleaved_fthenb": {"v": None, "options": (), "split_backward": False, "placement": "loop", "torch": None},
+    "zb_h1": {"v": 1, "options": (), "split_backward": True, "placement": "loop", "torch": None},
+    "zb_h2": {"v": 1, "options": (), "split_backward": True, "placement": "loop", "torch": None},
+    "zbv": {"v": 2, "options": (), "split_backward": True, "placement": "v", "torch": "ScheduleZBVZeroBubble"},
+    "interleaved_zero_bubble": {"v": None, "options": ("grouping",), "split_backward": True, "placement": "loop", "torch": "ScheduleInterleavedZeroBubble"},
+    "dualpipev": {"v": 2, "options": (), "split_backward": True, "placement": "v", "torch": "ScheduleDualPipeV"},
 }
 
 
-def make_schedule(name: str | Callable[..., Schedule], p: int, v: int, m: int, **options) -> Schedule:
+def schedule_v(name: str, v: int | None = None) -> int:
+    """The chunks per rank schedule ``name`` runs: its fixed ``v`` (1 for GPipe, 1F1B, ZB-H1/H2;
+    2 for ZB-V and DualPipeV), else ``v`` (default 2).
+
+    >>> schedule_v("1f1b", 4), schedule_v("zbv"), schedule_v("interleaved_1f1b", 3)
+    (1, 2, 3)
+    """
+    if name not in SCHEDULE_INFO:
+        raise ScheduleError(f"unknown schedule {name!r}; choose one of {sorted(SCHEDULES)}", field="schedule")
+    fixed = SCHEDULE_INFO[name]["v"]
+    return fixed if fixed is not None else (2 if v is None else v)
+
+
+def make_schedule(name: str | Callable[..., Schedule], p: int, v: int | None, m: int, **options) -> Schedule:
     """Build a schedule by name from :data:`SCHEDULES` (or call a generator passed directly).
+
+    ``v=None`` takes the schedule's own (:func:`schedule_v`). A schedule whose chunks per rank are
+    fixed (``gpipe``, ``1f1b``, ``zb_h1``, ``zb_h2``: 1; ``zbv``, ``dualpipev``: 2) runs that many
+    whatever ``v`` says, and says so: the ``v`` asked for is kept in ``meta["v_requested"]`` (the
+    what-if runner and the CLI refuse it instead). An option the schedule does not take is an error.
 
     >>> make_schedule("interleaved_1f1b", 4, 2, 8, grouping="torch").meta["groups"]
     [4, 4]
+    >>> s = make_schedule("1f1b", 4, 2, 8); s.v, s.meta["v_requested"]
+    (1, 2)
     """
-    _check(p, v, m)  # also for generators whose v is fixed (they ignore it): v < 1 is still bad input
     if callable(name):
+        _check(p, 2 if v is None else v, m)
         return name(p, v, m, **options)
     if name not in SCHEDULES:
         raise ScheduleError(f"unknown schedule {name!r}; choose one of {sorted(SCHEDULES)}", field="schedule")
-    return SCHEDULES[name](p, v, m, **options)
+    info = SCHEDULE_INFO[name]
+    unknown = sorted(set(options) - set(info["options"]))
+    if unknown:
+        takes = ", ".join(info["options"]) or "no options"
+        raise ScheduleError(f"schedule {name!r} does not take {', '.join(unknown)} (it takes {takes})", field=unknown[0])
+    _check(p, 2 if v is None else v, m)  # v < 1 is bad input even where the schedule fixes it
+    s = SCHEDULES[name](p, schedule_v(name, v), m, **options)
+    if v is not None and v != s.v:
+        s = Schedule(s.p, s.v, s.m, s.name, s.stage, s.kind, s.microbatch, s.offsets, s.style, {**s.meta, "v_requested": v})
+    return s

@@ -1,46 +1,50 @@
-"""Simulate a pipeline schedule: timeline, makespan, bubbles, in-flight activations, cache depth.
+"""Simulate a pipeline schedule: timeline, makespan, bubbles, in-flight activations, cache queues.
 
 Model
 -----
 Each rank runs its action list in order, one action at a time. An action starts when the rank is
 free and its input is there: ``F(s, j)`` needs ``F(s-1, j)``'s output, ``B``/``I`` of ``(s, j)`` the
-input gradient of stage ``s+1`` (the last stage: its own forward), ``W`` its ``I``. Crossing ranks
-costs ``latency_s + bytes / bandwidth_Bps`` (:class:`P2P`); ``bytes`` is the stage's activation (or
-gradient) size from :class:`StageCosts`.
+input gradient of stage ``s+1`` (the last stage: its own forward), ``W`` its ``I``. An action lasts
+its stage's time plus ``StageCosts.overhead_s``; crossing ranks costs the link time of the message
+(:mod:`.costs`: the cost model's ``transfer_s``) plus ``P2P.overhead_s``.
 
 Point-to-point modes:
 
 * ``lockstep=False`` (default): sends are non-blocking and the receiver has a buffer (what torch
   and Megatron do with ``isend``/``irecv``); a transfer starts when its producer ends.
-* ``lockstep=True`` (PaddlePaddle's ring exchange): a transfer is a rendezvous; it starts only
-  when the receiver has reached the action that consumes it. With ``cache=None`` the sender blocks
-  until then: plain 1F1B survives this (slower), interleaved schedules deadlock, which is why
-  Paddle insists on its cache. ``cache="sender"`` is the patent's design
-  (``../shared/seeds/001_8da0d43036ed1fd9.txt``): the output waits in the sender's cache queue and
-  the sender goes on; ``cache="receiver"`` is Megatron's receive buffers (the transfer starts at
-  once and waits at the receiver).
+* ``lockstep=True``: PaddlePaddle's blocking exchange after every step, as it runs
+  (:mod:`.lockstep`): ``cache=None`` sends right after the producing step and the sender blocks
+  until the receiver posts its receive (with the patent's schedule: exactly when ``m % p != 0``);
+  ``cache="sender"`` is the patent's cache queue (``../shared/seeds/001_8da0d43036ed1fd9.txt``,
+  claims 6-13): the output waits at the sender and leaves in the exchange that meets the
+  receive; ``cache="receiver"`` buffers at the receiver (Megatron), so sends never block.
+
+The simulator's queues (what :meth:`PipelineResult.replay` lists, ``peak_cache_depth``) are the
+cache the run actually used: the sender's queue for ``cache="sender"`` under lock-step, the
+receiver's buffer for ``cache="receiver"``, none for ``cache=None``. The time a blocked sender
+waits is ``blocked_send_s``, reported apart. The patent's own quantities (``r``, first group,
+warm-up per rank, send interval, its two queues by its literal rule) are
+:meth:`PipelineResult.patent`.
 
 Why a list simulation and not :class:`hetsched.des.Simulator`: every action has at most one input
 and a fixed place in its rank's list, so start times are a longest-path over a DAG that one walk
-per rank computes exactly, with no event queue: about a million actions a second in pure Python,
-where a heap of events costs several times that. The walk is time-order independent, hence
-deterministic; it doubles as the deadlock check of :func:`~hetsched.pipeline.validate`.
+per rank computes exactly, with no event queue (:func:`~hetsched.pipeline.deps.walk`): about a
+million actions a second in pure Python. The walk is time-order independent, hence deterministic.
 
 Transfers on one link may be in flight together (latency is pipelined); overlapping ones are drawn
-on extra lanes (``p2p 0->1 #2``) so the timeline stays exclusive per lane.
-
-Send/recv: each message is one ``transfer`` row on its link lane (``p2p src->dst``), joined to the
-sending and the receiving compute rows by a shared ``flow`` id (arrows in Perfetto), rather than a
-``send`` row on the sender's lane and a ``recv`` row on the receiver's: the shared timeline format
-has no such kinds, and a non-blocking send overlaps the sender's next compute, which would break
-the one-row-at-a-time rule that :func:`hetsched.check_timeline` enforces on rank lanes.
+on extra lanes (``p2p 0->1 #2``) so the timeline stays exclusive per lane. Each message is one
+``transfer`` row joined to its producer and consumer by a shared ``flow`` id (arrows in Perfetto),
+rather than ``send``/``recv`` rows on the rank lanes: a non-blocking send overlaps the sender's
+next compute, which would break the one-row-at-a-time rule of :func:`hetsched.check_timeline`.
 
 Examples
 --------
 >>> from hetsched.pipeline import one_f_one_b
 >>> r = simulate(one_f_one_b(4, 8), costs=StageCosts(f_s=1.0, b_s=2.0))
->>> r.metrics["makespan_s"], round(r.metrics["bubble_fraction"], 4)  # (m + p - 1)(tF + tB), (p-1)/m
+>>> r.metrics["makespan_s"], r.metrics["bubble_ratio"]   # (m + p - 1)(tF + tB); Narayanan's (p - 1) / m
 (33.0, 0.375)
+>>> round(r.metrics["bubble_fraction"], 4)               # idle / (p * makespan), always in [0, 1]
+0.2727
 """
 
 from __future__ import annotations
@@ -48,7 +52,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence as _SeqABC
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Mapping
 
 import numpy as np
@@ -57,258 +60,15 @@ import pandas as pd
 from ..errors import ScheduleError
 from ..results import Result, Step
 from ..timeline import make_timeline
+from .costs import P2P, StageCosts
+from .deps import checked_dependencies, walk
 from .ir import B, F, I, KINDS, W, Schedule
-from .validate import _static_checks, _deadlock_error, dependencies
 
 __all__ = ["StageCosts", "P2P", "PipelineResult", "simulate", "timeline_deps", "CACHE_DESIGNS"]
 
 CACHE_DESIGNS = (None, "sender", "receiver")
 #: Above this many actions the timeline carries no ``flow`` ids (they cost a string per row).
 FLOW_LIMIT = 100_000
-
-
-def _per_stage(x: Any, S: int, name: str, v: int | None = None) -> np.ndarray:
-    a = np.asarray(x, dtype=float)
-    if a.ndim == 0:
-        a = np.full(S, float(a))
-    elif v is not None and a.shape == (v,) and S != v:
-        a = np.repeat(a, S // v)  # one value per chunk: stage c*p + r gets chunk c's
-    if a.shape != (S,):
-        raise ScheduleError(f"cost {name!r} needs a scalar, one value per global stage ({S}) or one per chunk ({v}), got shape {a.shape}", field=name)
-    if not np.all(np.isfinite(a)) or (a < 0).any():
-        raise ScheduleError(f"cost {name!r} must be finite and non-negative", field=name)
-    return a
-
-
-@dataclass(frozen=True)
-class StageCosts:
-    """Per-stage compute times (scalar, or one value per global stage) and tensor sizes.
-
-    Attributes
-    ----------
-    f_s, b_s : float or sequence
-        Forward and full-backward times (seconds): a scalar, one value per global stage, or one
-        per chunk (length ``v``: every rank's chunk ``c`` costs the same).
-    i_s, w_s : float or sequence, optional
-        Input- and weight-gradient times for split backwards; default ``b_s / 2`` each.
-    activation_bytes : float or sequence
-        Output activation of a stage for one micro-batch: what a forward sends, and what a rank
-        holds per in-flight micro-batch per chunk.
-    grad_bytes : float or sequence, optional
-        Input gradient a backward sends (default: ``activation_bytes``).
-
-    >>> StageCosts(f_s=1, b_s=2).arrays(2)["I"].tolist()
-    [1.0, 1.0]
-    """
-
-    f_s: Any = 1.0
-    b_s: Any = 2.0
-    i_s: Any = None
-    w_s: Any = None
-    activation_bytes: Any = 0.0
-    grad_bytes: Any = None
-
-    def arrays(self, S: int, v: int | None = None) -> dict[str, np.ndarray]:
-        """Per-global-stage arrays (``S`` stages; a length-``v`` input is one value per chunk).
-
-        >>> StageCosts(f_s=[1, 2]).arrays(4, v=2)["F"].tolist()   # chunk c -> stages c*p + r
-        [1.0, 1.0, 2.0, 2.0]
-        """
-        b = _per_stage(self.b_s, S, "b_s", v)
-        i = b / 2 if self.i_s is None else _per_stage(self.i_s, S, "i_s", v)
-        w = b - i if self.w_s is None else _per_stage(self.w_s, S, "w_s", v)
-        act = _per_stage(self.activation_bytes, S, "activation_bytes", v)
-        grad = act if self.grad_bytes is None else _per_stage(self.grad_bytes, S, "grad_bytes", v)
-        return {"F": _per_stage(self.f_s, S, "f_s", v), "B": b, "I": i, "W": np.maximum(w, 0.0), "act": act, "grad": grad}
-
-    @classmethod
-    def coerce(cls, costs: Any) -> "StageCosts":
-        """``None`` (defaults), a ``StageCosts``, or a mapping (``F``/``B``/``I``/``W`` alias the ``_s`` fields).
-
-        >>> StageCosts.coerce({"F": 1, "B": 3}).b_s
-        3
-        """
-        if costs is None:
-            return cls()
-        if isinstance(costs, cls):
-            return costs
-        if isinstance(costs, Mapping):
-            alias = {"F": "f_s", "B": "b_s", "I": "i_s", "W": "w_s"}
-            kw = {alias.get(k, k): v for k, v in costs.items()}
-            unknown = set(kw) - {"f_s", "b_s", "i_s", "w_s", "activation_bytes", "grad_bytes"}
-            if unknown:
-                raise ScheduleError(f"unknown cost field(s) {sorted(unknown)}", field="costs")
-            return cls(**kw)
-        raise ScheduleError(f"costs must be StageCosts or a mapping, got {type(costs).__name__}", field="costs")
-
-
-@dataclass(frozen=True)
-class P2P:
-    """Point-to-point link model between ranks (one model for every pair).
-
-    >>> P2P(latency_s=1e-5, bandwidth_Bps=1e9).time_s(1e6)
-    0.00101
-    """
-
-    latency_s: float = 0.0
-    bandwidth_Bps: float = math.inf
-    lockstep: bool = False
-
-    def __post_init__(self) -> None:
-        if not self.latency_s >= 0 or not self.bandwidth_Bps > 0:
-            raise ScheduleError("P2P needs latency_s >= 0 and bandwidth_Bps > 0", field="comm")
-
-    def time_s(self, nbytes: Any) -> Any:
-        """Transfer time of ``nbytes`` (scalar or array): ``latency_s + nbytes / bandwidth_Bps``.
-
-        >>> P2P(latency_s=1.0, bandwidth_Bps=2.0).time_s([0, 4]).tolist()
-        [1.0, 3.0]
-        """
-        return self.latency_s + np.asarray(nbytes, float) / self.bandwidth_Bps if np.ndim(nbytes) else self.latency_s + float(nbytes) / self.bandwidth_Bps
-
-    @classmethod
-    def coerce(cls, comm: Any) -> "P2P":
-        """``None`` (free, non-blocking), a ``P2P``, or a mapping of its fields.
-
-        >>> P2P.coerce({"latency_s": 2e-6}).latency_s
-        2e-06
-        """
-        if comm is None:
-            return cls()
-        if isinstance(comm, cls):
-            return comm
-        if isinstance(comm, Mapping):
-            unknown = sorted(set(comm) - {"latency_s", "bandwidth_Bps", "lockstep"})
-            if unknown:
-                raise ScheduleError(f"unknown comm field(s) {unknown}; use latency_s, bandwidth_Bps, lockstep", field="comm")
-            return cls(**comm)
-        raise ScheduleError(f"comm must be P2P or a mapping, got {type(comm).__name__}", field="comm")
-
-
-def _walk(s: Schedule, dep: np.ndarray, dur: np.ndarray, cdelay: np.ndarray, *, rendezvous: np.ndarray | None = None, blk: np.ndarray | None = None, csend: np.ndarray | None = None):
-    """Start/end of every action and the start of its incoming transfer; raises on deadlock.
-
-    ``rendezvous`` (bool per action): that action's cross-rank input transfer starts no earlier
-    than the receiver is free (lock-step).
-    ``blk[i] >= 0``: action ``i`` (the one after a send) also waits for the receiver to reach the
-    consumer (``blk`` = the consumer's predecessor) plus the send time ``csend[i]`` (sender blocks).
-    """
-    if rendezvous is None and blk is None:
-        return _walk_plain(s, dep, dur, cdelay)
-    n = s.n_actions
-    depl = dep.tolist()
-    durl = dur.tolist()
-    crossl = rendezvous.tolist() if rendezvous is not None else None
-    cl = cdelay.tolist()
-    blkl = blk.tolist() if blk is not None else None
-    csl = csend.tolist() if csend is not None else None
-    fin = [-1.0] * n
-    start = [0.0] * n
-    xs = [0.0] * n
-    # waiter[i]: the rank blocked until action i ends (a rank is woken only when it can progress,
-    # so the walk costs one visit per block, not one sweep over all ranks per step)
-    waiter = [-1] * n
-    waiter2 = [-1] * n if blkl is not None else None
-    offs = s.offsets.tolist()
-    ptr = offs[:-1]
-    ends = offs[1:]
-    free = [0.0] * s.p
-    waits_on = [-1] * s.p
-    stack = [r for r in range(s.p - 1, -1, -1) if ptr[r] < ends[r]]
-    while stack:
-        r = stack.pop()
-        i = ptr[r]
-        e = ends[r]
-        t = free[r]
-        while i < e:
-            d = depl[i]
-            ready = 0.0
-            if d >= 0:
-                fd = fin[d]
-                if fd < 0.0:
-                    waiter[d] = r
-                    waits_on[r] = d
-                    break
-                c = cl[i]
-                x = t if (crossl is not None and crossl[i] and fd < t) else fd
-                ready = x + c
-                xs[i] = x
-            if blkl is not None:
-                b = blkl[i]
-                if b >= -1:
-                    fb = fin[b] if b >= 0 else 0.0
-                    if fb < 0.0:
-                        waiter2[b] = r
-                        waits_on[r] = b
-                        break
-                    # the previous action's output leaves only when its receiver is ready
-                    u = (fb if fb > t else t) + csl[i]
-                    if u > t:
-                        t = u
-            st = t if t > ready else ready
-            start[i] = st
-            t = st + durl[i]
-            fin[i] = t
-            w = waiter[i]
-            if w >= 0:
-                stack.append(w)
-            if waiter2 is not None and waiter2[i] >= 0:
-                stack.append(waiter2[i])
-            i += 1
-        ptr[r] = i
-        free[r] = t
-    if any(ptr[r] < ends[r] for r in range(s.p)):
-        raise _deadlock_error(s, ptr, waits_on, lockstep=blkl is not None)
-    return np.asarray(start), np.asarray(fin), np.asarray(xs)
-
-
-def _walk_plain(s: Schedule, dep: np.ndarray, dur: np.ndarray, cdelay: np.ndarray):
-    """:func:`_walk` without lock-step options: the hot loop of validation and simulation."""
-    n = s.n_actions
-    depl = dep.tolist()
-    durl = dur.tolist()
-    cl = cdelay.tolist()
-    fin = [-1.0] * n
-    start = [0.0] * n
-    waiter = [-1] * n
-    waits_on = [-1] * s.p
-    offs = s.offsets.tolist()
-    ptr = offs[:-1]
-    ends = offs[1:]
-    free = [0.0] * s.p
-    stack = [r for r in range(s.p - 1, -1, -1) if ptr[r] < ends[r]]
-    pop, push = stack.pop, stack.append
-    while stack:
-        r = pop()
-        i = ptr[r]
-        e = ends[r]
-        t = free[r]
-        while i < e:
-            d = depl[i]
-            if d >= 0:
-                fd = fin[d]
-                if fd < 0.0:
-                    waiter[d] = r
-                    waits_on[r] = d
-                    break
-                fd += cl[i]
-                if fd > t:
-                    t = fd
-            start[i] = t
-            t += durl[i]
-            fin[i] = t
-            w = waiter[i]
-            if w >= 0:
-                push(w)
-            i += 1
-        ptr[r] = i
-        free[r] = t
-    if any(ptr[r] < ends[r] for r in range(s.p)):
-        raise _deadlock_error(s, ptr, waits_on)
-    fin_a = np.asarray(fin)
-    # without lock-step a transfer leaves when its producer ends
-    xs = np.where(dep >= 0, fin_a[np.maximum(dep, 0)], 0.0)
-    return np.asarray(start), fin_a, xs
 
 
 def timeline_deps(schedule: Schedule) -> list[tuple[str, str]]:
@@ -327,6 +87,10 @@ def timeline_deps(schedule: Schedule) -> list[tuple[str, str]]:
     if split:
         pairs += [(f"{s}I", f"{s}W") for s in range(S)]
     return pairs
+
+
+def _txt(s: Schedule, i: int) -> str:
+    return f"{s.stage[i]}{KINDS[s.kind[i]]}{s.microbatch[i]}"
 
 
 class _LazySteps(_SeqABC):
@@ -348,16 +112,20 @@ class _LazySteps(_SeqABC):
         r = self._r
         i = int(r._order[k])
         s = r.schedule
-        a = f"{s.stage[i]}{KINDS[s.kind[i]]}{s.microbatch[i]}"
         rank = int(r._rank[i])
         st, en = float(r.start_s[i]), float(r.end_s[i])
         prev_end = float(r.end_s[i - 1]) if i > s.offsets[rank] else 0.0
         d = int(r._dep[i])
-        if st > prev_end + 1e-12 and d >= 0:
-            why = f"rank {rank} idle {st - prev_end:.4g} s waiting for {s.stage[d]}{KINDS[s.kind[d]]}{s.microbatch[d]}"
+        tol = 1e-12 * max(1.0, en)
+        if st > prev_end + tol and d >= 0 and r._ready[i] >= st - tol:
+            why = f"rank {rank} idle {st - prev_end:.4g} s waiting for {_txt(s, d)}"
+        elif st > prev_end + tol and r.params.get("lockstep"):
+            why = f"rank {rank} idle {st - prev_end:.4g} s blocked in its lock-step exchange"
+        elif st > prev_end + tol:
+            why = f"rank {rank} idle {st - prev_end:.4g} s"
         else:
             why = f"rank {rank} runs it as soon as its previous action ends"
-        return Step(k, "start", a, before=st, after=en, accepted=True, reason=why, data={"rank": rank, "start_s": st, "end_s": en})
+        return Step(k, "start", _txt(s, i), before=st, after=en, accepted=True, reason=why, data={"rank": rank, "start_s": st, "end_s": en})
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -371,12 +139,15 @@ class PipelineResult(Result):
     start_s, end_s : ndarray
         Start and end of every flat action (index as in ``schedule.stage``...).
     per_rank : DataFrame
-        ``rank, busy_s, idle_s, peak_activations_chunks, peak_activation_bytes, peak_cache_depth``.
+        ``rank, busy_s, idle_s, peak_activations_chunks, peak_activation_bytes, peak_cache_depth,
+        blocked_send_s``.
     metrics : dict
-        ``makespan_s``, ``bubble_fraction`` (idle / busy, Narayanan et al.'s definition),
-        ``idle_fraction`` (idle / (p * makespan)), ``peak_activations_chunks`` and
-        ``peak_activation_bytes`` (worst rank), ``peak_cache_depth``, ``n_actions``,
-        ``n_transfers``, ``bytes_moved``.
+        ``makespan_s``; ``bubble_fraction`` = idle / (p * makespan), the share of rank-time spent
+        idle, always in [0, 1]; ``bubble_ratio`` = idle / busy (Narayanan et al.'s bubble time
+        fraction, ``(p - 1) / m`` for 1F1B, can exceed 1); ``peak_activations_chunks`` and
+        ``peak_activation_bytes`` (worst rank); ``peak_cache_depth`` (the simulated cache, see
+        the module docstring); ``blocked_send_s`` (total time senders were blocked in lock-step
+        exchanges); ``n_actions``, ``n_transfers``, ``bytes_moved``.
     steps : sequence of Step
         One per action start, in time order (built lazily); :meth:`replay` rebuilds what each rank
         runs, holds and has queued at that instant.
@@ -389,13 +160,13 @@ class PipelineResult(Result):
     _order: np.ndarray = field(repr=False)
     _rank: np.ndarray = field(repr=False)
     _dep: np.ndarray = field(repr=False)
+    _ready: np.ndarray = field(repr=False)  # when each action's input was there (start if none)
+    _msg: dict = field(repr=False)  # per message arrays: src, dst, xs, xe, bytes, blocked_s
     _queue: tuple = field(repr=False)  # (holder rank, t0, t1, item index) of cached items
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "metrics", MappingProxyType(dict(self.metrics)))
-        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
-        object.__setattr__(self, "initial_state", MappingProxyType(dict(self.initial_state)))
-        if self.steps == ():
+        super().__post_init__()
+        if not self.steps:
             object.__setattr__(self, "steps", _LazySteps(self))
 
     def replay(self, k: int) -> dict[str, Any]:
@@ -416,22 +187,97 @@ class PipelineResult(Result):
             raise IndexError(f"step {k} is outside -1..{n - 1}")
         s = self.schedule
         t = -math.inf if k < 0 else float(self.start_s[self._order[k]])
-        txt = lambda i: f"{s.stage[i]}{KINDS[s.kind[i]]}{s.microbatch[i]}"  # noqa: E731
         started = np.zeros(n, bool) if k < 0 else (self.start_s <= t)
         if k >= 0:
             started &= np.isin(np.arange(n), self._order[: k + 1]) | (self.start_s < t)
-        running = {int(self._rank[i]): txt(i) for i in np.flatnonzero(started & (self.end_s > t))}
+        running = {int(self._rank[i]): _txt(s, i) for i in np.flatnonzero(started & (self.end_s > t))}
         done = int(np.count_nonzero(started & (self.end_s <= t)))
         kd = s.kind
-        rel = (kd == W) | ((kd == B))
-        f_started = started & (kd == F)
-        held = np.bincount(self._rank[f_started], minlength=s.p) - np.bincount(self._rank[started & rel & (self.end_s <= t)], minlength=s.p)
+        rel = (kd == W) | (kd == B)
+        held = np.bincount(self._rank[started & (kd == F)], minlength=s.p) - np.bincount(self._rank[started & rel & (self.end_s <= t)], minlength=s.p)
         holder, t0, t1, item = self._queue
         inq = (t0 <= t) & (t < t1)
         queues: dict[int, list[str]] = {r: [] for r in range(s.p)}
         for j in np.flatnonzero(inq)[np.argsort(t0[inq], kind="stable")]:
-            queues[int(holder[j])].append(txt(int(item[j])))
+            queues[int(holder[j])].append(_txt(s, int(item[j])))
         return {"time_s": t if k >= 0 else 0.0, "running": running, "done": done, "in_flight": {r: int(x) for r, x in enumerate(held)}, "queues": queues}
+
+    def messages(self) -> pd.DataFrame:
+        """Every cross-rank message: what it carries and when it waited.
+
+        One row per message, in the consumers' flat order. Columns ``item`` (producer action), ``consumer``, ``src``, ``dst`` (ranks), ``bytes``,
+        ``produced_s``, ``sent_s`` (transfer start), ``arrived_s``, ``consumed_s``, ``blocked_send_s``
+        (lock-step: the sender waiting for the receive to be posted).
+
+        >>> from hetsched.pipeline import one_f_one_b
+        >>> simulate(one_f_one_b(2, 1), costs={"F": 1, "B": 1}).messages()[["item", "consumer", "src", "dst"]].values.tolist()
+        [['1B0', '0B0', 1, 0], ['0F0', '1F0', 0, 1]]
+        """
+        s, mg = self.schedule, self._msg
+        src, dst = mg["src"], mg["dst"]
+        return pd.DataFrame({
+            "item": [_txt(s, int(i)) for i in src.tolist()], "consumer": [_txt(s, int(i)) for i in dst.tolist()],
+            "src": self._rank[src], "dst": self._rank[dst], "bytes": mg["bytes"], "produced_s": self.end_s[src],
+            "sent_s": mg["xs"], "arrived_s": mg["xe"], "consumed_s": self.start_s[dst], "blocked_send_s": mg["blocked_s"],
+        })
+
+    def queue_trace(self) -> pd.DataFrame:
+        """The simulated cache queues over time: ``time_s, rank, direction, queued, sent, depth, items``.
+
+        One row per instant a queue changes (``direction``: ``forward`` for activations,
+        ``backward`` for input gradients); empty when the run used no cache. This is the
+        simulator's queue; the patent's own (its literal rule, in micro-steps) is
+        ``patent()["queues"]``.
+
+        >>> from hetsched.pipeline import interleaved_1f1b
+        >>> r = simulate(interleaved_1f1b(4, 2, 10, grouping="paddle"), costs={"F": 1, "B": 1}, comm={"lockstep": True}, cache="sender")
+        >>> q = r.queue_trace()
+        >>> q.groupby(["rank", "direction"])["depth"].max().to_dict()
+        {(0, 'backward'): 2, (3, 'forward'): 2}
+        """
+        s = self.schedule
+        holder, t0, t1, item = self._queue
+        cols = ["time_s", "rank", "direction", "queued", "sent", "depth", "items"]
+        if not len(holder):
+            return pd.DataFrame(columns=cols)
+        direction = np.where(s.kind[item] == F, "forward", "backward")
+        rows = []
+        for (h, d) in sorted(set(zip(holder.tolist(), direction.tolist()))):
+            js = np.flatnonzero((holder == h) & (direction == d))
+            times = np.unique(np.concatenate([t0[js], t1[js]]))
+            for tt in times.tolist():
+                q = int(np.count_nonzero(t0[js] == tt))
+                sn = int(np.count_nonzero(t1[js] == tt))
+                held = js[(t0[js] <= tt) & (tt < t1[js])]
+                held = held[np.argsort(t0[held], kind="stable")]
+                rows.append((tt, h, d, q, sn, len(held), [_txt(s, int(item[j])) for j in held]))
+        return pd.DataFrame(rows, columns=cols).sort_values(["time_s", "rank", "direction"], kind="stable").reset_index(drop=True)
+
+    def patent(self) -> dict[str, Any]:
+        """The patent's own quantities for this ``(p, v, m)`` (seed 001, claims 1-5 and 6-13).
+
+        Keys: ``applies`` (whether this schedule is the patent's: interleaved 1F1B with the
+        ``paddle`` grouping), ``r`` (= ``m mod p``), ``first_group`` (``p + r``), ``groups``,
+        ``warmup`` (forwards before the first backward, per rank), ``send_interval``
+        (``[r, r + (p + r)(v - 1))`` in the last rank's forward micro-steps), ``n_cached`` and
+        ``queues`` (its forward and backward cache queues by its literal rule:
+        :func:`~hetsched.pipeline.patent_queues`). With ``m < p`` the patent does not apply and
+        only ``applies`` and ``why`` are given.
+
+        >>> from hetsched.pipeline import interleaved_1f1b
+        >>> pv = simulate(interleaved_1f1b(4, 2, 10, grouping="paddle")).patent()
+        >>> pv["applies"], pv["r"], pv["first_group"], pv["warmup"], pv["send_interval"]
+        (True, 2, 6, [12, 10, 8, 6], (2, 8))
+        """
+        from .cache import patent_parameters, patent_queues
+        from .schedules import is_patent_schedule
+
+        s = self.schedule
+        if s.m < s.p:
+            return {"applies": False, "why": f"the patent groups micro-batches by p: it needs m >= p (m={s.m}, p={s.p})"}
+        out = {"applies": is_patent_schedule(s), **patent_parameters(s.p, s.v, s.m)}
+        out["queues"] = patent_queues(s.p, s.v, s.m)
+        return out
 
     def __repr__(self) -> str:
         return f"PipelineResult({self.schedule.name}, p={self.schedule.p}, v={self.schedule.v}, m={self.schedule.m}; makespan_s={self.metrics['makespan_s']:.4g}, bubble_fraction={self.metrics['bubble_fraction']:.4g})"
@@ -457,27 +303,47 @@ def _peaks_per_rank(rank: np.ndarray, t: np.ndarray, deltas: list[np.ndarray], p
     return outs
 
 
+def _message_times(s: Schedule, c: dict[str, np.ndarray], link: P2P, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes and transfer time of each message (``src`` produces, ``dst`` consumes on another rank)."""
+    st = s.stage.astype(np.int64)
+    fwd = s.kind[dst] == F
+    ps = st[src]
+    nbytes = np.where(fwd, c["act"][ps], c["grad"][ps])
+    if "send" in c or "grad_send" in c:
+        snd = c.get("send", np.zeros(s.n_stages))
+        gsnd = c.get("grad_send", np.zeros(s.n_stages))
+        tt = np.where(fwd, snd[ps], gsnd[ps])
+    else:
+        tt = link.time_s(nbytes) if len(nbytes) else np.zeros(0)
+    return nbytes, np.asarray(tt, float) + link.overhead_s
+
+
 def simulate(schedule: Schedule, *, costs: StageCosts | Mapping | None = None, comm: P2P | Mapping | None = None, cache: str | None = None, timeline: bool = True) -> PipelineResult:
     """Simulate ``schedule`` and return a :class:`PipelineResult`.
 
     Parameters
     ----------
     schedule : Schedule
-        Any schedule (it is validated first; a bad one raises ``ScheduleError`` with the grid).
+        Any schedule (it is checked first; a bad one raises ``ScheduleError`` with the grid).
     costs : StageCosts or mapping, optional
-        Per-stage times and sizes (``{"F": 1, "B": 2}`` works); default ``tF = 1, tB = 2``.
+        Per-stage (per-chunk) times, sizes and overhead (``{"F": 1, "B": 2}`` works); default
+        ``tF = 1, tB = 2``. Costs priced from a graph (:func:`~hetsched.pipeline.stage_costs`)
+        carry their link times and the placement they assume.
     comm : P2P or mapping, optional
-        Link latency/bandwidth and ``lockstep``; default free, non-blocking.
+        Numbers-only link latency/bandwidth, per-message ``overhead_s``, and ``lockstep``; default
+        free, non-blocking.
     cache : {None, "sender", "receiver"}
-        With ``lockstep``: where early outputs wait (see the module docstring). Also chooses which
-        queue ``peak_cache_depth`` and :meth:`PipelineResult.replay` report (``None``: receiver).
+        Under lock-step: where early outputs wait (see the module docstring); ``"sender"`` is the
+        patent's. Without lock-step nothing waits at a sender, so only ``"receiver"`` shows a
+        queue (the receive buffers).
     timeline : bool
         Build the timeline frame (rows: compute, transfer, bubble); ``False`` saves time on huge runs.
 
     Raises
     ------
     ScheduleError
-        Invalid schedule, bad costs, or a deadlock (including one caused by lock-step p2p).
+        Invalid schedule, bad costs, costs priced for another placement, or a deadlock (including
+        one caused by lock-step p2p without a cache).
 
     >>> from hetsched.pipeline import interleaved_1f1b
     >>> r = simulate(interleaved_1f1b(4, 2, 8), costs={"F": 1, "B": 1})
@@ -486,49 +352,49 @@ def simulate(schedule: Schedule, *, costs: StageCosts | Mapping | None = None, c
     """
     if cache not in CACHE_DESIGNS:
         raise ScheduleError(f"cache must be one of {CACHE_DESIGNS}, got {cache!r}", field="cache")
-    c = StageCosts.coerce(costs).arrays(schedule.n_stages, schedule.v)
+    cost = StageCosts.coerce(costs)
+    c = cost.arrays(schedule.n_stages, schedule.v)
     link = P2P.coerce(comm)
     s = schedule
-    if not s.meta.get("_validated"):
-        _static_checks(s)
-    dep = s.meta.get("_dep")
-    if dep is None:
-        dep, _ = dependencies(s)
+    if cost.placement is not None and list(cost.placement) != s.stage_to_rank.tolist():
+        raise ScheduleError(
+            f"the costs were priced with stage -> rank {list(cost.placement)}, but schedule {s.name!r} places stages on "
+            f"{s.stage_to_rank.tolist()}: price them for this schedule (stage_costs(..., schedule=...))", field="costs")
+    if ("send" in c or "grad_send" in c) and link.priced:
+        raise ScheduleError("the costs carry link times priced from a system; do not also give comm latency/bandwidth", field="comm")
+    dep = checked_dependencies(s)
     n = s.n_actions
     st64 = s.stage.astype(np.int64)
     kd = s.kind
     rank = s.rank
-    dur = np.select([kd == F, kd == B, kd == I, kd == W], [c["F"][st64], c["B"][st64], c["I"][st64], c["W"][st64]])
+    dur = np.select([kd == F, kd == B, kd == I, kd == W], [c["F"][st64], c["B"][st64], c["I"][st64], c["W"][st64]]) + c["overhead"][st64]
     has = dep >= 0
     cross = np.zeros(n, bool)
     cross[has] = rank[dep[has]] != rank[has]
-    # bytes carried into each action: activation of the producing stage for F, gradient for B/I
-    nbytes = np.zeros(n)
-    dsel = np.flatnonzero(cross)
-    prod_stage = st64[dep[dsel]]
-    nbytes[dsel] = np.where(kd[dsel] == F, c["act"][prod_stage], c["grad"][prod_stage])
-    cdelay = np.where(cross, link.latency_s + nbytes / link.bandwidth_Bps, 0.0)
-    blk = csend = None
-    if link.lockstep and cache is None:
-        # the action after a send waits for the send's rendezvous (the sender blocks)
-        cons = np.full(n, -1, np.int64)
-        cons[dep[dsel]] = dsel
-        blk = np.full(n, -2, np.int64)
-        csend = np.zeros(n)
-        first_of_rank = np.zeros(n, bool)
-        first_of_rank[s.offsets[:-1][np.diff(s.offsets) > 0]] = True
-        x = np.flatnonzero(cons >= 0)
-        nxt = x + 1
-        ok = nxt < n
-        x, nxt = x[ok], nxt[ok]
-        ok = ~first_of_rank[nxt]  # the next action is on the same rank
-        x, nxt = x[ok], nxt[ok]
-        y = cons[x]
-        blk[nxt] = np.where(first_of_rank[y], -1, y - 1)
-        csend[nxt] = cdelay[y]
-    rendezvous = cross if (link.lockstep and cache != "receiver") else None
-    start, end, xs = _walk(s, dep, dur, cdelay, rendezvous=rendezvous, blk=blk, csend=csend)
-    xe = xs + cdelay
+    dst = np.flatnonzero(cross)
+    src = dep[dst]
+    nbytes, tt = _message_times(s, c, link, src, dst)
+    blocked = np.zeros(len(src))
+    if link.lockstep:
+        from .lockstep import lower, run
+
+        prog = lower(s, cache)
+        post, start, end, xs, held = run(s, prog, dur, tt)
+        blocked_rank = np.bincount(prog.ex_rank, weights=held, minlength=s.p)
+        if prog.blocking:
+            blocked = np.maximum(post[prog.recv_ex] - post[prog.send_ex], 0.0)
+        # lowering orders messages by consumer, as here
+        assert np.array_equal(prog.dst, dst)
+    else:
+        blocked_rank = np.zeros(s.p)
+        cdelay = np.zeros(n)
+        cdelay[dst] = tt
+        start, end = walk(s, dep, dur, cdelay)
+        xs = end[src]  # a transfer leaves when its producer ends
+    xe = xs + tt
+    ready = start.copy()
+    ready[has] = end[dep[has]]
+    ready[dst] = xe
     makespan = float(end.max()) if n else 0.0
     busy = np.bincount(rank, weights=dur, minlength=s.p)
     idle = makespan - busy
@@ -539,34 +405,38 @@ def simulate(schedule: Schedule, *, costs: StageCosts | Mapping | None = None, c
     ri = np.flatnonzero(rel)
     ev_rank = np.concatenate([rank[ri], rank[fi]])
     ev_t = np.concatenate([end[ri], start[fi]])
-    actb = c["act"][st64]
+    actb = c["held"][st64]
     peak_chunks, peak_bytes = _peaks_per_rank(ev_rank, ev_t, [np.concatenate([-np.ones(len(ri)), np.ones(len(fi))]), np.concatenate([-actb[ri], actb[fi]])], s.p)
 
-    # cached items: sender design holds [producer end, transfer start) at the sender,
-    # receiver design [transfer end, consumer start) at the receiver
-    if cache == "sender":
-        holder, t0, t1 = rank[dep[dsel]], end[dep[dsel]], xs[dsel]
+    # cached items: the patent's sender queue holds [exchange after the producer, exchange that
+    # sends); the receiver design holds [arrival, consumer start); no cache, no queue
+    if cache == "sender" and link.lockstep:
+        moved = prog.send_ex != prog.default_ex
+        holder, t0, t1, qi = rank[src[moved]], post[prog.default_ex[moved]], post[prog.send_ex[moved]], src[moved]
+    elif cache == "receiver":
+        holder, t0, t1, qi = rank[dst], xe, start[dst], src
     else:
-        holder, t0, t1 = rank[dsel], xe[dsel], start[dsel]
+        holder, t0, t1, qi = (np.zeros(0, np.int64), np.zeros(0), np.zeros(0), np.zeros(0, np.int64))
     waits = t1 > t0 + 1e-12 * max(1.0, makespan)
-    qh, q0, q1, qi = holder[waits], t0[waits], t1[waits], dep[dsel][waits]
+    qh, q0, q1, qi = holder[waits], t0[waits], t1[waits], qi[waits]
     (peak_cache,) = _peaks_per_rank(np.concatenate([qh, qh]), np.concatenate([q1, q0]), [np.concatenate([-np.ones(len(qh)), np.ones(len(qh))])], s.p)
 
     per_rank = pd.DataFrame({"rank": np.arange(s.p), "busy_s": busy, "idle_s": idle, "peak_activations_chunks": peak_chunks.astype(int),
-                             "peak_activation_bytes": peak_bytes, "peak_cache_depth": peak_cache.astype(int)})
+                             "peak_activation_bytes": peak_bytes, "peak_cache_depth": peak_cache.astype(int), "blocked_send_s": blocked_rank})
     metrics = {
         "makespan_s": makespan,
-        "bubble_fraction": float(idle.sum() / busy.sum()) if busy.sum() > 0 else 0.0,
-        "idle_fraction": float(idle.sum() / (s.p * makespan)) if makespan > 0 else 0.0,
+        "bubble_fraction": float(idle.sum() / (s.p * makespan)) if makespan > 0 else 0.0,
+        "bubble_ratio": float(idle.sum() / busy.sum()) if busy.sum() > 0 else 0.0,
         "peak_activations_chunks": float(peak_chunks.max()) if s.p else 0.0,
         "peak_activation_bytes": float(peak_bytes.max()) if s.p else 0.0,
         "peak_cache_depth": float(peak_cache.max()) if s.p else 0.0,
+        "blocked_send_s": float(blocked_rank.sum()),
         "n_actions": float(n),
-        "n_transfers": float(len(dsel)),
+        "n_transfers": float(len(dst)),
         "bytes_moved": float(nbytes.sum()),
     }
     order = np.lexsort((rank, start))
-    tl = _timeline(s, start, end, rank, dep, dsel, xs, xe, nbytes, makespan) if timeline else make_timeline([])
+    tl = _timeline(s, start, end, rank, src, dst, xs, xe, nbytes, makespan) if timeline else make_timeline([])
     return PipelineResult(
         schedule=s,
         start_s=start,
@@ -574,16 +444,18 @@ def simulate(schedule: Schedule, *, costs: StageCosts | Mapping | None = None, c
         per_rank=per_rank,
         metrics=metrics,
         timeline=tl,
-        params={"schedule": s.name, "p": s.p, "v": s.v, "m": s.m, "costs": StageCosts.coerce(costs), "comm": link, "cache": cache},
+        params={"schedule": s.name, "p": s.p, "v": s.v, "m": s.m, "costs": cost, "comm": link, "cache": cache, "lockstep": link.lockstep},
         initial_state={"time_s": 0.0},
         _order=order,
         _rank=rank,
         _dep=dep,
+        _ready=ready,
+        _msg={"src": src, "dst": dst, "xs": xs, "xe": xe, "bytes": nbytes, "blocked_s": blocked},
         _queue=(qh, q0, q1, qi),
     )
 
 
-def _timeline(s: Schedule, start, end, rank, dep, dsel, xs, xe, nbytes, makespan) -> pd.DataFrame:
+def _timeline(s: Schedule, start, end, rank, src, dst, xs, xe, nbytes, makespan) -> pd.DataFrame:
     n = s.n_actions
     names = np.array([f"{a}{KINDS[k]}{j}" for a, k, j in zip(s.stage.tolist(), s.kind.tolist(), s.microbatch.tolist())], dtype=object)
     opcode = s.stage.astype(np.int64) * 4 + s.kind
@@ -607,11 +479,11 @@ def _timeline(s: Schedule, start, end, rank, dep, dsel, xs, xe, nbytes, makespan
             cols[key].append(np.asarray(val, float) if np.ndim(val) else np.full(k, np.nan))
 
     # transfers: one row per cross-rank input, on its link lane (extra lanes when they overlap)
-    if len(dsel):
-        pi = dep[dsel]
-        src, dst = rank[pi], rank[dsel]
-        ts, te = xs[dsel], xe[dsel]
-        link = src * s.p + dst
+    if len(dst):
+        pi = src
+        rs, rd = rank[src], rank[dst]
+        ts, te = xs, xe
+        link = rs * s.p + rd
         o = np.lexsort((ts, link))
         lk, a0, a1 = link[o], ts[o], te[o]
         same = np.concatenate([[False], lk[1:] == lk[:-1]])
@@ -636,7 +508,7 @@ def _timeline(s: Schedule, start, end, rank, dep, dsel, xs, xe, nbytes, makespan
         lane_key = link * 64 + np.minimum(subo, 63)
         uniq, inv = np.unique(lane_key, return_inverse=True)
         lane_lab = np.array([f"p2p {u // 64 // s.p}->{u // 64 % s.p}" + (f" #{u % 64 + 1}" if u % 64 else "") for u in uniq.tolist()], dtype=object)
-        add(lane_lab[inv], "p2p", names[pi], "transfer", ts, te, None, stage64[pi], stage64[pi] // s.p, s.microbatch[pi], nbytes[dsel])
+        add(lane_lab[inv], "p2p", names[pi], "transfer", ts, te, None, stage64[pi], stage64[pi] // s.p, s.microbatch[pi], nbytes)
     # bubbles: idle gaps on each rank lane, from 0 to the makespan
     prev_end = np.concatenate([[0.0], end[:-1]]) if n else np.zeros(0)
     first = np.zeros(n, bool)
@@ -658,14 +530,14 @@ def _timeline(s: Schedule, start, end, rank, dep, dsel, xs, xe, nbytes, makespan
     for c in ("tensor", "device"):
         df[c] = None
     df["flow"] = None
-    if len(dsel) and n <= FLOW_LIMIT:
+    if len(dst) and n <= FLOW_LIMIT:
         # arrows in Perfetto: producer -> transfer -> consumer share the producer's action text
         flow = [""] * n
-        for a, b in zip(dep[dsel].tolist(), dsel.tolist()):
+        for a, b in zip(src.tolist(), dst.tolist()):
             flow[a] = names[a] if not flow[a] else flow[a] + "," + names[a]
             flow[b] = names[a] if not flow[b] else flow[b] + "," + names[a]
         col = np.full(len(df), None, dtype=object)
         col[:n] = [f or None for f in flow]
-        col[n : n + len(dsel)] = names[dep[dsel]]
+        col[n : n + len(dst)] = names[src]
         df["flow"] = pd.Series(col, dtype=object)
     return make_timeline(df)
