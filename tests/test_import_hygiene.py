@@ -58,7 +58,7 @@ def test_core_imports_no_jupyter_modules():
 
 def test_probe_would_catch_a_widget_import():
     # The check is live: importing the widget layer does bring those modules in.
-    code = "import sys, json, hetsched.widgets; print(json.dumps(sorted(sys.modules)))"
+    code = "import sys, json; from hetsched.widgets import Panel; print(json.dumps(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "ipywidgets" in {m.split(".")[0] for m in _offenders(json.loads(out.stdout.strip().splitlines()[-1]))}
