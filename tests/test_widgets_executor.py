@@ -84,7 +84,7 @@ def test_view_traits_redraw_without_recompute(panel):
     r = panel.result
     panel.state.metric = "host_blocked_s"
     assert panel.result is r
-    assert "host_blocked" in panel.figures["compare"].layout.yaxis.title.text
+    assert "host time blocked" in panel.figures["compare"].layout.yaxis.title.text
     panel.state.color_by = "device"
     assert panel.figures["gantt"].layout.legend.title.text == "device"
     panel.state.metric = "makespan_s"

@@ -9,20 +9,32 @@ True
 """
 
 from .core import (
+    GROUP_PALETTE,
+    IDLE,
     KIND_COLORS,
     MAX_BARS,
+    NEUTRAL,
     PALETTE,
     bytes_unit,
     color_map,
     compare,
     figure_from_dicts,
+    format_value,
     gantt,
     graph_view,
+    group_colors,
     memory_curve,
+    metric_label,
     time_unit,
 )
 
 __all__ = [
+    "GROUP_PALETTE",
+    "IDLE",
+    "NEUTRAL",
+    "format_value",
+    "group_colors",
+    "metric_label",
     "KIND_COLORS",
     "MAX_BARS",
     "PALETTE",

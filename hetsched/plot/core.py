@@ -34,6 +34,14 @@ __all__ = [
     "figure_from_dicts",
     "PALETTE",
     "KIND_COLORS",
+    "NEUTRAL",
+    "IDLE",
+    "NEUTRAL_NAMES",
+    "GROUP_PALETTE",
+    "group_colors",
+    "METRIC_LABELS",
+    "metric_label",
+    "format_value",
     "color_map",
     "time_unit",
     "bytes_unit",
@@ -49,22 +57,33 @@ PALETTE = [
     "#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000",
     "#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880",
 ]
+#: Neutral greys: "nothing here" never borrows a device's colour (issue 22: colours that lie).
+NEUTRAL = "#BDBDBD"
+IDLE = "#E4E4E4"
+#: Labels that mean "not assigned / not running"; every view draws them neutral.
+NEUTRAL_NAMES = {"(unassigned)": NEUTRAL, "(none)": NEUTRAL, "unassigned": NEUTRAL, "(unsupported)": "#9E9E9E",
+                 "idle": IDLE, "bubble": IDLE}
+#: Colours of kinds of work. One colour means one thing: F/B/I/W are four distinct hues (I and B
+#: used to be two near-identical oranges), waits and transfers do not reuse the compute blue.
 KIND_COLORS = {
     "compute": "#0072B2",
     "transfer": "#E69F00",
     "send": "#E69F00",
     "recv": "#F0E442",
-    "bubble": "#DDDDDD",
-    "idle": "#EEEEEE",
+    "bubble": IDLE,
+    "idle": IDLE,
     "wait": "#CC79A7",
     "blocked": "#D55E00",
     "launch": "#56B4E9",
     "copy": "#009E73",
     "F": "#0072B2",
     "B": "#D55E00",
-    "I": "#E69F00",
+    "I": "#882255",
     "W": "#009E73",
+    **NEUTRAL_NAMES,
 }
+#: Groups (merged ops, stages, clusters) take this palette (Tol's "muted"), never a device colour.
+GROUP_PALETTE = ["#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#DDCC77", "#CC6677", "#882255", "#AA4499"]
 MAX_BARS = 2000
 
 
@@ -136,7 +155,7 @@ def color_map(names: Iterable[Any], *, base: Mapping[str, str] | None = None) ->
     {'gpu0': '#0072B2', 'cpu0': '#E69F00'}
     """
     out: dict[str, str] = {}
-    base = dict(base or {})
+    base = {**NEUTRAL_NAMES, **dict(base or {})}
     i = 0
     for n in names:
         key = str(n)
@@ -148,6 +167,92 @@ def color_map(names: Iterable[Any], *, base: Mapping[str, str] | None = None) ->
         out[key] = PALETTE[i % len(PALETTE)] if i < len(PALETTE) else _hash_color(key)
         i += 1
     return out
+
+
+def group_colors(names: Iterable[Any]) -> dict[str, str]:
+    """Colours for groups (merged ops, stages): their own palette, so a group never looks like a device.
+
+    >>> group_colors(["g0", "g1"])
+    {'g0': '#332288', 'g1': '#88CCEE'}
+    """
+    out: dict[str, str] = {}
+    for n in names:
+        key = str(n)
+        if key not in out:
+            out[key] = NEUTRAL_NAMES.get(key) or (GROUP_PALETTE[len(out) % len(GROUP_PALETTE)]
+                                                if len(out) < len(GROUP_PALETTE) else _hash_color(key))
+    return out
+
+
+#: Plain words for the metrics every family reports (axis titles, tables, summaries).
+METRIC_LABELS = {
+    "makespan_s": "makespan",
+    "total_latency_s": "system total latency",
+    "energy_J": "energy",
+    "bytes_moved": "data moved",
+    "peak_bytes": "peak memory",
+    "peak_memory_bytes": "peak memory",
+    "lower_bound_bytes": "lower bound",
+    "bubble_fraction": "bubble (idle share of rank time)",
+    "host_blocked_s": "host time blocked",
+    "throughput_per_s": "throughput",
+    "n_launches": "kernel launches",
+    "gap": "gap to the lower bound",
+}
+
+
+def metric_label(key: str, unit: str | None = None) -> str:
+    """A metric key in plain words, with its unit: ``makespan_s`` -> ``makespan (ms)``.
+
+    >>> metric_label("makespan_s", "ms"), metric_label("energy_J"), metric_label("bytes_moved", "MiB")
+    ('makespan (ms)', 'energy (J)', 'data moved (MiB)')
+    >>> metric_label("host_pcie_Bps")
+    'host pcie (B/s)'
+    """
+    base = METRIC_LABELS.get(key)
+    suffix = {"_s": "s", "_J": "J", "_bytes": "B", "_Bps": "B/s", "_flops": "FLOP", "_W": "W"}
+    if base is None:
+        base = key
+        for sfx in suffix:
+            if key.endswith(sfx):
+                base = key[: -len(sfx)]
+                break
+        base = base.replace("_", " ")
+    if unit is None:
+        unit = next((u for sfx, u in suffix.items() if key.endswith(sfx)), None)
+        if key == "bytes_moved":
+            unit = "B"
+    return f"{base} ({unit})" if unit else base
+
+
+def format_value(value: Any, key: str = "") -> str:
+    """A value in readable units chosen from its key: seconds, bytes, fractions, counts.
+
+    >>> format_value(0.0023, "makespan_s"), format_value(3 * 2**30, "peak_bytes"), format_value(0.153, "gap")
+    ('2.3 ms', '3 GiB', '15.3%')
+    >>> format_value(2.4e9, "pcie_Bps"), format_value(None)
+    ('2.4 GB/s', '–')
+    """
+    if value is None or (isinstance(value, float) and value != value):
+        return "–"
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if key.endswith("_s"):
+        u, f = time_unit(v)
+        return f"{v * f:.3g} {u}"
+    if key.endswith("_bytes") or key == "bytes_moved":
+        u, f = bytes_unit(v)
+        return f"{v * f:.3g} {u}"
+    if key.endswith("_Bps"):
+        for u, p in (("TB/s", 12), ("GB/s", 9), ("MB/s", 6), ("kB/s", 3)):
+            if abs(v) >= 10**p:
+                return f"{v / 10**p:.3g} {u}"
+        return f"{v:.3g} B/s"
+    if key in ("gap", "bubble_fraction") or key.endswith("_fraction") or key.endswith("_share"):
+        return f"{v:.1%}"
+    return f"{v:.4g}"
 
 
 def _hash_color(key: str) -> str:
@@ -591,12 +696,12 @@ def compare(
         raise HetschedError(f"column {metric!r} is not numeric, cannot draw it as bars", field=metric) from None
     if metric.endswith("_s"):
         unit, f = time_unit(float(vals.abs().max()) if len(vals) else 0.0)
-        ytitle = f"{metric[:-2]} ({unit})"
+        ytitle = metric_label(metric, unit)
     elif metric.endswith("_bytes") or metric == "bytes_moved":
         unit, f = bytes_unit(float(vals.abs().max()) if len(vals) else 0.0)
-        ytitle = f"{metric} ({unit})"
+        ytitle = metric_label(metric, unit)
     else:
-        f, ytitle = 1.0, metric
+        f, ytitle = 1.0, metric_label(metric)
     groups = [(None, frame)] if color is None else list(frame.groupby(color, sort=False))
     cmap = color_map([str(k) for k, _ in groups])
     data = []
