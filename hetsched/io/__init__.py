@@ -17,6 +17,7 @@ from ..graph import OpGraph
 from . import generators
 from .graph_json import graph_from_dict, graph_to_dict, load_graph_json, save_graph_json
 from .systems import bundled_systems, load_system, save_system, system_from_dict, system_to_dict, toy_system
+from .tables import csv_safe, to_csv_safe
 
 __all__ = [
     "load_graph",
@@ -30,6 +31,8 @@ __all__ = [
     "system_to_dict",
     "toy_system",
     "bundled_systems",
+    "csv_safe",
+    "to_csv_safe",
     "DATA_DIR",
 ]
 
