@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import inspect
-import re
 import sys
 import time
 from pathlib import Path
@@ -434,22 +433,14 @@ def _cmd_executor(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-class _SpecLoader(yaml.SafeLoader):
-    """YAML 1.1 reads ``1e9`` as a string (it wants ``1.0e9``); in a sweep spec it means the number."""
-
-
-_SpecLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789")
-)
-
-
 def _load_spec(path: Path) -> dict:
     from .errors import FormatError
+    from .io.systems import YamlLoader  # reads 1e9 as a number, as a spec means it
 
     if not path.exists():
         raise FormatError(f"sweep spec {str(path)!r} not found", field="spec")
     try:
-        spec = yaml.load(path.read_text(), Loader=_SpecLoader) or {}
+        spec = yaml.load(path.read_text(), Loader=YamlLoader) or {}
     except yaml.YAMLError as e:
         raise FormatError(f"{path.name}: not valid YAML: {e}", field="spec") from None
     if not isinstance(spec, dict):
