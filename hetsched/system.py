@@ -204,7 +204,7 @@ class SupportTable:
             for op_type, prio in row.items():
                 # a fractional priority was silently truncated (1.5 -> 1); 2.0 is the integer 2
                 if (not isinstance(prio, (int, float)) or isinstance(prio, bool) or not prio >= 1
-                        or not float(prio).is_integer()):
+                        or (isinstance(prio, float) and not prio.is_integer())):
                     raise SystemError_(
                         f"support table: priority of {op_type!r} on backend {backend!r} must be an integer >= 1,"
                         f" got {show_number(prio)}",
@@ -300,7 +300,7 @@ class System:
                 raise SystemError_(f"duplicate device name {d.name!r}", device=d.name)
             self._devices[d.name] = d
         if not self._devices:
-            raise SystemError_("a system needs at least one device")
+            raise SystemError_("a system needs at least one device", field="devices")
         self.host = host if host is not None else next(iter(self._devices))
         if not isinstance(self.host, str) or self.host not in self._devices:
             raise SystemError_(f"host {self.host!r} is not a device of the system", device=self.host, field="host")

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any, Iterable, Mapping
 
 from ..errors import FormatError
 
-__all__ = ["read_text"]
+__all__ = ["read_text", "check_fields"]
 
 
 def read_text(path: str | os.PathLike, what: str) -> str:
@@ -31,3 +32,16 @@ def read_text(path: str | os.PathLike, what: str) -> str:
                           field="<encoding>") from None
     except OSError as e:  # permission denied, a FIFO that errors, an I/O error
         raise FormatError(f"{what} {str(path)!r} cannot be read: {e.strerror or e}", field="path") from None
+
+
+def check_fields(d: Mapping[Any, Any], allowed: Iterable[str], where: str, **culprit: Any) -> None:
+    """An unknown key of ``d`` is a ``FormatError`` naming it (``field``; an empty key as ``"<empty>"``).
+
+    >>> check_fields({"name": 1, "colour": 2}, ["name"], "device 'a'")
+    Traceback (most recent call last):
+    ...
+    hetsched.errors.FormatError: device 'a': unknown field(s) ['colour']
+    """
+    bad = sorted((k for k in d if k not in set(allowed)), key=str)
+    if bad:
+        raise FormatError(f"{where}: unknown field(s) {bad}", field=str(bad[0]) or "<empty>", **culprit)

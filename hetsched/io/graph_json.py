@@ -25,7 +25,7 @@ from typing import Any, Mapping
 from ..errors import FormatError
 from ..graph import OpGraph
 from ..limits import MAX_BYTES, MAX_FLOPS, MAX_NESTING, too_deep
-from .files import read_text
+from .files import check_fields, read_text
 
 __all__ = ["GRAPH_FORMAT", "GRAPH_VERSION", "GRAPH_SCHEMA", "graph_to_dict", "graph_from_dict", "save_graph_json", "load_graph_json"]
 
@@ -127,38 +127,32 @@ def graph_from_dict(d: Mapping[str, Any], *, source: str = "graph") -> OpGraph:
             f"{source}: unsupported graph version {d.get('version')!r}; this hetsched reads version {GRAPH_VERSION}",
             field="version",
         )
-    bad = set(d) - _TOP
-    if bad:
-        raise FormatError(f"{source}: unknown field(s) {sorted(bad)}", field=sorted(bad)[0])
+    check_fields(d, _TOP, source)
     for key in ("ops", "tensors"):
         if not isinstance(d.get(key), list):
             raise FormatError(f"{source}: {key!r} must be a list", field=key)
     if "name" in d and not isinstance(d["name"], str):
         raise FormatError(f"{source}: 'name' must be a string, got {d['name']!r}", field="name")
-    _free_form(d.get("meta"), f"{source}: 'meta'", field="meta")
+    _free_form(d.get("meta", {}), f"{source}: 'meta'", field="meta")
     g = OpGraph(str(d.get("name", source)), meta=d.get("meta") or {})
     for i, o in enumerate(d["ops"]):
         if not isinstance(o, Mapping) or "name" not in o or "op_type" not in o:
             raise FormatError(f"{source}: ops[{i}] needs 'name' and 'op_type'", field=f"ops[{i}]")
         name = _name(o["name"], f"{source}: ops[{i}]", f"ops[{i}].name")
         where = f"{source}: op {name!r}"
-        bad = set(o) - _OP
-        if bad:
-            raise FormatError(f"{where} has unknown field(s) {sorted(bad)}", field=sorted(bad)[0], op=name)
+        check_fields(o, _OP, where, op=name)
         if not isinstance(o["op_type"], str):
             raise FormatError(f"{where} op_type must be a string, got {o['op_type']!r}", field="op_type", op=name)
         flops = _number(o.get("flops", 0), where, "flops", op=name)
         weight = _number(o.get("weight_bytes", 0), where, "weight_bytes", whole=True, op=name)
-        _free_form(o.get("attrs"), f"{where} attrs", field="attrs", op=name)
+        _free_form(o.get("attrs", {}), f"{where} attrs", field="attrs", op=name)
         g.add_op(name, o["op_type"], flops=flops, weight_bytes=weight, attrs=o.get("attrs") or {})
     for i, t in enumerate(d["tensors"]):
         if not isinstance(t, Mapping) or "name" not in t or "size_bytes" not in t:
             raise FormatError(f"{source}: tensors[{i}] needs 'name' and 'size_bytes'", field=f"tensors[{i}]")
         name = _name(t["name"], f"{source}: tensors[{i}]", f"tensors[{i}].name")
         where = f"{source}: tensor {name!r}"
-        bad = set(t) - _TENSOR
-        if bad:
-            raise FormatError(f"{where} has unknown field(s) {sorted(bad)}", field=sorted(bad)[0], tensor=name)
+        check_fields(t, _TENSOR, where, tensor=name)
         size = _number(t["size_bytes"], where, "size_bytes", whole=True, tensor=name)
         cons = t.get("consumers", [])
         if not isinstance(cons, list) or not all(isinstance(c, str) for c in cons):
@@ -168,7 +162,7 @@ def graph_from_dict(d: Mapping[str, Any], *, source: str = "graph") -> OpGraph:
                 raise FormatError(f"{where} {f} must be a string or null, got {t.get(f)!r}", field=f, tensor=name)
         if not isinstance(t.get("is_output", False), bool):
             raise FormatError(f"{where} is_output must be true or false", field="is_output", tensor=name)
-        _free_form(t.get("attrs"), f"{where} attrs", field="attrs", tensor=name)
+        _free_form(t.get("attrs", {}), f"{where} attrs", field="attrs", tensor=name)
         g.add_tensor(
             name, size, producer=t.get("producer"), consumers=cons, is_output=bool(t.get("is_output", False)),
             alias_of=t.get("alias_of"), attrs=t.get("attrs") or {},
@@ -195,11 +189,9 @@ def _number(v: Any, where: str, field: str, *, whole: bool = False, **culprit: s
 
 
 def _free_form(v: Any, where: str, **culprit: str) -> None:
-    """``meta``/``attrs``: an object (or absent), nested at most :data:`~hetsched.limits.MAX_NESTING` deep."""
-    if v is None:
-        return
+    """``meta``/``attrs``: an object (null is not one), nested at most :data:`~hetsched.limits.MAX_NESTING` deep."""
     if not isinstance(v, Mapping):
-        raise FormatError(f"{where} must be an object, got {type(v).__name__}", **culprit)
+        raise FormatError(f"{where} must be an object, got {'null' if v is None else type(v).__name__}", **culprit)
     if too_deep(v, MAX_NESTING):
         raise FormatError(f"{where} nests deeper than {MAX_NESTING} levels", **culprit)
 

@@ -86,7 +86,10 @@ def _dtype_name(elem_type: int) -> str:
 
 
 def _read_model(path_or_model: Any):
-    import onnx
+    try:
+        import onnx
+    except ImportError:
+        raise FormatError("reading ONNX needs the onnx package: pip install 'hetsched[onnx]'", field="<onnx>") from None
 
     if isinstance(path_or_model, onnx.ModelProto):
         return path_or_model, "model"
@@ -102,6 +105,42 @@ def _read_model(path_or_model: Any):
         return onnx.load(str(p)), p.name
     except Exception as e:
         raise FormatError(f"{p.name}: not a readable ONNX model: {e}", field="<onnx>") from None
+
+
+def _check_names(model, source: str) -> None:
+    """Every name and op type is text (a damaged file can hold bytes that are not UTF-8 there)."""
+    g = model.graph
+    texts = [g.name, *(v.name for v in (*g.input, *g.output, *g.value_info, *g.initializer))]
+    for n in g.node:
+        texts += [n.name, n.op_type, n.domain, *n.input, *n.output, *(a.name for a in n.attribute)]
+    bad = next((t for t in texts if not isinstance(t, str)), None)
+    if bad is not None:
+        raise FormatError(f"{source}: name {bad!r} is not UTF-8 text (a damaged file?)", field="<onnx>")
+
+
+def _check_initializers(model, source: str) -> None:
+    """Weights with a negative dim or no element type (a damaged file) are named, not summed as bytes."""
+    from onnx import TensorProto
+
+    known = set(TensorProto.DataType.values()) - {TensorProto.UNDEFINED}
+    for init in model.graph.initializer:
+        if any(d < 0 for d in init.dims):
+            raise FormatError(f"{source}: initializer {init.name!r} has negative dims {list(init.dims)}",
+                              tensor=init.name or "<unnamed>", field="dims")
+        if init.data_type not in known:
+            raise FormatError(f"{source}: initializer {init.name!r} has no valid element type ({init.data_type})",
+                              tensor=init.name or "<unnamed>", field="data_type")
+
+
+def _to_array(t, source: str, **culprit: str):
+    """``numpy_helper.to_array`` whose failure (data that does not fill the dims...) names the tensor."""
+    from onnx import numpy_helper
+
+    try:
+        return numpy_helper.to_array(t)
+    except Exception as e:  # noqa: BLE001 - ValueError, TypeError, DecodeError... of a damaged tensor
+        raise FormatError(f"{source}: tensor {t.name!r} holds unreadable data: {e}", tensor=t.name or "<unnamed>",
+                          field="data", **culprit) from None
 
 
 def _bind_dims(model, dims: Mapping[str, int], source: str):
@@ -217,14 +256,14 @@ def _fold_shape_subgraphs(model, source: str):
         consts: dict[str, Any] = {}
         for init in m.graph.initializer:
             if prod(init.dims) <= _FOLD_MAX_ELEMENTS:
-                consts[init.name] = numpy_helper.to_array(init)
+                consts[init.name] = _to_array(init, source)
         folded: dict[str, Any] = {}
         drop: set[int] = set()
         for i, node in enumerate(m.graph.node):
             if node.op_type == "Constant" and node.output:
                 val = _attr(node, "value", None, "tensor")
                 if val is not None and prod(val.dims) <= _FOLD_MAX_ELEMENTS:
-                    consts[node.output[0]] = numpy_helper.to_array(val)
+                    consts[node.output[0]] = _to_array(val, source, op=node.name or node.op_type)
                 continue
             if (node.op_type not in _FOLDABLE or node.domain not in ("", "ai.onnx")
                     or any(o in declared for o in node.output)):
@@ -431,12 +470,23 @@ def load_onnx(path_or_model: Any, *, dims: Mapping[str, int] | None = None, name
     >>> load_onnx(m, dims={"n": 2}).tensor("y").size_bytes
     64
     """
-    import onnx
-    model, source = _read_model(path_or_model)
+    model, source = _read_model(path_or_model)  # first: it names the missing onnx package
     dims = dict(dims or {})
     for k, v in dims.items():
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
             raise FormatError(f"{source}: dim {k!r} must be a positive integer, got {v!r}", field=k)
+    try:
+        return _import(model, source, dims, name)
+    except UnicodeDecodeError:  # protobuf decodes a string field only when it is read
+        raise FormatError(f"{source}: a name or string in the model is not UTF-8 text (a damaged file?)",
+                          field="<onnx>") from None
+
+
+def _import(model, source: str, dims: dict[str, int], name: str | None) -> OpGraph:
+    import onnx
+
+    _check_names(model, source)
+    _check_initializers(model, source)
     skeleton, big = _bind_dims(model, dims, source)
     inferred = _fold_shape_subgraphs(skeleton, source)
     graph = inferred.graph

@@ -42,7 +42,7 @@ import yaml
 from ..errors import FormatError, HetschedError
 from ..limits import MAX_NESTING, show_number, too_deep
 from ..system import Device, Link, SupportTable, System
-from .files import read_text
+from .files import check_fields, read_text
 
 __all__ = ["load_system", "save_system", "system_from_dict", "system_to_dict", "toy_system", "bundled_systems", "YamlLoader"]
 
@@ -130,9 +130,7 @@ def system_from_dict(d: Mapping[str, Any], *, source: str = "system") -> System:
     ver = d.get("version", SYSTEM_VERSION)
     if ver != SYSTEM_VERSION or isinstance(ver, bool):
         raise FormatError(f"{source}: unsupported system version {ver!r} (this hetsched reads {SYSTEM_VERSION})", field="version")
-    unknown = set(d) - _TOP_FIELDS
-    if unknown:
-        raise FormatError(f"{source}: unknown field(s) {sorted(unknown, key=str)}", field=str(sorted(unknown, key=str)[0]))
+    check_fields(d, _TOP_FIELDS, source)
     name = _name(d.get("name", source), source, "name")
     host = None if d.get("host") is None else _name(d["host"], source, "host")
     meta = _map(d.get("meta"), source, "meta")
@@ -159,9 +157,7 @@ def _device(dv: Any, where: str, source: str) -> Device:
         raise FormatError(f"{where}: a device is a map with a name, got {_short(dv)}", field="name")
     name = _name(dv["name"], where, "name")
     where = f"{source}: device {name!r}"
-    bad = set(dv) - _DEVICE_FIELDS
-    if bad:
-        raise FormatError(f"{where}: unknown field(s) {sorted(bad, key=str)}", field=str(sorted(bad, key=str)[0]), device=name)
+    check_fields(dv, _DEVICE_FIELDS, where, device=name)
     pf = dv.get("peak_flops", {"default": 1e12})
     if not isinstance(pf, Mapping):
         pf = {"default": pf}
@@ -184,9 +180,7 @@ def _link(ln: Any, where: str) -> Link:
         raise FormatError(f"{where}: a link needs src, dst and bandwidth_Bps", field="links")
     src, dst = _name(ln["src"], where, "src"), _name(ln["dst"], where, "dst")
     where = f"{where} ({src}->{dst})"
-    bad = set(ln) - _LINK_FIELDS
-    if bad:
-        raise FormatError(f"{where}: unknown field(s) {sorted(bad, key=str)}", field=str(sorted(bad, key=str)[0]), device=src)
+    check_fields(ln, _LINK_FIELDS, where, device=src)
     if not isinstance(ln.get("duplex", True), bool):
         raise FormatError(f"{where}: duplex must be true or false, got {ln['duplex']!r}", field="duplex", device=src)
     return Link(src, dst, _num(ln["bandwidth_Bps"], where, "bandwidth_Bps", device=src),
