@@ -110,9 +110,12 @@ def resolve_graph(name: str, n: int | None = None, seed: int | None = None, batc
 
     if not isinstance(name, str) or not name:
         raise HetschedError(f"graph must be a name or a path, got {name!r}", field="graph")
-    for field, v in (("n", n), ("seed", seed), ("batch", batch)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+    import numbers
+
+    for field, v in (("n", n), ("seed", seed), ("batch", batch)):  # numpy integers from np.arange grids are fine
+        if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral)):
             raise HetschedError(f"{field} must be an integer, got {v!r}", field=field)
+    n, seed = (None if n is None else int(n)), (None if seed is None else int(seed))
     if n is not None and not 0 < n <= MAX_GENERATED_OPS:  # a typo of 10**8 ops would take the machine's memory
         raise HetschedError(f"n must be in 1..{MAX_GENERATED_OPS}, got {n}", field="n")
     stamp = os.stat(name).st_mtime_ns if os.path.isfile(name) else None
@@ -177,6 +180,8 @@ def resolve_system(name: str) -> System:
     """
     import os
 
+    if not isinstance(name, str) or not name:  # os.path.isfile(5) would look at file descriptor 5
+        raise HetschedError(f"system must be a name or a path, got {name!r}", field="system")
     return _build_system(name, os.stat(name).st_mtime_ns if os.path.isfile(name) else None)
 
 

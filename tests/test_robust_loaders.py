@@ -275,3 +275,17 @@ def test_onnx_gemm_with_a_string_typed_trans_attribute():
     good = copy.deepcopy(n)
     good.attribute[0].type = onnx.AttributeProto.INT
     assert load_onnx(_model([good], [_vi("a", [3, 2]), _vi("b", [3, 4])], [_vi("y", None)])).op("fc").flops == 2 * 2 * 4 * 3
+
+
+def test_the_byte_limit_keeps_peak_memory_positive():
+    """Two 2**62-byte tensors gave a negative int64 peak; at the limit (two 2**52) the peak is exact."""
+    from hetsched import memory
+
+    def two_big(size):
+        return graph_case(lambda d: [t.update(size_bytes=size) for t in d["tensors"][:2]] + [d["tensors"][2].update(size_bytes=0)])
+
+    with pytest.raises(GraphError):
+        graph_from_dict(two_big(2**62))
+    g = graph_from_dict(two_big(2**52))
+    r = memory.optimize_order(g, method="heuristic")
+    assert r.metrics["peak_bytes"] == 2**53  # both live while op a runs

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..errors import FormatError
@@ -50,6 +51,8 @@ def load_graph(path: str | Path, **options) -> OpGraph:
 
     A bare name (no extension, no such file) loads ``data/graphs/<name>.json``.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise FormatError(f"a graph path must be a string or a path, got {type(path).__name__}", field="path")
     p = Path(path)
     if not p.exists() and p.suffix == "":
         cand = DATA_DIR / "graphs" / f"{p.name}.json"

@@ -32,6 +32,7 @@ True
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -231,6 +232,8 @@ def load_system(path: str | Path) -> System:
     >>> load_system("cpu_gpu_fpga").host
     'cpu0'
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise FormatError(f"a system path must be a string or a path, got {type(path).__name__}", field="path")
     p = Path(path)
     if not p.exists() and p.suffix == "" and (_data_dir() / f"{path}.yaml").exists():
         p = _data_dir() / f"{path}.yaml"
