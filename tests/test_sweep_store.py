@@ -291,7 +291,7 @@ def test_kill_9_of_a_pool_sweep_leaves_no_process_behind(tmp_path, fn_from):
     go.touch()
     log = tmp_path / "log"
     env = dict(os.environ, HETSCHED_TEST_MARK=mark)
-    p = subprocess.Popen([sys.executable, str(script), str(cache), str(log), str(go), "0", "100000", "process", fn_from],
+    p = subprocess.Popen([sys.executable, str(script), str(cache), str(log), str(go), "0", "5000", "process", fn_from],
                          env=env)
     try:
         deadline = time.monotonic() + 120
