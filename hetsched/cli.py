@@ -1,9 +1,17 @@
 """The ``hetsched`` command: every algorithm family from a terminal, with reports, traces and sweeps.
 
 Exit codes: 0 ok, 2 bad input (the message names the field/op at fault), 3 infeasible (nothing
-fits memory, an op no device supports). ``sweep`` exits 0 when every point ran, 3 when the only
-failed points are infeasible ones (an answer of the what-if, in the ``error_kind`` column), and 2
-when any point failed for another reason.
+fits memory, an op no device supports), 130 interrupted. ``sweep`` exits 0 when every point ran,
+3 when the only failed points are infeasible ones (an answer of the what-if, in the
+``error_kind`` column), and 2 when any point failed for another reason.
+
+A failure is one line on stderr (``hetsched: error: ...``), never a traceback; warnings are one
+line each (``hetsched: warning: ...``). An unexpected exception (a bug) is reported the same way,
+naming its type; ``hetsched --debug ...`` or ``HETSCHED_DEBUG=1`` shows its traceback.
+
+A subcommand is a parser in :func:`build_parser` (shared options: ``_graph_args``,
+``_system_arg``, ``_out_args``; numbers through the checked types ``_positive_int``...) and a
+``_cmd_*`` function in :data:`COMMANDS` that returns an exit code and raises ``HetschedError``.
 
 Examples
 --------
@@ -18,9 +26,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import inspect
+import math
+import numbers
+import os
 import re
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -32,16 +44,48 @@ from .errors import HetschedError, Infeasible, UnsupportedOpError
 
 __all__ = ["main", "build_parser"]
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_INFEASIBLE = 0, 2, 3
+EXIT_OK, EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_INTERRUPTED = 0, 2, 3, 130
+#: environment variable that makes every failure print its traceback (as ``--debug`` does)
+DEBUG_ENV = "HETSCHED_DEBUG"
 
 
 # ---------------------------------------------------------------------------- argument plumbing
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (``hetsched map: error: ...``) and exit code 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {_one_line(message)} (see {self.prog} --help)\n")
+
+
+def _number_type(kind: type, test, what: str):
+    """An argparse ``type=`` that accepts only finite numbers passing ``test`` (NaN/inf never pass)."""
+
+    def convert(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if not (math.isfinite(v) and test(v)):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+        return v
+
+    convert.__name__ = what  # argparse names the type in some messages
+    return convert
+
+
+_positive_int = _number_type(int, lambda v: v > 0, "a positive integer")
+_nonneg_int = _number_type(int, lambda v: v >= 0, "an integer >= 0")
+_positive_float = _number_type(float, lambda v: v > 0, "a finite number > 0")
+_nonneg_float = _number_type(float, lambda v: v >= 0, "a finite number >= 0")
+_finite_float = _number_type(float, lambda v: True, "a finite number")
+
+
 def _graph_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("graph", help="graph file (.json/.onnx), bundled graph, zoo model or generator name")
-    p.add_argument("--batch", type=int, default=1, help="batch size for zoo models (default 1)")
+    p.add_argument("--batch", type=_positive_int, default=1, help="batch size for zoo models (default 1)")
     p.add_argument("--training", action="store_true", help="zoo models: build the training graph")
-    p.add_argument("--n", type=int, default=None, help="generators: number of ops (default 40); zoo randwire_ws: nodes")
-    p.add_argument("--seed", type=int, default=None, help="generators and zoo randwire_ws: seed (default 0)")
+    p.add_argument("--n", type=_positive_int, default=None, help="generators: number of ops (default 40); zoo randwire_ws: nodes")
+    p.add_argument("--seed", type=_nonneg_int, default=None, help="generators and zoo randwire_ws: seed (default 0)")
 
 
 def _system_arg(p: argparse.ArgumentParser) -> None:
@@ -62,8 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     >>> build_parser().parse_args(["order", "chain", "--method", "ilp"]).time_limit
     10.0
     """
-    ap = argparse.ArgumentParser(prog="hetsched", description="Scheduling deep-learning work on heterogeneous hardware.")
+    ap = _Parser(prog="hetsched", description="Scheduling deep-learning work on heterogeneous hardware.")
     ap.add_argument("--version", action="version", version=f"hetsched {__version__}")
+    ap.add_argument("--debug", action="store_true", help=f"show the traceback of a failure (or set {DEBUG_ENV}=1)")
     sub = ap.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("map", help="map ops to devices (seed 000: compute-first, locality, remap; or a baseline)")
@@ -71,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", default="h2h", help="h2h (default), compute_first, heft, cpop, peft, fastest_single_device, brute_force")
     p.add_argument("--objective", choices=["total_latency", "makespan"], default=None, help="h2h remap objective")
     p.add_argument("--direction", choices=["successor", "both"], default=None, help="h2h remap direction")
-    p.add_argument("--occupancy-threshold", type=float, default=None, help="h2h locality: max device occupancy")
+    p.add_argument("--occupancy-threshold", type=_finite_float, default=None, help="h2h locality: max device occupancy")
     p.add_argument("--policy", choices=["greedy", "knapsack"], default=None, help="h2h locality policy")
 
     p = sub.add_parser("compare", help="compare mapping methods on one graph and system")
@@ -84,42 +129,42 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--disable", default="", help="comma-separated backends to switch off")
     p.add_argument("--fallback", default=None, help="backend for ops no enabled backend supports")
     p.add_argument("--merge", choices=["adjacent", "global", "none"], default="adjacent")
-    p.add_argument("--min-group-size", type=int, default=1)
-    p.add_argument("--n-inputs", type=int, default=32)
-    p.add_argument("--buffer-depth", type=int, default=2)
+    p.add_argument("--min-group-size", type=_positive_int, default=1)
+    p.add_argument("--n-inputs", type=_positive_int, default=32)
+    p.add_argument("--buffer-depth", type=_positive_int, default=2)
     p.add_argument("--compare", action="store_true", help="also compare the partitioning strategies")
 
     p = sub.add_parser("pipeline", help="generate, validate and simulate a pipeline schedule (seed 001)")
     _out_args(p)
-    p.add_argument("--p", type=int, required=True, help="pipeline ranks")
-    p.add_argument("--v", type=int, default=None, help="chunks (virtual stages) per rank (default: the schedule's own, 2 where free)")
-    p.add_argument("--m", type=int, required=True, help="micro-batches")
+    p.add_argument("--p", type=_positive_int, required=True, help="pipeline ranks")
+    p.add_argument("--v", type=_positive_int, default=None, help="chunks (virtual stages) per rank (default: the schedule's own, 2 where free)")
+    p.add_argument("--m", type=_positive_int, required=True, help="micro-batches")
     p.add_argument("--schedule", default="interleaved_1f1b", help="gpipe, 1f1b, looped_bfs, interleaved_1f1b, interleaved_fthenb, "
                                                                  "zb_h1, zb_h2, zbv, interleaved_zero_bubble, dualpipev")
     p.add_argument("--grouping", default=None, help="interleaved grouping: paddle (the patent's, default), balanced, megatron, torch")
-    p.add_argument("--f-s", type=float, default=1.0, help="forward time of one rank's share of the model (s), split over its chunks")
-    p.add_argument("--b-s", type=float, default=2.0, help="backward time of one rank's share of the model (s), split over its chunks")
-    p.add_argument("--activation-bytes", type=float, default=0.0, help="activation bytes per chunk and micro-batch")
+    p.add_argument("--f-s", type=_positive_float, default=1.0, help="forward time of one rank's share of the model (s), split over its chunks")
+    p.add_argument("--b-s", type=_positive_float, default=2.0, help="backward time of one rank's share of the model (s), split over its chunks")
+    p.add_argument("--activation-bytes", type=_nonneg_float, default=0.0, help="activation bytes per chunk and micro-batch")
     p.add_argument("--torch-csv", metavar="OUT.csv", help="write the schedule as a torch.distributed.pipelining CSV")
 
     p = sub.add_parser("order", help="order ops to minimise peak memory (seed 002)")
     _graph_args(p), _out_args(p)
     p.add_argument("--method", default="auto", help="auto (the patent's flow), heuristic, exact, ilp, bfs, dfs, inductor_*, xla_*")
-    p.add_argument("--time-limit", type=float, default=10.0, help="ILP/exact time limit in seconds")
+    p.add_argument("--time-limit", type=_positive_float, default=10.0, help="ILP/exact time limit in seconds")
     p.add_argument("--compare", action="store_true", help="also compare with the compiler baselines")
 
     p = sub.add_parser("executor", help="simulate sync/async dispatch with streams and host threads (seed 004)")
     _graph_args(p), _out_args(p)
     p.add_argument("--streams", default="patent", help="single, patent, nimble")
     p.add_argument("--threads", default="patent", help="single, patent, inline_one")
-    p.add_argument("--pool-size", type=int, default=4)
+    p.add_argument("--pool-size", type=_positive_int, default=4)
     p.add_argument("--costs", default="cuda", help="cost preset: cuda, eager, ideal")
     p.add_argument("--compare", action="store_true", help="also compare the policies")
 
     p = sub.add_parser("sweep", help="run a what-if sweep from a YAML spec")
     p.add_argument("spec", help="YAML: task, fixed, grid, and optional cache, output, workers")
     p.add_argument("-o", "--output", help="CSV of the results (default: the spec's output, else stdout)")
-    p.add_argument("--workers", type=int, default=None, help="processes (default: the spec's, else CPU count)")
+    p.add_argument("--workers", type=_positive_int, default=None, help="processes (default: the spec's, else CPU count)")
     p.add_argument("--cache", help="resumable cache (.csv or .parquet), overrides the spec's")
     p.add_argument("--html", metavar="REPORT.html", help="write a self-contained HTML report (table and a chart per metric)")
     p.add_argument("--quiet", action="store_true")
@@ -127,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("zoo", help="list or build zoo models")
     p.add_argument("name", nargs="?", help="model name (omit with --list)")
     p.add_argument("--list", action="store_true", help="list the models")
-    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--batch", type=_positive_int, default=1)
     p.add_argument("--training", action="store_true")
     p.add_argument("-o", "--output", metavar="OUT.json", help="save the graph as JSON")
     p.add_argument("--html", metavar="REPORT.html", help="write a self-contained HTML report (summary and graph)")
@@ -189,6 +234,12 @@ def _working(a: argparse.Namespace, desc: str, *, limit_s: float | None = None):
 
 
 def _metrics_frame(metrics: Any) -> pd.DataFrame:
+    """The metrics as a table; a NaN or infinite metric is an error, never a result printed with exit 0."""
+    bad = [k for k, v in metrics.items()
+           if isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral) and not math.isfinite(v)]
+    if bad:
+        raise HetschedError(f"metric(s) {bad} came out {metrics[bad[0]]}: these inputs give no finite answer (check "
+                            "the graph's and the system's numbers; if they are sound, this is a bug)", field=bad[0])
     return pd.DataFrame({"metric": list(metrics), "value": [metrics[k] for k in metrics]})
 
 
@@ -211,8 +262,10 @@ def _outputs(a: argparse.Namespace, title: str, result: Any, sections: list[tupl
             raise HetschedError("this command has no timeline to trace", field="--trace")
         to_chrome_trace(tl, a.trace)
     if getattr(a, "csv", None):
+        from .io.tables import to_csv_safe
+
         for name, df in tables.items():
-            df.to_csv(f"{a.csv}_{name}.csv", index=False)
+            to_csv_safe(df, f"{a.csv}_{name}.csv")  # names (ops, devices) can never run as spreadsheet formulas
     if getattr(a, "html", None):
         from .report import write_report
 
@@ -434,24 +487,18 @@ def _cmd_executor(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-class _SpecLoader(yaml.SafeLoader):
-    """YAML 1.1 reads ``1e9`` as a string (it wants ``1.0e9``); in a sweep spec it means the number."""
-
-
-_SpecLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789")
-)
-
-
 def _load_spec(path: Path) -> dict:
     from .errors import FormatError
+    from .io.files import read_text
+    from .io.systems import YamlLoader  # reads 1e9 as a number, as a spec means it
 
-    if not path.exists():
-        raise FormatError(f"sweep spec {str(path)!r} not found", field="spec")
+    text = read_text(path, "sweep spec")
     try:
-        spec = yaml.load(path.read_text(), Loader=_SpecLoader) or {}
+        spec = yaml.load(text, Loader=YamlLoader) or {}
     except yaml.YAMLError as e:
         raise FormatError(f"{path.name}: not valid YAML: {e}", field="spec") from None
+    except (RecursionError, ValueError) as e:  # 3000-deep nesting; an integer beyond Python's digit limit
+        raise FormatError(f"{path.name}: not readable YAML ({type(e).__name__})", field="spec") from None
     if not isinstance(spec, dict):
         raise FormatError(f"{path.name}: expected a mapping with task, grid, fixed", field="spec")
     return spec
@@ -460,6 +507,7 @@ def _load_spec(path: Path) -> dict:
 def _cmd_sweep(a: argparse.Namespace) -> int:
     from . import plot
     from .errors import FormatError
+    from .io.tables import to_csv_safe
     from .sweep import expand_grid, sweep
     from .whatif import TASKS
 
@@ -470,7 +518,7 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
         raise FormatError(f"{path.name}: unknown field(s) {unknown}; a spec has task, grid, fixed, cache, output, workers",
                           field=unknown[0])
     task = spec.get("task")
-    if task not in TASKS:
+    if not isinstance(task, str) or task not in TASKS:
         raise FormatError(f"{path.name}: task must be one of {sorted(TASKS)}, got {task!r}", field="task")
     grid = spec.get("grid") or {}
     fixed = spec.get("fixed") or {}
@@ -478,6 +526,15 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
         raise FormatError(f"{path.name}: grid must map parameter -> list of values", field="grid")
     if not isinstance(fixed, dict):
         raise FormatError(f"{path.name}: fixed must map parameter -> one value, got {fixed!r}", field="fixed")
+    for k, v in [*grid.items(), *fixed.items()]:
+        if not isinstance(k, str):
+            raise FormatError(f"{path.name}: parameter names are strings, got {k!r}", field=str(k))
+    for k, v in grid.items():
+        if not isinstance(v, list) or not v:
+            raise FormatError(f"{path.name}: grid value of {k!r} must be a non-empty list, got {v!r}", field=k)
+    for k in ("cache", "output"):
+        if spec.get(k) is not None and not isinstance(spec[k], str):
+            raise FormatError(f"{path.name}: {k} must be a file path, got {spec[k]!r}", field=k)
     methods = [fixed["method"]] if "method" in fixed else list(grid.get("method") or ["h2h"])
     _check_task_params(path.name, task, [*fixed, *grid], methods=methods)
     points = [{**fixed, **p} for p in expand_grid(grid)]
@@ -486,13 +543,18 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
         raise FormatError(f"workers must be a positive integer, got {workers!r}", field="workers")
     # sweep's own pool (fork-server workers: safe in a process that runs threads); 1 worker = in process
     executor = "serial" if workers == 1 else None
-    df = sweep(_SweepTask(task), points, executor=executor, max_workers=workers, cache=a.cache or spec.get("cache"),
-               progress=False if a.quiet else None)
     out = a.output or spec.get("output")
+    if out and not a.output:
+        a.output = out
+        _check_output_paths(a)  # the spec's output path, before the work
+    with warnings.catch_warnings():  # failed points are summed up below, in one line
+        warnings.filterwarnings("ignore", message=r".* sweep points failed", category=UserWarning)
+        df = sweep(_SweepTask(task), points, executor=executor, max_workers=workers, cache=a.cache or spec.get("cache"),
+                   progress=False if a.quiet else None)
     if out:
-        df.to_csv(out, index=False)
+        to_csv_safe(df, out)
     if not a.quiet and not out:
-        print(df.to_csv(index=False), end="")
+        print(to_csv_safe(df), end="")
     elif not a.quiet:
         n_inf = int((df["error_kind"] == "infeasible").sum())
         print(f"{len(df)} points, {int(df['error'].notna().sum())} failed ({n_inf} infeasible) -> {out}")
@@ -504,12 +566,17 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
         framed = df.assign(point=label.to_numpy())
         params = set(fixed) | set(grid) | {"error", "error_kind", "runtime_s"}
         metrics = [c for c in df.columns if c not in params and pd.api.types.is_numeric_dtype(df[c])][:4]
-        sections: list[tuple[str, Any]] = [("Spec", path.read_text()), ("Results", df)]
+        sections: list[tuple[str, Any]] = [("Spec", yaml.safe_dump(spec, sort_keys=False)), ("Results", df)]
         sections += [(f"{m} by grid point ({', '.join(varying)})", plot.compare(framed, m, by="point")) for m in metrics]
         write_report(a.html, f"hetsched sweep: {path.name}", sections, meta={"command": "hetsched " + " ".join(a.argv)})
     kinds = set(df["error_kind"].dropna())
     if not kinds:
         return EXIT_OK
+    n_bad, n_inf = int(df["error"].notna().sum()), int((df["error_kind"] == "infeasible").sum())
+    first = str(df.loc[df["error_kind"] != "infeasible", "error"].dropna().head(1).squeeze()) if kinds != {"infeasible"} else ""
+    where = f" (see the error column of {out})" if out else " (see the error column)"
+    print(f"hetsched: {'infeasible' if kinds == {'infeasible'} else 'error'}: {n_bad} of {len(df)} sweep points failed, "
+          f"{n_inf} infeasible{where}" + (f"; first error: {_one_line(first, 300)}" if first else ""), file=sys.stderr)
     return EXIT_INFEASIBLE if kinds == {"infeasible"} else EXIT_BAD_INPUT
 
 
@@ -524,6 +591,9 @@ def _check_task_params(where: str, task: str, names: list[str], methods: list[st
 
     sig = inspect.signature(TASKS[task])
     known = [n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    missing = [n for n, p in sig.parameters.items() if n in known and p.default is p.empty and n not in names]
+    if missing:
+        raise FormatError(f"{where}: task {task!r} needs parameter {missing[0]!r} in fixed or grid", field=missing[0])
     if any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
         if task == "map":
             known += sorted({o for m in methods if m in mapping.METHODS for o in mapping.METHODS[m].options} - {"cost"})
@@ -561,6 +631,7 @@ def _cmd_zoo(a: argparse.Namespace) -> int:
         raise HetschedError(f"unknown zoo model {a.name!r}; choose from {', '.join(zoo.ZOO)}", field="name")
     with _working(a, f"zoo: building {a.name}"):
         g = zoo.ZOO[a.name](batch=a.batch, training=a.training)
+        g.validate()  # a huge --batch must meet the byte limits, as a loaded graph does
     s = g.summary()
     _print(a, f"{a.name}", pd.DataFrame({"field": list(s)[:6], "value": [s[k] for k in list(s)[:6]]}))
     if a.output:
@@ -591,27 +662,79 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return the exit code (``python -m hetsched`` and the console script exit with it)."""
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        a = parser.parse_args(argv)
-    except SystemExit as e:  # argparse: 2 for usage errors, 0 for --help/--version
-        return int(e.code or 0)
-    a.argv = argv  # the report records the command that made it
-    try:
-        return COMMANDS[a.command](a)
-    except BrokenPipeError:  # `hetsched ... | head`: the reader left; not an error of ours
-        import os
+    with _one_line_warnings():
+        try:
+            a = parser.parse_args(argv)
+        except SystemExit as e:  # argparse: 2 for usage errors, 0 for --help/--version
+            return e.code if isinstance(e.code, int) else EXIT_BAD_INPUT
+        a.argv = argv  # the report records the command that made it
+        debug = a.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+        try:
+            _check_output_paths(a)
+            return COMMANDS[a.command](a)
+        except BrokenPipeError:  # `hetsched ... | head`: the reader left; not an error of ours
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_OK
+        except KeyboardInterrupt:
+            return _fail("interrupted", EXIT_INTERRUPTED, debug)
+        except (Infeasible, UnsupportedOpError) as e:
+            return _fail(f"infeasible: {e}", EXIT_INFEASIBLE, debug)
+        except HetschedError as e:
+            return _fail(f"error: {e}", EXIT_BAD_INPUT, debug)
+        except (OSError, ValueError) as e:  # unreadable/unwritable paths and similar plain input errors
+            return _fail(f"error: {type(e).__name__}: {e}", EXIT_BAD_INPUT, debug)
+        except Exception as e:  # noqa: BLE001 - a bug: still one line, the traceback on request
+            return _fail(f"internal error: {type(e).__name__}: {e} (a bug in hetsched; rerun with --debug or "
+                         f"{DEBUG_ENV}=1 for the traceback)", EXIT_BAD_INPUT, debug)
 
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
-    except (Infeasible, UnsupportedOpError) as e:
-        print(f"hetsched: infeasible: {e}", file=sys.stderr)
-        return EXIT_INFEASIBLE
-    except HetschedError as e:
-        print(f"hetsched: error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except (OSError, ValueError) as e:  # unreadable/unwritable paths and similar plain input errors
-        print(f"hetsched: error: {type(e).__name__}: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+
+def _fail(message: str, code: int, debug: bool) -> int:
+    if debug:
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+    print(f"hetsched: {_one_line(message)}", file=sys.stderr)
+    return code
+
+
+def _one_line(text: str, limit: int = 2000) -> str:
+    """A message on one line (YAML errors and others span several), cut at ``limit`` characters."""
+    flat = re.sub(r"\s*\n\s*", " | ", str(text).strip())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+@contextlib.contextmanager
+def _one_line_warnings():
+    """Warnings print as ``hetsched: warning: ...``, one line each, not Python's two-line form."""
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"hetsched: warning: {_one_line(str(message))}", file=sys.stderr if file is None else file)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
+
+
+#: options that name a file the command writes: (attribute, flag)
+_OUTPUT_FLAGS = (("html", "--html"), ("trace", "--trace"), ("torch_csv", "--torch-csv"), ("output", "--output"))
+
+
+def _check_output_paths(a: argparse.Namespace) -> None:
+    """Every output path must be writable as a file: checked before the work, not after it."""
+    paths = [(getattr(a, attr, None), flag) for attr, flag in _OUTPUT_FLAGS]
+    if getattr(a, "csv", None):
+        paths.append((f"{a.csv}_metrics.csv", "--csv"))
+    for value, flag in paths:
+        if not value:
+            continue
+        p = Path(value)
+        if p.is_dir():
+            raise HetschedError(f"{flag}: {value!r} is a directory; give a file name", field=flag)
+        parent = p.parent if str(p.parent) else Path(".")
+        if not parent.is_dir():
+            raise HetschedError(f"{flag}: folder {str(parent)!r} of {value!r} does not exist", field=flag)
+        if not os.access(parent, os.W_OK):
+            raise HetschedError(f"{flag}: folder {str(parent)!r} is not writable", field=flag)
 
 
 def entry() -> None:  # pragma: no cover - console script wrapper

@@ -30,6 +30,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import networkx as nx
 
 from .errors import CycleError, GraphError, UnknownNameError, name_list
+from .limits import MAX_BYTES, MAX_FLOPS, show_number
 
 __all__ = ["Op", "Tensor", "OpGraph"]
 
@@ -422,8 +423,10 @@ class OpGraph:
     def validate(self) -> None:
         """Check the graph; raise a ``GraphError`` naming every offending op/tensor.
 
-        Checks: names are non-empty strings; every producer/consumer names an op; no negative or
-        non-finite size, flops or weight bytes; no op reads its own output; alias bases exist; acyclic.
+        Checks: names are non-empty strings; every producer/consumer names an op; no negative,
+        non-finite or too large size, flops or weight bytes (limits in :mod:`hetsched.limits`: each
+        byte count and the graph's total at most 2**53, each op's flops at most 1e30); no op reads its
+        own output; alias bases exist and no tensor aliases itself, directly or through a loop; acyclic.
 
         >>> g = OpGraph(); _ = g.add_op("a", "Relu")
         >>> _ = g.add_tensor("t", -1, producer="a", is_output=True)
@@ -432,27 +435,30 @@ class OpGraph:
         ...
         hetsched.errors.GraphError: tensor 't' has negative size_bytes -1
         """
+        total = 0
         for op in self._ops.values():
             if not isinstance(op.name, str) or not op.name:
-                raise GraphError(f"op name must be a non-empty string, got {op.name!r}", op=str(op.name))
-            for fld in ("flops", "weight_bytes"):
-                v = getattr(op, fld)
-                if not isinstance(v, numbers.Real) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
-                    raise GraphError(f"op {op.name!r} has invalid {fld} {v!r}", op=op.name, field=fld)
+                raise GraphError(f"op name must be a non-empty string, got {op.name!r}", op=str(op.name), field="name")
+            for fld, limit in (("flops", MAX_FLOPS), ("weight_bytes", MAX_BYTES)):
+                why = _bad_amount(getattr(op, fld), limit)
+                if why:
+                    raise GraphError(f"op {op.name!r} has invalid {fld} {show_number(getattr(op, fld))}: {why}",
+                                     op=op.name, field=fld)
+            total += op.weight_bytes
         for t in self._tensors.values():
-            if (
-                not isinstance(t.size_bytes, numbers.Real)
-                or isinstance(t.size_bytes, bool)
-                or t.size_bytes != t.size_bytes
-                or t.size_bytes == math.inf
-            ):
-                raise GraphError(
-                    f"tensor {t.name!r} has invalid size_bytes {t.size_bytes!r}", tensor=t.name, field="size_bytes"
-                )
-            if t.size_bytes < 0:
+            if not isinstance(t.name, str) or not t.name:
+                raise GraphError(f"tensor name must be a non-empty string, got {t.name!r}", tensor=str(t.name), field="name")
+            why = _bad_amount(t.size_bytes, MAX_BYTES)
+            if why == "negative":
                 raise GraphError(
                     f"tensor {t.name!r} has negative size_bytes {t.size_bytes}", tensor=t.name, field="size_bytes"
                 )
+            if why:
+                raise GraphError(
+                    f"tensor {t.name!r} has invalid size_bytes {show_number(t.size_bytes)}: {why}", tensor=t.name,
+                    field="size_bytes",
+                )
+            total += t.size_bytes
             if t.producer is not None and t.producer not in self._ops:
                 raise GraphError(
                     f"tensor {t.name!r} names unknown producer op {t.producer!r}", tensor=t.name, op=t.producer
@@ -477,7 +483,32 @@ class OpGraph:
                 raise GraphError(
                     f"tensor {t.name!r} aliases unknown tensor {t.alias_of!r}", tensor=t.name, field="alias_of"
                 )
+        if total > MAX_BYTES:  # sums of int64 byte counts must never wrap round (a negative peak)
+            big = max(self._tensors.values(), key=lambda t: t.size_bytes, default=None)
+            raise GraphError(
+                f"graph {self.name!r} holds {total} bytes of tensors and weights, above hetsched's limit of 2**53",
+                tensor=big.name if big else None, field="size_bytes",
+            )
+        self._check_aliases()
         self.topological_order()
+
+    def _check_aliases(self) -> None:
+        """No tensor aliases itself, directly or through a chain of views that comes back to it."""
+        base = {t.name: t.alias_of for t in self._tensors.values() if t.alias_of is not None}
+        done: set[str] = set()
+        for start in base:
+            path: list[str] = []
+            on_path: set[str] = set()
+            cur: str | None = start
+            while cur in base and cur not in done:
+                if cur in on_path:
+                    loop = path[path.index(cur):] + [cur]
+                    what = f"tensor {cur!r} aliases itself" if len(loop) == 2 else "tensors alias each other in a loop"
+                    raise GraphError(f"{what}: {' -> '.join(map(repr, loop))}", tensor=cur, field="alias_of", loop=loop)
+                on_path.add(cur)
+                path.append(cur)
+                cur = base[cur]
+            done.update(path)
 
     # ------------------------------------------------------------------ derived graphs
     def subgraph(self, ops: Iterable[str], name: str | None = None) -> "OpGraph":
@@ -558,6 +589,24 @@ class OpGraph:
     def op_types(self) -> list[str]:
         """Distinct op types in first-seen order."""
         return list(dict.fromkeys(o.op_type for o in self._ops.values()))
+
+
+def _bad_amount(v: Any, limit: float) -> str | None:
+    """Why ``v`` is no valid amount in ``[0, limit]`` (``"negative"``, ...), or None when it is one.
+
+    Compares before any float conversion: ``math.isfinite(10**400)`` would raise OverflowError.
+    """
+    if not isinstance(v, numbers.Real) or isinstance(v, bool):
+        return "not a number"
+    if v != v:
+        return "not a number (NaN)"
+    if v < 0:
+        return "negative"
+    if isinstance(v, float) and math.isinf(v):
+        return "not finite"
+    if v > limit:
+        return f"above hetsched's limit of {'2**53' if limit == MAX_BYTES else f'{limit:g}'}"
+    return None
 
 
 def _count(items: Iterable[str]) -> dict[str, int]:

@@ -5,9 +5,12 @@ returned, ``runtime_s`` and ``error``. Any ``concurrent.futures.Executor`` runs 
 process pool by default, or a Dask cluster (``distributed.Client(...).get_executor()``) for users
 who outgrow one machine.
 
-With ``cache="sweep.csv"`` (or ``.parquet``) every finished point is recorded as it completes; an
-interrupted sweep resumes without recomputing and loses nothing. Each cached record carries a
-CRC-32 of its content, so a corrupted cache is reported, not trusted.
+With ``cache="sweep.csv"`` (or ``.parquet``, or ``.sqlite``) every finished point is committed to a
+SQLite store as it completes (``sweep.csv.sqlite``, see :class:`SweepCache`); the CSV/Parquet file
+is an export of the store, rewritten when the sweep ends. An interrupted or killed sweep resumes
+without recomputing and loses nothing; several processes may sweep into one store at once (a
+Dask sweep writes through its client, the process that called ``sweep``). A corrupted store is
+reported, not trusted.
 
 Examples
 --------
@@ -21,12 +24,14 @@ Examples
 from __future__ import annotations
 
 import concurrent.futures as cf
-import csv
 import itertools
 import json
 import os
 import pickle
+import select
+import sqlite3
 import sys
+import threading
 import time
 import traceback
 import types
@@ -41,7 +46,21 @@ from .errors import FormatError, HetschedError, Infeasible, UnsupportedOpError
 
 __all__ = ["sweep", "expand_grid", "SweepCache"]
 
-_CACHE_COLUMNS = ["_key", "_record", "_crc"]
+_LEGACY_COLUMNS = ["_key", "_record", "_crc"]  # the CSV/Parquet cache format before the SQLite store
+_TAIL = ["error", "error_kind", "runtime_s"]
+_STORE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+_EXPORT_SUFFIXES = (".csv", ".parquet")
+#: ``PRAGMA application_id`` of a sweep store ("HSSW"): a database of anything else is never written to
+_APP_ID = 0x48535357
+#: seconds a writer waits for another writer's transaction (a long export) before giving up
+BUSY_TIMEOUT_S = 300.0
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS points (
+    key    TEXT PRIMARY KEY NOT NULL,  -- the point's parameters, canonical JSON (sorted keys)
+    record TEXT NOT NULL,              -- parameters, metrics and runtime_s as JSON
+    crc    INTEGER NOT NULL            -- CRC-32 of key and record: a flipped byte in either is caught
+)
+"""
 
 
 def expand_grid(grid: Mapping[str, Sequence[Any]] | Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -67,150 +86,341 @@ def expand_grid(grid: Mapping[str, Sequence[Any]] | Iterable[Mapping[str, Any]])
 def _key(params: Mapping[str, Any]) -> str:
     try:
         return json.dumps(params, sort_keys=True, default=str)
-    except TypeError as e:  # pragma: no cover - default=str makes this rare
+    except (TypeError, ValueError) as e:  # default=str makes this rare (a dict with mixed key types)
         raise HetschedError(f"grid point {params!r} cannot be keyed: {e}") from None
 
 
-def _crc(text: str) -> str:
-    return f"{zlib.crc32(text.encode()):08x}"
+def _crc(key: str, record: str) -> int:
+    return zlib.crc32(record.encode(), zlib.crc32(key.encode() + b"\0"))
 
 
 class SweepCache:
-    """Records of finished points in a CSV or Parquet file (``_key``, ``_record`` JSON, ``_crc``).
+    """The finished points of sweeps, in a SQLite store (one row per point, its key the primary key).
+
+    ``path`` ending in ``.sqlite``/``.sqlite3``/``.db`` is the store itself. A ``.csv`` or
+    ``.parquet`` path is an **export**: the store lives beside it (``sweep.csv`` ->
+    ``sweep.csv.sqlite``) and :meth:`export` rewrites the file from the store (``sweep`` does so
+    when it ends, also after an error or Ctrl-C). The store, not the export, is what resumes.
+
+    SQLite does what a hand-written file format cannot: each point is committed in its own
+    transaction (WAL journal, ``synchronous=FULL``), so several processes may write one store at
+    once (they wait for each other, up to :data:`BUSY_TIMEOUT_S`), nothing is lost or written
+    twice, and a ``kill -9`` at any moment leaves a readable store. On open, ``PRAGMA
+    integrity_check`` must pass and every row must match its CRC-32 (a bit flip in a key would
+    otherwise make resume silently skip a point); ``on_corrupt`` says what happens if not.
 
     >>> import tempfile, os
     >>> c = SweepCache(os.path.join(tempfile.mkdtemp(), "s.csv"))
     >>> c.add({"a": 1}, {"a": 1, "y": 2.5}); SweepCache(c.path).load()
     {'{"a": 1}': {'a': 1, 'y': 2.5}}
+    >>> c.export().name, c.store_path.name
+    ('s.csv', 's.csv.sqlite')
     """
 
     def __init__(self, path: str | os.PathLike, *, on_corrupt: str = "raise") -> None:
         self.path = Path(path)
         suffix = self.path.suffix.lower()
-        if suffix not in (".csv", ".parquet"):
-            raise FormatError(f"sweep cache {self.path.name!r} must end in .csv or .parquet", field="cache")
+        if suffix in _STORE_SUFFIXES:
+            self.format, self.store_path, self.export_path = "sqlite", self.path, None
+        elif suffix in _EXPORT_SUFFIXES:
+            self.format, self.export_path = suffix[1:], self.path
+            self.store_path = self.path.with_name(self.path.name + ".sqlite")
+        else:
+            raise FormatError(f"sweep cache {self.path.name!r} must end in .csv, .parquet or .sqlite", field="cache")
         if on_corrupt not in ("raise", "recompute"):
             raise HetschedError(f"on_corrupt must be 'raise' or 'recompute', got {on_corrupt!r}", field="on_corrupt")
-        self.format = suffix[1:]
         self.on_corrupt = on_corrupt
-        self._rows: list[dict[str, str]] = []
-        self._loaded = False
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()  # one connection, used from whichever thread finishes a point
 
-    def _corrupt(self, why: str) -> dict[str, dict]:
-        msg = f"sweep cache {str(self.path)!r} is corrupted ({why}); not trusting it"
+    # ------------------------------------------------------------------ opening
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        if self.store_path.is_dir():
+            raise FormatError(f"sweep store {str(self.store_path)!r} is a directory", field="cache")
+        new = not self.store_path.exists() or self.store_path.stat().st_size == 0
+        legacy = self._read_export_for_adoption() if new else []
+        try:
+            self.store_path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise HetschedError(f"cannot create the folder of sweep store {str(self.store_path)!r}: {e}", field="cache") from None
+        try:
+            conn = self._open()
+        except _Corrupt as e:
+            conn = self._corrupt_store(str(e))
+        self._conn = conn
+        if legacy:
+            self._insert_many(legacy)
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.store_path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as e:
+            raise HetschedError(f"cannot open sweep store {str(self.store_path)!r}: {e}", field="cache") from None
+        try:
+            bad = [r[0] for r in conn.execute("PRAGMA integrity_check")]
+            if bad != ["ok"]:
+                raise _Corrupt(f"integrity check: {'; '.join(map(str, bad[:3]))}")
+            self._check_ours(conn)  # before the first write: another program's database stays untouched
+            if conn.execute("PRAGMA journal_mode=WAL").fetchone()[0].lower() != "wal":
+                raise HetschedError(f"sweep store {str(self.store_path)!r}: SQLite refused WAL mode", field="cache")
+            conn.execute("PRAGMA synchronous=FULL")  # a committed point survives a power cut too
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if self._check_ours(conn):  # still new now that we hold the write lock: create it
+                    conn.execute(_SCHEMA)
+                    conn.execute(f"PRAGMA application_id={_APP_ID}")
+                cols = [r[1] for r in conn.execute("PRAGMA table_info(points)")]
+                if cols != ["key", "record", "crc"]:
+                    raise _Corrupt(f"table points has columns {cols}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as e:
+            conn.close()
+            raise self._busy(e) from None
+        except sqlite3.DatabaseError as e:  # "file is not a database", "database disk image is malformed"
+            conn.close()
+            raise _Corrupt(str(e)) from None
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _check_ours(self, conn: sqlite3.Connection) -> bool:
+        """True for an empty database (a new store); a database of anything else is a ``FormatError``."""
+        app = conn.execute("PRAGMA application_id").fetchone()[0]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if app == 0 and not tables:
+            return True
+        if app != _APP_ID or "points" not in tables:
+            raise FormatError(f"{str(self.store_path)!r} is an SQLite database but not a hetsched sweep store; "
+                              "not writing to it", field="cache")
+        return False
+
+    def _busy(self, e: sqlite3.OperationalError) -> HetschedError:
+        if "locked" in str(e) or "busy" in str(e):
+            return HetschedError(f"sweep store {self.store_path.name}: another writer held it for over "
+                                 f"{BUSY_TIMEOUT_S:.0f} s ({e})", field="cache")
+        if "malformed" in str(e) or "not a database" in str(e):
+            return FormatError(f"sweep store {str(self.store_path)!r} is corrupted ({e})", field="cache")
+        return HetschedError(f"sweep store {str(self.store_path)!r}: {e}", field="cache")
+
+    def _corrupt_store(self, why: str) -> sqlite3.Connection:
+        """``on_corrupt``: raise, or move the store aside (with its journal files) and start a new one."""
+        msg = f"sweep store {str(self.store_path)!r} is corrupted ({why}); not trusting it"
         if self.on_corrupt == "raise":
             raise FormatError(msg + ": delete it or pass on_corrupt='recompute'", field="cache")
-        aside = self.path.with_name(self.path.name + ".corrupt")
-        os.replace(self.path, aside)
-        warnings.warn(msg + f"; moved aside to {aside.name} and recomputing", stacklevel=3)
-        self._rows = []
-        return {}
+        for extra in ("", "-wal", "-shm"):
+            src = Path(str(self.store_path) + extra)
+            if src.exists():
+                os.replace(src, Path(str(self.store_path) + ".corrupt" + extra))
+        warnings.warn(msg + f"; moved aside to {self.store_path.name}.corrupt and recomputing", stacklevel=4)
+        return self._open()
 
-    def load(self) -> dict[str, dict[str, Any]]:
-        """Finished records by key; a bad file raises ``FormatError`` (or is moved aside).
+    def _read_export_for_adoption(self) -> list[tuple[str, str]]:
+        """An export with no store beside it: records of a legacy cache to import, or nothing.
 
-        A CSV cache whose last line was cut short (the machine died mid-write: the line has no
-        newline yet) loses only that record, and the file is repaired so later appends stay valid.
+        A file that is neither a legacy cache nor an export of a sweep is someone else's: it is
+        never overwritten.
         """
-        self._loaded = True
-        if not self.path.exists():
-            self._rows = []
-            return {}
-        if self.format == "csv":
-            return self._load_csv()
+        p = self.export_path
+        if p is None or not p.exists() or (p.is_file() and p.stat().st_size == 0):
+            return []
+        if p.is_dir():
+            raise FormatError(f"sweep cache {str(p)!r} is a directory", field="cache")
         try:
-            df = pd.read_parquet(self.path)
+            if self.format == "csv":
+                df = pd.read_csv(p, dtype=str, keep_default_na=False)
+            else:
+                df = pd.read_parquet(p)
         except ImportError as e:
-            raise HetschedError(f"reading {self.path.name} needs pyarrow: {e}", field="cache") from None
-        except Exception as e:  # any parse failure means the file cannot be trusted
-            return self._corrupt(f"unreadable: {type(e).__name__}")
-        if list(df.columns) != _CACHE_COLUMNS:
-            return self._corrupt(f"columns {list(df.columns)} instead of {_CACHE_COLUMNS}")
-        return self._check_rows([[r[c] for c in _CACHE_COLUMNS] for r in df.to_dict("records")], truncated_last=False)
-
-    def _load_csv(self) -> dict[str, dict[str, Any]]:
-        # Read line by line rather than with pandas: each record is one physical line (JSON escapes
-        # newlines), so a torn last line can be told apart from a corrupted middle one, even when
-        # the tear falls inside a quoted field (which makes a whole-file parser give up).
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            return self._corrupt("not UTF-8 text")
-        if not text:
-            self._rows = []
-            return {}
-        complete = text.endswith("\n")
-        lines = text.split("\n")
-        if complete:
-            lines.pop()
-        try:
-            header = next(csv.reader([lines[0]]))
-        except csv.Error:
-            header = []
-        if header != _CACHE_COLUMNS:
-            if not complete and len(lines) == 1 and ",".join(_CACHE_COLUMNS).startswith(lines[0]):
-                self._repair([], "a truncated header")  # died while writing the first record
-                return {}
-            return self._corrupt(f"columns {header} instead of {_CACHE_COLUMNS}")
-        rows: list[list[str] | None] = []
-        for line in lines[1:]:
+            raise HetschedError(f"reading {p.name} needs pyarrow: {e}", field="cache") from None
+        except Exception as e:  # noqa: BLE001 - any parse failure: the file is not ours to overwrite
+            raise FormatError(f"sweep cache {str(p)!r} exists but is unreadable ({type(e).__name__}); "
+                              "not overwriting it: delete it or choose another path", field="cache") from None
+        cols = [str(c) for c in df.columns]
+        if cols[-len(_TAIL):] == _TAIL:  # an export whose store was deleted: start afresh, rewrite it
+            warnings.warn(f"sweep cache {p.name}: its store {self.store_path.name} is missing; "
+                          "recomputing, the export will be rewritten", stacklevel=4)
+            return []
+        if cols != _LEGACY_COLUMNS:
+            raise FormatError(f"sweep cache {str(p)!r} has columns {cols[:6]}: it is neither a sweep export nor a "
+                              "legacy cache; not overwriting it: delete it or choose another path", field="cache")
+        out, bad = [], []
+        for i, (k, rec, crc) in enumerate(df[_LEGACY_COLUMNS].itertuples(index=False)):
+            ok = all(isinstance(x, str) for x in (k, rec, crc)) and f"{zlib.crc32(rec.encode()):08x}" == crc
             try:
-                rows.append(next(csv.reader([line])))
-            except (csv.Error, StopIteration):
-                rows.append(None)
-        return self._check_rows(rows, truncated_last=not complete)
-
-    def _check_rows(self, rows: list, *, truncated_last: bool) -> dict[str, dict[str, Any]]:
-        out: dict[str, dict[str, Any]] = {}
-        good: list[dict[str, str]] = []
-        for i, r in enumerate(rows):
-            ok = (r is not None and len(r) == 3 and all(isinstance(x, str) for x in r) and _crc(r[1]) == r[2])
-            rec = None
-            if ok:
-                try:
-                    rec = json.loads(r[1])
-                except json.JSONDecodeError:
-                    ok = False
-            if not ok or not isinstance(rec, dict):
-                if truncated_last and i == len(rows) - 1:
-                    self._repair(good, "a truncated last record")
-                    break
-                return self._corrupt(f"record {i} fails its checksum")
-            out[r[0]] = rec
-            good.append(dict(zip(_CACHE_COLUMNS, r)))
-        self._rows = [g for g in good if g["_key"] in out]
+                ok = ok and isinstance(json.loads(rec), dict) and isinstance(json.loads(k), dict)
+            except ValueError:
+                ok = False
+            (out if ok else bad).append((k, rec) if ok else i)
+        if bad:
+            msg = f"legacy sweep cache {p.name}: record(s) {bad[:5]} fail their checksum"
+            if self.on_corrupt == "raise":
+                raise FormatError(msg + ": delete it or pass on_corrupt='recompute'", field="cache")
+            warnings.warn(msg + "; recomputing them", stacklevel=4)
         return out
 
-    def _repair(self, good: list[dict[str, str]], what: str) -> None:
-        """Rewrite the CSV with its intact records only (atomically), so appends start on a fresh line."""
-        warnings.warn(f"sweep cache {self.path.name}: dropping {what} (an interrupted write)", stacklevel=4)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        pd.DataFrame(good, columns=_CACHE_COLUMNS).to_csv(tmp, index=False)
-        os.replace(tmp, self.path)
-        self._rows = list(good)
+    # ------------------------------------------------------------------ reading and writing
+    def _rows(self) -> tuple[list[tuple[str, dict]], list[tuple[int, str]]]:
+        """``(good, bad)``: verified ``(key, record)`` rows in insertion order, and ``(rowid, key)`` of bad ones."""
+        conn = self._connect()
+        try:
+            rows = conn.execute("SELECT rowid, key, record, crc FROM points ORDER BY rowid").fetchall()
+        except sqlite3.OperationalError as e:
+            raise self._busy(e) from None
+        except sqlite3.DatabaseError as e:
+            raise FormatError(f"sweep store {str(self.store_path)!r} is corrupted ({e})", field="cache") from None
+        good, bad = [], []
+        for rowid, key, text, crc in rows:
+            rec = None
+            if isinstance(key, str) and isinstance(text, str) and crc == _crc(key, text):
+                try:
+                    rec = json.loads(text)
+                    if not isinstance(json.loads(key), dict):
+                        rec = None
+                except ValueError:
+                    rec = None
+            if isinstance(rec, dict):
+                good.append((key, rec))
+            else:
+                bad.append((rowid, key))
+        return good, bad
+
+    def load(self) -> dict[str, dict[str, Any]]:
+        """Finished records by key. Rows failing their CRC raise ``FormatError`` naming them, or
+        (``on_corrupt="recompute"``) are deleted with a warning so their points run again."""
+        with self._lock:
+            good, bad = self._rows()
+            if bad:
+                what = ", ".join(f"row {r} (key {k!r:.60})" for r, k in bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+                msg = f"sweep store {str(self.store_path)!r}: {len(bad)} record(s) fail their checksum: {what}"
+                if self.on_corrupt == "raise":
+                    raise FormatError(msg + ": delete the store or pass on_corrupt='recompute'", field="cache")
+                self._write("DELETE FROM points WHERE rowid = ?", [(r,) for r, _ in bad])
+                warnings.warn(msg + "; deleted, their points run again", stacklevel=3)
+            return dict(good)
+
+    def _write(self, sql: str, rows: list[tuple]) -> None:
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(sql, rows)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as e:
+            raise self._busy(e) from None
+
+    def _insert_many(self, rows: list[tuple[str, str]]) -> None:
+        # the first record of a point wins: a second writer of the same point adds no duplicate
+        self._write("INSERT OR IGNORE INTO points (key, record, crc) VALUES (?, ?, ?)",
+                    [(k, r, _crc(k, r)) for k, r in rows])
 
     def add(self, params: Mapping[str, Any], record: Mapping[str, Any]) -> None:
-        """Append one finished point durably (existing records are kept: the file is read first)."""
-        if not self._loaded:
-            self.load()
+        """Record one finished point, in its own transaction (committed when this returns)."""
         text = json.dumps(record, sort_keys=False, default=_json_default)
-        row = {"_key": _key(params), "_record": text, "_crc": _crc(text)}
-        self._rows.append(row)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.format == "csv":
-            new = not self.path.exists() or self.path.stat().st_size == 0
-            with open(self.path, "a", newline="") as f:
-                pd.DataFrame([row], columns=_CACHE_COLUMNS).to_csv(f, header=new, index=False)
-                f.flush()
-                os.fsync(f.fileno())
-        else:
-            # Parquet cannot append: rewrite atomically so a crash leaves the old file intact
-            tmp = self.path.with_name(self.path.name + ".tmp")
+        with self._lock:
+            self._insert_many([(_key(params), text)])
+
+    def frame(self) -> pd.DataFrame:
+        """Every stored record as a tidy frame: parameters, metrics, then ``error``, ``error_kind``, ``runtime_s``."""
+        with self._lock:
+            good, bad = self._rows()
+        if bad and self.on_corrupt == "raise":
+            raise FormatError(f"sweep store {str(self.store_path)!r}: {len(bad)} record(s) fail their checksum", field="cache")
+        return _frame([rec for _, rec in good], _param_names(good))
+
+    def export(self) -> Path | None:
+        """Rewrite the CSV/Parquet export from the store (atomically); the path written, or None for a bare store.
+
+        The export is written while holding the store's write lock, so exports by several writers
+        happen one after another, each holding every record committed before it: the file written
+        last is complete. Text cells that a spreadsheet would run as formulas are quoted
+        (:func:`hetsched.io.csv_safe`).
+        """
+        if self.export_path is None:
+            return None
+        conn = self._connect()
+        with self._lock:
             try:
-                pd.DataFrame(self._rows, columns=_CACHE_COLUMNS).to_parquet(tmp, index=False)
-            except ImportError as e:
-                raise HetschedError(f"writing {self.path.name} needs pyarrow: {e}", field="cache") from None
-            os.replace(tmp, self.path)
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as e:
+                raise self._busy(e) from None
+            try:
+                good, _bad = self._rows()
+                df = _frame([rec for _, rec in good], _param_names(good))
+                self._write_export(df)
+            finally:
+                conn.execute("COMMIT")  # read-only: nothing to roll back
+        return self.export_path
+
+    def _write_export(self, df: pd.DataFrame) -> None:
+        import tempfile
+
+        from .io.tables import to_csv_safe
+
+        p = self.export_path
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")  # private per writer
+        os.close(fd)
+        try:
+            if self.format == "csv":
+                to_csv_safe(df, tmp)
+            else:
+                try:
+                    df.to_parquet(tmp, index=False)
+                except ImportError as e:
+                    raise HetschedError(f"writing {p.name} needs pyarrow: {e}", field="cache") from None
+            os.replace(tmp, p)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    def close(self) -> None:
+        """Close the store's connection (a later call reopens it)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> "SweepCache":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class _Corrupt(Exception):
+    """Internal: the store failed a check when opened (handled by ``on_corrupt``)."""
+
+
+def _param_names(good: list[tuple[str, dict]]) -> list[str]:
+    """Parameter names of stored records, in the order the grids gave them (records keep it; keys sort)."""
+    names: dict[str, None] = {}
+    for key, rec in good:
+        params = json.loads(key)
+        names.update(dict.fromkeys([k for k in rec if k in params] + list(params)))
+    return list(names)
+
+
+def _frame(rows: list[Mapping[str, Any]], params: list[str]) -> pd.DataFrame:
+    """Tidy frame: parameter columns, then metrics, then ``error``, ``error_kind``, ``runtime_s``."""
+    df = pd.DataFrame(list(rows))
+    for c in _TAIL:
+        if c not in df.columns:
+            df[c] = None
+    for c in params:
+        if c not in df.columns:
+            df[c] = None
+    rest = [c for c in df.columns if c not in params and c not in _TAIL]
+    return df[params + rest + _TAIL]
 
 
 def _json_default(v: Any) -> Any:
@@ -260,6 +470,41 @@ def _process_context(fn: Callable[..., Any]):
     return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
+def _die_with(pid: int) -> None:
+    """Pool-worker initializer: exit as soon as process ``pid`` (the sweep's) is gone, ``kill -9`` included.
+
+    A worker's parent is the fork server, not the sweep's process, and the fork server, the
+    resource tracker and idle workers hold each other's pipes open: after a ``kill -9`` of the
+    sweep none of them would ever see end-of-file, and all would live on. Once the workers leave,
+    the fork server and the resource tracker see their pipes close and exit too.
+    """
+    import threading
+
+    def watch() -> None:
+        try:
+            fd = os.pidfd_open(pid)  # Linux >= 5.3: becomes readable when the process has exited
+        except ProcessLookupError:
+            os._exit(1)
+        except (AttributeError, OSError):
+            fd = None
+        if fd is not None:
+            select.select([fd], [], [])
+            os._exit(1)
+        parent = os.getppid()
+        while True:  # elsewhere: poll (a reused pid is caught when we were forked from it)
+            time.sleep(0.5)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:
+                pass
+            if parent == pid and os.getppid() != pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="hetsched-sweep-parent-watch", daemon=True).start()
+
+
 def _executor_error(point: Mapping[str, Any], e: BaseException) -> HetschedError:
     """The executor (not ``fn``) failed on ``point``: an unpicklable ``fn``, a worker that died."""
     return HetschedError(
@@ -306,8 +551,11 @@ def sweep(
         Jupyter, Dask), so a script that calls ``sweep`` needs the usual
         ``if __name__ == "__main__":`` guard, as on macOS and Windows.
     cache : path, optional
-        ``.csv`` or ``.parquet``; finished points are skipped and new ones recorded as they finish.
-    on_corrupt : ``"raise"`` (default) or ``"recompute"`` (move the bad cache aside, warn, start over)
+        ``.sqlite`` (a store), or ``.csv``/``.parquet`` (an export, its store beside it: see
+        :class:`SweepCache`); finished points are skipped, new ones committed as they finish.
+    on_corrupt : ``"raise"`` (default) or ``"recompute"``
+        For a store that fails its integrity check: move it aside, warn and start over; for rows
+        that fail their checksum: delete them, warn and run their points again.
     progress : bool, optional
         Show a tqdm bar; by default only when stderr is a terminal.
 
@@ -320,7 +568,45 @@ def sweep(
     """
     points = expand_grid(grid)
     store = SweepCache(cache, on_corrupt=on_corrupt) if cache is not None else None
-    done = store.load() if store is not None else {}
+    try:
+        done = store.load() if store is not None else {}
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
+    try:
+        results = _run_all(fn, points, done, store, executor=executor, progress=progress, max_workers=max_workers)
+    except BaseException:
+        if store is not None:
+            _export_and_close(store, failing=True)
+        raise
+    if store is not None:
+        _export_and_close(store, failing=False)
+    # every parameter first, also of uneven point lists
+    df = _frame([results[_key(p)] for p in points], list(dict.fromkeys(k for p in points for k in p)))
+    n_bad = int(df["error"].notna().sum())
+    if n_bad:
+        warnings.warn(f"{n_bad} of {len(df)} sweep points failed; see the 'error' column", stacklevel=2)
+    return df
+
+
+def _export_and_close(store: SweepCache, *, failing: bool) -> None:
+    """Rewrite the export from the store; after a failure (Ctrl-C...) a failed export only warns."""
+    try:
+        store.export()
+    except Exception as e:  # noqa: BLE001 - never hide the error that ended the sweep
+        if not failing:
+            raise
+        warnings.warn(f"sweep: could not rewrite {store.path.name} ({e}); the store {store.store_path.name} "
+                      "holds every finished point", stacklevel=3)
+    finally:
+        store.close()
+
+
+def _run_all(fn: Callable[..., Any], points: list[dict[str, Any]], done: dict[str, dict[str, Any]],
+             store: SweepCache | None, *, executor: Any, progress: bool | None,
+             max_workers: int | None) -> dict[str, dict[str, Any]]:
+    """Run the points not in ``done``, recording each in ``store`` as it finishes; every record by key."""
     todo = [p for p in points if _key(p) not in done]
     results: dict[str, dict[str, Any]] = dict(done)
     show = (sys.stderr.isatty() if progress is None else progress) and len(todo) > 0
@@ -350,7 +636,8 @@ def sweep(
                 except Exception as e:  # noqa: BLE001 - pickling raises many types
                     raise _executor_error(todo[0], e) from e
                 own = ex = cf.ProcessPoolExecutor(max_workers=max_workers or os.cpu_count() or 1,
-                                                  mp_context=_process_context(fn))
+                                                  mp_context=_process_context(fn), initializer=_die_with,
+                                                  initargs=(os.getpid(),))
             elif executor == "thread":
                 own = ex = cf.ThreadPoolExecutor(max_workers=max_workers or os.cpu_count() or 1)
             elif isinstance(executor, str):
@@ -381,19 +668,7 @@ def sweep(
                     proc.terminate()
         if bar is not None:
             bar.close()
-    rows = [results[_key(p)] for p in points]
-    df = pd.DataFrame(rows)
-    for c in ("error", "error_kind", "runtime_s"):
-        if c not in df.columns:
-            df[c] = None
-    first = list(dict.fromkeys(k for p in points for k in p))  # every parameter, also of uneven point lists
-    tail = ["error", "error_kind", "runtime_s"]
-    rest = [c for c in df.columns if c not in first and c not in tail]
-    df = df[first + rest + tail]
-    n_bad = int(df["error"].notna().sum())
-    if n_bad:
-        warnings.warn(f"{n_bad} of {len(df)} sweep points failed; see the 'error' column", stacklevel=2)
-    return df
+    return results
 
 
 class _CallableModule(types.ModuleType):

@@ -17,11 +17,14 @@ Examples
 
 from __future__ import annotations
 
+import math
 import numbers
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from .errors import SystemError_, UnknownNameError, UnsupportedOpError, name_list
+from .limits import MAX_BYTES, show_number
 
 __all__ = ["Device", "Link", "System", "SupportTable", "op_class", "OP_CLASSES"]
 
@@ -110,16 +113,20 @@ class Device:
         if not self.peak_flops:
             raise SystemError_(f"device {self.name!r} has no peak_flops", device=self.name, field="peak_flops")
         for k, v in self.peak_flops.items():
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (v > 0):
+            if not _amount(v) or not v > 0:  # also rejects NaN and inf
                 raise SystemError_(
-                    f"device {self.name!r} has non-positive peak_flops[{k!r}] = {v!r}",
+                    f"device {self.name!r} has peak_flops[{k!r}] = {show_number(v)}; it must be a finite number > 0",
                     device=self.name,
                     field="peak_flops",
                 )
         for fld in ("memory_bytes", "mem_bandwidth_Bps", "launch_overhead_s", "power_W", "idle_power_W"):
             v = getattr(self, fld)
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not (v >= 0):  # also rejects NaN
-                raise SystemError_(f"device {self.name!r} has negative {fld} {v!r}", device=self.name, field=fld)
+            if not _amount(v):
+                raise SystemError_(f"device {self.name!r} has {fld} {show_number(v)}; it must be a finite number >= 0",
+                                   device=self.name, field=fld)
+        if self.memory_bytes > MAX_BYTES:
+            raise SystemError_(f"device {self.name!r} has memory_bytes {show_number(self.memory_bytes)}, above "
+                               "hetsched's limit of 2**53", device=self.name, field="memory_bytes")
         if self.mem_bandwidth_Bps == 0:
             raise SystemError_(
                 f"device {self.name!r} has zero mem_bandwidth_Bps", device=self.name, field="mem_bandwidth_Bps"
@@ -150,18 +157,28 @@ class Link:
     attrs: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        if not (self.bandwidth_Bps > 0):
+        if not _amount(self.bandwidth_Bps) or not self.bandwidth_Bps > 0:
             raise SystemError_(
-                f"link {self.src}->{self.dst} has non-positive bandwidth_Bps {self.bandwidth_Bps!r}",
+                f"link {self.src}->{self.dst} has bandwidth_Bps {show_number(self.bandwidth_Bps)}; it must be a finite number > 0",
                 device=self.src,
                 field="bandwidth_Bps",
             )
-        if not (self.latency_s >= 0):  # also rejects NaN
+        if not _amount(self.latency_s):  # also rejects NaN and inf (an infinite latency gave inf results)
             raise SystemError_(
-                f"link {self.src}->{self.dst} has negative latency_s {self.latency_s!r}",
+                f"link {self.src}->{self.dst} has latency_s {show_number(self.latency_s)}; it must be a finite number >= 0",
                 device=self.src,
                 field="latency_s",
             )
+        if not isinstance(self.duplex, bool):
+            raise SystemError_(f"link {self.src}->{self.dst} has duplex {self.duplex!r}; it must be True or False",
+                               device=self.src, field="duplex")
+
+
+def _amount(v: Any) -> bool:
+    """A finite real number >= 0 (not a bool). Compares before converting: ``10**400`` cannot be a float."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or v != v or v < 0:
+        return False
+    return not (isinstance(v, float) and math.isinf(v)) and v <= sys.float_info.max
 
 
 class SupportTable:
@@ -185,10 +202,12 @@ class SupportTable:
         for backend, row in (table or {}).items():
             clean: dict[str, int] = {}
             for op_type, prio in row.items():
-                if not isinstance(prio, (int, float)) or isinstance(prio, bool) or prio < 1:
+                # a fractional priority was silently truncated (1.5 -> 1); 2.0 is the integer 2
+                if (not isinstance(prio, (int, float)) or isinstance(prio, bool) or not prio >= 1
+                        or (isinstance(prio, float) and not prio.is_integer())):
                     raise SystemError_(
                         f"support table: priority of {op_type!r} on backend {backend!r} must be an integer >= 1,"
-                        f" got {prio!r}",
+                        f" got {show_number(prio)}",
                         device=backend,
                         field=op_type,
                     )
@@ -281,9 +300,9 @@ class System:
                 raise SystemError_(f"duplicate device name {d.name!r}", device=d.name)
             self._devices[d.name] = d
         if not self._devices:
-            raise SystemError_("a system needs at least one device")
+            raise SystemError_("a system needs at least one device", field="devices")
         self.host = host if host is not None else next(iter(self._devices))
-        if self.host not in self._devices:
+        if not isinstance(self.host, str) or self.host not in self._devices:
             raise SystemError_(f"host {self.host!r} is not a device of the system", device=self.host, field="host")
         self.links: list[Link] = []
         self._link: dict[tuple[str, str], Link] = {}
@@ -293,6 +312,15 @@ class System:
                     raise SystemError_(
                         f"link {ln.src}->{ln.dst} names unknown device {end!r}", device=end, field="links"
                     )
+            if ln.src == ln.dst:
+                raise SystemError_(f"link {ln.src}->{ln.dst} joins a device to itself", device=ln.src, field="links")
+            if (ln.src, ln.dst) in self._link:  # a second link of a pair was silently kept (or took over one direction)
+                first = self._link[(ln.src, ln.dst)]
+                raise SystemError_(
+                    f"link {ln.src}->{ln.dst} repeats link {first.src}->{first.dst}: a pair of devices has one link, "
+                    "which serves both directions (duplex: false for one lane shared by both)",
+                    device=ln.src, field="links",
+                )
             self.links.append(ln)
             self._link[(ln.src, ln.dst)] = ln
             self._link.setdefault((ln.dst, ln.src), ln)

@@ -22,7 +22,11 @@ from .errors import HetschedError
 from .graph import OpGraph
 from .system import System
 
+#: Largest ``n`` (ops of a generated graph, nodes of ``randwire_ws``) a name resolves to.
+MAX_GENERATED_OPS = 1_000_000
+
 __all__ = [
+    "MAX_GENERATED_OPS",
     "with_host_link",
     "scale_memory",
     "resolve_graph",
@@ -104,6 +108,16 @@ def resolve_graph(name: str, n: int | None = None, seed: int | None = None, batc
     """
     import os
 
+    if not isinstance(name, str) or not name:
+        raise HetschedError(f"graph must be a name or a path, got {name!r}", field="graph")
+    import numbers
+
+    for field, v in (("n", n), ("seed", seed), ("batch", batch)):  # numpy integers from np.arange grids are fine
+        if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral)):
+            raise HetschedError(f"{field} must be an integer, got {v!r}", field=field)
+    n, seed = (None if n is None else int(n)), (None if seed is None else int(seed))
+    if n is not None and not 0 < n <= MAX_GENERATED_OPS:  # a typo of 10**8 ops would take the machine's memory
+        raise HetschedError(f"n must be in 1..{MAX_GENERATED_OPS}, got {n}", field="n")
     stamp = os.stat(name).st_mtime_ns if os.path.isfile(name) else None
     return _build_graph(name, n, seed, int(batch), bool(training), stamp).copy()
 
@@ -166,6 +180,8 @@ def resolve_system(name: str) -> System:
     """
     import os
 
+    if not isinstance(name, str) or not name:  # os.path.isfile(5) would look at file descriptor 5
+        raise HetschedError(f"system must be a name or a path, got {name!r}", field="system")
     return _build_system(name, os.stat(name).st_mtime_ns if os.path.isfile(name) else None)
 
 

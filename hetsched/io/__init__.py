@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ..errors import FormatError
@@ -17,6 +18,7 @@ from ..graph import OpGraph
 from . import generators
 from .graph_json import graph_from_dict, graph_to_dict, load_graph_json, save_graph_json
 from .systems import bundled_systems, load_system, save_system, system_from_dict, system_to_dict, toy_system
+from .tables import csv_safe, to_csv_safe
 
 __all__ = [
     "load_graph",
@@ -30,6 +32,8 @@ __all__ = [
     "system_to_dict",
     "toy_system",
     "bundled_systems",
+    "csv_safe",
+    "to_csv_safe",
     "DATA_DIR",
 ]
 
@@ -47,6 +51,8 @@ def load_graph(path: str | Path, **options) -> OpGraph:
 
     A bare name (no extension, no such file) loads ``data/graphs/<name>.json``.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise FormatError(f"a graph path must be a string or a path, got {type(path).__name__}", field="path")
     p = Path(path)
     if not p.exists() and p.suffix == "":
         cand = DATA_DIR / "graphs" / f"{p.name}.json"

@@ -22,8 +22,10 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import FormatError, HetschedError
+from ..errors import FormatError
 from ..graph import OpGraph
+from ..limits import MAX_BYTES, MAX_FLOPS, MAX_NESTING, too_deep
+from .files import check_fields, read_text
 
 __all__ = ["GRAPH_FORMAT", "GRAPH_VERSION", "GRAPH_SCHEMA", "graph_to_dict", "graph_from_dict", "save_graph_json", "load_graph_json"]
 
@@ -53,8 +55,8 @@ GRAPH_SCHEMA: dict[str, Any] = {
                 "properties": {
                     "name": {"type": "string", "minLength": 1},
                     "op_type": {"type": "string"},
-                    "flops": {"type": "number", "minimum": 0},
-                    "weight_bytes": {"type": "integer", "minimum": 0},
+                    "flops": {"type": "number", "minimum": 0, "maximum": MAX_FLOPS},
+                    "weight_bytes": {"type": "integer", "minimum": 0, "maximum": MAX_BYTES},
                     "attrs": {"type": "object"},
                 },
             },
@@ -67,7 +69,7 @@ GRAPH_SCHEMA: dict[str, Any] = {
                 "additionalProperties": False,
                 "properties": {
                     "name": {"type": "string", "minLength": 1},
-                    "size_bytes": {"type": "integer", "minimum": 0},
+                    "size_bytes": {"type": "integer", "minimum": 0, "maximum": MAX_BYTES},
                     "producer": {"type": ["string", "null"]},
                     "consumers": {"type": "array", "items": {"type": "string"}},
                     "is_output": {"type": "boolean"},
@@ -108,81 +110,90 @@ def graph_to_dict(g: OpGraph) -> dict[str, Any]:
 
 
 def graph_from_dict(d: Mapping[str, Any], *, source: str = "graph") -> OpGraph:
-    """Build and validate a graph from its JSON structure; every error names the field at fault."""
+    """Build and validate a graph from its JSON structure; every error names the field at fault.
+
+    >>> graph_from_dict({"format": "hetsched.graph", "version": 1, "ops": [],
+    ...                  "tensors": [{"name": "t", "size_bytes": 2**60}]})
+    Traceback (most recent call last):
+    ...
+    hetsched.errors.GraphError: tensor 't' has invalid size_bytes 1152921504606846976: above hetsched's limit of 2**53
+    """
     if not isinstance(d, Mapping):
         raise FormatError(f"{source}: expected a JSON object at the top level", field="<root>")
     if d.get("format") != GRAPH_FORMAT:
         raise FormatError(f"{source}: 'format' must be {GRAPH_FORMAT!r}, got {d.get('format')!r}", field="format")
-    if d.get("version") != GRAPH_VERSION:
+    if d.get("version") != GRAPH_VERSION or isinstance(d.get("version"), bool):
         raise FormatError(
             f"{source}: unsupported graph version {d.get('version')!r}; this hetsched reads version {GRAPH_VERSION}",
             field="version",
         )
-    bad = set(d) - _TOP
-    if bad:
-        raise FormatError(f"{source}: unknown field(s) {sorted(bad)}", field=sorted(bad)[0])
+    check_fields(d, _TOP, source)
     for key in ("ops", "tensors"):
         if not isinstance(d.get(key), list):
             raise FormatError(f"{source}: {key!r} must be a list", field=key)
     if "name" in d and not isinstance(d["name"], str):
         raise FormatError(f"{source}: 'name' must be a string, got {d['name']!r}", field="name")
-    if d.get("meta") is not None and not isinstance(d.get("meta"), Mapping):
-        raise FormatError(f"{source}: 'meta' must be an object", field="meta")
+    _free_form(d.get("meta", {}), f"{source}: 'meta'", field="meta")
     g = OpGraph(str(d.get("name", source)), meta=d.get("meta") or {})
     for i, o in enumerate(d["ops"]):
         if not isinstance(o, Mapping) or "name" not in o or "op_type" not in o:
             raise FormatError(f"{source}: ops[{i}] needs 'name' and 'op_type'", field=f"ops[{i}]")
-        bad = set(o) - _OP
-        if bad:
-            raise FormatError(f"{source}: op {o['name']!r} has unknown field(s) {sorted(bad)}", field=sorted(bad)[0], op=o["name"])
-        for f in ("flops", "weight_bytes"):
-            v = o.get(f, 0)
-            if not isinstance(v, (int, float)) or isinstance(v, bool):
-                raise FormatError(f"{source}: op {o['name']!r} field {f!r} must be a number, got {v!r}", field=f, op=o["name"])
-        if not _whole(o.get("weight_bytes", 0)):
-            raise FormatError(
-                f"{source}: op {o['name']!r} weight_bytes must be a whole number, got {o['weight_bytes']!r}",
-                field="weight_bytes", op=o["name"],
-            )
+        name = _name(o["name"], f"{source}: ops[{i}]", f"ops[{i}].name")
+        where = f"{source}: op {name!r}"
+        check_fields(o, _OP, where, op=name)
         if not isinstance(o["op_type"], str):
-            raise FormatError(f"{source}: op {o['name']!r} op_type must be a string", field="op_type", op=o["name"])
-        if o.get("attrs") is not None and not isinstance(o.get("attrs"), Mapping):
-            raise FormatError(f"{source}: op {o['name']!r} attrs must be an object", field="attrs", op=o["name"])
-        g.add_op(o["name"], o["op_type"], flops=o.get("flops", 0.0), weight_bytes=o.get("weight_bytes", 0), attrs=o.get("attrs") or {})
+            raise FormatError(f"{where} op_type must be a string, got {o['op_type']!r}", field="op_type", op=name)
+        flops = _number(o.get("flops", 0), where, "flops", op=name)
+        weight = _number(o.get("weight_bytes", 0), where, "weight_bytes", whole=True, op=name)
+        _free_form(o.get("attrs", {}), f"{where} attrs", field="attrs", op=name)
+        g.add_op(name, o["op_type"], flops=flops, weight_bytes=weight, attrs=o.get("attrs") or {})
     for i, t in enumerate(d["tensors"]):
         if not isinstance(t, Mapping) or "name" not in t or "size_bytes" not in t:
             raise FormatError(f"{source}: tensors[{i}] needs 'name' and 'size_bytes'", field=f"tensors[{i}]")
-        bad = set(t) - _TENSOR
-        if bad:
-            raise FormatError(
-                f"{source}: tensor {t['name']!r} has unknown field(s) {sorted(bad)}", field=sorted(bad)[0], tensor=t["name"]
-            )
-        v = t["size_bytes"]
-        if not isinstance(v, (int, float)) or isinstance(v, bool):
-            raise FormatError(f"{source}: tensor {t['name']!r} size_bytes must be a number, got {v!r}", field="size_bytes", tensor=t["name"])
-        if not _whole(v):
-            raise FormatError(
-                f"{source}: tensor {t['name']!r} size_bytes must be a whole number, got {v!r}", field="size_bytes",
-                tensor=t["name"],
-            )
+        name = _name(t["name"], f"{source}: tensors[{i}]", f"tensors[{i}].name")
+        where = f"{source}: tensor {name!r}"
+        check_fields(t, _TENSOR, where, tensor=name)
+        size = _number(t["size_bytes"], where, "size_bytes", whole=True, tensor=name)
         cons = t.get("consumers", [])
         if not isinstance(cons, list) or not all(isinstance(c, str) for c in cons):
-            raise FormatError(
-                f"{source}: tensor {t['name']!r} consumers must be a list of op names", field="consumers", tensor=t["name"]
-            )
+            raise FormatError(f"{where} consumers must be a list of op names", field="consumers", tensor=name)
         for f in ("producer", "alias_of"):
             if t.get(f) is not None and not isinstance(t.get(f), str):
-                raise FormatError(f"{source}: tensor {t['name']!r} {f} must be a string or null", field=f, tensor=t["name"])
+                raise FormatError(f"{where} {f} must be a string or null, got {t.get(f)!r}", field=f, tensor=name)
         if not isinstance(t.get("is_output", False), bool):
-            raise FormatError(f"{source}: tensor {t['name']!r} is_output must be true or false", field="is_output", tensor=t["name"])
-        if t.get("attrs") is not None and not isinstance(t.get("attrs"), Mapping):
-            raise FormatError(f"{source}: tensor {t['name']!r} attrs must be an object", field="attrs", tensor=t["name"])
+            raise FormatError(f"{where} is_output must be true or false", field="is_output", tensor=name)
+        _free_form(t.get("attrs", {}), f"{where} attrs", field="attrs", tensor=name)
         g.add_tensor(
-            t["name"], v, producer=t.get("producer"), consumers=cons, is_output=bool(t.get("is_output", False)),
+            name, size, producer=t.get("producer"), consumers=cons, is_output=bool(t.get("is_output", False)),
             alias_of=t.get("alias_of"), attrs=t.get("attrs") or {},
         )
     g.validate()
     return g
+
+
+def _name(v: Any, where: str, field: str) -> str:
+    if not isinstance(v, str) or not v:
+        raise FormatError(f"{where}: 'name' must be a non-empty string, got {v!r}", field=field)
+    return v
+
+
+def _number(v: Any, where: str, field: str, *, whole: bool = False, **culprit: str) -> Any:
+    """A JSON number (byte counts whole: ``8.0`` reads as ``8``); its range is ``OpGraph.validate``'s check."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise FormatError(f"{where} field {field!r} must be a number, got {v!r}", field=field, **culprit)
+    if whole:
+        if not _whole(v):
+            raise FormatError(f"{where} {field} must be a whole number, got {v!r}", field=field, **culprit)
+        return int(v)
+    return v
+
+
+def _free_form(v: Any, where: str, **culprit: str) -> None:
+    """``meta``/``attrs``: an object (null is not one), nested at most :data:`~hetsched.limits.MAX_NESTING` deep."""
+    if not isinstance(v, Mapping):
+        raise FormatError(f"{where} must be an object, got {'null' if v is None else type(v).__name__}", **culprit)
+    if too_deep(v, MAX_NESTING):
+        raise FormatError(f"{where} nests deeper than {MAX_NESTING} levels", **culprit)
 
 
 def _whole(v: Any) -> bool:
@@ -222,17 +233,15 @@ def _json_default(v: Any) -> Any:
 
 
 def load_graph_json(path: str | Path) -> OpGraph:
-    """Read a graph JSON file."""
+    """Read a graph JSON file; every way it can be unreadable is a ``FormatError`` naming why."""
     p = Path(path)
+    text = read_text(p, "graph file")
     try:
-        d = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise FormatError(f"graph file {str(path)!r} not found", field="path") from None
+        d = json.loads(text)
     except json.JSONDecodeError as e:
         raise FormatError(f"{p.name}: not valid JSON (line {e.lineno}, column {e.colno}): {e.msg}", field="<json>") from None
-    except UnicodeDecodeError:
-        raise FormatError(f"{p.name}: not a text file", field="<json>") from None
-    try:
-        return graph_from_dict(d, source=p.name)
-    except HetschedError:
-        raise
+    except RecursionError:
+        raise FormatError(f"{p.name}: JSON nested too deeply to read", field="<json>") from None
+    except ValueError as e:  # an integer literal longer than Python's 4300-digit limit
+        raise FormatError(f"{p.name}: not readable JSON: {e}", field="<json>") from None
+    return graph_from_dict(d, source=p.name)

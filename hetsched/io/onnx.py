@@ -45,7 +45,7 @@ from math import prod
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import FormatError
+from ..errors import FormatError, HetschedError
 from ..graph import OpGraph
 from .flops import ELEMENTWISE_FLOPS, MAC_OPS, ZERO_FLOP_OPS, gru_flops, lstm_flops
 
@@ -86,7 +86,10 @@ def _dtype_name(elem_type: int) -> str:
 
 
 def _read_model(path_or_model: Any):
-    import onnx
+    try:
+        import onnx
+    except ImportError:
+        raise FormatError("reading ONNX needs the onnx package: pip install 'hetsched[onnx]'", field="<onnx>") from None
 
     if isinstance(path_or_model, onnx.ModelProto):
         return path_or_model, "model"
@@ -102,6 +105,42 @@ def _read_model(path_or_model: Any):
         return onnx.load(str(p)), p.name
     except Exception as e:
         raise FormatError(f"{p.name}: not a readable ONNX model: {e}", field="<onnx>") from None
+
+
+def _check_names(model, source: str) -> None:
+    """Every name and op type is text (a damaged file can hold bytes that are not UTF-8 there)."""
+    g = model.graph
+    texts = [g.name, *(v.name for v in (*g.input, *g.output, *g.value_info, *g.initializer))]
+    for n in g.node:
+        texts += [n.name, n.op_type, n.domain, *n.input, *n.output, *(a.name for a in n.attribute)]
+    bad = next((t for t in texts if not isinstance(t, str)), None)
+    if bad is not None:
+        raise FormatError(f"{source}: name {bad!r} is not UTF-8 text (a damaged file?)", field="<onnx>")
+
+
+def _check_initializers(model, source: str) -> None:
+    """Weights with a negative dim or no element type (a damaged file) are named, not summed as bytes."""
+    from onnx import TensorProto
+
+    known = set(TensorProto.DataType.values()) - {TensorProto.UNDEFINED}
+    for init in model.graph.initializer:
+        if any(d < 0 for d in init.dims):
+            raise FormatError(f"{source}: initializer {init.name!r} has negative dims {list(init.dims)}",
+                              tensor=init.name or "<unnamed>", field="dims")
+        if init.data_type not in known:
+            raise FormatError(f"{source}: initializer {init.name!r} has no valid element type ({init.data_type})",
+                              tensor=init.name or "<unnamed>", field="data_type")
+
+
+def _to_array(t, source: str, **culprit: str):
+    """``numpy_helper.to_array`` whose failure (data that does not fill the dims...) names the tensor."""
+    from onnx import numpy_helper
+
+    try:
+        return numpy_helper.to_array(t)
+    except Exception as e:  # noqa: BLE001 - ValueError, TypeError, DecodeError... of a damaged tensor
+        raise FormatError(f"{source}: tensor {t.name!r} holds unreadable data: {e}", tensor=t.name or "<unnamed>",
+                          field="data", **culprit) from None
 
 
 def _bind_dims(model, dims: Mapping[str, int], source: str):
@@ -217,14 +256,14 @@ def _fold_shape_subgraphs(model, source: str):
         consts: dict[str, Any] = {}
         for init in m.graph.initializer:
             if prod(init.dims) <= _FOLD_MAX_ELEMENTS:
-                consts[init.name] = numpy_helper.to_array(init)
+                consts[init.name] = _to_array(init, source)
         folded: dict[str, Any] = {}
         drop: set[int] = set()
         for i, node in enumerate(m.graph.node):
             if node.op_type == "Constant" and node.output:
-                val = _attr(node, "value")
-                if val is not None and hasattr(val, "dims") and prod(val.dims) <= _FOLD_MAX_ELEMENTS:
-                    consts[node.output[0]] = numpy_helper.to_array(val)
+                val = _attr(node, "value", None, "tensor")
+                if val is not None and prod(val.dims) <= _FOLD_MAX_ELEMENTS:
+                    consts[node.output[0]] = _to_array(val, source, op=node.name or node.op_type)
                 continue
             if (node.op_type not in _FOLDABLE or node.domain not in ("", "ai.onnx")
                     or any(o in declared for o in node.output)):
@@ -279,13 +318,44 @@ def _eval_node(node, feeds: dict[str, Any], opsets) -> list:
     return list(ReferenceEvaluator(m).run(None, feeds))
 
 
-def _attr(node, name: str, default: Any = None) -> Any:
+#: AttributeProto type numbers of the kinds of attribute read here
+_ATTR_KINDS = {"int": 2, "string": 3, "tensor": 4, "floats": 6, "ints": 7}
+
+
+def _attr(node, name: str, default: Any = None, kind: str | None = None) -> Any:
+    """The value of attribute ``name`` (``default`` when absent).
+
+    With ``kind`` the attribute must have that type: a corrupted model (``hidden_size`` stored as a
+    string, ``kernel_shape`` as a float) is a ``FormatError`` naming the node and the attribute,
+    not a TypeError deep in a FLOP formula.
+    """
     from onnx import helper
 
     for a in node.attribute:
         if a.name == name:
-            return helper.get_attribute_value(a)
+            if kind is not None and a.type != _ATTR_KINDS[kind]:
+                raise _node_error(node, f"attribute {name!r} must be of type {kind}, got type number {a.type}", field=name)
+            try:
+                return helper.get_attribute_value(a)
+            except Exception as e:  # noqa: BLE001 - an undefined attribute type
+                raise _node_error(node, f"attribute {name!r} is unreadable: {e}", field=name) from None
     return default
+
+
+def _node_error(node, message: str, **culprit: Any) -> FormatError:
+    op = node.name or node.op_type
+    return FormatError(f"node {op!r} ({node.op_type}): {message}", op=op, **culprit)
+
+
+def _rank(node, shapes: list, i: int, rank: int | None = None, *, at_least: int = 0) -> None:
+    """Input ``i`` of ``node``, when its shape is known, must have rank ``rank`` (or at least ``at_least``)."""
+    shp = shapes[i] if i < len(shapes) else None
+    if shp is None or (len(shp) == rank if rank is not None else len(shp) >= at_least):
+        return
+    want = str(rank) if rank is not None else f"at least {at_least}"
+    name = node.input[i] if i < len(node.input) else f"input {i}"
+    raise _node_error(node, f"input {name!r} has rank {len(shp)} (shape {shp}); {node.op_type} needs rank {want}",
+                      tensor=name, field="shape")
 
 
 def onnx_op_flops(node, in_shapes: list, out_shapes: list) -> tuple[float, int] | None:
@@ -318,30 +388,35 @@ def onnx_op_flops(node, in_shapes: list, out_shapes: list) -> tuple[float, int] 
         macs = prod(x) * prod(w[1:])
         return 2.0 * macs + (n_out if len(in_shapes) > 2 and shp(2) is not None else 0), int(macs)
     if t == "Gemm":
+        _rank(node, in_shapes, 0, 2)
+        _rank(node, in_shapes, 1, 2)
         a = shp(0)
         if a is None or out is None:
             return 0.0, 0
-        k = a[0] if _attr(node, "transA", 0) else a[-1]
+        k = a[0] if _attr(node, "transA", 0, "int") else a[-1]
         macs = n_out * k
         return 2.0 * macs + (n_out if len(in_shapes) > 2 and shp(2) is not None else 0), int(macs)
     if t == "MatMul":
+        _rank(node, in_shapes, 0, at_least=1)
+        _rank(node, in_shapes, 1, at_least=1)
         a = shp(0)
         if a is None or out is None:
             return 0.0, 0
         macs = n_out * a[-1]
         return 2.0 * macs, int(macs)
     if t in ("LSTM", "GRU"):
+        _rank(node, in_shapes, 0, 3)
         x = shp(0)
-        hidden = _attr(node, "hidden_size")
+        hidden = _attr(node, "hidden_size", None, "int")
         if x is None or hidden is None:
             return 0.0, 0
-        d = 2 if _attr(node, "direction", b"forward") in (b"bidirectional", "bidirectional") else 1
-        s, b = (x[1], x[0]) if _attr(node, "layout", 0) == 1 else (x[0], x[1])
+        d = 2 if _attr(node, "direction", b"forward", "string") in (b"bidirectional", "bidirectional") else 1
+        s, b = (x[1], x[0]) if _attr(node, "layout", 0, "int") == 1 else (x[0], x[1])
         f = (lstm_flops if t == "LSTM" else gru_flops)(s, b, x[2], hidden, d)
         g = 4 if t == "LSTM" else 3
         return f, int(d * s * b * g * hidden * (x[2] + hidden))
     if t in _POOL_OPS:
-        k = _attr(node, "kernel_shape", [])
+        k = _attr(node, "kernel_shape", [], "ints")
         return float(n_out * prod(k)), 0
     if t in _GLOBAL_OPS or t in _REDUCE_OPS:
         x = shp(0)
@@ -395,12 +470,23 @@ def load_onnx(path_or_model: Any, *, dims: Mapping[str, int] | None = None, name
     >>> load_onnx(m, dims={"n": 2}).tensor("y").size_bytes
     64
     """
-    import onnx
-    model, source = _read_model(path_or_model)
+    model, source = _read_model(path_or_model)  # first: it names the missing onnx package
     dims = dict(dims or {})
     for k, v in dims.items():
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
             raise FormatError(f"{source}: dim {k!r} must be a positive integer, got {v!r}", field=k)
+    try:
+        return _import(model, source, dims, name)
+    except UnicodeDecodeError:  # protobuf decodes a string field only when it is read
+        raise FormatError(f"{source}: a name or string in the model is not UTF-8 text (a damaged file?)",
+                          field="<onnx>") from None
+
+
+def _import(model, source: str, dims: dict[str, int], name: str | None) -> OpGraph:
+    import onnx
+
+    _check_names(model, source)
+    _check_initializers(model, source)
     skeleton, big = _bind_dims(model, dims, source)
     inferred = _fold_shape_subgraphs(skeleton, source)
     graph = inferred.graph
@@ -433,13 +519,14 @@ def load_onnx(path_or_model: Any, *, dims: Mapping[str, int] | None = None, name
         weights[wname] = (prod(shape) * _dtype_bytes(et), shape, et)
     for node in graph.node:
         if node.op_type == "Constant" and node.output:
-            val = _attr(node, "value")
-            if val is not None and hasattr(val, "dims"):
+            val = _attr(node, "value", None, "tensor")
+            if val is not None:
                 shape = [int(d) for d in val.dims]
                 weights[node.output[0]] = (prod(shape) * _dtype_bytes(val.data_type), shape, val.data_type)
             else:  # value_float(s) / value_int(s): a scalar or a short list
-                v = _attr(node, "value_floats") or _attr(node, "value_ints")
-                nbytes = 4 * len(v) if _attr(node, "value_floats") else 8 * len(v) if v else 8
+                floats = _attr(node, "value_floats", None, "floats")
+                v = floats or _attr(node, "value_ints", None, "ints")
+                nbytes = 4 * len(v) if floats else 8 * len(v) if v else 8
                 shape = [len(v)] if v else []
                 weights[node.output[0]] = (nbytes, shape, onnx.TensorProto.INT64)
 
@@ -471,7 +558,10 @@ def load_onnx(path_or_model: Any, *, dims: Mapping[str, int] | None = None, name
         ins = [x for x in node.input if x]
         in_shapes = [weights[x][1] if x in weights else info.get(x, (0, None))[1] for x in ins]
         out_shapes = [info.get(x, (0, None))[1] for x in node.output if x]
-        fm = onnx_op_flops(node, in_shapes, out_shapes)
+        try:
+            fm = onnx_op_flops(node, in_shapes, out_shapes)
+        except FormatError as e:
+            raise FormatError(f"{source}: {e}", op=nm, tensor=e.tensor, field=e.field) from None
         if fm is None:
             if node.op_type not in unknown_types:
                 unknown_types.append(node.op_type)
@@ -523,6 +613,10 @@ def load_onnx(path_or_model: Any, *, dims: Mapping[str, int] | None = None, name
     missing = [x for x in readers if x not in g.tensors]
     if missing:
         raise FormatError(f"{source}: values {missing[:5]} are read but never produced", tensor=missing[0])
+    missing = [x for x in graph_outputs if x not in g.tensors and x not in weights]
+    if missing:
+        raise FormatError(f"{source}: graph output(s) {missing[:5]} are produced by no node and are no input",
+                          tensor=missing[0], field="output")
 
     g.meta.update(params=int(params), macs=int(total_macs), flops=g.total_flops)
     if unknown_types:
@@ -535,6 +629,7 @@ def load_onnx(path_or_model: Any, *, dims: Mapping[str, int] | None = None, name
                       UserWarning, stacklevel=2)
     try:
         g.validate()
-    except Exception as e:
-        raise FormatError(f"{source}: imported graph is invalid: {e}", field="<onnx>") from None
+    except HetschedError as e:  # a negative or overflowing size, a cycle...: name what the graph names
+        raise FormatError(f"{source}: imported graph is invalid: {e}", field=e.field or "<onnx>", op=e.op,
+                          tensor=e.tensor) from None
     return g

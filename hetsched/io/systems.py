@@ -32,15 +32,20 @@ True
 
 from __future__ import annotations
 
+import os
+import re
+import sys
 from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 
-from ..errors import FormatError, HetschedError, SystemError_
+from ..errors import FormatError, HetschedError
+from ..limits import MAX_NESTING, show_number, too_deep
 from ..system import Device, Link, SupportTable, System
+from .files import check_fields, read_text
 
-__all__ = ["load_system", "save_system", "system_from_dict", "system_to_dict", "toy_system", "bundled_systems"]
+__all__ = ["load_system", "save_system", "system_from_dict", "system_to_dict", "toy_system", "bundled_systems", "YamlLoader"]
 
 SYSTEM_FORMAT = "hetsched.system"
 SYSTEM_VERSION = 1
@@ -52,80 +57,136 @@ _LINK_FIELDS = {"src", "dst", "bandwidth_Bps", "latency_s", "duplex", "attrs"}
 _TOP_FIELDS = {"format", "version", "name", "host", "devices", "links", "support", "meta"}
 
 
-def _num(v: Any, where: str, field: str) -> float:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        raise FormatError(f"{where}: field {field!r} must be a number, got {v!r}", field=field) from None
+class YamlLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that reads ``1e9`` as the number (YAML 1.1 wants ``1.0e9`` and else gives a string)."""
+
+
+YamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
+
+
+def _num(v: Any, where: str, field: str, *, whole: bool = False, **culprit: str) -> float | int:
+    """A number as YAML wrote it: not a bool, not a string, finite; ``whole`` for byte counts (no truncation)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        hint = " (a quoted number is text: write it unquoted)" if isinstance(v, str) else ""
+        raise FormatError(f"{where}: field {field!r} must be a number, got {v!r}{hint}", field=field, **culprit)
+    if not _finite(v):
+        raise FormatError(f"{where}: field {field!r} must be a finite number, got {show_number(v)}", field=field, **culprit)
+    if whole:
+        if not float(v).is_integer():  # 1000.5 bytes was truncated to 1000
+            raise FormatError(f"{where}: field {field!r} must be a whole number, got {v!r}", field=field, **culprit)
+        return int(v)
+    return float(v)
+
+
+def _finite(v: int | float) -> bool:
+    return -sys.float_info.max <= v <= sys.float_info.max  # False for NaN, inf and ints beyond any float
+
+
+def _name(v: Any, where: str, field: str, *, what: str | None = None, **culprit: str) -> str:
+    if not isinstance(v, str) or not v:
+        raise FormatError(f"{where}: {what or field} must be a non-empty string (quote it in YAML), got {v!r}",
+                          field=field, **culprit)
+    return v
+
+
+def _list(v: Any, where: str, field: str) -> list:
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise FormatError(f"{where}: {field} must be a list, got {type(v).__name__} {_short(v)}", field=field)
+    return v
+
+
+def _map(v: Any, where: str, field: str, **culprit: str) -> dict:
+    """A free-form map (``attrs``, ``meta``) or nothing, nested at most MAX_NESTING deep."""
+    if v is None:
+        return {}
+    if not isinstance(v, Mapping):
+        raise FormatError(f"{where}: {field} must be a map, got {type(v).__name__} {_short(v)}", field=field, **culprit)
+    if too_deep(v, MAX_NESTING):
+        raise FormatError(f"{where}: {field} nests deeper than {MAX_NESTING} levels", field=field, **culprit)
+    return dict(v)
+
+
+def _short(v: Any) -> str:
+    text = repr(v) if not isinstance(v, (list, dict)) or len(v) < 8 else f"of {len(v)} items"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def system_from_dict(d: Mapping[str, Any], *, source: str = "system") -> System:
-    """Build a :class:`~hetsched.system.System` from the YAML structure; errors name the field."""
+    """Build a :class:`~hetsched.system.System` from the YAML structure; errors name the field and device.
+
+    >>> system_from_dict({"devices": [{"name": "cpu0", "memory_bytes": 1000.5}]})
+    Traceback (most recent call last):
+    ...
+    hetsched.errors.FormatError: system: device 'cpu0': field 'memory_bytes' must be a whole number, got 1000.5
+    """
     if not isinstance(d, Mapping):
         raise FormatError(f"{source}: expected a mapping at the top level", field="<root>")
     fmt = d.get("format", SYSTEM_FORMAT)
     if fmt != SYSTEM_FORMAT:
         raise FormatError(f"{source}: format is {fmt!r}, expected {SYSTEM_FORMAT!r}", field="format")
     ver = d.get("version", SYSTEM_VERSION)
-    if ver != SYSTEM_VERSION:
+    if ver != SYSTEM_VERSION or isinstance(ver, bool):
         raise FormatError(f"{source}: unsupported system version {ver!r} (this hetsched reads {SYSTEM_VERSION})", field="version")
-    unknown = set(d) - _TOP_FIELDS
-    if unknown:
-        raise FormatError(f"{source}: unknown field(s) {sorted(unknown)}", field=sorted(unknown)[0])
-    devices = []
-    for i, dv in enumerate(d.get("devices") or []):
-        where = f"{source}: devices[{i}]"
-        if not isinstance(dv, Mapping) or "name" not in dv:
-            raise FormatError(f"{where}: a device needs a name", field="name")
-        bad = set(dv) - _DEVICE_FIELDS
-        if bad:
-            raise FormatError(f"{where} ({dv['name']!r}): unknown field(s) {sorted(bad)}", field=sorted(bad)[0], device=dv["name"])
-        pf = dv.get("peak_flops", {"default": 1e12})
-        if not isinstance(pf, Mapping):
-            pf = {"default": pf}
-        try:
-            devices.append(
-                Device(
-                    name=str(dv["name"]),
-                    kind=str(dv.get("kind", "cpu")),
-                    peak_flops={str(k): _num(v, where, f"peak_flops.{k}") for k, v in pf.items()},
-                    memory_bytes=int(_num(dv.get("memory_bytes", 2**34), where, "memory_bytes")),
-                    mem_bandwidth_Bps=_num(dv.get("mem_bandwidth_Bps", 1e11), where, "mem_bandwidth_Bps"),
-                    launch_overhead_s=_num(dv.get("launch_overhead_s", 0.0), where, "launch_overhead_s"),
-                    power_W=_num(dv.get("power_W", 0.0), where, "power_W"),
-                    idle_power_W=_num(dv.get("idle_power_W", 0.0), where, "idle_power_W"),
-                    attrs=dict(dv.get("attrs") or {}),
-                )
-            )
-        except SystemError_:
-            raise
-    links = []
-    for i, ln in enumerate(d.get("links") or []):
-        where = f"{source}: links[{i}]"
-        if not isinstance(ln, Mapping) or "src" not in ln or "dst" not in ln or "bandwidth_Bps" not in ln:
-            raise FormatError(f"{where}: a link needs src, dst and bandwidth_Bps", field="links")
-        bad = set(ln) - _LINK_FIELDS
-        if bad:
-            raise FormatError(f"{where}: unknown field(s) {sorted(bad)}", field=sorted(bad)[0])
-        if not isinstance(ln.get("duplex", True), bool):
-            raise FormatError(f"{where}: duplex must be true or false, got {ln['duplex']!r}", field="duplex")
-        links.append(
-            Link(
-                str(ln["src"]),
-                str(ln["dst"]),
-                _num(ln["bandwidth_Bps"], where, "bandwidth_Bps"),
-                _num(ln.get("latency_s", 0.0), where, "latency_s"),
-                bool(ln.get("duplex", True)),
-                dict(ln.get("attrs") or {}),
-            )
-        )
+    check_fields(d, _TOP_FIELDS, source)
+    name = _name(d.get("name", source), source, "name")
+    host = None if d.get("host") is None else _name(d["host"], source, "host")
+    meta = _map(d.get("meta"), source, "meta")
+    devices = [_device(dv, f"{source}: devices[{i}]", source) for i, dv in enumerate(_list(d.get("devices"), source, "devices"))]
+    links = [_link(ln, f"{source}: links[{i}]") for i, ln in enumerate(_list(d.get("links"), source, "links"))]
     sup = d.get("support")
     support = None
     if sup is not None:
         if not isinstance(sup, Mapping):
             raise FormatError(f"{source}: support must map backend -> {{op_type: priority}}", field="support")
-        support = SupportTable({str(b): {str(k): v for k, v in (row or {}).items()} for b, row in sup.items()})
-    return System(devices, links, host=d.get("host"), support=support, name=str(d.get("name", source)), meta=d.get("meta") or {})
+        table = {}
+        for b, row in sup.items():
+            b = _name(b, f"{source}: support", "support", what="a backend name", device=str(b))
+            if row is not None and not isinstance(row, Mapping):
+                raise FormatError(f"{source}: support of {b!r} must map op_type -> priority, got {_short(row)}",
+                                  field="support", device=b)
+            table[b] = {_name(k, f"{source}: support of {b!r}", "support", what="an op type", device=b): v for k, v in (row or {}).items()}
+        support = SupportTable(table)
+    return System(devices, links, host=host, support=support, name=name, meta=meta)
+
+
+def _device(dv: Any, where: str, source: str) -> Device:
+    if not isinstance(dv, Mapping) or "name" not in dv:
+        raise FormatError(f"{where}: a device is a map with a name, got {_short(dv)}", field="name")
+    name = _name(dv["name"], where, "name")
+    where = f"{source}: device {name!r}"
+    check_fields(dv, _DEVICE_FIELDS, where, device=name)
+    pf = dv.get("peak_flops", {"default": 1e12})
+    if not isinstance(pf, Mapping):
+        pf = {"default": pf}
+    peak = {_name(k, where, "peak_flops", what="a peak_flops key", device=name): _num(v, where, f"peak_flops.{k}", device=name) for k, v in pf.items()}
+    return Device(
+        name=name,
+        kind=_name(dv.get("kind", "cpu"), where, "kind", device=name),
+        peak_flops=peak,
+        memory_bytes=_num(dv.get("memory_bytes", 2**34), where, "memory_bytes", whole=True, device=name),
+        mem_bandwidth_Bps=_num(dv.get("mem_bandwidth_Bps", 1e11), where, "mem_bandwidth_Bps", device=name),
+        launch_overhead_s=_num(dv.get("launch_overhead_s", 0.0), where, "launch_overhead_s", device=name),
+        power_W=_num(dv.get("power_W", 0.0), where, "power_W", device=name),
+        idle_power_W=_num(dv.get("idle_power_W", 0.0), where, "idle_power_W", device=name),
+        attrs=_map(dv.get("attrs"), where, "attrs", device=name),
+    )
+
+
+def _link(ln: Any, where: str) -> Link:
+    if not isinstance(ln, Mapping) or "src" not in ln or "dst" not in ln or "bandwidth_Bps" not in ln:
+        raise FormatError(f"{where}: a link needs src, dst and bandwidth_Bps", field="links")
+    src, dst = _name(ln["src"], where, "src"), _name(ln["dst"], where, "dst")
+    where = f"{where} ({src}->{dst})"
+    check_fields(ln, _LINK_FIELDS, where, device=src)
+    if not isinstance(ln.get("duplex", True), bool):
+        raise FormatError(f"{where}: duplex must be true or false, got {ln['duplex']!r}", field="duplex", device=src)
+    return Link(src, dst, _num(ln["bandwidth_Bps"], where, "bandwidth_Bps", device=src),
+                _num(ln.get("latency_s", 0.0), where, "latency_s", device=src), bool(ln.get("duplex", True)),
+                _map(ln.get("attrs"), where, "attrs", device=src))
 
 
 def system_to_dict(s: System) -> dict[str, Any]:
@@ -171,15 +232,20 @@ def load_system(path: str | Path) -> System:
     >>> load_system("cpu_gpu_fpga").host
     'cpu0'
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise FormatError(f"a system path must be a string or a path, got {type(path).__name__}", field="path")
     p = Path(path)
     if not p.exists() and p.suffix == "" and (_data_dir() / f"{path}.yaml").exists():
         p = _data_dir() / f"{path}.yaml"
-    if not p.exists():
-        raise FormatError(f"system file {str(path)!r} not found", field="path")
+    text = read_text(p, "system file")
     try:
-        d = yaml.safe_load(p.read_text())
+        d = yaml.load(text, Loader=YamlLoader)
     except yaml.YAMLError as e:
         raise FormatError(f"{p.name}: not valid YAML: {e}", field="<yaml>") from None
+    except RecursionError:
+        raise FormatError(f"{p.name}: YAML nested too deeply to read", field="<yaml>") from None
+    except ValueError as e:  # an integer literal beyond Python's digit limit
+        raise FormatError(f"{p.name}: not readable YAML: {e}", field="<yaml>") from None
     return system_from_dict(d, source=p.name)
 
 

@@ -29,6 +29,7 @@ Examples
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Mapping
@@ -225,7 +226,10 @@ class P2P:
         from ..system import Device, Link, System
 
         devs = [Device("rank_a", "accelerator"), Device("rank_b", "accelerator")]
-        return RooflineCost(System(devs, [Link("rank_a", "rank_b", float(self.bandwidth_Bps), float(self.latency_s))], name="p2p"))
+        # a System link must have a finite bandwidth (issue 20); "no bandwidth limit" is the largest
+        # float, whose byte term (<= 1e-290 s) vanishes against any latency
+        bw = float(self.bandwidth_Bps) if math.isfinite(self.bandwidth_Bps) else sys.float_info.max
+        return RooflineCost(System(devs, [Link("rank_a", "rank_b", bw, float(self.latency_s))], name="p2p"))
 
     def time_s(self, nbytes: Any) -> Any:
         """Transfer time of ``nbytes`` (scalar or array) between two ranks, without ``overhead_s``.

@@ -1,0 +1,47 @@
+"""Reading input files with one named error for every way it can fail.
+
+>>> read_text("/no/such/file.json", "graph file")
+Traceback (most recent call last):
+...
+hetsched.errors.FormatError: graph file '/no/such/file.json' not found
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from ..errors import FormatError
+
+__all__ = ["read_text", "check_fields"]
+
+
+def read_text(path: str | os.PathLike, what: str) -> str:
+    """The UTF-8 text of ``path``; a missing file, a directory, an unreadable or non-UTF-8 file is a
+    ``FormatError`` (``field="path"``, or ``"<encoding>"`` for bytes that are not UTF-8)."""
+    p = Path(path)
+    try:
+        return p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FormatError(f"{what} {str(path)!r} not found", field="path") from None
+    except IsADirectoryError:
+        raise FormatError(f"{what} {str(path)!r} is a directory, not a file", field="path") from None
+    except UnicodeDecodeError as e:
+        raise FormatError(f"{p.name}: not UTF-8 text (byte {e.start} is {e.object[e.start:e.start + 1]!r})",
+                          field="<encoding>") from None
+    except OSError as e:  # permission denied, a FIFO that errors, an I/O error
+        raise FormatError(f"{what} {str(path)!r} cannot be read: {e.strerror or e}", field="path") from None
+
+
+def check_fields(d: Mapping[Any, Any], allowed: Iterable[str], where: str, **culprit: Any) -> None:
+    """An unknown key of ``d`` is a ``FormatError`` naming it (``field``; an empty key as ``"<empty>"``).
+
+    >>> check_fields({"name": 1, "colour": 2}, ["name"], "device 'a'")
+    Traceback (most recent call last):
+    ...
+    hetsched.errors.FormatError: device 'a': unknown field(s) ['colour']
+    """
+    bad = sorted((k for k in d if k not in set(allowed)), key=str)
+    if bad:
+        raise FormatError(f"{where}: unknown field(s) {bad}", field=str(bad[0]) or "<empty>", **culprit)
