@@ -253,3 +253,39 @@ def test_memory_family_has_no_import_cycle():
         if v not in state:
             visit(v, [])
     assert "optimize" not in edges["ilp"] | edges["exact"]
+
+
+@settings(max_examples=20, deadline=None)
+@given(small_dags(max_ops=30))
+def test_walk_state_follows_the_log_without_rerunning(g):
+    """Issue 15: each step of the patent flow can be drawn from the result alone."""
+    r = mem.optimize_order(g, method="patent-heuristic")
+    for k in sorted({-1, 0, r.n_steps // 3, r.n_steps // 2, r.n_steps - 1}):
+        w = mem.walk_state(g, r, k)
+        if w["partial"]:
+            assert w["phase"] in ("S31", "S32") and len(w["order"]) < g.n_ops
+        assert w["curve"]["bytes"].tolist() == mem.prefix_curve(g, w["order"])["bytes"].tolist()
+        assert w["peak_bytes"] == (int(w["curve"]["bytes"].max()) if len(w["curve"]) else 0)
+        assert int(w["live"]["bytes"].sum()) == w["peak_bytes"]
+    last = mem.walk_state(g, r, r.n_steps - 1)
+    assert not last["partial"] and last["order"] == r.order and last["peak_bytes"] == r.peak_bytes
+
+
+def test_lifetime_chart_draws_steps_from_the_seconds_timeline():
+    from hetsched.plot.memory import lifetime_chart, live_bars, walk_curves
+
+    g = gen.fork_join(3, 2, seed=0)
+    r = mem.order_bfs(g)
+    lt = mem.lifetimes(g, r.order).set_index("tensor")
+    bars = lifetime_chart(r).data[0]
+    for t, base, width in zip(bars.y, bars.base, bars.x):
+        assert base == lt.loc[t, "alloc_step"] and base + width == lt.loc[t, "free_step"] + 1
+    step, live = mem.live_at_peak(g, r.order)
+    assert list(live_bars(live, top=3).data[0].y) == live["tensor"].head(3).tolist()
+    g2 = gen.topcuoglu(30, seed=1)
+    ft = mem.fine_tune(g2, mem.order_baseline(g2, "kahn"))
+    moved = next(s for s in ft.steps if s.accepted)  # this order has 8 kept moves
+    w = mem.walk_state(g2, ft, moved.index)
+    assert w["changed"] == moved.data["curve_changed"] and w["peak_bytes"] == moved.after
+    fig = walk_curves(w, lower_bound=ft.lower_bound_bytes)
+    assert fig.layout.shapes[-1].x0 == moved.data["curve_changed"][0] - 0.5  # the changed steps, shaded

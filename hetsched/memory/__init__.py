@@ -37,6 +37,7 @@ from .model import (
     order_timeline,
     peak_memory,
     prefix_curve,
+    walk_state,
 )
 from .optimize import STRATEGIES, optimize_order
 from .patent import order_auto, order_patent
@@ -50,6 +51,7 @@ __all__ = [
     "lifetimes",
     "live_at",
     "live_at_peak",
+    "walk_state",
     "order_timeline",
     "check_order",
     "lower_bound",

@@ -47,6 +47,7 @@ __all__ = [
     "lifetimes",
     "live_at",
     "live_at_peak",
+    "walk_state",
     "order_timeline",
     "lower_bound",
     "lower_bound_detail",
@@ -415,6 +416,42 @@ def live_at_peak(graph: OpGraph, order: Sequence[str]) -> tuple[int, pd.DataFram
         return 0, live_at(graph, (), 0)
     step = int(np.argmax(m.prefix_curve(arr)))
     return step, live_at(graph, order, step)
+
+
+def walk_state(graph: OpGraph, result: "OrderResult", k: int) -> dict[str, Any]:
+    """What a step walker draws after step ``k`` of ``result`` (``k = -1``: before any step).
+
+    Returns a dict: ``step`` (the :class:`~hetsched.results.Step` or ``None``), ``phase``,
+    ``order`` (the order so far: a traversal's prefix during its ``pick``/``push``/``pop`` steps,
+    else the complete current order), ``partial`` (whether ``order`` is a prefix), ``curve``
+    (:func:`prefix_curve` / :func:`memory_curve` of it), ``peak_bytes``, ``peak_step``, ``live``
+    (:func:`live_at` the peak step) and ``changed`` (a fine-tune move's ``(first, last)`` changed
+    step, else ``None``). Nothing is re-run: the order comes from :meth:`OrderResult.replay`.
+
+    >>> from hetsched.io.generators import fork_join
+    >>> from hetsched.memory import order_bfs
+    >>> g = fork_join(2, 2); r = order_bfs(g)
+    >>> w = walk_state(g, r, 2); w["partial"], list(w["order"]), len(w["curve"])
+    (True, ['fork', 'b0_0', 'b1_0'], 3)
+    """
+    state = result.replay(k)
+    step = result.steps[k] if k >= 0 else None
+    phase = (step.data or {}).get("phase") if step is not None else None
+    key = {"S31": "bfs_order", "S32": "dfs_order"}.get(phase or "")
+    order = state.get(key) if key else None
+    partial = order is not None and len(order) < len(result.order)
+    if not partial:
+        order = state.get("order") or result.order
+    m = _compile(graph)
+    arr = m.to_idx(order, partial=True)
+    c = m.prefix_curve(arr)
+    peak_step = int(np.argmax(c)) if len(c) else 0
+    return {
+        "step": step, "phase": phase, "order": tuple(order), "partial": partial, "curve": _curve_frame(m, arr, c),
+        "peak_bytes": int(c.max()) if len(c) else 0, "peak_step": peak_step,
+        "live": live_at(graph, order, peak_step) if len(c) else live_at(graph, (), 0),
+        "changed": (step.data or {}).get("curve_changed") if step is not None else None,
+    }
 
 
 def _check_time_limit(time_limit_s: Any) -> float:
