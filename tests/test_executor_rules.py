@@ -177,3 +177,19 @@ def test_every_dispatch_step_is_claim_tagged(rules_graph, threads):
     r = ex.simulate(rules_graph, streams="patent", threads=threads, pool_size=3)
     assert all(s.data["rule"] in ex.THREAD_RULES for s in r.steps)
     assert r.replay(r.n_steps - 1) == {n: f"thread{t}" for n, t in r.thread_of.items()}
+
+
+def test_what_a_dispatch_walker_reads(rules_graph):
+    from hetsched.plot.executor import executor_gantt, rule_bars
+
+    r = run(rules_graph, pool=2)
+    f = ex.dispatch_frame(r)
+    assert len(f) == r.n_steps == rules_graph.n_ops and f["index"].tolist() == list(range(r.n_steps))
+    assert f["fallback"].sum() == r.metrics["n_rule_fallbacks"]
+    k = int(f.index[f["op"] == "gather"][0])
+    fig = executor_gantt(r, step=k)
+    assert fig.layout.shapes[0].x0 > 0  # the cursor sits at gather's dispatch time
+    outlined = [t for t in fig.data if t.type == "bar" and any(w == 3 for w in t.marker.line.width)]
+    assert outlined  # gather's bars are outlined
+    bars = rule_bars(r).data[0]
+    assert dict(zip(bars.x, bars.y))["claim1-sync-sync-other-fallback"] == 2

@@ -48,7 +48,7 @@ from .kinds import (
     kind_table,
     resolve_ops,
 )
-from .simulate import ExecutorResult, lower_bound, rules_fired, simulate
+from .simulate import ExecutorResult, dispatch_frame, lower_bound, rules_fired, simulate
 from .spec import PARAMETERS, simulate_kwargs
 from .trace import executor_trace, lane_order
 from .streams import STREAM_POLICIES, assign_streams, transitive_reduction_edges
@@ -94,6 +94,7 @@ __all__ = [
     "lower_bound",
     "simulate",
     "rules_fired",
+    "dispatch_frame",
     "PARAMETERS",
     "executor_trace",
     "lane_order",

@@ -54,7 +54,7 @@ from .kinds import ASYNC_KINDS, COPY_KINDS, DEVICE_KINDS, OP_KINDS, SYNC_KINDS, 
 from .streams import assign_streams, reduction_of, validate_streams
 from .threads import THREAD_RULES, ThreadPlan, _Ctx, assign_threads, is_fallback
 
-__all__ = ["ExecutorResult", "simulate", "lower_bound", "rules_fired"]
+__all__ = ["ExecutorResult", "simulate", "lower_bound", "rules_fired", "dispatch_frame"]
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -803,3 +803,20 @@ def rules_fired(result: ExecutorResult) -> pd.DataFrame:
     rows = [{"rule": r, "claim": THREAD_RULES.get(r, ("-", ""))[0], "meaning": THREAD_RULES.get(r, ("-", r))[1],
              "fallback": is_fallback(r), "count": n} for r, n in counts.items()]
     return pd.DataFrame(rows, columns=["rule", "claim", "meaning", "fallback", "count"])
+
+
+_DISPATCH_COLUMNS = ["index", "op", "time_s", "thread", "rule", "claim", "fallback", "trigger", "trigger_kind", "kind",
+                     "inline", "handoff", "stream", "stream_rule", "device", "kernel_fallback", "reason"]
+
+
+def dispatch_frame(result: ExecutorResult) -> pd.DataFrame:
+    """The dispatch log as a filterable table, one row per step (the columns a step table shows).
+
+    >>> import hetsched.executor as ex
+    >>> r = ex.simulate(ex.graphs.thread_rules_graph(), streams="patent", threads="patent")
+    >>> f = dispatch_frame(r); f.loc[f["op"] == "nms", ["claim", "stream"]].values.tolist()
+    [['claim 5', 'gpu0:sync']]
+    """
+    rows = [{"index": s.index, "op": s.subject, **{k: (s.data or {}).get(k) for k in _DISPATCH_COLUMNS[2:-1]},
+             "reason": s.reason} for s in result.steps]
+    return pd.DataFrame(rows, columns=_DISPATCH_COLUMNS)
