@@ -144,14 +144,15 @@ def test_dfs_windows_go_through_the_stack_once(g):
     # popping the stack in order gives the ops' order
     assert tuple(op for s in pops for op in s.data["ops"]) == r.order
     # the recorded stack is the traversal stack: a push adds its window on top, a pop removes it
-    stack: list[str] = []
+    stack: list[int] = []
     for s in r.steps:
+        assert s.subject == f"window {s.data['window']}"
         if s.action == "push":
-            stack.append(s.subject)
+            stack.append(s.data["window"])
         else:
-            assert stack[-1] == s.subject
+            assert stack[-1] == s.data["window"]
             stack.pop()
-        assert s.data["stack"] == stack[-64:] and s.data["stack_depth"] == len(stack)
+        assert list(s.data["stack"]) == stack[-64:] and s.data["stack_depth"] == len(stack)
     assert r.replay(r.n_steps - 1)["order"] == r.order
     assert tuple(r.replay(r.n_steps - 1)["dfs_order"]) == r.order
 

@@ -289,7 +289,7 @@ def _windows(m: _Mem) -> tuple[list[list[int]], list[int]]:
     return wins, win_of
 
 
-STACK_SHOWN = 64  # a recorded DFS step keeps at most this many windows from the top of the stack
+STACK_SHOWN = 64  # a recorded DFS step keeps at most this many window ids from the top of the stack
 TENSORS_SHOWN = 32  # ... and at most this many of a window's tensors
 
 
@@ -314,6 +314,10 @@ def _dfs(m: _Mem, record: bool = False) -> tuple[list[int], list[Step]]:
                 wsuccs[pw].append(w)
     local_peak = [0] * W
     result = [0] * W
+    # a window's tensors (claim 8: "the tensors the current window touches"), kept for the log only
+    w_in: list[list[int]] = [[] for _ in range(W)] if record else []
+    w_out: list[list[int]] = [[] for _ in range(W)] if record else []
+    prod = m.prod.tolist()
     for w, ops in enumerate(wins):
         inside = set(ops)
         pk = 0
@@ -322,6 +326,10 @@ def _dfs(m: _Mem, record: bool = False) -> tuple[list[int], list[Step]]:
             for s in m.op_out[v]:
                 if m.is_out[s] or any(u not in inside for u in m.users[s]):
                     result[w] += int(size[s])
+                    if record:
+                        w_out[w].append(s)
+            if record:
+                w_in[w].extend(s for s in m.op_in[v] if prod[s] not in inside)
         local_peak[w] = pk
     cum = [0] * W
     for w in range(W):  # windows are created in topological order
@@ -337,12 +345,9 @@ def _dfs(m: _Mem, record: bool = False) -> tuple[list[int], list[Step]]:
 
     def log(action: str, w: int, stack_ids: list[int], why: str) -> None:
         ops = wins[w]
-        inside = set(ops)
-        t_in = sorted({m.s_names[s] for v in ops for s in m.op_in[v] if m.prod[s] < 0 or int(m.prod[s]) not in inside})
-        t_out = sorted({m.s_names[s] for v in ops for s in m.op_out[v]
-                        if m.is_out[s] or any(u not in inside for u in m.users[s])})
+        t_in = sorted({m.s_names[s] for s in w_in[w]})
+        t_out = [m.s_names[s] for s in w_out[w]]
         last = action == "pop" and len(out) == n
-        top = stack_ids[-STACK_SHOWN:]
         steps.append(Step(
             len(steps), action, f"window {w}", before=None, after=float(prio[w]), accepted=True, reason=why,
             delta=({"dfs_order+": tuple(names[v] for v in ops), **({"order": tuple(names[v] for v in out)} if last else {})}
@@ -350,19 +355,21 @@ def _dfs(m: _Mem, record: bool = False) -> tuple[list[int], list[Step]]:
             data={"phase": "S32", "window": w, "ops": [names[v] for v in ops], "priority": prio[w],
                   "cum_peak_bytes": cum[w], "result_bytes": result[w], "local_peak_bytes": local_peak[w],
                   "tensors_in": t_in[:TENSORS_SHOWN], "tensors_out": t_out[:TENSORS_SHOWN],
-                  "n_tensors": len(t_in) + len(t_out), "stack": [f"window {x}" for x in top],
+                  "n_tensors": len(t_in) + len(t_out), "stack": tuple(stack_ids[-STACK_SHOWN:]),
                   "stack_depth": len(stack_ids)}))
 
     visited = [False] * W
     sinks = sorted((w for w in range(W) if not wsuccs[w]), key=order_key)
+    ids: list[int] = []  # the windows on the stack (kept beside it for the log: no copy per step)
     for root in sinks:
         if visited[root]:
             continue
         visited[root] = True
         stack = [(root, iter(sorted(wpreds[root], key=order_key)))]
         if record:
-            log("push", root, [root], f"claim 8: output window {root} ({names[wins[root][0]]}...) enters the stack "
-                                      f"(priority {prio[root]})")
+            ids.append(root)
+            log("push", root, ids, f"claim 8: output window {root} ({names[wins[root][0]]}...) enters the stack "
+                                   f"(priority {prio[root]})")
         while stack:
             w, it = stack[-1]
             nxt = next((p for p in it if not visited[p]), None)
@@ -370,13 +377,15 @@ def _dfs(m: _Mem, record: bool = False) -> tuple[list[int], list[Step]]:
                 stack.pop()
                 out.extend(wins[w])
                 if record:
-                    log("pop", w, [x for x, _ in stack], f"claim 8: window {w} has no unvisited predecessor: "
-                                                        f"its {len(wins[w])} op(s) leave the stack into the order")
+                    ids.pop()
+                    log("pop", w, ids, f"claim 8: window {w} has no unvisited predecessor: "
+                                       f"its {len(wins[w])} op(s) leave the stack into the order")
             else:
                 visited[nxt] = True
                 stack.append((nxt, iter(sorted(wpreds[nxt], key=order_key))))
                 if record:
-                    log("push", nxt, [x for x, _ in stack],
+                    ids.append(nxt)
+                    log("push", nxt, ids,
                         f"claim 8: of window {w}'s unvisited predecessors, window {nxt} has the highest priority "
                         f"({prio[nxt]} = cone peak {cum[nxt]} - bytes it leaves {result[nxt]})")
     assert len(out) == n
@@ -393,8 +402,9 @@ def order_dfs(graph: OpGraph) -> OrderResult:
     the traversal stack by a post-order DFS from the output windows, predecessors of highest
     priority first; popping the stack in order gives the ops' order.
 
-    ``steps``: one ``push`` and one ``pop`` per window, with its ops, tensors, priority and the
-    stack after the step; ``replay(k)["dfs_order"]`` is the order popped so far.
+    ``steps``: one ``push`` and one ``pop`` per window (subject ``"window <id>"``), with its ops,
+    tensors, priority and the stack after the step (window ids, bottom to top, the top 64);
+    ``replay(k)["dfs_order"]`` is the order popped so far.
 
     >>> from hetsched.io.generators import fork_join
     >>> r = order_dfs(fork_join(3, 2)); r.order[0], r.order[-1]
