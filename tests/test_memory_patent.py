@@ -290,3 +290,8 @@ def test_lifetime_chart_draws_steps_from_the_seconds_timeline():
     assert w["changed"] == moved.data["curve_changed"] and w["peak_bytes"] == moved.after
     fig = walk_curves(w, lower_bound=ft.lower_bound_bytes)
     assert fig.layout.shapes[-1].x0 == moved.data["curve_changed"][0] - 0.5  # the changed steps, shaded
+
+
+def test_solver_methods_are_named_for_panels():
+    assert set(mem.SOLVER_METHODS) <= set(mem.STRATEGIES)
+    assert {"patent", "auto", "ilp-patent"} <= set(mem.SOLVER_METHODS) and "bfs" not in mem.SOLVER_METHODS

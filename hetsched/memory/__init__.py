@@ -39,7 +39,7 @@ from .model import (
     prefix_curve,
     walk_state,
 )
-from .optimize import STRATEGIES, optimize_order
+from .optimize import SOLVER_METHODS, STRATEGIES, optimize_order
 from .patent import order_auto, order_patent
 from .portfolio import order_patent_heuristic, order_portfolio
 
@@ -70,6 +70,7 @@ __all__ = [
     "order_patent_heuristic",
     "order_auto",
     "STRATEGIES",
+    "SOLVER_METHODS",
     "BASELINES",
     "order_baseline",
     "inductor_order",

@@ -20,7 +20,7 @@ from .baselines import BASELINES
 from .heuristics import _greedy
 from .model import OrderResult, _check_time_limit, _compile, _make_result
 
-__all__ = ["optimize_order", "STRATEGIES", "ILP_MAX_VARS"]
+__all__ = ["optimize_order", "STRATEGIES", "SOLVER_METHODS", "ILP_MAX_VARS"]
 
 from .patent import ILP_MAX_VARS  # noqa: E402  (re-exported: where callers found it before)
 
@@ -144,3 +144,7 @@ STRATEGIES: dict[str, str] = {
     "lifetime-greedy": "ours: greedy on bytes kept minus freed, lifetimes breaking ties",
     **{k: f"baseline {k}" for k in BASELINES},
 }
+
+#: the methods that run a solver or an exact search under ``time_limit_s`` (seconds, not
+#: milliseconds: a panel should not recompute them as cheap overlays)
+SOLVER_METHODS: tuple[str, ...] = ("patent", "auto", "exact", "ilp", "ilp-patent", "ilp-cumulative")
