@@ -11,7 +11,12 @@ device; the executor calls the one for the current device) and the devices whose
 
 from __future__ import annotations
 
+import random
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import small_dags
 
 import hetsched.executor as ex
 from hetsched.errors import HetschedError, UnknownNameError
@@ -193,3 +198,29 @@ def test_what_a_dispatch_walker_reads(rules_graph):
     assert outlined  # gather's bars are outlined
     bars = rule_bars(r).data[0]
     assert dict(zip(bars.x, bars.y))["claim1-sync-sync-other-fallback"] == 2
+
+
+_TABLES = [["gpu"], ["fpga"], ["cpu"], ["gpu", "fpga"], ["fpga0", "cpu"], [{"device": "gpu", "kind": "gpu_sync"}],
+           [{"device": "fpga", "kind": "gpu_async"}, "gpu"]]
+
+
+@settings(max_examples=40, deadline=None)
+@given(g=small_dags(max_ops=25), seed=st.integers(0, 10_000),
+       sp=st.sampled_from(["single", "patent", "nimble"]), tp=st.sampled_from(["single", "patent", "inline_one"]),
+       pool=st.integers(1, 4), sync_fpga=st.booleans())
+def test_kernel_tables_and_sync_copies_keep_every_run_valid(g, seed, sp, tp, pool, sync_fpga):
+    rng = random.Random(seed)
+    kernels = {n: rng.choice(_TABLES) for n in g.ops if rng.random() < 0.5}
+    rules = {n: "copy_h2d" for n in g.ops if rng.random() < 0.15}
+    sc = ["fpga0"] if sync_fpga else None
+    res = ex.resolve_ops(g, kernels=kernels, rules=rules, sync_copy_devices=sc)
+    r = ex.simulate(g, streams=sp, threads=tp, pool_size=pool, kernels=kernels, rules=rules, sync_copy_devices=sc)
+    check_timeline(r.timeline, g)
+    assert r.metrics["n_unordered_edges"] == 0 and r.violations(g) == []
+    assert dict(r.kinds) == res.kinds and r.metrics["n_kernel_fallbacks"] == len(res.kernel_fallbacks)
+    for n, k in r.kinds.items():
+        if k == "copy_h2d_sync":
+            assert res.devices[n] == "fpga0" and sync_fpga
+        if k != "cpu_sync":
+            assert r.streams[n].split(":")[0] == res.devices[n]  # the work runs on the chosen kernel's device
+    assert r.metrics["n_rule_fallbacks"] == sum(s.data["fallback"] for s in r.steps)

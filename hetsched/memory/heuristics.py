@@ -38,6 +38,14 @@ SEQ_EXACT_MAX_OPS = 6000
 
 # ---------------------------------------------------------------------------- ASAP / ALAP
 def _asap_alap(m: _Mem) -> tuple[np.ndarray, np.ndarray]:
+    # the BFS, the greedy and their estimated lifetimes all need it: once per compiled graph
+    cached = getattr(m, "_asap_alap", None)
+    if cached is None:
+        cached = m._asap_alap = _compute_asap_alap(m)  # type: ignore[attr-defined]
+    return cached
+
+
+def _compute_asap_alap(m: _Mem) -> tuple[np.ndarray, np.ndarray]:
     n = m.n
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -96,6 +104,15 @@ def _est_lifetimes(m: _Mem, asap: np.ndarray, alap: np.ndarray) -> tuple[np.ndar
 
 def _held(m: _Mem, asap: np.ndarray, alap: np.ndarray) -> list[float]:
     """Byte-steps each op's outputs are expected to be held: size x (estimated end - ASAP of the op)."""
+    cached = getattr(m, "_held", None)
+    if cached is not None and cached[0] is asap:
+        return cached[1]
+    held = _compute_held(m, asap, alap)
+    m._held = (asap, held)  # type: ignore[attr-defined]
+    return held
+
+
+def _compute_held(m: _Mem, asap: np.ndarray, alap: np.ndarray) -> list[float]:
     start, end = _est_lifetimes(m, asap, alap)
     held = [0.0] * m.n
     size = m.size.tolist()

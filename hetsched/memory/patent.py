@@ -107,7 +107,8 @@ def order_patent(
     ----------
     graph : OpGraph
     time_limit_s : float
-        The user's limit on the ILP (S2). S3 and S4 run after it.
+        The user's limit on the ILP (S2). S3 and S4 run after it; S4's fine-tune gets the same limit
+        again (the patent sets none; a bound keeps large graphs from fine-tuning for minutes).
     formulation : {"patent", "cumulative"}
         The ILP; the patent's ``A[e,t]``/``P[e,t]`` model by default.
     solver : {"highs", "cbc"}, optional
@@ -132,8 +133,10 @@ def order_patent(
     time_limit_s = _check_time_limit(time_limit_s)
     m = _compile(graph)
     params = {"time_limit_s": time_limit_s, "formulation": formulation, "solver": solver, "ilp": ilp}
+    # S4 has no limit in the patent; here it gets the user's limit again (after S2 spent its own),
+    # so a large graph cannot fine-tune for minutes
     if not ilp:
-        return _patent_s3_s4(m, t0, params=params)
+        return _patent_s3_s4(m, t0, params=params, time_limit_s=time_limit_s)
     if formulation not in FORMULATIONS:
         from ..errors import HetschedError
 
@@ -143,7 +146,7 @@ def order_patent(
         why = (f"the {formulation} ILP would have {nv} variables (> {ILP_MAX_VARS}); building it alone would "
                f"outlast the {time_limit_s:g} s limit")
         return _patent_s3_s4(m, t0, why_prefix=f"S2 skipped: {why}; ", lead_steps=(_ilp_step(None, formulation, time_limit_s, why),),
-                             params=params, extra={"ilp_ran": 0.0, "ilp_n_vars": float(nv)})
+                             params=params, extra={"ilp_ran": 0.0, "ilp_n_vars": float(nv)}, time_limit_s=time_limit_s)
     r = order_ilp(graph, time_limit_s=time_limit_s, formulation=formulation, solver=solver, warm_start=None)
     step = _ilp_step(r, formulation, time_limit_s)
     extra = _ilp_metrics(r)
@@ -152,7 +155,8 @@ def order_patent(
                             solver=r.solver, bound=r.bound_bytes, steps=[step], initial=m.topo(), params=params,
                             why=f"S2: the ILP finished within {time_limit_s:g} s and proved optimality", extra=extra)
     return _patent_s3_s4(m, t0, why_prefix=f"S2: {step.data['status']} after {time_limit_s:g} s; ", lead_steps=(step,),
-                         params=params, extra=extra, solver=r.solver, bound=r.bound_bytes if r.status != "fallback" else None)
+                         params=params, extra=extra, solver=r.solver, bound=r.bound_bytes if r.status != "fallback" else None,
+                         time_limit_s=time_limit_s)
 
 
 def order_auto(
