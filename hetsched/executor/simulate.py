@@ -237,9 +237,8 @@ class _Run:
         self.launch_end: dict[str, float] = {}
         self.n_handoffs = 0
         self.n_fallbacks = 0
-        self.rule_counts: dict[str, int] = {}
         self.kernel_fallbacks: dict[str, str] = dict(kernel_fallbacks or {})
-        self.stream_why: dict[str, str] = _stream_reasons(streams, kinds, stream_policy)
+        self.stream_why: dict[str, str] = _stream_reasons(streams, kinds, stream_policy) if record_steps else {}
         self.n_host_syncs = 0
         self.n_stream_waits = 0
         self.blocked_s = 0.0
@@ -270,8 +269,6 @@ class _Run:
         self.thread_of[op] = t
         fb = is_fallback(rule)
         self.n_fallbacks += fb
-        if rule is not None:
-            self.rule_counts[rule] = self.rule_counts.get(rule, 0) + 1
         if self.record_steps:
             st = self.stream.get(op)
             claim = THREAD_RULES.get(rule, (None,))[0] if rule is not None else None
