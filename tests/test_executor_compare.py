@@ -76,8 +76,11 @@ def test_patent_does_not_buy_kernel_parallelism(runs, name):
 
 
 def test_figure_is_one_bar_chart(runs):
+    from hetsched.plot.executor import policy_bars
+
     _g, cmp = runs["executor_d2h_branch"]
-    fig = cmp.figure()
+    assert not hasattr(cmp, "figure")  # the model does not import the view (issue 21)
+    fig = policy_bars(cmp)
     assert isinstance(fig, go.Figure)
     assert len(fig.data) == 1 and list(fig.data[0].x) == list(cmp.frame["policy"])
 

@@ -18,7 +18,7 @@ KINDS = ex.OP_KINDS
 def random_kinds(g, seed):
     rng = random.Random(seed)
     # mostly GPU kernels, as in real models, with every other kind present often enough
-    return {n: rng.choices(KINDS, weights=[6, 1, 2, 1, 1])[0] for n in g.ops}
+    return {n: rng.choices(KINDS, weights=[6, 1, 2, 1, 1, 1])[0] for n in g.ops}
 
 
 @given(g=small_dags(), seed=st.integers(0, 1000),

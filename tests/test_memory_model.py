@@ -174,9 +174,33 @@ def test_capacity_check_on_timeline():
 
     g = gen.fork_join(3, 2)
     r = optimize_order(g, method="kahn")
-    check_timeline(r.timeline, g, capacity_bytes={"memory": r.peak_bytes})
+    check_timeline(r.timeline, g, capacity_bytes={"gpu0": r.peak_bytes})
     with pytest.raises(TimelineViolation):
-        check_timeline(r.timeline, g, capacity_bytes={"memory": r.peak_bytes - 1})
+        check_timeline(r.timeline, g, capacity_bytes={"gpu0": r.peak_bytes - 1})
+
+
+def test_timeline_is_in_seconds_priced_by_the_cost_model():
+    """Issue 21: the timeline holds seconds (each op priced on the toy system's gpu0, back to
+    back), not step indices; alloc rows span their allocation step's start to their free step's end."""
+    from hetsched.cost import RooflineCost
+    from hetsched.io.systems import toy_system
+    from hetsched.memory import order_timeline
+
+    g = gen.chain(3, act_bytes=100, seed=0)
+    r = optimize_order(g, method="kahn")
+    comp = r.timeline[r.timeline["kind"] == "compute"]
+    cm = RooflineCost(toy_system(), g)
+    want = [cm.compute_s(g.ops[o], "gpu0") for o in r.order]
+    assert comp["end_s"].to_numpy() - comp["start_s"].to_numpy() == pytest.approx(want)
+    assert comp["start_s"].iat[0] == 0.0 and comp["start_s"].iat[1] == comp["end_s"].iat[0]
+    a = r.timeline[r.timeline["kind"] == "alloc"].set_index("tensor")
+    # op0:out is made by op0 (step 0) and last read by op1 (step 1)
+    assert a.loc["op0:out", "start_s"] == comp["start_s"].iat[0]
+    assert a.loc["op0:out", "end_s"] == comp["end_s"].iat[1]
+    # another device re-prices the same order; the bytes do not change
+    tl = order_timeline(g, r.order, device="cpu0")
+    assert tl[tl["kind"] == "compute"]["end_s"].max() > comp["end_s"].max()
+    assert int(memory_usage(tl)["bytes"].max()) == r.peak_bytes
 
 
 def test_empty_graph():

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from strategies import small_dags
 
-import hetsched.memory.optimize as opt_mod
+import hetsched.memory.portfolio as opt_mod
 from hetsched.io import generators as gen
 from hetsched.memory import inductor_order, optimize_order, order_exact, peak_memory, xla_order
 from hetsched.memory.model import _compile, lower_bound
@@ -38,9 +38,11 @@ def test_heuristic_with_polish_replays_and_never_beats_the_optimum(g):
         assert e.status == "optimal" and e.peak_bytes == r.peak_bytes
 
 
-# (nodes, seed, fused): graphs where the portfolio + fine-tune stopped above the proven optimum
+# (nodes, seed, fused): graphs where the portfolio + fine-tune stopped above the proven optimum;
+# before None: since the fine-tune tries every tensor live at the peak (claim 9), not the 24
+# largest, the portfolio reaches the optimum itself (it stopped at 53248 bytes before)
 MISSED = [(60, 3, True, 49152, 47104), (70, 2, True, 55296, 51200), (80, 8, True, 67584, 63488),
-          (50, 5, False, 40960, 38912), (60, 3, False, 53248, 47104)]
+          (50, 5, False, 40960, 38912), (60, 3, False, None, 47104)]
 
 
 @pytest.mark.parametrize("n,seed,fused,before,optimum", MISSED)
@@ -48,8 +50,12 @@ def test_polish_reaches_the_proven_optimum(n, seed, fused, before, optimum):
     g = gen.randwire_ws(n, seed=seed, channels=8, hw=8, fuse_aggregation=fused)
     r = optimize_order(g, method="heuristic")
     pol = [s for s in r.steps if s.action == "polish"]
-    assert pol and pol[0].before == before and all(s.accepted and s.after < s.before for s in pol)
-    assert r.peak_bytes == optimum and "polish" in r.method
+    if before is None:
+        assert not pol and "polish" not in r.method
+    else:
+        assert pol and pol[0].before == before and all(s.accepted and s.after < s.before for s in pol)
+        assert "polish" in r.method
+    assert r.peak_bytes == optimum
     assert r.replay(r.n_steps - 1)["order"] == r.order  # polish steps replay like the others
     e = order_exact(g, time_limit_s=30, upper_bound=r)
     assert e.status == "optimal" and e.peak_bytes == optimum

@@ -10,8 +10,10 @@ successor and hands the others out; an async successor of a sync op goes to yet 
 
 This package turns that into plain functions over an :class:`~hetsched.graph.OpGraph`:
 
-* :func:`classify` -- the kind of every op (``gpu_async``, ``gpu_sync``, ``cpu_sync``,
-  ``copy_h2d``, ``copy_d2h``);
+* :func:`classify` / :func:`resolve_ops` / :func:`kind_table` -- the kind and device of every op
+  (``gpu_async``, ``gpu_sync``, ``cpu_sync``, ``copy_h2d``, ``copy_d2h``, ``copy_h2d_sync``): rules
+  (the editable "operator information"), kernel tables (an op may have kernels for several
+  devices) and synchronous copy engines;
 * :func:`assign_streams` -- ``single``, ``patent`` or ``nimble`` (Kwon et al., NeurIPS 2020);
 * :func:`assign_threads` -- ``single``, ``patent`` or ``inline_one`` (TensorFlow's executor);
 * :func:`plan_events` / :func:`check_races` -- events only where needed, and a proof that every
@@ -32,12 +34,35 @@ from . import graphs
 from .compare import POLICIES, PolicyComparison, compare_policies
 from .costs import PRESETS, ExecCosts, executor_system, op_durations, resolve_exec_costs
 from .events import check_races, edge_ordering, needs_event, plan_events
-from .kinds import ASYNC_KINDS, DEFAULT_RULES, DEVICE_KINDS, OP_KINDS, SYNC_KINDS, classify, device_of_ops, is_async
-from .simulate import ExecutorResult, lower_bound, simulate
+from .kinds import (
+    ASYNC_KINDS,
+    COPY_KINDS,
+    DEFAULT_RULES,
+    DEVICE_KINDS,
+    OP_KINDS,
+    SYNC_KINDS,
+    ResolvedOps,
+    classify,
+    device_of_ops,
+    is_async,
+    kind_table,
+    resolve_ops,
+)
+from .simulate import ExecutorResult, dispatch_frame, lower_bound, rules_fired, simulate
 from .spec import PARAMETERS, simulate_kwargs
 from .trace import executor_trace, lane_order
 from .streams import STREAM_POLICIES, assign_streams, transitive_reduction_edges
-from .threads import THREAD_POLICIES, InlineOne, PatentThreads, SingleThread, ThreadPlan, ThreadRule, assign_threads
+from .threads import (
+    THREAD_POLICIES,
+    THREAD_RULES,
+    InlineOne,
+    PatentThreads,
+    SingleThread,
+    ThreadPlan,
+    ThreadRule,
+    assign_threads,
+    is_fallback,
+)
 
 __all__ = [
     "graphs",
@@ -54,6 +79,7 @@ __all__ = [
     "needs_event",
     "plan_events",
     "ASYNC_KINDS",
+    "COPY_KINDS",
     "DEFAULT_RULES",
     "DEVICE_KINDS",
     "OP_KINDS",
@@ -61,9 +87,14 @@ __all__ = [
     "classify",
     "device_of_ops",
     "is_async",
+    "kind_table",
+    "resolve_ops",
+    "ResolvedOps",
     "ExecutorResult",
     "lower_bound",
     "simulate",
+    "rules_fired",
+    "dispatch_frame",
     "PARAMETERS",
     "executor_trace",
     "lane_order",
@@ -72,6 +103,8 @@ __all__ = [
     "assign_streams",
     "transitive_reduction_edges",
     "THREAD_POLICIES",
+    "THREAD_RULES",
+    "is_fallback",
     "InlineOne",
     "PatentThreads",
     "SingleThread",

@@ -37,7 +37,7 @@ from ..graph import OpGraph
 from ..results import Result
 from .simulate import ExecutorResult, _prepare, _simulate_prepared
 
-_PREPARE_OPTIONS = ("kinds", "rules", "placement", "system", "cost")
+_PREPARE_OPTIONS = ("kinds", "rules", "placement", "system", "cost", "kernels", "sync_copy_devices")
 
 __all__ = ["POLICIES", "PolicyComparison", "compare_policies"]
 
@@ -59,22 +59,20 @@ class PolicyComparison(Result):
     """What :func:`compare_policies` returns: ``frame`` (one row per policy) and the runs.
 
     ``metrics`` holds the speed-ups that matter: ``patent_vs_one_thread`` (makespan of
-    multi-stream one thread / patent) and ``nimble_vs_patent`` (patent / Nimble + patent).
+    multi-stream one thread / patent) and ``nimble_vs_patent`` (patent / Nimble + patent). Draw it
+    with :func:`hetsched.plot.executor.policy_bars` (the figure lives with the views, not here).
     """
 
     frame: pd.DataFrame = field(default_factory=pd.DataFrame)
     results: Mapping[str, ExecutorResult] = field(default_factory=dict)
 
-    def figure(self, metric: str = "makespan_s"):
-        """One bar chart of ``metric`` per policy (:func:`hetsched.plot.executor.policy_bars`).
 
-        >>> from hetsched.executor.graphs import inception_graph
-        >>> len(compare_policies(inception_graph(1)).figure().data)
-        1
-        """
-        from ..plot.executor import policy_bars
-
-        return policy_bars(self, metric)
+def _speedup(slow_s: float, fast_s: float) -> float:
+    """``slow / fast``; 1.0 when both are 0 s (an empty graph: no policy is faster), inf when only
+    the faster one is."""
+    if fast_s > 0:
+        return slow_s / fast_s
+    return 1.0 if slow_s <= 0 else float("inf")
 
 
 def compare_policies(
@@ -96,10 +94,19 @@ def compare_policies(
     costs, pool_size, max_streams, **options
         Passed to :func:`~hetsched.executor.simulate` (``rules``, ``placement``, ``system``, ``cost``...).
 
+    Returns
+    -------
+    PolicyComparison
+        An empty graph is a documented result, not an error: every run takes 0 s, the lower
+        bound is 0 s and every speed-up is 1.0.
+
     >>> from hetsched.executor.graphs import d2h_branch_graph
     >>> f = compare_policies(d2h_branch_graph(8, 4)).frame.set_index("policy")
     >>> bool(f.loc["patent", "makespan_s"] < f.loc["serial", "makespan_s"])
     True
+    >>> from hetsched.graph import OpGraph
+    >>> compare_policies(OpGraph("empty")).metrics["patent_vs_serial"]
+    1.0
     """
     policies = dict(policies or POLICIES)
     results: dict[str, ExecutorResult] = {}
@@ -120,12 +127,11 @@ def compare_policies(
     frame = pd.DataFrame(rows, columns=_COLUMNS)
     mk = {r["policy"]: r["makespan_s"] for r in rows}
     metrics: dict[str, float] = {f"makespan_s[{k}]": v for k, v in mk.items()}
-    if "patent" in mk and "multi-stream, one thread" in mk:
-        metrics["patent_vs_one_thread"] = mk["multi-stream, one thread"] / mk["patent"]
-    if "patent" in mk and "Nimble streams + patent" in mk:
-        metrics["nimble_vs_patent"] = mk["patent"] / mk["Nimble streams + patent"]
-    if "patent" in mk and "serial" in mk:
-        metrics["patent_vs_serial"] = mk["serial"] / mk["patent"]
+    for key, slow, fast in (("patent_vs_one_thread", "multi-stream, one thread", "patent"),
+                            ("nimble_vs_patent", "patent", "Nimble streams + patent"),
+                            ("patent_vs_serial", "serial", "patent")):
+        if slow in mk and fast in mk:
+            metrics[key] = _speedup(mk[slow], mk[fast])
     return PolicyComparison(
         metrics=metrics,
         frame=frame,

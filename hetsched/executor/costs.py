@@ -143,7 +143,7 @@ def op_durations(
     """Device (or CPU) time of every op, priced by the cost model.
 
     ``gpu_*``: ``cost.compute_s(op, device)``; ``cpu_sync``: ``cost.compute_s(op, host)``;
-    ``copy_h2d``: ``cost.transfer_s(bytes, host, device)`` with the bytes the op writes (reads if it
+    ``copy_h2d`` / ``copy_h2d_sync``: ``cost.transfer_s(bytes, host, device)`` with the bytes the op writes (reads if it
     writes nothing); ``copy_d2h``: ``cost.transfer_s(bytes, device, host)`` with the bytes it reads.
 
     >>> from hetsched.io.generators import chain
@@ -165,7 +165,7 @@ def op_durations(
         elif k in ("gpu_async", "gpu_sync"):
             out[n] = cm.compute_s(op, devices[n])
         else:
-            if k == "copy_h2d":
+            if k in ("copy_h2d", "copy_h2d_sync"):
                 nb = sum(ts[t].size_bytes for t in graph.outputs_of(n)) or sum(ts[t].size_bytes for t in graph.inputs_of(n))
                 out[n] = cm.transfer_s(nb, host, devices[n])
             else:

@@ -1,6 +1,8 @@
 """Builders of the executor's bundled graphs (``data/graphs/executor_*.json``).
 
-Two shapes show the two sides of the seed-004 patent:
+Five graphs show the sides of the seed-004 patent (:func:`thread_rules_graph`: every thread rule
+fires; :func:`multi_device_graph`: kernels on several devices and a synchronous copy engine; and
+the two below):
 
 * :func:`d2h_branch_graph` -- a GPU trunk of convolutions with *side branches* that copy an
   intermediate result to the host (a blocking device-to-host copy) and post-process it on the CPU
@@ -33,7 +35,8 @@ from pathlib import Path
 from ..errors import HetschedError
 from ..graph import OpGraph
 
-__all__ = ["d2h_branch_graph", "inception_graph", "randwire_gpu_graph", "BUNDLED", "write_bundled"]
+__all__ = ["d2h_branch_graph", "inception_graph", "randwire_gpu_graph", "thread_rules_graph", "multi_device_graph",
+           "BUNDLED", "write_bundled"]
 
 MiB = 1 << 20
 
@@ -168,11 +171,144 @@ def randwire_gpu_graph(n: int = 32, *, channels: int = 128, hw: int = 56, batch:
     return g
 
 
+def thread_rules_graph(
+    *,
+    conv_flops: float = 3e9,
+    act_bytes: int = 2 * MiB,
+    det_bytes: int = 512 * 1024,
+    host_flops: float = 1e8,
+    seed: int = 0,
+    name: str | None = None,
+) -> OpGraph:
+    """A detector's tail that fires every thread rule of seed 004 (claims 1, 3, 4 and 5).
+
+    * ``load_labels`` (host ``Load``) is a **sync root** (claim 4: to a sync-pool thread), and
+      ``h2d_image`` an async root (claim 4: to the async thread);
+    * ``backbone0 -> backbone1 -> head`` keep async successors in the current thread (claim 5);
+    * ``backbone1 -> nms``: an async op's sync successor goes to another thread (claim 5), and
+      ``nms`` (``NonMaxSuppression``: it must read its output size back) is a sync kernel on the
+      patent's **second stream** (claim 3);
+    * ``nms`` has **several sync successors** (``d2h_boxes``, ``d2h_scores``, ``count``): one stays
+      in its thread, the others go to other threads (claim 1, "fourth threads"); and an **async
+      successor** ``gather``, which goes to the async thread (claim 1, "fifth thread");
+    * ``d2h_boxes -> draw`` and ``d2h_scores -> log_scores`` run host post-processing on the sync
+      threads, so with four host threads three are busy with sync waits at once. With two host
+      threads claim 1's "other threads" do not exist: the result counts the rule fallbacks.
+
+    >>> g = thread_rules_graph(); g.validate(); g.n_ops
+    14
+    """
+    rng = random.Random(seed)
+    g = OpGraph(name or "executor-thread-rules",
+                meta={"builder": "hetsched.executor.graphs.thread_rules_graph",
+                      "params": {"conv_flops": conv_flops, "act_bytes": act_bytes, "det_bytes": det_bytes,
+                                 "host_flops": host_flops, "seed": seed},
+                      "purpose": "seed-004: every thread rule (claims 1, 4, 5) and the sync stream (claim 3) fire"})
+
+    def conv(n: str, src: str) -> str:
+        g.add_op(n, "Conv", flops=conv_flops * rng.uniform(0.8, 1.2), weight_bytes=MiB)
+        g.add_consumer(src, n)
+        g.add_tensor(f"{n}:out", act_bytes, producer=n)
+        return f"{n}:out"
+
+    g.add_op("load_labels", "Load", flops=host_flops * rng.uniform(0.8, 1.2))
+    g.add_tensor("labels_file", 64 * 1024, consumers=["load_labels"])
+    g.add_tensor("labels", 64 * 1024, producer="load_labels")
+    g.add_op("h2d_image", "MemcpyH2D")
+    g.add_tensor("image", act_bytes, consumers=["h2d_image"])
+    g.add_tensor("image_dev", act_bytes, producer="h2d_image")
+    x = conv("backbone0", "image_dev")
+    x = conv("backbone1", x)
+    y = conv("head", x)
+    g.add_op("nms", "NonMaxSuppression", flops=0.3 * conv_flops)
+    g.add_consumer(x, "nms")
+    g.add_tensor("dets", det_bytes, producer="nms")
+    for d, t in (("d2h_boxes", "boxes"), ("d2h_scores", "scores")):
+        g.add_op(d, "MemcpyD2H")
+        g.add_consumer("dets", d)
+        g.add_tensor(t, det_bytes // 2, producer=d)
+    g.add_op("count", "NonZero", flops=0.05 * conv_flops)
+    g.add_consumer("dets", "count")
+    g.add_tensor("n_dets", 8, producer="count", is_output=True)
+    g.add_op("gather", "Gather", flops=0.1 * conv_flops)
+    g.add_consumer("dets", "gather")
+    g.add_consumer(y, "gather")
+    g.add_tensor("crops", act_bytes // 2, producer="gather")
+    z = conv("refine", "crops")
+    g.add_op("draw", "PostProcess", flops=host_flops * rng.uniform(0.8, 1.2))
+    g.add_consumer("boxes", "draw")
+    g.add_consumer("labels", "draw")
+    g.add_tensor("picture", 1024, producer="draw", is_output=True)
+    g.add_op("log_scores", "Print", flops=0.5 * host_flops)
+    g.add_consumer("scores", "log_scores")
+    g.add_tensor("log", 64, producer="log_scores", is_output=True)
+    g.add_op("fetch", "MemcpyD2H")
+    g.add_consumer(z, "fetch")
+    g.add_tensor("output", act_bytes // 2, producer="fetch", is_output=True)
+    return g
+
+
+def multi_device_graph(
+    n_layers: int = 6,
+    *,
+    conv_flops: float = 2e9,
+    act_bytes: int = 1 * MiB,
+    seed: int = 0,
+    name: str | None = None,
+) -> OpGraph:
+    """Ops with kernels for several devices (seed 004, description of fig. 1), on a GPU and an FPGA.
+
+    Each op lists its kernels in ``attrs["kernels"]``: the trunk has GPU and FPGA kernels (runs on
+    the GPU, the executor's device); a side branch of ``Resample`` ops has an FPGA kernel only (it
+    runs on the FPGA: a kernel fallback, counted), fed by its own host-to-device copy to the FPGA
+    (``fpga_in``: synchronous when the FPGA's copy engine is, ``sync_copy_devices=["fpga0"]``);
+    ``tokenize`` has a CPU kernel only (a host op). The GPU and FPGA streams run side by side.
+
+    >>> g = multi_device_graph(4); g.validate()
+    >>> g.ops["tokenize"].attrs["kernels"], g.ops["conv0"].attrs["kernels"]
+    (['cpu'], ['gpu', 'fpga'])
+    """
+    _pos(n_layers=n_layers)
+    rng = random.Random(seed)
+    g = OpGraph(name or f"executor-multi-device-{n_layers}",
+                meta={"builder": "hetsched.executor.graphs.multi_device_graph",
+                      "params": {"n_layers": n_layers, "conv_flops": conv_flops, "act_bytes": act_bytes, "seed": seed},
+                      "purpose": "seed-004: ops whose kernels run on several devices; a synchronous copy engine"})
+    g.add_op("tokenize", "Tokenize", flops=5e7, attrs={"kernels": ["cpu"]})
+    g.add_tensor("raw", 256 * 1024, consumers=["tokenize"])
+    g.add_tensor("tokens", act_bytes, producer="tokenize")
+    g.add_op("gpu_in", "MemcpyH2D", attrs={"kernels": ["gpu"]})
+    g.add_consumer("tokens", "gpu_in")
+    g.add_tensor("x_gpu", act_bytes, producer="gpu_in")
+    g.add_op("fpga_in", "MemcpyH2D", attrs={"kernels": ["fpga0"]})
+    g.add_consumer("tokens", "fpga_in")
+    g.add_tensor("x_fpga", act_bytes, producer="fpga_in")
+    a, b = "x_gpu", "x_fpga"
+    for i in range(n_layers):
+        g.add_op(f"conv{i}", "Conv", flops=conv_flops * rng.uniform(0.8, 1.2), weight_bytes=MiB,
+                 attrs={"kernels": ["gpu", "fpga"]})
+        g.add_consumer(a, f"conv{i}")
+        a = f"conv{i}:out"
+        g.add_tensor(a, act_bytes, producer=f"conv{i}")
+        g.add_op(f"resample{i}", "Resample", flops=0.05 * conv_flops * rng.uniform(0.8, 1.2),
+                 attrs={"kernels": [{"device": "fpga", "kind": "gpu_async"}]})
+        g.add_consumer(b, f"resample{i}")
+        b = f"resample{i}:out"
+        g.add_tensor(b, act_bytes, producer=f"resample{i}")
+    for d, t in (("fetch_gpu", a), ("fetch_fpga", b)):
+        g.add_op(d, "MemcpyD2H", attrs={"kernels": ["gpu"] if d == "fetch_gpu" else ["fpga"]})
+        g.add_consumer(t, d)
+        g.add_tensor(f"{d}:out", act_bytes, producer=d, is_output=True)
+    return g
+
+
 #: bundled file name -> builder call
 BUNDLED = {
     "executor_d2h_branch": lambda: d2h_branch_graph(16, 4, name="executor_d2h_branch"),
     "executor_inception": lambda: inception_graph(4, name="executor_inception"),
     "executor_randwire": lambda: randwire_gpu_graph(32, name="executor_randwire"),
+    "executor_thread_rules": lambda: thread_rules_graph(name="executor_thread_rules"),
+    "executor_multi_device": lambda: multi_device_graph(6, name="executor_multi_device"),
 }
 
 
@@ -180,7 +316,7 @@ def write_bundled(outdir: str | Path | None = None) -> list[Path]:
     """Write the bundled executor graphs (default ``data/graphs``); returns the paths.
 
     >>> import tempfile
-    >>> [p.name for p in write_bundled(tempfile.mkdtemp())]
+    >>> [p.name for p in write_bundled(tempfile.mkdtemp())][:3]
     ['executor_d2h_branch.json', 'executor_inception.json', 'executor_randwire.json']
     """
     from ..io import DATA_DIR, save_graph

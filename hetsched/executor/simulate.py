@@ -50,11 +50,11 @@ from ..results import Result, Step
 from ..timeline import make_timeline
 from .costs import ExecCosts, executor_system, op_durations, resolve_exec_costs
 from .events import edge_ordering, plan_events
-from .kinds import ASYNC_KINDS, DEVICE_KINDS, OP_KINDS, classify, device_of_ops
+from .kinds import ASYNC_KINDS, COPY_KINDS, DEVICE_KINDS, OP_KINDS, SYNC_KINDS, resolve_ops
 from .streams import assign_streams, reduction_of, validate_streams
-from .threads import ThreadPlan, _Ctx, assign_threads
+from .threads import THREAD_RULES, ThreadPlan, _Ctx, assign_threads, is_fallback
 
-__all__ = ["ExecutorResult", "simulate", "lower_bound"]
+__all__ = ["ExecutorResult", "simulate", "lower_bound", "rules_fired", "dispatch_frame"]
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -158,19 +158,39 @@ def lower_bound(
         if k == "cpu_sync":
             host += c.dispatch_s + d
             continue
-        res = "kernel" if k in ("gpu_async", "gpu_sync") else k
+        res = COPY_KINDS.get(k, "kernel")
         work[(devices[n], res)] = work.get((devices[n], res), 0.0) + d
-        host += c.dispatch_s + c.launch_s + ((d + c.event_sync_s) if k in ("gpu_sync", "copy_d2h") else 0.0)
+        host += c.dispatch_s + c.launch_s + ((d + c.event_sync_s) if k in SYNC_KINDS else 0.0)
     dev = max((w / (c.max_kernels if r == "kernel" else c.copy_engines) for (_d, r), w in work.items()), default=0.0)
     hw = host / max(1, n_threads)
     return {"lb_s": max(cp, dev, hw), "lb_critical_path_s": cp, "lb_device_work_s": dev, "lb_host_work_s": hw}
+
+
+_PATENT_STREAM_WHY = {
+    "gpu_async": "claim 3: kernels of asynchronous ops go to a first stream",
+    "gpu_sync": "claim 3: kernels of synchronous ops go to a second stream",
+    "copy_h2d": "host-to-device copies on their own stream (as PaddlePaddle does)",
+    "copy_h2d_sync": "host-to-device copies on their own stream (as PaddlePaddle does)",
+    "copy_d2h": "device-to-host copies on their own stream (as PaddlePaddle does)",
+}
+
+
+def _stream_reasons(streams: Mapping[str, str], kinds: Mapping[str, str], policy: Any) -> dict[str, str]:
+    """Why each device op's work went to its stream, in words (claim 3 for the patent's policy)."""
+    if policy == "patent":
+        return {n: _PATENT_STREAM_WHY[kinds[n]] for n in streams}
+    if policy == "nimble":
+        return {n: "Nimble: one stream per chain of the matching" for n in streams}
+    if policy == "single":
+        return {n: "one stream per device" for n in streams}
+    return {n: "stream given" for n in streams}
 
 
 class _Run:
     """One simulation (internal): state plus the callbacks the event loop calls."""
 
     def __init__(self, graph, kinds, streams, plan: ThreadPlan, costs: ExecCosts, durations, devices, events, host,
-                 record_steps: bool) -> None:
+                 record_steps: bool, stream_policy: Any = None, kernel_fallbacks: Mapping[str, str] | None = None) -> None:
         self.g = graph
         self.kind = kinds
         self.stream = streams
@@ -216,6 +236,9 @@ class _Run:
         self.op_end: dict[str, float] = {}
         self.launch_end: dict[str, float] = {}
         self.n_handoffs = 0
+        self.n_fallbacks = 0
+        self.kernel_fallbacks: dict[str, str] = dict(kernel_fallbacks or {})
+        self.stream_why: dict[str, str] = _stream_reasons(streams, kinds, stream_policy) if record_steps else {}
         self.n_host_syncs = 0
         self.n_stream_waits = 0
         self.blocked_s = 0.0
@@ -242,14 +265,25 @@ class _Run:
             self.host_busy[t] += e - s
 
     # ------------------------------------------------------------------ host threads
-    def _step(self, op, t, inline, reason, trigger, handoff):
+    def _step(self, op, t, inline, reason, trigger, handoff, rule=None):
         self.thread_of[op] = t
+        fb = is_fallback(rule)
+        self.n_fallbacks += fb
         if self.record_steps:
+            st = self.stream.get(op)
+            claim = THREAD_RULES.get(rule, (None,))[0] if rule is not None else None
+            where = (f"; its kernel goes to {st} ({self.stream_why[op]})" if st is not None
+                     else f"; runs on the host ({self.host})")
+            kfb = self.kernel_fallbacks.get(op)
             self.steps.append(Step(
-                len(self.steps), "dispatch", op, accepted=True, reason=reason,
+                len(self.steps), "dispatch", op, accepted=True,
+                reason=(f"RULE FALLBACK: " if fb else "") + reason + where + (f"; kernel fallback: {kfb}" if kfb else ""),
                 delta={op: self.tname[t]},
                 data={"time_s": self.sim.now, "thread": t, "inline": inline, "trigger": trigger,
-                      "handoff": handoff, "kind": self.kind[op]},
+                      "trigger_kind": self.kind.get(trigger) if trigger is not None else None,
+                      "handoff": handoff, "kind": self.kind[op], "rule": rule, "claim": claim,
+                      "fallback": fb, "stream": st, "stream_rule": self.stream_why.get(op),
+                      "device": self.dev[op], "kernel_fallback": kfb},
             ))
 
     def _check_thread(self, t, op):
@@ -260,11 +294,11 @@ class _Run:
     def start(self) -> None:
         roots = [n for n in self.g.topological_order() if self.npred[n] == 0]
         for v in roots:
-            t, reason = self.rule.root(v, self.kind[v], self.ctx)
+            t, reason, *rule = self.rule.root(v, self.kind[v], self.ctx)
             self._check_thread(t, v)
             self.queue[t].append(v)
             self.ctx.queued[t] = len(self.queue[t])
-            self._step(v, t, False, reason, None, False)
+            self._step(v, t, False, reason, None, False, rule[0] if rule else None)
         for t in range(self.nt):
             if self.queue[t]:
                 self.ctx.busy[t] = True
@@ -304,16 +338,17 @@ class _Run:
                 raise HetschedError(f"thread policy {self.plan.name!r} did not place every op made ready by {v!r}",
                                     op=v, field="threads")
             inline = []
-            for s, th, inl, reason in decisions:
+            for s, th, inl, reason, *rule in decisions:
                 self._check_thread(th, s)
+                rid = rule[0] if rule else None
                 if inl and th == t:
                     inline.append(s)
-                    self._step(s, t, True, reason, v, False)
+                    self._step(s, t, True, reason, v, False, rid)
                     continue
                 handoff = th != t
                 self.n_handoffs += handoff
                 self.queue[th].append(s)
-                self._step(s, th, False, reason, v, handoff)
+                self._step(s, th, False, reason, v, handoff, rid)
                 if not self.ctx.busy[th]:
                     self._wake(th, handoff)
             q = self.queue[t]
@@ -409,8 +444,8 @@ class _Run:
             self._advance(s)
 
     def _resource(self, v: str) -> tuple[str, str]:
-        k = self.kind[v]
-        return (self.dev[v], "kernel" if k in ("gpu_async", "gpu_sync") else k)
+        # kernels share the device's slots; a copy needs the copy engine of its direction
+        return (self.dev[v], COPY_KINDS.get(self.kind[v], "kernel"))
 
     def _advance(self, s: str) -> None:
         q = self.sq[s]
@@ -443,7 +478,7 @@ class _Run:
             end = now + self.dur[x]
             k = self.kind[x]
             dev = self.dev[x]
-            if k in ("copy_h2d", "copy_d2h"):
+            if k in COPY_KINDS:
                 ins = self.g.inputs_of(x)
                 self._row(s, dev, x, "transfer", now, end, op=x, device=dev, flow=self.flow_id[x],
                           tensor=ins[0] if ins else None)
@@ -504,6 +539,8 @@ def simulate(
     kinds: Mapping[str, str] | None = None,
     rules: Mapping[str, str] | None = None,
     placement: Mapping[str, str] | None = None,
+    kernels: Mapping[str, Any] | None = None,
+    sync_copy_devices: Any = None,
     system=None,
     cost=None,
     events: Any = None,
@@ -526,8 +563,14 @@ def simulate(
         Host threads for the multi-threaded policies.
     max_streams : int, optional
         Fold Nimble's streams onto this many per device.
-    kinds, rules, placement : optional
-        Op kinds, or what :func:`~hetsched.executor.classify` derives them from.
+    kinds : dict, optional
+        Every op's kind (complete); ``rules`` is the partial form.
+    rules : dict, optional
+        ``{op name or op type: kind}``: the documented way to edit op kinds (the patent's
+        "operator information"); an op name beats an op type. See :func:`~hetsched.executor.kind_table`.
+    placement, kernels, sync_copy_devices : optional
+        Where ops run, their kernel tables (an op may have kernels for several devices) and the
+        devices whose copy engines are synchronous: see :func:`~hetsched.executor.resolve_ops`.
     system, cost : optional
         The system and :class:`~hetsched.cost.CostModel` pricing kernels, copies and CPU ops
         (default: :func:`~hetsched.executor.costs.executor_system` with the roofline model).
@@ -548,9 +591,17 @@ def simulate(
         has work running / makespan); ``host_blocked_s`` (sum over threads); ``host_busy_max_s``
         (launch + compute time of the busiest thread); ``n_events``, ``n_stream_waits``,
         ``n_host_syncs`` (event synchronizes and waits on sync ops), ``n_handoffs`` (ops placed
-        on another thread than the one that made them ready), ``n_threads``, ``n_streams``,
-        ``n_unordered_edges`` (races), ``n_sim_events``. ``steps``: one ``dispatch`` step per op,
-        in decision order, with the rule's reason; ``replay(k)`` maps ops to threads.
+        on another thread than the one that made them ready), ``n_rule_fallbacks`` (decisions where
+        the thread rule could not be met, e.g. claim 1's "another thread" with two host threads),
+        ``n_kernel_fallbacks`` (ops run off their placement for want of a kernel there),
+        ``n_threads``, ``n_threads_used``, ``n_streams``, ``n_unordered_edges`` (races),
+        ``n_sim_events``. ``steps``: one ``dispatch`` step per op, in decision order; its
+        ``reason`` names the claim that decided the thread and the stream, ``data`` holds
+        ``rule`` (an id of :data:`~hetsched.executor.THREAD_RULES`), ``claim``, ``fallback``,
+        ``trigger`` (the op whose end made it ready) and its kind, ``thread``, ``inline``,
+        ``handoff``, ``stream``, ``stream_rule``, ``device``, ``kernel_fallback``, ``time_s``;
+        ``replay(k)`` maps the ops dispatched so far to their threads. :func:`rules_fired`
+        counts the rules.
 
     Raises
     ------
@@ -559,7 +610,8 @@ def simulate(
         rule that sends an op to a thread that does not exist. ``GraphError`` (``CycleError``...)
         for a malformed graph.
     """
-    prep = _prepare(graph, costs=costs, kinds=kinds, rules=rules, placement=placement, system=system, cost=cost)
+    prep = _prepare(graph, costs=costs, kinds=kinds, rules=rules, placement=placement, system=system, cost=cost,
+                    kernels=kernels, sync_copy_devices=sync_copy_devices)
     return _simulate_prepared(graph, prep, streams=streams, threads=threads, pool_size=pool_size,
                               max_streams=max_streams, events=events, prune_events=prune_events,
                               record_steps=record_steps)
@@ -579,6 +631,7 @@ class _Prepared:
     devices: Mapping[str, str]
     durations: Mapping[str, float]
     reduction: Any
+    kernel_fallbacks: Mapping[str, str] = field(default_factory=dict)
     # stream maps, event plans, edge orderings and bounds already computed on these inputs, keyed
     # by what they depend on (several policies share a stream policy or a thread count)
     memo: dict = field(default_factory=dict)
@@ -593,27 +646,27 @@ class _Prepared:
 
 def _prepare(graph: OpGraph, *, costs: Any = "cuda", kinds: Mapping[str, str] | None = None,
              rules: Mapping[str, str] | None = None, placement: Mapping[str, str] | None = None,
-             system=None, cost=None) -> _Prepared:
+             system=None, cost=None, kernels: Mapping[str, Any] | None = None,
+             sync_copy_devices: Any = None) -> _Prepared:
     graph.validate()  # a cycle, a dangling name or a negative size raises a GraphError naming it
     c = resolve_exec_costs(costs)
-    if kinds is None:
-        kinds = classify(graph, rules=rules, placement=placement, system=system)
-    else:
-        kinds = dict(kinds)
-        for n in graph.ops:
-            if kinds.get(n) not in OP_KINDS:
-                raise HetschedError(f"op {n!r} has kind {kinds.get(n)!r}; expected one of {list(OP_KINDS)}", op=n, field="kinds")
+    if kinds is not None:
+        # a complete kind map: each op's kind as a rule for that op (kernels still pick devices)
         for n in kinds:
             if n not in graph:
                 raise UnknownNameError(f"kinds names unknown op {n!r}", op=n)
+        for n in graph.ops:
+            if kinds.get(n) not in OP_KINDS:
+                raise HetschedError(f"op {n!r} has kind {kinds.get(n)!r}; expected one of {list(OP_KINDS)}", op=n, field="kinds")
+        rules = {**dict(rules or {}), **dict(kinds)}
     if system is None:
         system = cost.system if cost is not None else executor_system(c)
     host = system.host
-    gpu = next((d for d in system.devices if system.device(d).kind != "cpu"), None) or host
-    devices = device_of_ops(graph, kinds, placement=placement, device=gpu, host=host)
-    durations = op_durations(graph, kinds, devices, cost=cost, system=system, host=host)
-    return _Prepared(costs=c, kinds=kinds, host=host, devices=devices, durations=durations,
-                     reduction=reduction_of(graph))
+    res = resolve_ops(graph, rules=rules, placement=placement, system=system, kernels=kernels,
+                      sync_copy_devices=sync_copy_devices)
+    durations = op_durations(graph, res.kinds, res.devices, cost=cost, system=system, host=host)
+    return _Prepared(costs=c, kinds=res.kinds, host=host, devices=res.devices, durations=durations,
+                     reduction=reduction_of(graph), kernel_fallbacks=res.kernel_fallbacks)
 
 
 def _simulate_prepared(graph: OpGraph, prep: _Prepared, *, streams: Any = "single", threads: Any = "single",
@@ -635,7 +688,8 @@ def _simulate_prepared(graph: OpGraph, prep: _Prepared, *, streams: Any = "singl
         for u, v in ev:
             if u not in graph or v not in graph or not graph.nx.has_edge(u, v):
                 raise HetschedError(f"event ({u!r}, {v!r}) is not a data edge of the graph", op=v, field="events")
-    run = _Run(graph, kinds, smap, plan, c, durations, devices, ev, host, record_steps)
+    run = _Run(graph, kinds, smap, plan, c, durations, devices, ev, host, record_steps,
+               stream_policy=streams if isinstance(streams, str) else None, kernel_fallbacks=prep.kernel_fallbacks)
     run.run()
 
     okey = skey and events is None and ("ordering", *skey, prune_events)
@@ -671,6 +725,9 @@ def _simulate_prepared(graph: OpGraph, prep: _Prepared, *, streams: Any = "singl
         "n_stream_waits": run.n_stream_waits,
         "n_host_syncs": run.n_host_syncs,
         "n_handoffs": run.n_handoffs,
+        "n_rule_fallbacks": run.n_fallbacks,
+        "n_kernel_fallbacks": len(prep.kernel_fallbacks),
+        "n_threads_used": len(set(run.thread_of.values())),
         "n_threads": plan.n_threads,
         "n_streams": len(set(smap.values())),
         "n_unordered_edges": int((ordering["mechanism"] == "race").sum()),
@@ -724,3 +781,39 @@ def _device_busy(run: _Run, devices, kinds) -> float:
         tot += ce - cs
         best = max(best, tot)
     return best
+
+
+def rules_fired(result: ExecutorResult) -> pd.DataFrame:
+    """How often each dispatch rule decided, from the steps: ``rule, claim, meaning, fallback, count``.
+
+    >>> import hetsched.executor as ex
+    >>> r = ex.simulate(ex.graphs.d2h_branch_graph(8, 4), streams="patent", threads="patent", pool_size=2)
+    >>> f = rules_fired(r).set_index("rule")
+    >>> int(f.loc["claim5-async-async", "count"]) > 0
+    True
+    """
+    counts: dict[str, int] = {}
+    for s in result.steps:
+        rule = s.data.get("rule") if s.data else None
+        if rule is not None:
+            counts[rule] = counts.get(rule, 0) + 1
+    rows = [{"rule": r, "claim": THREAD_RULES.get(r, ("-", ""))[0], "meaning": THREAD_RULES.get(r, ("-", r))[1],
+             "fallback": is_fallback(r), "count": n} for r, n in counts.items()]
+    return pd.DataFrame(rows, columns=["rule", "claim", "meaning", "fallback", "count"])
+
+
+_DISPATCH_COLUMNS = ["index", "op", "time_s", "thread", "rule", "claim", "fallback", "trigger", "trigger_kind", "kind",
+                     "inline", "handoff", "stream", "stream_rule", "device", "kernel_fallback", "reason"]
+
+
+def dispatch_frame(result: ExecutorResult) -> pd.DataFrame:
+    """The dispatch log as a filterable table, one row per step (the columns a step table shows).
+
+    >>> import hetsched.executor as ex
+    >>> r = ex.simulate(ex.graphs.thread_rules_graph(), streams="patent", threads="patent")
+    >>> f = dispatch_frame(r); f.loc[f["op"] == "nms", ["claim", "stream"]].values.tolist()
+    [['claim 5', 'gpu0:sync']]
+    """
+    rows = [{"index": s.index, "op": s.subject, **{k: (s.data or {}).get(k) for k in _DISPATCH_COLUMNS[2:-1]},
+             "reason": s.reason} for s in result.steps]
+    return pd.DataFrame(rows, columns=_DISPATCH_COLUMNS)

@@ -177,7 +177,7 @@ def single_streams(graph: OpGraph, kinds: Mapping[str, str], devices: Mapping[st
     return {n: f"{devices[n]}:s0" for n in graph.ops if kinds[n] in DEVICE_KINDS}
 
 
-_PATENT_STREAM = {"gpu_async": "compute", "gpu_sync": "sync", "copy_h2d": "h2d", "copy_d2h": "d2h"}
+_PATENT_STREAM = {"gpu_async": "compute", "gpu_sync": "sync", "copy_h2d": "h2d", "copy_h2d_sync": "h2d", "copy_d2h": "d2h"}
 
 
 def patent_streams(graph: OpGraph, kinds: Mapping[str, str], devices: Mapping[str, str]) -> dict[str, str]:

@@ -20,7 +20,11 @@ Policies (``THREAD_POLICIES``, or pass a :class:`ThreadRule`):
     those fourth threads ("fifth thread"): the async thread.
 
   So a blocking host op (a D2H copy, CPU post-processing) never holds up the thread that keeps
-  launching kernels. With ``pool_size=1`` everything degrades to ``"single"``.
+  launching kernels. With ``pool_size=1`` everything degrades to ``"single"``; with
+  ``pool_size=2`` the sync pool is one thread, so claim 1's "other sync successors go to a
+  different thread" cannot be met: they queue on the current thread. Such decisions carry a
+  ``-fallback`` rule id (:data:`THREAD_RULES`), their step says so, and the result counts them
+  (``metrics["n_rule_fallbacks"]``).
 * ``"inline_one"`` -- TensorFlow's ``ExecutorState::ScheduleReady`` (Abadi et al., OSDI 2016; the
   TF executor source): of the ops made ready by one op, the first runs inline on the same thread,
   the rest are pushed to the pool (an idle thread if there is one). Kinds are ignored.
@@ -29,8 +33,8 @@ Policies (``THREAD_POLICIES``, or pass a :class:`ThreadRule`):
 else the candidate with the fewest queued ops (lowest index on ties).
 
 >>> plan = assign_threads(None, "patent", pool_size=3)
->>> plan.n_threads, plan.rule.root("a", "gpu_async", _Ctx(3))[0]
-(3, 0)
+>>> plan.n_threads, plan.rule.root("a", "gpu_async", _Ctx(3))[::2]
+(3, (0, 'claim4-async-root'))
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ from .kinds import ASYNC_KINDS
 
 __all__ = [
     "THREAD_POLICIES",
+    "THREAD_RULES",
+    "is_fallback",
     "ThreadPlan",
     "ThreadRule",
     "SingleThread",
@@ -76,24 +82,68 @@ class _Ctx:
         return best[1]
 
 
+#: every dispatch rule a built-in thread policy applies: ``rule id -> (claim, what it says)``. A rule
+#: id ending in ``-fallback`` marks a decision where the policy could not do what its rule asks
+#: (too few threads) and did the nearest thing; :func:`~hetsched.executor.simulate` counts them in
+#: ``metrics["n_rule_fallbacks"]`` and says so in the step's reason.
+THREAD_RULES: dict[str, tuple[str, str]] = {
+    "claim4-async-root": ("claim 4", "an asynchronous op ready at the start goes to the first (async) thread"),
+    "claim4-sync-root": ("claim 4", "a synchronous op ready at the start goes to a sync-pool thread"),
+    "claim5-async-async": ("claim 5", "async op -> async successor: stays in the current thread"),
+    "claim5-async-sync": ("claim 5", "async op -> sync successor: goes to another thread"),
+    "claim1-sync-sync-keep": ("claim 1", "sync op -> sync successor: one of them stays in the current thread"),
+    "claim1-sync-sync-other": ("claim 1", "sync op -> further sync successors: go to other threads (fourth threads)"),
+    "claim1-sync-async": ("claim 1", "sync op -> async successor: goes to a thread other than the current one and "
+                                     "the fourth threads (fifth thread: the async thread)"),
+    "claim1-sync-sync-other-fallback": ("claim 1", "sync op -> further sync successors should go to other threads, "
+                                                   "but the sync pool has no other thread: queued on the current one"),
+    "claim4-sync-root-fallback": ("claim 4", "a synchronous op should go to a second thread, but there is one "
+                                             "thread: queued on it"),
+    "claim5-async-sync-fallback": ("claim 5", "async op -> sync successor should go to another thread, but there "
+                                              "is one thread: queued on it"),
+    "claim1-sync-async-fallback": ("claim 1", "sync op -> async successor should go to another thread, but there "
+                                              "is one thread: queued on it"),
+    "single": ("-", "one host thread: queued in first-ready-first-run order"),
+    "tf-root": ("-", "TensorFlow: an op ready at the start is pushed to the pool"),
+    "tf-inline": ("-", "TensorFlow: the first ready successor runs inline"),
+    "tf-pool": ("-", "TensorFlow: other ready successors go to the pool"),
+}
+
+
+def is_fallback(rule: str | None) -> bool:
+    """Whether a rule id marks a decision the policy could not make as its rule asks.
+
+    >>> is_fallback("claim1-sync-sync-other-fallback"), is_fallback("claim5-async-async")
+    (True, False)
+    """
+    return bool(rule) and str(rule).endswith("-fallback")
+
+
 class ThreadRule:
     """Base of thread policies.
 
-    ``root(op, kind, ctx) -> (thread, reason)`` places an op that is ready at the start;
-    ``route(op, kind, thread, ready, ctx) -> [(succ, thread, inline, reason)]`` places the
+    ``root(op, kind, ctx) -> (thread, reason[, rule])`` places an op that is ready at the start;
+    ``route(op, kind, thread, ready, ctx) -> [(succ, thread, inline, reason[, rule])]`` places the
     successors ``ready`` (a list of ``(op, kind)``) made ready when ``op`` finished on ``thread``:
     ``inline=True`` (only with the current thread) runs it next, before anything queued; otherwise
-    it joins the back of ``thread``'s queue. A rule may bump ``ctx.queued[t]`` so that later picks
-    in the same batch see the op it just queued.
+    it joins the back of ``thread``'s queue. ``rule`` (optional) is an id of :data:`THREAD_RULES`
+    or any string naming the rule that decided (``-fallback`` at the end when the rule could not
+    be met). A rule may bump ``ctx.queued[t]`` so that later picks in the same batch see the op it
+    just queued.
     """
 
     name = "custom"
 
-    def root(self, op: str, kind: str, ctx: _Ctx) -> tuple[int, str]:  # pragma: no cover - interface
+    def root(self, op: str, kind: str, ctx: _Ctx) -> tuple:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def route(self, op: str, kind: str, thread: int, ready: list[tuple[str, str]], ctx: _Ctx) -> list[tuple[str, int, bool, str]]:  # pragma: no cover
+    def route(self, op: str, kind: str, thread: int, ready: list[tuple[str, str]], ctx: _Ctx) -> list[tuple]:  # pragma: no cover
         raise NotImplementedError
+
+
+def _why(rule: str, detail: str = "") -> str:
+    claim, text = THREAD_RULES[rule]
+    return f"{claim + ': ' if claim != '-' else ''}{text}{detail}"
 
 
 class SingleThread(ThreadRule):
@@ -102,14 +152,14 @@ class SingleThread(ThreadRule):
     name = "single"
 
     def root(self, op, kind, ctx):
-        return 0, "one host thread: queued in program order"
+        return 0, _why("single"), "single"
 
     def route(self, op, kind, thread, ready, ctx):
-        return [(s, 0, False, "one host thread: queued behind the ops already ready") for s, _k in ready]
+        return [(s, 0, False, _why("single"), "single") for s, _k in ready]
 
 
 class PatentThreads(ThreadRule):
-    """Seed-004 claims 1, 4 and 5 (see the module docstring)."""
+    """Seed-004 claims 1, 4 and 5 (see the module docstring); every decision names its rule."""
 
     name = "patent"
 
@@ -118,40 +168,53 @@ class PatentThreads(ThreadRule):
         self.sync_threads = list(range(1, pool_size)) or [0]
 
     def root(self, op, kind, ctx):
-        if kind in ASYNC_KINDS or self.pool_size == 1:
-            return 0, "claim 4: an asynchronous op goes to the first (async) thread"
+        if kind in ASYNC_KINDS:
+            return 0, _why("claim4-async-root"), "claim4-async-root"
+        if self.pool_size == 1:
+            return 0, _why("claim4-sync-root-fallback"), "claim4-sync-root-fallback"
         t = ctx.pick(self.sync_threads)
-        return t, f"claim 4: a synchronous op goes to a sync-pool thread (thread {t})"
+        ctx.queued[t] += 1
+        return t, _why("claim4-sync-root", f" (thread {t})"), "claim4-sync-root"
 
     def route(self, op, kind, thread, ready, ctx):
-        out: list[tuple[str, int, bool, str]] = []
+        out: list[tuple] = []
         if self.pool_size == 1:
-            return [(s, 0, False, "pool of one thread: queued on the only thread") for s, _k in ready]
+            for s, k in ready:
+                if kind in ASYNC_KINDS:
+                    rule = "claim5-async-async" if k in ASYNC_KINDS else "claim5-async-sync-fallback"
+                else:
+                    rule = "claim1-sync-async-fallback" if k in ASYNC_KINDS else "claim1-sync-sync-keep"
+                    if rule == "claim1-sync-sync-keep" and any(o[4] == "claim1-sync-sync-keep" for o in out):
+                        rule = "claim1-sync-sync-other-fallback"
+                # one thread: everything queues behind what is already there (first ready, first run)
+                out.append((s, 0, False, _why(rule, " (thread 0)"), rule))
+            return out
         others = [t for t in self.sync_threads if t != thread]
         if kind in ASYNC_KINDS:
             for s, k in ready:
                 if k in ASYNC_KINDS:
-                    out.append((s, thread, True, "claim 5: async -> async successor stays in the current thread"))
+                    out.append((s, thread, True, _why("claim5-async-async"), "claim5-async-async"))
                 else:
                     t = ctx.pick(others or self.sync_threads)
                     ctx.queued[t] += 1  # later picks see it
-                    out.append((s, t, False, f"claim 5: async -> sync successor goes to another thread (thread {t})"))
+                    out.append((s, t, False, _why("claim5-async-sync", f" (thread {t})"), "claim5-async-sync"))
             return out
         kept = False
         for s, k in ready:
             if k in ASYNC_KINDS:
-                out.append((s, 0, False, "claim 1: sync -> async successor goes to the async thread (not the current "
-                                  "one, not the sync threads)"))
+                out.append((s, 0, False, _why("claim1-sync-async", " (thread 0)"), "claim1-sync-async"))
             elif not kept:
                 kept = True
-                out.append((s, thread, True, "claim 1: sync -> sync successor: one stays in the current thread"))
-            else:
-                cand = others if others else [thread]
-                t = ctx.pick(cand)
+                out.append((s, thread, True, _why("claim1-sync-sync-keep"), "claim1-sync-sync-keep"))
+            elif others:
+                t = ctx.pick(others)
                 ctx.queued[t] += 1
-                why = ("claim 1: sync -> further sync successors go to other threads"
-                       if t != thread else "claim 1 wants another thread, but the sync pool has only this one")
-                out.append((s, t, False, f"{why} (thread {t})"))
+                out.append((s, t, False, _why("claim1-sync-sync-other", f" (thread {t})"), "claim1-sync-sync-other"))
+            else:
+                ctx.queued[thread] += 1
+                out.append((s, thread, False, _why("claim1-sync-sync-other-fallback", f" (thread {thread}; pool of "
+                                                   f"{self.pool_size} threads, one of them the async thread)"),
+                            "claim1-sync-sync-other-fallback"))
         return out
 
 
@@ -166,18 +229,18 @@ class InlineOne(ThreadRule):
     def root(self, op, kind, ctx):
         t = ctx.pick(range(self.pool_size))
         ctx.queued[t] += 1
-        return t, f"ready at the start: pushed to the pool (thread {t})"
+        return t, _why("tf-root", f" (thread {t})"), "tf-root"
 
     def route(self, op, kind, thread, ready, ctx):
-        out: list[tuple[str, int, bool, str]] = []
+        out: list[tuple] = []
         for i, (s, _k) in enumerate(ready):
             if i == 0:
-                out.append((s, thread, True, "TF inline: the first ready successor runs inline"))
+                out.append((s, thread, True, _why("tf-inline"), "tf-inline"))
                 continue
             cand = [t for t in range(self.pool_size) if t != thread] or [thread]
             t = ctx.pick(cand)
             ctx.queued[t] += 1
-            out.append((s, t, False, f"TF inline: other ready successors go to the pool (thread {t})"))
+            out.append((s, t, False, _why("tf-pool", f" (thread {t})"), "tf-pool"))
         return out
 
 

@@ -2,8 +2,15 @@
 
 Implements ``../shared/seeds/002_1bc531f15903fea6.txt`` (an ILP with ``A[e,t]``/``P[e,t]`` under a
 user time limit, else a tensor-lifetime-aware BFS and a memory-aware DFS, the lower one fine-tuned
-at the peak step), the exact DP of Serenity (MLSys 2020), the orders PyTorch Inductor and XLA ship,
-and a lower bound, all judged by one memory model (:mod:`hetsched.memory.model`).
+at the peak step: :func:`order_patent`), our portfolio (:func:`order_portfolio`), the exact search
+of Serenity (MLSys 2020), the orders PyTorch Inductor and XLA ship, and a lower bound, all judged
+by one memory model (:mod:`hetsched.memory.model`).
+
+Modules, bottom up (no module imports one above it): ``model`` (the memory model, the result),
+``heuristics`` / ``baselines`` / ``_search`` / ``_feasible`` (orders), ``portfolio``
+(:func:`order_portfolio`, :func:`order_patent_heuristic`), ``ilp`` / ``exact`` (warm-started by the
+portfolio), ``patent`` (:func:`order_patent`, :func:`order_auto`: the flows that begin with the
+ILP), ``compare`` and ``optimize`` (the by-name dispatcher).
 
 >>> from hetsched.io.generators import randwire_ws
 >>> from hetsched.memory import optimize_order, lower_bound
@@ -13,30 +20,57 @@ and a lower bound, all judged by one memory model (:mod:`hetsched.memory.model`)
 True
 """
 
-from .baselines import BASELINES, compare_orders, inductor_order, order_baseline, xla_order
+from .baselines import BASELINES, inductor_order, order_baseline, xla_order
+from .compare import compare_orders
 from .exact import order_exact
-from .heuristics import asap_alap, fine_tune, order_bfs, order_dfs
+from .heuristics import asap_alap, fine_tune, order_bfs, order_dfs, order_lifetime_greedy
 from .ilp import build_ilp, order_ilp
-from .model import OrderResult, check_order, lifetimes, lower_bound, lower_bound_detail, memory_curve, peak_memory
-from .optimize import STRATEGIES, optimize_order
+from .model import (
+    OrderResult,
+    check_order,
+    lifetimes,
+    live_at,
+    live_at_peak,
+    lower_bound,
+    lower_bound_detail,
+    memory_curve,
+    order_timeline,
+    peak_memory,
+    prefix_curve,
+    walk_state,
+)
+from .optimize import SOLVER_METHODS, STRATEGIES, optimize_order
+from .patent import order_auto, order_patent
+from .portfolio import order_patent_heuristic, order_portfolio
 
 __all__ = [
     "OrderResult",
     "peak_memory",
     "memory_curve",
+    "prefix_curve",
     "lifetimes",
+    "live_at",
+    "live_at_peak",
+    "walk_state",
+    "order_timeline",
     "check_order",
     "lower_bound",
     "lower_bound_detail",
     "order_bfs",
     "order_dfs",
+    "order_lifetime_greedy",
     "fine_tune",
     "asap_alap",
     "order_ilp",
     "build_ilp",
     "order_exact",
     "optimize_order",
+    "order_portfolio",
+    "order_patent",
+    "order_patent_heuristic",
+    "order_auto",
     "STRATEGIES",
+    "SOLVER_METHODS",
     "BASELINES",
     "order_baseline",
     "inductor_order",

@@ -35,12 +35,11 @@ from collections import deque
 from typing import Callable
 
 import numpy as np
-import pandas as pd
 
 from ..graph import OpGraph
 from .model import OrderResult, _compile, _make_result, _Mem, lower_bound
 
-__all__ = ["BASELINES", "order_baseline", "inductor_order", "xla_order", "compare_orders"]
+__all__ = ["BASELINES", "order_baseline", "inductor_order", "xla_order"]
 
 
 def _given(m: _Mem) -> list[int]:
@@ -313,42 +312,3 @@ def xla_order(graph: OpGraph) -> OrderResult:
     True
     """
     return _best_of(graph, XLA, "xla")
-
-
-def compare_orders(graph: OpGraph, methods: dict[str, Callable[[OpGraph], OrderResult]] | None = None) -> pd.DataFrame:
-    """Every baseline and our methods on one graph: one row per method.
-
-    Columns: ``method, peak_bytes, vs_lower_bound, vs_best_compiler, runtime_s, status``, where
-    ``vs_best_compiler`` is the peak over the best of the Inductor and XLA choices.
-
-    >>> from hetsched.io.generators import fork_join
-    >>> df = compare_orders(fork_join(3, 2))
-    >>> {"kahn", "inductor", "xla", "heuristic"} <= set(df["method"])
-    True
-    """
-    from .heuristics import order_bfs, order_dfs
-    from .optimize import optimize_order
-
-    rows = []
-    runs: dict[str, Callable[[OpGraph], OrderResult]] = {name: (lambda g, nm=name: order_baseline(g, nm)) for name in BASELINES}
-    runs["inductor"] = inductor_order
-    runs["xla"] = xla_order
-    runs["bfs"] = order_bfs
-    runs["dfs"] = order_dfs
-    runs["patent"] = lambda g: optimize_order(g, method="patent-heuristic")
-    runs["heuristic"] = lambda g: optimize_order(g, method="heuristic")
-    runs.update(methods or {})
-    lb = lower_bound(graph)
-    results = {k: f(graph) for k, f in runs.items()}
-    best_comp = min(results["inductor"].peak_bytes, results["xla"].peak_bytes)
-    for k, r in results.items():
-        rows.append({
-            "method": k,
-            "peak_bytes": r.peak_bytes,
-            "vs_lower_bound": r.peak_bytes / lb if lb else float("nan"),
-            "vs_best_compiler": r.peak_bytes / best_comp if best_comp else float("nan"),
-            "runtime_s": r.runtime_s,
-            "status": r.status,
-            "chose": r.method,
-        })
-    return pd.DataFrame(rows)

@@ -31,6 +31,7 @@ from ..results import Step
 from ._feasible import BudgetTimeout, _atables, decide
 from ._search import _Timeout, cut_segments, search
 from .model import OrderResult, _check_time_limit, _compile, _make_result, lower_bound
+from .portfolio import order_portfolio
 
 __all__ = ["order_exact"]
 
@@ -79,7 +80,7 @@ def order_exact(graph: OpGraph, *, time_limit_s: float = 60.0, upper_bound: Orde
         Wall-clock limit; past it the result has ``status="timeout"``, the best order known and
         ``bound_bytes`` = a proven lower bound on the optimum.
     upper_bound : OrderResult, optional
-        A known order (default: ``optimize_order(graph, method="heuristic")``).
+        A known order (default: :func:`~hetsched.memory.order_portfolio`).
 
     Returns
     -------
@@ -222,9 +223,7 @@ def _setup(graph: OpGraph, time_limit_s: float, upper_bound: OrderResult | None)
                             field="upper_bound")
     lb = lower_bound(graph)
     if upper_bound is None:
-        from .optimize import optimize_order
-
-        upper_bound = optimize_order(graph, method="heuristic")
+        upper_bound = order_portfolio(graph)
     ub_arr = m.to_idx(upper_bound.order).tolist()
     ub = m.peak(np.asarray(ub_arr, dtype=np.int64))
     params = {"time_limit_s": time_limit_s}

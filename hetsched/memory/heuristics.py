@@ -6,11 +6,13 @@
   sequential "earliest executable step" (ASAP: the number of its ancestors) and "latest
   must-execute step" (ALAP: ``n - 1 -`` the number of its descendants), estimate each tensor's
   lifetime from them, give every op a priority, and repeatedly run the ready op of highest priority.
+  :func:`order_lifetime_greedy` (ours) re-ranks the ready ops by the bytes each would keep minus
+  free; it goes depth-first more often and usually peaks lower, so the portfolio keeps it too.
 * S32, :func:`order_dfs` — a *chain(链路)-memory-aware depth-first* order: cut the graph into "DFS
   windows" (maximal chains), compute each window's tensors and priority, push windows on the
   traversal stack in priority order (a post-order DFS from the outputs), and pop the ops in order.
-* S4, :func:`fine_tune` — at the peak step, for each tensor resident there, try to free it
-  earlier or create it later; keep a move when the peak drops.
+* S4, :func:`fine_tune` — at the peak step, for each tensor resident there (all of them), try to
+  free it earlier or create it later; keep a move when the peak drops.
 
 The patent names these steps without formulas; where it is silent, the docstrings say what we
 chose and why.
@@ -28,7 +30,7 @@ from ..graph import OpGraph
 from ..results import Step
 from .model import OrderResult, _bitsets, _compile, _make_result, _Mem
 
-__all__ = ["order_bfs", "order_dfs", "fine_tune", "asap_alap"]
+__all__ = ["order_bfs", "order_dfs", "order_lifetime_greedy", "fine_tune", "asap_alap"]
 
 # above this many ops ASAP/ALAP use longest paths instead of exact ancestor counts (O(n^2/64))
 SEQ_EXACT_MAX_OPS = 6000
@@ -36,6 +38,14 @@ SEQ_EXACT_MAX_OPS = 6000
 
 # ---------------------------------------------------------------------------- ASAP / ALAP
 def _asap_alap(m: _Mem) -> tuple[np.ndarray, np.ndarray]:
+    # the BFS, the greedy and their estimated lifetimes all need it: once per compiled graph
+    cached = getattr(m, "_asap_alap", None)
+    if cached is None:
+        cached = m._asap_alap = _compute_asap_alap(m)  # type: ignore[attr-defined]
+    return cached
+
+
+def _compute_asap_alap(m: _Mem) -> tuple[np.ndarray, np.ndarray]:
     n = m.n
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -76,26 +86,147 @@ def asap_alap(graph: OpGraph) -> dict[str, tuple[int, int]]:
 
 
 # ---------------------------------------------------------------------------- BFS (S31)
-def _bfs(m: _Mem) -> list[int]:
-    """Lifetime-aware list order; priority (lower first):
+def _est_lifetimes(m: _Mem, asap: np.ndarray, alap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each storage's estimated lifetime ``[start, end]`` (steps) from ASAP/ALAP (claim 7).
+
+    A tensor is created no earlier than its producer's ASAP step (graph inputs: step 0) and, in the
+    worst case, stays until the latest ALAP step of its readers (graph outputs: the last step; an
+    unread tensor: its creation step).
+    """
+    n = m.n
+    start = np.where(m.prod >= 0, asap[np.maximum(m.prod, 0)], 0) if m.S else np.zeros(0, np.int64)
+    end = start.copy()
+    if len(m.u_flat):
+        end[m.has_users] = np.maximum(end[m.has_users], np.maximum.reduceat(alap[m.u_flat], m.u_start_nz))
+    end[m.is_out] = max(n - 1, 0)
+    return start.astype(np.int64), end.astype(np.int64)
+
+
+def _held(m: _Mem, asap: np.ndarray, alap: np.ndarray) -> list[float]:
+    """Byte-steps each op's outputs are expected to be held: size x (estimated end - ASAP of the op)."""
+    cached = getattr(m, "_held", None)
+    if cached is not None and cached[0] is asap:
+        return cached[1]
+    held = _compute_held(m, asap, alap)
+    m._held = (asap, held)  # type: ignore[attr-defined]
+    return held
+
+
+def _compute_held(m: _Mem, asap: np.ndarray, alap: np.ndarray) -> list[float]:
+    start, end = _est_lifetimes(m, asap, alap)
+    held = [0.0] * m.n
+    size = m.size.tolist()
+    for s, p in enumerate(m.prod.tolist()):
+        if p >= 0:
+            held[p] += size[s] * max(0, int(end[s]) - int(start[s]))
+    return held
+
+
+def _live_tracker(m: _Mem):
+    """Live bytes before and during each step of an order being built one op at a time."""
+    remaining = [len(u) for u in m.users]
+    out = m.is_out.tolist()
+    size = m.size.tolist()
+    out_all = m.out_all.tolist()
+    out_kept = m.out_kept.tolist()
+    live = [int(m.size[m.prod < 0].sum()) if m.S else 0]
+
+    def run(v: int) -> tuple[int, int]:
+        before = live[0]
+        during = before + out_all[v]
+        freed = out_all[v] - out_kept[v]
+        for s in m.op_in[v]:
+            remaining[s] -= 1
+            if remaining[s] == 0 and not out[s]:
+                freed += size[s]
+        live[0] = during - freed
+        return before, during
+
+    return run
+
+
+def _bfs(m: _Mem, record: bool = False) -> tuple[list[int], list[Step]]:
+    """The patent's lifetime-aware BFS; returns the order and (with ``record``) one step per pick."""
+    n = m.n
+    asap, alap = _asap_alap(m)
+    held = _held(m, asap, alap)
+    asap_l, alap_l = asap.tolist(), alap.tolist()
+    keys = [(alap_l[v], held[v], asap_l[v], v) for v in range(n)]
+    indeg = [len(p) for p in m.preds]
+    heap = [keys[v] for v in range(n) if indeg[v] == 0]
+    heapq.heapify(heap)
+    order: list[int] = []
+    steps: list[Step] = []
+    track = _live_tracker(m) if record else None
+    names = m.names
+    while heap:
+        k = heapq.heappop(heap)
+        v = k[-1]
+        order.append(v)
+        if record:
+            before, during = track(v)
+            runner = heap[0] if heap else None
+            last = len(order) == n
+            steps.append(Step(
+                len(steps), "pick", names[v], before=float(before), after=float(during), accepted=True,
+                reason=(f"claim 7: of {len(heap) + 1} ready op(s), {names[v]} has the highest priority: ALAP "
+                        f"{alap_l[v]}, outputs held ~{held[v]:.3g} byte-steps"
+                        + (f" (next: {names[runner[-1]]}, ALAP {runner[0]})" if runner else "")),
+                delta={"bfs_order+": (names[v],), **({"order": tuple(names[x] for x in order)} if last else {})},
+                data={"phase": "S31", "asap": asap_l[v], "alap": alap_l[v], "held_byte_steps": held[v],
+                      "priority": list(k[:3]), "frontier": len(heap) + 1,
+                      "runner_up": None if runner is None else {"op": names[runner[-1]], "priority": list(runner[:3])},
+                      "live_bytes": during}))
+        for w in m.succs[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                heapq.heappush(heap, keys[w])
+    return order, steps
+
+
+def order_bfs(graph: OpGraph) -> OrderResult:
+    """The patent's tensor-lifetime-aware breadth-first order (claim 6, S31; claim 7).
+
+    As the patent's S31 says: compute each op's sequential earliest executable step (ASAP) and
+    latest must-execute step (ALAP), estimate every tensor's lifetime from them (from its
+    producer's ASAP to the latest ALAP of its readers), give every op a priority, and repeatedly
+    run, among the ops that can run now (the frontier), the one of highest priority. The patent
+    gives no formula for the priority; ours ranks by ALAP (the op that must run soonest first,
+    which keeps the traversal breadth-first), then by the byte-steps its outputs are expected to
+    be held (the estimated lifetimes), then ASAP, then insertion order. The priority is fixed
+    before the traversal, as S31 computes it before choosing.
+
+    ``steps``: one ``pick`` per op with its ASAP, ALAP, priority, the frontier size and the runner-up,
+    and the live bytes before and during the step (``before``/``after``); ``replay(k)["bfs_order"]``
+    is the order so far. :func:`order_lifetime_greedy` is the dynamic greedy this method used before.
+
+    >>> from hetsched.io.generators import fork_join
+    >>> r = order_bfs(fork_join(2, 2)); r.order      # breadth-first: both branches advance together
+    ('fork', 'b0_0', 'b1_0', 'b0_1', 'b1_1', 'join')
+    >>> r.steps[1].data["alap"], r.steps[1].data["frontier"]
+    (3, 2)
+    """
+    t0 = time.perf_counter()
+    m = _compile(graph)
+    arr, steps = _bfs(m, record=True)
+    return _make_result(m, arr, method="bfs", status="heuristic", t0=t0, steps=steps, initial=m.topo(),
+                        why="patent S31: tensor-lifetime-aware breadth-first traversal (ALAP, then estimated "
+                            "lifetime bytes, as priority within the frontier)")
+
+
+def _greedy(m: _Mem) -> list[int]:
+    """Lifetime-aware greedy list order (ours); priority (lower first):
 
     1. ``net``: bytes the op would keep allocated minus bytes it would free if run now (dynamic);
-    2. ALAP: the op that must run soonest goes first (keeps the order breadth-first);
+    2. ALAP: the op that must run soonest goes first;
     3. the expected byte-steps its outputs will be held (estimated lifetime x size);
     4. insertion index (determinism).
     """
     n = m.n
     asap, alap = _asap_alap(m)
+    held = _held(m, asap, alap)
     size = m.size.tolist()
-    prod = m.prod.tolist()
     out = m.is_out.tolist()
-    held = [0.0] * n
-    for s in range(m.S):
-        p = prod[s]
-        if p < 0:
-            continue
-        end = n - 1 if out[s] else max((int(alap[u]) for u in m.users[s]), default=int(asap[p]))
-        held[p] += size[s] * max(0, end - int(asap[p]))
     remaining = [len(u) for u in m.users]
     freed = [0] * n
     for s in range(m.S):
@@ -137,23 +268,23 @@ def _bfs(m: _Mem) -> list[int]:
     return order
 
 
-def order_bfs(graph: OpGraph) -> OrderResult:
-    """The patent's tensor-lifetime-aware breadth-first order (claim 6, S31; claim 7).
+def order_lifetime_greedy(graph: OpGraph) -> OrderResult:
+    """A dynamic lifetime-aware greedy (ours; before 2026-12 this was ``order_bfs``).
 
-    Among the ready ops, run the one of highest priority: the one that leaves the fewest bytes
-    allocated after it runs (outputs kept minus inputs freed), then the one whose ALAP step comes
-    first, then the one whose outputs are expected to be held for the fewest byte-steps (lifetime
-    estimated from ASAP of the producer to ALAP of the last reader).
+    Among the ready ops, run the one that leaves the fewest bytes allocated after it runs (outputs
+    kept minus inputs freed, re-evaluated as ops run), then the one whose ALAP step comes first,
+    then the one whose outputs are expected to be held for the fewest byte-steps. It often goes
+    depth-first, unlike the patent's BFS (:func:`order_bfs`), and usually reaches a lower peak, so
+    the portfolio (:func:`~hetsched.memory.order_portfolio`) keeps it.
 
     >>> from hetsched.io.generators import fork_join
-    >>> r = order_bfs(fork_join(3, 2)); r.method, len(r.order)
-    ('bfs', 8)
+    >>> order_lifetime_greedy(fork_join(2, 2)).order    # finishes a branch before starting the next
+    ('fork', 'b0_0', 'b0_1', 'b1_0', 'b1_1', 'join')
     """
     t0 = time.perf_counter()
     m = _compile(graph)
-    arr = _bfs(m)
-    return _make_result(m, arr, method="bfs", status="heuristic", t0=t0,
-                        why="patent S31: tensor-lifetime-aware breadth-first traversal")
+    return _make_result(m, _greedy(m), method="lifetime-greedy", status="heuristic", t0=t0,
+                        why="ours: greedy on bytes kept minus freed, ALAP and estimated lifetimes breaking ties")
 
 
 # ---------------------------------------------------------------------------- DFS (S32)
@@ -175,10 +306,15 @@ def _windows(m: _Mem) -> tuple[list[list[int]], list[int]]:
     return wins, win_of
 
 
-def _dfs(m: _Mem) -> list[int]:
+STACK_SHOWN = 64  # a recorded DFS step keeps at most this many window ids from the top of the stack
+TENSORS_SHOWN = 32  # ... and at most this many of a window's tensors
+
+
+def _dfs(m: _Mem, record: bool = False) -> tuple[list[int], list[Step]]:
     """Post-order DFS over windows from the sinks; a window's predecessors are visited in order of
     decreasing priority ``cum_peak - result``: the window whose cone needs the most memory, net of
-    what it leaves behind, runs first (Sethi & Ullman's rule for expression trees, JACM 1970)."""
+    what it leaves behind, runs first (Sethi & Ullman's rule for expression trees, JACM 1970).
+    With ``record``, one ``push`` and one ``pop`` step per window."""
     n = m.n
     wins, win_of = _windows(m)
     W = len(wins)
@@ -195,6 +331,10 @@ def _dfs(m: _Mem) -> list[int]:
                 wsuccs[pw].append(w)
     local_peak = [0] * W
     result = [0] * W
+    # a window's tensors (claim 8: "the tensors the current window touches"), kept for the log only
+    w_in: list[list[int]] = [[] for _ in range(W)] if record else []
+    w_out: list[list[int]] = [[] for _ in range(W)] if record else []
+    prod = m.prod.tolist()
     for w, ops in enumerate(wins):
         inside = set(ops)
         pk = 0
@@ -203,6 +343,10 @@ def _dfs(m: _Mem) -> list[int]:
             for s in m.op_out[v]:
                 if m.is_out[s] or any(u not in inside for u in m.users[s]):
                     result[w] += int(size[s])
+                    if record:
+                        w_out[w].append(s)
+            if record:
+                w_in[w].extend(s for s in m.op_in[v] if prod[s] not in inside)
         local_peak[w] = pk
     cum = [0] * W
     for w in range(W):  # windows are created in topological order
@@ -212,25 +356,57 @@ def _dfs(m: _Mem) -> list[int]:
     def order_key(w: int) -> tuple:
         return (-prio[w], w)
 
-    visited = [False] * W
+    steps: list[Step] = []
+    names = m.names
     out: list[int] = []
+
+    def log(action: str, w: int, stack_ids: list[int], why: str) -> None:
+        ops = wins[w]
+        t_in = sorted({m.s_names[s] for s in w_in[w]})
+        t_out = [m.s_names[s] for s in w_out[w]]
+        last = action == "pop" and len(out) == n
+        steps.append(Step(
+            len(steps), action, f"window {w}", before=None, after=float(prio[w]), accepted=True, reason=why,
+            delta=({"dfs_order+": tuple(names[v] for v in ops), **({"order": tuple(names[v] for v in out)} if last else {})}
+                   if action == "pop" else {}),
+            data={"phase": "S32", "window": w, "ops": [names[v] for v in ops], "priority": prio[w],
+                  "cum_peak_bytes": cum[w], "result_bytes": result[w], "local_peak_bytes": local_peak[w],
+                  "tensors_in": t_in[:TENSORS_SHOWN], "tensors_out": t_out[:TENSORS_SHOWN],
+                  "n_tensors": len(t_in) + len(t_out), "stack": tuple(stack_ids[-STACK_SHOWN:]),
+                  "stack_depth": len(stack_ids)}))
+
+    visited = [False] * W
     sinks = sorted((w for w in range(W) if not wsuccs[w]), key=order_key)
+    ids: list[int] = []  # the windows on the stack (kept beside it for the log: no copy per step)
     for root in sinks:
         if visited[root]:
             continue
         visited[root] = True
         stack = [(root, iter(sorted(wpreds[root], key=order_key)))]
+        if record:
+            ids.append(root)
+            log("push", root, ids, f"claim 8: output window {root} ({names[wins[root][0]]}...) enters the stack "
+                                   f"(priority {prio[root]})")
         while stack:
             w, it = stack[-1]
             nxt = next((p for p in it if not visited[p]), None)
             if nxt is None:
                 stack.pop()
                 out.extend(wins[w])
+                if record:
+                    ids.pop()
+                    log("pop", w, ids, f"claim 8: window {w} has no unvisited predecessor: "
+                                       f"its {len(wins[w])} op(s) leave the stack into the order")
             else:
                 visited[nxt] = True
                 stack.append((nxt, iter(sorted(wpreds[nxt], key=order_key))))
+                if record:
+                    ids.append(nxt)
+                    log("push", nxt, ids,
+                        f"claim 8: of window {w}'s unvisited predecessors, window {nxt} has the highest priority "
+                        f"({prio[nxt]} = cone peak {cum[nxt]} - bytes it leaves {result[nxt]})")
     assert len(out) == n
-    return out
+    return out, steps
 
 
 def order_dfs(graph: OpGraph) -> OrderResult:
@@ -243,14 +419,20 @@ def order_dfs(graph: OpGraph) -> OrderResult:
     the traversal stack by a post-order DFS from the output windows, predecessors of highest
     priority first; popping the stack in order gives the ops' order.
 
+    ``steps``: one ``push`` and one ``pop`` per window (subject ``"window <id>"``), with its ops,
+    tensors, priority and the stack after the step (window ids, bottom to top, the top 64);
+    ``replay(k)["dfs_order"]`` is the order popped so far.
+
     >>> from hetsched.io.generators import fork_join
     >>> r = order_dfs(fork_join(3, 2)); r.order[0], r.order[-1]
     ('fork', 'join')
+    >>> [s.action for s in r.steps][:2]
+    ['push', 'push']
     """
     t0 = time.perf_counter()
     m = _compile(graph)
-    arr = _dfs(m)
-    return _make_result(m, arr, method="dfs", status="heuristic", t0=t0,
+    arr, steps = _dfs(m, record=True)
+    return _make_result(m, arr, method="dfs", status="heuristic", t0=t0, steps=steps, initial=m.topo(),
                         why="patent S32: chain-memory-aware depth-first traversal over DFS windows")
 
 
@@ -283,7 +465,7 @@ def _fine_tune(
     max_moves: int | None = None,
     time_limit_s: float | None = None,
     plateau: bool = True,
-    max_tensors: int = 24,
+    max_tensors: int | None = None,
     record: bool = True,
 ) -> tuple[list[int], list[dict[str, Any]]]:
     """Core of :func:`fine_tune` on index orders; returns the order and the tried moves."""
@@ -308,7 +490,9 @@ def _fine_tune(
         alloc, free = m.spans(np.asarray(cur))
         t_star = int(np.argmax(curve))
         live = np.flatnonzero((alloc <= t_star) & (free >= t_star))
-        live = sorted(live.tolist(), key=lambda s: (-int(size[s]), s))[:max_tensors]
+        live = sorted(live.tolist(), key=lambda s: (-int(size[s]), s))
+        if max_tensors is not None:
+            live = live[:max_tensors]
         peak_op = cur[t_star]
         for s in live:
             for action in ("free_earlier", "create_later"):
@@ -321,12 +505,16 @@ def _fine_tune(
                     continue
                 new_score = _score(r[1])
                 ok = new_score[0] < score[0] or (plateau and new_score < score)
+                changed = np.flatnonzero(r[1] != curve)
                 entry = {
                     "action": action,
                     "tensor": m.s_names[s],
+                    "tensor_bytes": int(size[s]),
                     "step": t_star,
                     "before": score[0],
                     "after": new_score[0],
+                    "peak_steps": (score[1], new_score[1]),
+                    "curve_changed": (int(changed[0]), int(changed[-1])) if len(changed) else None,
                     "accepted": ok,
                     "moved": [m.names[v] for v in block],
                 }
@@ -415,7 +603,9 @@ def _steps_from(tried: list[dict[str, Any]]) -> list[Step]:
             accepted=bool(e["accepted"]),
             reason=e["reason"],
             delta={"order": e["order"]} if e["accepted"] and e["order"] is not None else {},
-            data={"peak_step": e["step"], "moved": e["moved"]},
+            data={"phase": "S4", "peak_step": e["step"], "moved": e["moved"], "tensor_bytes": e["tensor_bytes"],
+                  "peak_steps_before": e["peak_steps"][0], "peak_steps_after": e["peak_steps"][1],
+                  "curve_changed": e["curve_changed"]},
         )
         for i, e in enumerate(tried)
     ]
@@ -428,12 +618,13 @@ def fine_tune(
     max_moves: int | None = None,
     time_limit_s: float | None = None,
     plateau: bool = True,
-    max_tensors: int = 24,
+    max_tensors: int | None = None,
 ) -> OrderResult:
     """The patent's peak-step fine-tune (claim 9, S4).
 
     Repeatedly take the first step where the peak is reached; for each tensor resident there
-    (largest first, at most ``max_tensors``), try to *free it earlier* (run its remaining readers
+    (largest first; every one, as claim 9 traverses the whole set, unless ``max_tensors`` caps
+    it), try to *free it earlier* (run its remaining readers
     before the peak op) and to *create it later* (run its producer after the peak op), simulate
     the move with the one memory model, and keep it when the peak drops. With ``plateau`` (our
     addition) a move that keeps the peak but reaches it at fewer steps is also kept, so graphs with
@@ -448,6 +639,13 @@ def fine_tune(
         The order to improve.
     max_moves, time_limit_s : optional
         Stop after this many moves tried / this much time.
+    max_tensors : int, optional
+        Try only the largest this many tensors at each peak (``24`` was the default before
+        2026-12; trying all is never worse and costs well under a second on 300 ops).
+
+    Each step's ``data`` holds the peak step, the ops moved, the number of peak steps before and
+    after, and ``curve_changed``: the first and last step whose live bytes the move changed (the
+    walker redraws the curve of ``replay(k)["order"]``).
 
     >>> from hetsched.io.generators import randwire_ws
     >>> from hetsched.memory import order_bfs

@@ -34,6 +34,7 @@ import numpy as np
 from ..errors import HetschedError
 from ..graph import OpGraph
 from .model import OrderResult, _check_time_limit, _compile, _make_result, _Mem, lower_bound
+from .portfolio import order_portfolio
 
 __all__ = ["order_ilp", "build_ilp", "FORMULATIONS", "SOLVERS"]
 
@@ -238,6 +239,14 @@ def _child(conn, d: dict[str, Any], formulation: str, solver: str, time_limit_s:
     except OSError:  # pragma: no cover
         pass
     try:
+        # HiGHS prints its banner from C even with msg=False: keep the user's output clean
+        # (answers and errors go back through the pipe)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:  # pragma: no cover
+        pass
+    try:
         t0 = time.perf_counter()
         prob, extract = _build(d, formulation, ub_bytes)
         if warm_order is not None:
@@ -353,9 +362,7 @@ def order_ilp(
     if isinstance(warm_start, str):
         if warm_start != "heuristic":
             raise HetschedError(f"warm_start must be an OrderResult, 'heuristic' or None, got {warm_start!r}", field="warm_start")
-        from .optimize import optimize_order
-
-        warm_start = optimize_order(graph, method="heuristic")
+        warm_start = order_portfolio(graph)
     warm_arr = m.to_idx(warm_start.order).tolist() if warm_start is not None else None
     warm_peak = m.peak(np.asarray(warm_arr)) if warm_arr is not None else None
     fallback = warm_arr if warm_arr is not None else m.topo()

@@ -43,7 +43,12 @@ __all__ = [
     "OrderResult",
     "peak_memory",
     "memory_curve",
+    "prefix_curve",
     "lifetimes",
+    "live_at",
+    "live_at_peak",
+    "walk_state",
+    "order_timeline",
     "lower_bound",
     "lower_bound_detail",
     "check_order",
@@ -168,14 +173,18 @@ class _Mem:
             self._topo = [self.idx[o] for o in self.graph.topological_order()]
         return list(self._topo)
 
-    def to_idx(self, order: Iterable[str]) -> np.ndarray:
-        """Order by names -> index array; unknown, missing, repeated or out-of-order ops raise."""
+    def to_idx(self, order: Iterable[str], *, partial: bool = False) -> np.ndarray:
+        """Order by names -> index array; unknown, missing (unless ``partial``: the first ops of an
+        order), repeated or out-of-order ops raise."""
         order = list(order)
         bad = [o for o in order if o not in self.idx]
         if bad:
             raise UnknownNameError(f"order names unknown op(s) {name_list(bad)}", op=bad[0])
         arr = np.fromiter((self.idx[o] for o in order), dtype=np.int64, count=len(order))
-        self.check_idx(arr)
+        if partial:
+            self.check_prefix(arr)
+        else:
+            self.check_idx(arr)
         return arr
 
     def check_idx(self, arr: np.ndarray) -> None:
@@ -224,6 +233,56 @@ class _Mem:
     def peak(self, arr: np.ndarray) -> int:
         c = self.curve(arr)
         return int(c.max()) if len(c) else 0
+
+    def prefix_spans(self, arr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(alloc, free, resident)`` of every storage after the first ``k = len(arr)`` steps.
+
+        A storage is resident when it exists by step ``k - 1`` (a graph input with readers, or a
+        produced tensor whose producer ran); it is freed after its last reader when every reader
+        ran, else (still needed, or a graph output) it is live through step ``k - 1``. For a
+        complete order this is :meth:`spans`.
+        """
+        k = len(arr)
+        pos = np.full(self.n + 1, k, dtype=np.int64)  # ops not run yet sit at k (index n: "no producer")
+        pos[arr] = np.arange(k)
+        prod = np.where(self.prod >= 0, self.prod, self.n)
+        alloc = np.where(self.prod >= 0, pos[prod], 0)
+        resident = alloc < k
+        last = alloc.copy()
+        if len(self.u_flat):
+            last[self.has_users] = np.maximum.reduceat(pos[self.u_flat], self.u_start_nz)
+        free = np.maximum(last, alloc)
+        free[self.is_out | (free >= k)] = k - 1
+        return alloc, free, resident
+
+    def prefix_curve(self, arr: np.ndarray) -> np.ndarray:
+        """Live bytes during each of the first ``len(arr)`` steps of a partial order (exact: a
+        step's live bytes depend only on the ops run so far)."""
+        k = len(arr)
+        if k == 0:
+            return np.zeros(0, dtype=np.int64)
+        alloc, free, res = self.prefix_spans(arr)
+        w = np.where(res, self.size, 0).astype(np.float64)
+        a = np.minimum(alloc, k)
+        d = np.bincount(a, weights=w, minlength=k + 1) - np.bincount(np.minimum(free + 1, k), weights=w, minlength=k + 1)
+        return np.rint(np.cumsum(d[:k])).astype(np.int64)
+
+    def check_prefix(self, arr: np.ndarray) -> None:
+        """Raise unless ``arr`` runs distinct ops, each after all its predecessors."""
+        n = self.n
+        if len(arr) > n or (len(arr) and np.bincount(arr, minlength=n).max() > 1):
+            twice = [self.names[i] for i in np.flatnonzero(np.bincount(arr, minlength=n) > 1)]
+            raise ScheduleError(f"a partial order must run each op at most once; this one repeats {name_list(twice)}",
+                                op=twice[0] if twice else None)
+        pos = np.full(n, len(arr), dtype=np.int64)
+        pos[arr] = np.arange(len(arr))
+        ran = np.zeros(n, dtype=bool)
+        ran[arr] = True
+        if len(self.e_src):
+            bad = np.flatnonzero(ran[self.e_dst] & (pos[self.e_src] >= pos[self.e_dst]))
+            if len(bad):
+                a, b = self.names[self.e_src[bad[0]]], self.names[self.e_dst[bad[0]]]
+                raise ScheduleError(f"op {b!r} runs before its predecessor {a!r}", op=b, pred=a)
 
 
 _CACHE_KEY = "hetsched.memory._Mem"
@@ -279,7 +338,7 @@ def memory_curve(graph: OpGraph, order: Sequence[str]) -> pd.DataFrame:
 
 
 def _curve_frame(m: _Mem, arr: np.ndarray, curve: np.ndarray) -> pd.DataFrame:
-    return pd.DataFrame({"step": np.arange(m.n), "op": [m.names[i] for i in arr], "bytes": curve})
+    return pd.DataFrame({"step": np.arange(len(arr)), "op": [m.names[i] for i in arr], "bytes": curve})
 
 
 def lifetimes(graph: OpGraph, order: Sequence[str]) -> pd.DataFrame:
@@ -294,6 +353,105 @@ def lifetimes(graph: OpGraph, order: Sequence[str]) -> pd.DataFrame:
     arr = m.to_idx(order)
     a, f = m.spans(arr)
     return pd.DataFrame({"tensor": m.s_names, "bytes": m.size, "alloc_step": a, "free_step": f})
+
+
+def prefix_curve(graph: OpGraph, prefix: Sequence[str]) -> pd.DataFrame:
+    """Live bytes during each step of a partial order (the first ops of an order): ``step, op, bytes``.
+
+    What a walker draws while a traversal (BFS/DFS, claim 6) is still building its order: a tensor
+    whose readers have not all run yet is live through the last step so far. For a complete order
+    it equals :func:`memory_curve`.
+
+    >>> from hetsched.io.generators import chain
+    >>> g = chain(3, act_bytes=100)
+    >>> prefix_curve(g, ["op0"])["bytes"].tolist() == memory_curve(g, g.topological_order())["bytes"].tolist()[:1]
+    True
+    """
+    m = _compile(graph)
+    arr = m.to_idx(prefix, partial=True)
+    return _curve_frame(m, arr, m.prefix_curve(arr))
+
+
+def live_at(graph: OpGraph, order: Sequence[str], step: int) -> pd.DataFrame:
+    """Storages live during ``step`` of ``order`` (complete or partial): ``tensor, bytes, alloc_step,
+    free_step, producer``, largest first (name breaks ties).
+
+    >>> from hetsched.io.generators import chain
+    >>> g = chain(3, act_bytes=100)
+    >>> sorted(live_at(g, g.topological_order(), 1)["tensor"])    # op1 reads op0:out, writes op1:out
+    ['op0:out', 'op1:out']
+    """
+    m = _compile(graph)
+    arr = m.to_idx(order, partial=True)
+    k = len(arr)
+    if not 0 <= step < max(k, 1) or k == 0:
+        if k == 0:
+            return pd.DataFrame({"tensor": [], "bytes": [], "alloc_step": [], "free_step": [], "producer": []})
+        raise HetschedError(f"step {step} is outside 0..{k - 1}", field="step")
+    a, f, res = m.prefix_spans(arr)
+    sel = np.flatnonzero(res & (a <= step) & (f >= step))
+    df = pd.DataFrame({
+        "tensor": [m.s_names[i] for i in sel],
+        "bytes": m.size[sel],
+        "alloc_step": a[sel],
+        "free_step": f[sel],
+        "producer": [m.names[p] if p >= 0 else None for p in m.prod[sel].tolist()],
+    })
+    return df.sort_values(["bytes", "tensor"], ascending=[False, True], kind="stable").reset_index(drop=True)
+
+
+def live_at_peak(graph: OpGraph, order: Sequence[str]) -> tuple[int, pd.DataFrame]:
+    """The peak step of ``order`` (the first step reaching the peak) and the storages live there
+    (:func:`live_at`): what the fine-tune (claim 9) walks.
+
+    >>> from hetsched.io.generators import fork_join
+    >>> g = fork_join(2, 1)
+    >>> step, live = live_at_peak(g, g.topological_order())
+    >>> int(live["bytes"].sum()) == peak_memory(g, g.topological_order())
+    True
+    """
+    m = _compile(graph)
+    arr = m.to_idx(order, partial=True)
+    if len(arr) == 0:
+        return 0, live_at(graph, (), 0)
+    step = int(np.argmax(m.prefix_curve(arr)))
+    return step, live_at(graph, order, step)
+
+
+def walk_state(graph: OpGraph, result: "OrderResult", k: int) -> dict[str, Any]:
+    """What a step walker draws after step ``k`` of ``result`` (``k = -1``: before any step).
+
+    Returns a dict: ``step`` (the :class:`~hetsched.results.Step` or ``None``), ``phase``,
+    ``order`` (the order so far: a traversal's prefix during its ``pick``/``push``/``pop`` steps,
+    else the complete current order), ``partial`` (whether ``order`` is a prefix), ``curve``
+    (:func:`prefix_curve` / :func:`memory_curve` of it), ``peak_bytes``, ``peak_step``, ``live``
+    (:func:`live_at` the peak step) and ``changed`` (a fine-tune move's ``(first, last)`` changed
+    step, else ``None``). Nothing is re-run: the order comes from :meth:`OrderResult.replay`.
+
+    >>> from hetsched.io.generators import fork_join
+    >>> from hetsched.memory import order_bfs
+    >>> g = fork_join(2, 2); r = order_bfs(g)
+    >>> w = walk_state(g, r, 2); w["partial"], list(w["order"]), len(w["curve"])
+    (True, ['fork', 'b0_0', 'b1_0'], 3)
+    """
+    state = result.replay(k)
+    step = result.steps[k] if k >= 0 else None
+    phase = (step.data or {}).get("phase") if step is not None else None
+    key = {"S31": "bfs_order", "S32": "dfs_order"}.get(phase or "")
+    order = state.get(key) if key else None
+    partial = order is not None and len(order) < len(result.order)
+    if not partial:
+        order = state.get("order") or result.order
+    m = _compile(graph)
+    arr = m.to_idx(order, partial=True)
+    c = m.prefix_curve(arr)
+    peak_step = int(np.argmax(c)) if len(c) else 0
+    return {
+        "step": step, "phase": phase, "order": tuple(order), "partial": partial, "curve": _curve_frame(m, arr, c),
+        "peak_bytes": int(c.max()) if len(c) else 0, "peak_step": peak_step,
+        "live": live_at(graph, order, peak_step) if len(c) else live_at(graph, (), 0),
+        "changed": (step.data or {}).get("curve_changed") if step is not None else None,
+    }
 
 
 def _check_time_limit(time_limit_s: Any) -> float:
@@ -460,14 +618,20 @@ class OrderResult(Result):
     why : str
         Which path ran and why, in plain words.
 
-    The timeline has one ``compute`` row per op (``start_s`` = step index, ``end_s`` = step + 1:
-    steps, not seconds) on lane ``"order"`` and one ``alloc`` row per storage on device ``"memory"``
-    (``start_s`` = allocation step, ``end_s`` = free step + 1), so :func:`~hetsched.timeline.memory_usage`
-    reproduces ``curve``. ``steps`` are the decisions: for the portfolio methods first one
-    ``candidate`` step per order tried (accepted when it beats the best so far) and a ``pick`` step
-    (the order that goes to the fine-tune), then one ``free_earlier`` / ``create_later`` step per
-    fine-tune move tried. An accepted step's ``delta`` is ``{"order": ...}``, so
-    ``replay(k)["order"]`` is the order after step ``k`` and ``replay(-1)["order"]`` the start.
+    The timeline is in seconds (:func:`order_timeline`): one ``compute`` row per op, back to back
+    on ``gpu0`` of the toy system, priced by the roofline model, and one ``alloc`` row per storage
+    (from the start of its allocation step to the end of its free step), so
+    :func:`~hetsched.timeline.memory_usage` peaks at ``peak_bytes``; ``curve`` keeps the per-step
+    view. ``steps`` are the decisions, each with ``data["phase"]`` (``S2``, ``S31``, ``S32``,
+    ``S4-pick``, ``S4``, ``portfolio``, ``polish``, ``exact``): the ILP attempt; the traversals'
+    ``pick`` (BFS) and ``push``/``pop`` (DFS) steps; one ``candidate`` step per order a portfolio
+    tried (accepted when it beats the best so far) and a ``pick`` step (the order that goes to the
+    fine-tune); one ``free_earlier`` / ``create_later`` step per fine-tune move tried.
+
+    State (:meth:`replay`): ``order`` (the current complete order; ``replay(-1)["order"]`` is the
+    start, ``replay(n_steps - 1)["order"]`` the result) and, while a traversal builds one, its
+    prefix ``bfs_order`` / ``dfs_order``. A delta key ending in ``+`` appends to that list (a
+    traversal's pick), any other key replaces the value.
     """
 
     order: tuple[str, ...] = ()
@@ -482,26 +646,104 @@ class OrderResult(Result):
     runtime_s: float = 0.0
     why: str = ""
 
+    def _apply(self, state: dict[str, Any], step: Step) -> None:
+        for k, v in step.delta.items():
+            if k.endswith("+"):
+                key = k[:-1]
+                cur = state.get(key)
+                if not isinstance(cur, list):  # first append: a fresh list, never the initial tuple
+                    cur = state[key] = list(cur or ())
+                cur.extend(v)
+            else:
+                state[k] = v
 
-def _timeline(m: _Mem, arr: np.ndarray) -> pd.DataFrame:
+
+#: the device OrderResult timelines are priced on (see :func:`order_timeline`)
+TIMELINE_DEVICE = "gpu0"
+_MIN_STEP_S = 1e-9  # a step the cost model prices at 0 s still lasts 1 ns, so its memory stays visible
+
+
+def _durations(m: _Mem, system=None, cost=None, device: str | None = None) -> tuple[np.ndarray, str]:
+    """Seconds each op takes on ``device`` (index order), priced by the cost model; cached on ``m``
+    for the default system."""
+    default = system is None and cost is None and device is None
+    if default and getattr(m, "_dur", None) is not None:
+        return m._dur  # type: ignore[attr-defined]
+    from ..cost import resolve_cost
+
+    if system is None:
+        if cost is not None:
+            system = cost.system
+        else:
+            from ..io.systems import toy_system
+
+            system = toy_system()
+    dev = device or (TIMELINE_DEVICE if TIMELINE_DEVICE in system.device_names else
+                     next((d for d in system.device_names if d != system.host), system.host))
+    system.device(dev)  # an unknown device raises, naming it
+    cm = resolve_cost(cost, m.graph, system)
+    ops = m.graph.ops
+    dur = np.fromiter((cm.compute_s(ops[n], dev) for n in m.names), dtype=np.float64, count=m.n)
+    bad = np.flatnonzero(~(dur >= 0) | ~np.isfinite(dur))
+    if len(bad):
+        raise HetschedError(f"cost model gave op {m.names[bad[0]]!r} an invalid duration {dur[bad[0]]!r}",
+                            op=m.names[bad[0]], device=dev)
+    out = (np.maximum(dur, _MIN_STEP_S), dev)
+    if default:
+        m._dur = out  # type: ignore[attr-defined]
+    return out
+
+
+def _timeline(m: _Mem, arr: np.ndarray, dur: np.ndarray | None = None, device: str | None = None) -> pd.DataFrame:
+    if dur is None:
+        dur, device = _durations(m)
     n = m.n
     names = [m.names[i] for i in arr]
     a, f = m.spans(arr) if n else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     k = m.S
-    steps = np.arange(n, dtype=float)
+    d = dur[arr] if n else np.zeros(0)
+    ends = np.cumsum(d)
+    # exactly the previous end, so a free and the next allocation meet at one instant
+    starts = np.concatenate([[0.0], ends[:-1]]) if n else np.zeros(0)
+    # a storage lives from the start of its allocation step to the end of its free step
+    a_s = starts[a] if n else np.zeros(0)
+    f_s = ends[f] if n else np.zeros(0)
     cols = {
-        "lane": ["order"] * n + ["memory"] * k,
-        "group": ["memory"] * (n + k),
+        "lane": [device] * n + [f"{device} memory"] * k,
+        "group": [device] * (n + k),
         "name": names + list(m.s_names),
         "kind": ["compute"] * n + ["alloc"] * k,
-        "start_s": np.concatenate([steps, a.astype(float)]),
-        "end_s": np.concatenate([steps + 1.0, f.astype(float) + 1.0]),
+        "start_s": np.concatenate([starts, a_s]),
+        "end_s": np.concatenate([ends, f_s]),
         "op": names + [m.names[p] if p >= 0 else None for p in m.prod.tolist()],
         "tensor": [None] * n + list(m.s_names),
-        "device": ["memory"] * (n + k),
+        "device": [device] * (n + k),
         "bytes": np.concatenate([np.full(n, np.nan), m.size.astype(float)]),
     }
     return make_timeline(cols)
+
+
+def order_timeline(graph: OpGraph, order: Sequence[str], *, system=None, cost=None, device: str | None = None) -> pd.DataFrame:
+    """The order as a timeline in seconds: one ``compute`` row per op, back to back on ``device``
+    (the memory model runs one op per step, claim 2), each priced by the cost model, and one
+    ``alloc`` row per storage from the start of its allocation step to the end of its free step.
+
+    Defaults: :func:`~hetsched.io.systems.toy_system`'s ``gpu0`` with the roofline model, which is
+    what every :class:`OrderResult`'s ``timeline`` uses. Time only stretches the steps: the bytes
+    and the peak are the step curve's, so ``memory_usage(order_timeline(...))`` peaks at
+    :func:`peak_memory`.
+
+    >>> from hetsched.io.generators import chain
+    >>> from hetsched.timeline import memory_usage
+    >>> g = chain(3, act_bytes=100)
+    >>> tl = order_timeline(g, g.topological_order())
+    >>> int(memory_usage(tl)["bytes"].max()) == peak_memory(g, g.topological_order())
+    True
+    """
+    m = _compile(graph)
+    arr = m.to_idx(order)
+    dur, dev = _durations(m, system, cost, device)
+    return _timeline(m, arr, dur, dev)
 
 
 def _make_result(

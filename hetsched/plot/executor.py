@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 
 from .core import _gantt_parts, _text, compare, figure_from_dicts, time_unit
 
-__all__ = ["executor_lanes", "executor_gantt", "policy_bars", "ordering_bars"]
+__all__ = ["executor_lanes", "executor_gantt", "policy_bars", "ordering_bars", "rule_bars"]
 
 
 def executor_lanes(timeline: pd.DataFrame) -> list[str]:
@@ -37,18 +37,27 @@ def executor_lanes(timeline: pd.DataFrame) -> list[str]:
 
 
 def executor_gantt(result: Any, *, title: str | None = None, arrows: bool | None = None,
-                   color_by: str = "kind", max_arrows: int = 80) -> go.Figure:
+                   color_by: str = "kind", max_arrows: int = 80, step: int | None = None) -> go.Figure:
     """Host-thread lanes (launch, compute, blocked, idle) above stream lanes (kernels, copies, waits).
 
     ``arrows`` draws launch -> kernel arrows (the timeline's ``flow`` ids) as annotations; by
-    default only when there are at most ``max_arrows`` of them.
+    default only when there are at most ``max_arrows`` of them. ``step`` (a dispatch step index,
+    what a step walker is on) outlines that op's bars and draws a cursor at the time it was
+    dispatched.
 
     >>> import hetsched.executor as ex
-    >>> len(executor_gantt(ex.simulate(ex.graphs.inception_graph(1))).layout.annotations)
+    >>> r = ex.simulate(ex.graphs.inception_graph(1))
+    >>> len(executor_gantt(r).layout.annotations)
     9
+    >>> len(executor_gantt(r, step=3).layout.shapes)
+    1
     """
     tl = result.timeline
-    data, layout = _gantt_parts(tl, color_by=color_by, lanes=executor_lanes(tl),
+    hl, cursor = None, None
+    if step is not None:
+        s = result.steps[step]
+        hl, cursor = [s.subject], float(s.data.get("time_s", 0.0))
+    data, layout = _gantt_parts(tl, color_by=color_by, lanes=executor_lanes(tl), highlight=hl, cursor_s=cursor,
                                 title=title or f"executor: {result.params.get('streams')} streams, "
                                                f"{result.params.get('threads')} threads")
     flows = tl[tl["flow"].notna()]
@@ -97,4 +106,23 @@ def ordering_bars(result: Any) -> go.Figure:
         [dict(type="bar", x=list(counts.index), y=counts.tolist(), marker=dict(color=colors),
               hovertemplate="%{x}: %{y} edges<extra></extra>")],
         dict(title=_text("what orders each data edge"), yaxis=dict(title=_text("edges")),
+             margin=dict(l=10, r=10, t=40, b=40), height=300))
+
+
+def rule_bars(result: Any) -> go.Figure:
+    """How often each dispatch rule decided (:func:`hetsched.executor.rules_fired`); fallbacks in red.
+
+    >>> import hetsched.executor as ex
+    >>> r = ex.simulate(ex.graphs.thread_rules_graph(), streams="patent", threads="patent", pool_size=2)
+    >>> fig = rule_bars(r); "claim1-sync-sync-other-fallback" in fig.data[0].x
+    True
+    """
+    from ..executor.simulate import rules_fired
+
+    f = rules_fired(result)
+    colors = ["#D55E00" if fb else "#0072B2" for fb in f["fallback"]]
+    return figure_from_dicts(
+        [dict(type="bar", x=f["rule"].tolist(), y=f["count"].tolist(), marker=dict(color=colors),
+              hovertext=[f"{c}: {m}" for c, m in zip(f["claim"], f["meaning"])], hoverinfo="text+y")],
+        dict(title=_text("which rule placed each op (red: the rule could not be met)"), yaxis=dict(title=_text("ops")),
              margin=dict(l=10, r=10, t=40, b=40), height=300))

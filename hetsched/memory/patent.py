@@ -1,0 +1,215 @@
+"""The flows that start with the ILP (seed 002, S2): the patent's own, and ours warm-started.
+
+``../shared/seeds/002_1bc531f15903fea6.txt`` (claim 1, S1-S4): turn the ordering task into an
+integer linear programme and solve it; *if the solve finishes within the user's time limit*, output
+its order; otherwise run the tensor-lifetime-aware BFS and the memory-aware DFS (S3), take the one
+with the lower peak and fine-tune it at the peak step (S4).
+
+* :func:`order_patent` is that flow, in that order: the ILP (the patent's ``A[e,t]``/``P[e,t]``
+  formulation by default) gets the whole time limit, without a warm start; a proof of optimality
+  ends the flow, anything else (time-out, an unproven incumbent, a solver failure) goes on to S3
+  and S4, which run after the limit, as in the patent. One departure: a programme above
+  ``ILP_MAX_VARS`` variables is not built (building it alone would outlast any sensible limit
+  and exhaust memory); the step log says so.
+* :func:`order_auto` is ours: S3 + S4 first, then the ILP warm-started with that order (which
+  also bounds the peak from above) within what is left of the limit; the lower of the two wins.
+  It never returns an order worse than the patent heuristic's and proves optimality more often.
+
+This module sits above :mod:`~hetsched.memory.ilp` and :mod:`~hetsched.memory.portfolio` (the ILP
+warm-starts from the portfolio), so nothing in the memory family imports in a circle.
+
+>>> from hetsched.io.generators import fork_join
+>>> r = order_patent(fork_join(2, 2), time_limit_s=20)
+>>> r.status, r.steps[0].action, r.metrics["ilp_proven_optimal"]
+('optimal', 'ilp', 1.0)
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..graph import OpGraph
+from ..results import Step
+from .ilp import FORMULATIONS, order_ilp
+from .model import OrderResult, _check_time_limit, _compile, _make_result, _Mem
+from .portfolio import _patent_s3_s4
+
+__all__ = ["order_patent", "order_auto", "ILP_MAX_VARS", "ilp_vars"]
+
+ILP_MAX_VARS = 400_000  # above this many ILP variables the flows skip the solver (it could not finish)
+
+
+def ilp_vars(graph: OpGraph, formulation: str = "patent") -> int:
+    """Variables the ILP of ``formulation`` has: the peak, and per step ``n`` op variables plus
+    ``S`` residency variables, plus (patent) one creation variable per produced storage.
+
+    >>> from hetsched.io.generators import chain
+    >>> ilp_vars(chain(3), "patent"), ilp_vars(chain(3), "cumulative")
+    (31, 22)
+    """
+    return _ilp_vars(_compile(graph), formulation)
+
+
+def _ilp_vars(m: _Mem, formulation: str) -> int:
+    made = int((m.prod >= 0).sum()) if formulation == "patent" else 0
+    return m.n * (m.n + m.S + made) + 1
+
+
+def _ilp_metrics(r: OrderResult | None) -> dict[str, float]:
+    """What the ILP attempt said, as numbers (``status`` itself is on the step and in ``why``)."""
+    if r is None:
+        return {"ilp_ran": 0.0}
+    m = r.metrics
+    out = {"ilp_ran": 1.0, "ilp_proven_optimal": float(r.status == "optimal"),
+           "ilp_timed_out": float(bool(m.get("solver_killed", 0.0)) or r.status in ("feasible", "fallback"))}
+    for k_in, k_out in (("bound_bytes", "ilp_bound_bytes"), ("solver_gap", "ilp_solver_gap"), ("n_vars", "ilp_n_vars"),
+                        ("n_constraints", "ilp_n_constraints"), ("solve_s", "ilp_solve_s")):
+        if k_in in m:
+            out[k_out] = float(m[k_in])
+    if r.status in ("optimal", "feasible"):
+        out["ilp_peak_bytes"] = float(r.peak_bytes)
+    return out
+
+
+def _ilp_step(r: OrderResult | None, formulation: str, time_limit_s: float, skipped: str = "") -> Step:
+    if r is None:
+        return Step(0, "ilp", f"ILP ({formulation})", accepted=False, reason=f"S2 skipped: {skipped}",
+                    data={"phase": "S2", "status": "skipped", "formulation": formulation, "time_limit_s": time_limit_s})
+    proven = r.status == "optimal"
+    status = {"optimal": "optimal", "feasible": "time limit (incumbent not proven)"}.get(
+        r.status, "no solution" if "solver_killed" not in r.metrics else "time limit (no solution)")
+    if r.status == "fallback" and r.metrics.get("solver_killed"):
+        status = "time limit (process killed)"
+    return Step(
+        0, "ilp", f"ILP ({formulation})", before=None, after=float(r.peak_bytes) if r.status in ("optimal", "feasible") else None,
+        accepted=proven,
+        reason=(f"S2: the {formulation} ILP finished within {time_limit_s:g} s and proved its order optimal"
+                if proven else f"S2: the {formulation} ILP did not finish within {time_limit_s:g} s ({status}): "
+                               f"go on to S3"),
+        delta={"order": tuple(r.order)} if proven else {},
+        data={"phase": "S2", "status": status, "formulation": formulation, "time_limit_s": time_limit_s,
+              "solver": r.solver, "bound_bytes": r.bound_bytes, "solver_gap": r.metrics.get("solver_gap"),
+              "n_vars": r.metrics.get("n_vars"), "solve_s": r.metrics.get("solve_s")})
+
+
+def order_patent(
+    graph: OpGraph,
+    *,
+    time_limit_s: float = 10.0,
+    formulation: str = "patent",
+    solver: str | None = None,
+    ilp: bool = True,
+) -> OrderResult:
+    """The patent's flow, exactly in its order: S2 (the ILP within the time limit), else S3 + S4.
+
+    Parameters
+    ----------
+    graph : OpGraph
+    time_limit_s : float
+        The user's limit on the ILP (S2). S3 and S4 run after it; S4's fine-tune gets the same limit
+        again (the patent sets none; a bound keeps large graphs from fine-tuning for minutes).
+    formulation : {"patent", "cumulative"}
+        The ILP; the patent's ``A[e,t]``/``P[e,t]`` model by default.
+    solver : {"highs", "cbc"}, optional
+    ilp : bool
+        ``False`` skips S2 (the patent's heuristic path alone, ``method="patent-heuristic"``).
+
+    Returns
+    -------
+    OrderResult
+        ``status="optimal"`` when the ILP proved its order, else ``"heuristic"``. Step 0 is the
+        ILP attempt (``data``: status, bound, gap, size, solve time), then the BFS picks, the DFS
+        pushes and pops, the pick of the lower order and the fine-tune moves. ``metrics`` add
+        ``ilp_proven_optimal``, ``ilp_timed_out``, ``ilp_bound_bytes``, ``ilp_solver_gap``,
+        ``ilp_n_vars``, ``ilp_solve_s`` (those the solver reported).
+
+    >>> from hetsched.io.generators import layered
+    >>> r = order_patent(layered(6, 3, seed=0), time_limit_s=0.2)   # too short to prove anything
+    >>> r.status, r.steps[0].accepted, r.steps[-1].data["phase"] in ("S4", "S4-pick")
+    ('heuristic', False, True)
+    """
+    t0 = time.perf_counter()
+    time_limit_s = _check_time_limit(time_limit_s)
+    m = _compile(graph)
+    params = {"time_limit_s": time_limit_s, "formulation": formulation, "solver": solver, "ilp": ilp}
+    # S4 has no limit in the patent; here it gets the user's limit again (after S2 spent its own),
+    # so a large graph cannot fine-tune for minutes
+    if not ilp:
+        return _patent_s3_s4(m, t0, params=params, time_limit_s=time_limit_s)
+    if formulation not in FORMULATIONS:
+        from ..errors import HetschedError
+
+        raise HetschedError(f"unknown ILP formulation {formulation!r}; choose one of {FORMULATIONS}", field="formulation")
+    nv = _ilp_vars(m, formulation)
+    if nv > ILP_MAX_VARS:
+        why = (f"the {formulation} ILP would have {nv} variables (> {ILP_MAX_VARS}); building it alone would "
+               f"outlast the {time_limit_s:g} s limit")
+        return _patent_s3_s4(m, t0, why_prefix=f"S2 skipped: {why}; ", lead_steps=(_ilp_step(None, formulation, time_limit_s, why),),
+                             params=params, extra={"ilp_ran": 0.0, "ilp_n_vars": float(nv)}, time_limit_s=time_limit_s)
+    r = order_ilp(graph, time_limit_s=time_limit_s, formulation=formulation, solver=solver, warm_start=None)
+    step = _ilp_step(r, formulation, time_limit_s)
+    extra = _ilp_metrics(r)
+    if r.status == "optimal":
+        return _make_result(m, m.to_idx(r.order), method=f"patent:ilp-{formulation}", status="optimal", t0=t0,
+                            solver=r.solver, bound=r.bound_bytes, steps=[step], initial=m.topo(), params=params,
+                            why=f"S2: the ILP finished within {time_limit_s:g} s and proved optimality", extra=extra)
+    return _patent_s3_s4(m, t0, why_prefix=f"S2: {step.data['status']} after {time_limit_s:g} s; ", lead_steps=(step,),
+                         params=params, extra=extra, solver=r.solver, bound=r.bound_bytes if r.status != "fallback" else None,
+                         time_limit_s=time_limit_s)
+
+
+def order_auto(
+    graph: OpGraph,
+    *,
+    time_limit_s: float = 10.0,
+    formulation: str = "cumulative",
+    solver: str | None = None,
+) -> OrderResult:
+    """Ours: the patent's S3 + S4 first, then the ILP warm-started with that order, within the limit.
+
+    The heuristic order bounds the ILP's peak from above and is handed to the solver as a start;
+    when the solver proves optimality its order is returned (``status="optimal"``), else the lower
+    of the solver's incumbent and the heuristic order. Above ``ILP_MAX_VARS`` variables the ILP is
+    skipped (``why`` says so). Metrics carry the ``ilp_*`` numbers of :func:`order_patent`.
+
+    >>> from hetsched.io.generators import fork_join
+    >>> order_auto(fork_join(2, 2), time_limit_s=20).status
+    'optimal'
+    """
+    t0 = time.perf_counter()
+    time_limit_s = _check_time_limit(time_limit_s)
+    m = _compile(graph)
+    params = {"time_limit_s": time_limit_s, "formulation": formulation, "solver": solver}
+    nv = _ilp_vars(m, formulation)
+    if nv > ILP_MAX_VARS:
+        return _patent_s3_s4(m, t0, why_prefix=f"S2 skipped: the {formulation} ILP would have {nv} variables "
+                                                f"(> {ILP_MAX_VARS}), it cannot finish in {time_limit_s:g} s; ",
+                             time_limit_s=time_limit_s, params=params, extra={"ilp_ran": 0.0, "ilp_n_vars": float(nv)})
+    heur = _patent_s3_s4(m, t0)
+    r = order_ilp(graph, time_limit_s=max(0.05, time_limit_s - (time.perf_counter() - t0)), formulation=formulation,
+                  solver=solver, warm_start=heur)
+    extra: dict[str, Any] = _ilp_metrics(r)
+    better = r.status == "optimal" or (r.status == "feasible" and r.peak_bytes < heur.peak_bytes)
+    s = _ilp_step(r, formulation, time_limit_s)
+    # the ILP ran after the heuristic here: its step closes the log and, when it wins, sets the order
+    reason = (s.reason.replace("go on to S3", "the heuristic order stays") if not better else
+              s.reason if r.status == "optimal" else
+              f"S2: the warm-started ILP's incumbent ({r.peak_bytes} B) is below the heuristic's ({heur.peak_bytes} B)")
+    step = Step(len(heur.steps), s.action, s.subject, s.before, s.after, better, reason,
+                {"order": tuple(r.order)} if better else {}, s.data)
+    steps = [*heur.steps, step]
+    initial = m.to_idx(heur.initial_state["order"]).tolist()
+    if r.status == "optimal":
+        return _make_result(m, m.to_idx(r.order), method=r.method, status="optimal", t0=t0, solver=r.solver,
+                            bound=r.bound_bytes, why=f"S2: the warm-started ILP finished within {time_limit_s:g} s and "
+                                                     f"proved optimality", params=params, steps=steps, initial=initial,
+                            extra=extra)
+    pick = r if better else heur
+    return _make_result(
+        m, m.to_idx(pick.order), method=pick.method, status=pick.status, t0=t0, solver=r.solver, bound=r.bound_bytes,
+        steps=steps, initial=initial,
+        why=f"S2: the ILP did not finish within {time_limit_s:g} s ({r.why}); S3/S4: {heur.why}"
+            + ("; the solver's incumbent was lower and is kept" if better else ""),
+        params=params, extra=extra,
+    )

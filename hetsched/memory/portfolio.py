@@ -1,0 +1,251 @@
+"""The portfolio heuristic and the patent's S3 + S4, as plain functions (seed 002).
+
+:func:`order_portfolio` is our best bounded-work method: a portfolio (the patent's BFS and DFS,
+our lifetime-aware greedy, every compiler baseline, and a beam search over executed sets — the
+Serenity DP with at most ``beam`` states per step), each fine-tuned at the peak step, keeping the
+lowest; then, up to ``POLISH_MAX_OPS`` ops, a polish: the exact engine's depth-first feasibility
+searches (:mod:`hetsched.memory._feasible`) asked for an order below the best peak, each capped at a
+fixed number of moves (deterministic, whatever the machine's load), repeated while they find one.
+Because the compiler baselines are in the portfolio, it is never above the best of them.
+
+:func:`order_patent_heuristic` is the patent's S3 + S4 (``../shared/seeds/002_1bc531f15903fea6.txt``,
+claims 6-9): the lifetime-aware BFS and the memory-aware DFS, the lower one fine-tuned at its peak
+step. The flows that start with the ILP (S2) live in :mod:`hetsched.memory.patent`, above
+:mod:`hetsched.memory.ilp`, which warm-starts from :func:`order_portfolio`: this module imports no
+solver, so the memory family has no import cycle.
+
+>>> from hetsched.io.generators import randwire_ws
+>>> from hetsched.memory import lower_bound
+>>> g = randwire_ws(12, seed=0, channels=4, hw=4)
+>>> lower_bound(g) <= order_portfolio(g).peak_bytes <= order_patent_heuristic(g).peak_bytes
+True
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from ..graph import OpGraph
+from ..results import Step
+from ._search import search
+from .baselines import BASELINES
+from .heuristics import _bfs, _dfs, _fine_tune, _greedy, _steps_from
+from .model import OrderResult, _check_time_limit, _compile, _make_result, _Mem
+
+__all__ = ["order_portfolio", "order_patent_heuristic", "BEAM_MAX_OPS", "POLISH_MAX_OPS"]
+
+BEAM_MAX_OPS = 1000  # the beam search keeps Python-int bitsets of n bits: skipped above this size
+BEAM_WORK = 40_000  # beam width ~ BEAM_WORK / n states per step
+POLISH_MAX_OPS = 300  # the polish's feasibility searches keep (tensors x ops) tables: skipped above this size
+POLISH_MOVES = 32_768  # moves per feasibility search at <= 128 ops (scaled down above: a move costs O(n))
+POLISH_QUESTIONS = 8  # at most this many "is there an order below the best?" questions
+
+
+# LPMF scans every ready op at every step (O(n * width)); above this size it leaves the portfolio
+QUADRATIC = ("inductor_lpmf",)
+QUADRATIC_MAX_OPS = 5_000
+
+
+def _beam_width(n: int) -> int:
+    return int(max(16, min(4000, BEAM_WORK // max(1, n))))
+
+
+def _polish_moves(m: _Mem) -> int:
+    if not 0 < m.n <= POLISH_MAX_OPS:
+        return 0
+    return max(4096, POLISH_MOVES * 128 // max(m.n, 128))
+
+
+def _ask_below(m: _Mem, budget: int, moves: int, deadline: float | None) -> tuple[list[int] | None, str]:
+    """An order within ``budget`` from the capped backward, then forward, feasibility search.
+
+    Returns ``(order, "backward"|"forward")``, ``(None, "none")`` when a search proved there is
+    none, or ``(None, "capped")``.
+    """
+    from ._feasible import BudgetTimeout, feasible, feasible_back
+    for how, fn in (("backward", feasible_back), ("forward", feasible)):
+        try:
+            found = fn(m, budget, max_moves=moves, deadline=deadline)
+        except BudgetTimeout:
+            continue
+        if found is None:
+            return None, "none"
+        arr = np.asarray(found, dtype=np.int64)
+        m.check_idx(arr)  # never trust a search's order: an illegal one raises, naming the op
+        if m.peak(arr) <= budget:
+            return list(found), how
+    return None, "capped"
+
+
+def _candidate_steps(m: _Mem, cands: list[tuple[str, list[int], int]], start: list[int]) -> tuple[list[Step], int]:
+    """Steps that walk the portfolio: a candidate is accepted when it beats the best so far."""
+    steps: list[Step] = []
+    best = m.peak(np.asarray(start)) if m.n else 0
+    for name, arr, pk in cands:
+        ok = pk < best
+        steps.append(Step(len(steps), "candidate", name, before=float(best), after=float(pk), accepted=ok,
+                          reason=(f"{name} reaches {pk} bytes, below {best}" if ok else f"{name} reaches {pk} bytes, not below {best}"),
+                          delta={"order": tuple(m.names[v] for v in arr)} if ok else {},
+                          data={"phase": "portfolio", "peak_bytes": pk}))
+        if ok:
+            best = pk
+    return steps, best
+
+
+def _renumber(steps: list[Step], offset: int) -> list[Step]:
+    return [Step(offset + i, s.action, s.subject, s.before, s.after, s.accepted, s.reason, s.delta, s.data)
+            for i, s in enumerate(steps)]
+
+
+def _portfolio(m: _Mem, t0: float, *, time_limit_s: float | None, beam: int | None) -> OrderResult:
+    n = m.n
+    start = m.topo()
+    cands: list[tuple[str, list[int], int]] = []
+    gens: list[tuple[str, Callable[[_Mem], list[int]]]] = [
+        ("bfs", lambda mm: _bfs(mm)[0]), ("lifetime-greedy", _greedy), ("dfs", lambda mm: _dfs(mm)[0])] + [
+        (k, f) for k, f in BASELINES.items() if not (k in QUADRATIC and n > QUADRATIC_MAX_OPS)]
+    for name, fn in gens:
+        arr = fn(m)
+        cands.append((name, arr, m.peak(np.asarray(arr, dtype=np.int64))))
+    width = beam if beam is not None else (_beam_width(n) if n <= BEAM_MAX_OPS else 0)
+    if width and n:
+        res = search(m, beam=width)
+        assert res is not None
+        cands.append((f"beam{width}", res[1], m.peak(np.asarray(res[1], dtype=np.int64))))
+    # fine-tune every candidate on small graphs; only the best few on large ones (time)
+    ranked = sorted(range(len(cands)), key=lambda i: (cands[i][2], i))
+    n_tune = len(cands) if n <= 500 else 3
+    # the fine-tune gets what is left of the time limit, and never less than a fifth of it
+    budget = None if time_limit_s is None else max(time_limit_s - (time.perf_counter() - t0), 0.2 * time_limit_s)
+    t_tune = time.perf_counter()
+    tuned: list[tuple[str, list[int], int, list[dict[str, Any]], list[int]]] = []
+    seen: set[tuple[int, ...]] = set()
+    for i in ranked[:n_tune]:
+        name, arr, pk = cands[i]
+        key = tuple(arr)
+        if key in seen:
+            continue
+        seen.add(key)
+        left = None if budget is None else max(0.0, budget - (time.perf_counter() - t_tune)) / max(1, n_tune)
+        new, tried = _fine_tune(m, arr, time_limit_s=left, record=True)
+        tuned.append((name, new, m.peak(np.asarray(new, dtype=np.int64)), tried, arr))
+    best = min(tuned, key=lambda x: (x[2], x[0]))
+    name, arr, pk, tried, before = best
+    cand_steps, _ = _candidate_steps(m, [(c[0], c[1], c[2]) for c in cands], start)
+    # the winner's pre-fine-tune order becomes the state before its fine-tune moves
+    bridge = Step(len(cand_steps), "pick", name, before=None, after=float(m.peak(np.asarray(before))), accepted=True,
+                  reason=f"fine-tuning every candidate, {name} ends lowest", delta={"order": tuple(m.names[v] for v in before)},
+                  data={"phase": "S4-pick"})
+    steps = cand_steps + [bridge] + _renumber(_steps_from(tried), len(cand_steps) + 1)
+    method = f"heuristic:{name}+fine_tune"
+    # polish (ours): ask "is there an order within best - 1 bytes?" with the exact engine's
+    # depth-first feasibility searches (backward first, where graph outputs pile up, then
+    # forward), each capped at a fixed number of moves so the answer does not depend on the
+    # machine's load; a "yes" brings a lower order (fine-tuned, then asked again), a "no" proves
+    # the order optimal, a capped search ends the polish.
+    n_polish, proven = 0, False
+    polish = _polish_moves(m) if beam is None or beam > 0 else 0
+    if polish:
+        for _q in range(POLISH_QUESTIONS):
+            deadline = None if time_limit_s is None else t0 + time_limit_s
+            found, how = _ask_below(m, pk - 1, polish, deadline)
+            if how == "none":
+                proven = True
+                break
+            if found is None:
+                break
+            new, _tried = _fine_tune(m, found, time_limit_s=None, record=False)
+            pk2 = m.peak(np.asarray(new, dtype=np.int64))
+            steps.append(Step(len(steps), "polish", how, before=float(pk), after=float(pk2), accepted=True,
+                              reason=f"a {how} depth-first search found an order within {pk - 1} bytes: "
+                                     f"{pk2} bytes after fine-tuning", delta={"order": tuple(m.names[v] for v in new)},
+                              data={"phase": "polish", "budget_bytes": pk - 1}))
+            arr, pk = new, pk2
+            n_polish += 1
+            method = f"heuristic:{name}+fine_tune+polish"
+    return _make_result(
+        m, arr, method=method, status="heuristic", t0=t0, steps=steps, initial=start,
+        why=f"portfolio of {len(cands)} orders (patent BFS/DFS, our lifetime greedy, compiler baselines"
+            f"{', beam search' if width else ''}), each fine-tuned; {name} won"
+            + (f"; {n_polish} budgeted depth-first search(es) lowered it further" if n_polish else "")
+            + ("; a budgeted search proved no order is lower" if proven else ""),
+        params={"time_limit_s": time_limit_s, "beam": width, "polish_moves": polish},
+        extra={"n_candidates": float(len(cands)), "n_moves_tried": float(len(tried)), "n_polish": float(n_polish),
+               "proven_optimal": float(proven)},
+    )
+
+
+def _patent_s3_s4(m: _Mem, t0: float, *, why_prefix: str = "", time_limit_s: float | None = None,
+                  lead_steps: tuple[Step, ...] = (), method_prefix: str = "patent",
+                  extra: dict[str, float] | None = None, params: dict[str, Any] | None = None,
+                  bound: float | None = None, solver: str | None = None) -> OrderResult:
+    """S3 + S4: BFS and DFS (their picks logged), the lower one fine-tuned (its moves logged)."""
+    start = m.topo()
+    b, b_steps = _bfs(m, record=True)
+    d, d_steps = _dfs(m, record=True)
+    pb, pd_ = m.peak(np.asarray(b, dtype=np.int64)), m.peak(np.asarray(d, dtype=np.int64))
+    name, arr = ("bfs", b) if pb <= pd_ else ("dfs", d)
+    steps = list(lead_steps)
+    steps += _renumber(b_steps, len(steps))
+    steps += _renumber(d_steps, len(steps))
+    steps.append(Step(len(steps), "pick", name, before=None, after=float(min(pb, pd_)), accepted=True,
+                      reason=f"S4: {name} has the lower peak ({min(pb, pd_)} vs {max(pb, pd_)} bytes): it is fine-tuned",
+                      delta={"order": tuple(m.names[v] for v in arr)},
+                      data={"phase": "S4-pick", "bfs_peak_bytes": pb, "dfs_peak_bytes": pd_}))
+    new, tried = _fine_tune(m, arr, time_limit_s=time_limit_s)
+    steps += _renumber(_steps_from(tried), len(steps))
+    kept = sum(1 for t in tried if t["accepted"])
+    return _make_result(m, new, method=f"{method_prefix}:{name}+fine_tune", status="heuristic", t0=t0, steps=steps,
+                        initial=start, solver=solver, bound=bound, params=params,
+                        why=why_prefix + f"S3: BFS peak {pb} B, DFS peak {pd_} B; S4: fine-tuned {name} "
+                                         f"({kept} of {len(tried)} moves kept)",
+                        extra={"bfs_peak_bytes": float(pb), "dfs_peak_bytes": float(pd_),
+                               "n_moves_tried": float(len(tried)), "n_moves_kept": float(kept), **(extra or {})})
+
+
+def order_portfolio(graph: OpGraph, *, time_limit_s: float | None = 10.0, beam: int | None = None) -> OrderResult:
+    """Our best bounded-work order: the portfolio, each candidate fine-tuned, then the polish.
+
+    Parameters
+    ----------
+    graph : OpGraph
+    time_limit_s : float or None
+        Budget of the fine-tunes and the polish (the portfolio itself always completes).
+    beam : int, optional
+        Beam width of the executed-set search (default ~40000 / n, up to ``BEAM_MAX_OPS`` ops;
+        0 disables it and the polish, which otherwise runs up to ``POLISH_MAX_OPS`` ops).
+
+    ``steps``: one ``candidate`` per order tried, a ``pick`` (the winner before its fine-tune),
+    its fine-tune moves, then one ``polish`` step per lower order a feasibility search found.
+
+    >>> from hetsched.io.generators import randwire_ws
+    >>> from hetsched.memory import order_baseline
+    >>> g = randwire_ws(10, seed=3, channels=4, hw=4)
+    >>> order_portfolio(g).peak_bytes <= order_baseline(g, "kahn").peak_bytes
+    True
+    """
+    t0 = time.perf_counter()
+    if time_limit_s is not None:
+        time_limit_s = _check_time_limit(time_limit_s)
+    return _portfolio(_compile(graph), t0, time_limit_s=time_limit_s, beam=beam)
+
+
+def order_patent_heuristic(graph: OpGraph, *, time_limit_s: float | None = None) -> OrderResult:
+    """The patent's S3 + S4 (claims 6-9): BFS and DFS, the lower one fine-tuned at its peak step.
+
+    ``steps``: the BFS picks (phase ``S31``), the DFS pushes and pops (``S32``), the ``pick`` of the
+    lower order (``S4-pick``), the fine-tune moves (``S4``). ``time_limit_s`` bounds the fine-tune.
+
+    >>> from hetsched.io.generators import fork_join
+    >>> r = order_patent_heuristic(fork_join(3, 2))
+    >>> [p for p in ("S31", "S32", "S4-pick") if any(s.data["phase"] == p for s in r.steps)]
+    ['S31', 'S32', 'S4-pick']
+    """
+    t0 = time.perf_counter()
+    if time_limit_s is not None:
+        time_limit_s = _check_time_limit(time_limit_s)
+    return _patent_s3_s4(_compile(graph), t0, time_limit_s=time_limit_s,
+                         params={"time_limit_s": time_limit_s})
