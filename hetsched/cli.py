@@ -149,7 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("order", help="order ops to minimise peak memory (seed 002)")
     _graph_args(p), _out_args(p)
-    p.add_argument("--method", default="auto", help="auto (the patent's flow), heuristic, exact, ilp, bfs, dfs, inductor_*, xla_*")
+    p.add_argument("--method", default="auto", help="patent (the patent's flow: ILP under the time limit, then BFS/DFS and fine-tuning), auto (warm-started ILP), "
+                        "heuristic, exact, ilp, ilp-patent, ilp-cumulative, bfs, dfs, inductor_*, xla_*")
     p.add_argument("--time-limit", type=_positive_float, default=10.0, help="ILP/exact time limit in seconds")
     p.add_argument("--compare", action="store_true", help="also compare with the compiler baselines")
 
@@ -428,7 +429,9 @@ def _cmd_order(a: argparse.Namespace) -> int:
     from . import memory, plot
 
     g = _graph(a)
-    limited = a.method in ("auto", "exact", "ilp")
+    from .memory import SOLVER_METHODS
+
+    limited = a.method in SOLVER_METHODS
     with _working(a, f"order: {a.method}", limit_s=a.time_limit if limited else None):
         r = memory.optimize_order(g, method=a.method, time_limit_s=a.time_limit)
     frames = [_metrics_frame(r.metrics)]
