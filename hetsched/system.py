@@ -329,6 +329,22 @@ class System:
         """The direct link between two devices, if any."""
         return self._link.get((src, dst))
 
+    def lane(self, a: str, b: str) -> str:
+        """Timeline lane of the hop ``a -> b``: ``"a->b"``, or ``"x<->y"`` (names sorted) on a half-duplex link.
+
+        A full-duplex link has one lane per direction; a half-duplex link's two directions share one
+        lane, so transfers both ways are serialised on it. Every timeline names link lanes this way.
+
+        >>> s = System([Device("h", "cpu"), Device("g", "gpu")], [Link("h", "g", 1e9, duplex=False)], host="h")
+        >>> s.lane("h", "g"), s.lane("g", "h")
+        ('g<->h', 'g<->h')
+        """
+        ln = self._link.get((a, b))
+        if ln is not None and not ln.duplex:
+            x, y = sorted((a, b))
+            return f"{x}<->{y}"
+        return f"{a}->{b}"
+
     def route(self, src: str, dst: str) -> tuple[Link, ...]:
         """Links a transfer crosses: the direct link, else through the host, else the fewest hops.
 
