@@ -2,7 +2,8 @@
 
 The merge passes share a :class:`_Merger` (the quotient graph, the op names, the step log). Every
 decision is one logged step: merged, or refused (different backend, would create a cycle, not
-adjacent). Strategies are chosen by name from :data:`MERGE_STRATEGIES` or passed as a callable that
+adjacent); ``data["outcome"]`` names it (``merged``, ``cycle``, ``different_backend``,
+``not_adjacent``) and a cycle refusal's ``data["via"]`` the group the path runs through. Strategies are chosen by name from :data:`MERGE_STRATEGIES` or passed as a callable that
 gets a :class:`MergeContext`; ``min_group_size`` islands go back to the fallback in
 :func:`send_small_groups_back`.
 """
@@ -21,6 +22,7 @@ __all__ = ["MERGE_STRATEGIES", "MergeContext", "send_small_groups_back"]
 def _merged_step(subject: str, n_before: int, backend: str, ra: str, rb: str, survivor: str, lost: str,
                  data: dict) -> tuple:
     """The step tuple of an accepted merge (every merge pass logs it through here)."""
+    data["outcome"] = "merged"
     return ("merge", subject, float(n_before), float(n_before - 1), True,
             f"merged the {backend} groups of {ra!r} and {rb!r}: one launch instead of two",
             {"merge": (survivor, lost)}, data)
@@ -29,11 +31,11 @@ def _merged_step(subject: str, n_before: int, backend: str, ra: str, rb: str, su
 def _cycle_step(subject: str, n_alive: int, ra: str, rb: str, via_backend: str, via: str, data: dict) -> tuple:
     """The step tuple of a merge refused because it would close a cycle through ``via``."""
     data["via"] = via
+    data["outcome"] = "cycle"
     n = float(n_alive)
     return ("merge", subject, n, n, False,
             f"would create a cycle: a path leaves the group of {ra!r} through the {via_backend} group of"
             f" {via!r} and comes back into the group of {rb!r}", {}, data)
-
 
 
 class _Merger:
@@ -103,7 +105,7 @@ def _merge_adjacent(ctx: _Merger, pred_lists: list[list[int]], backends: list[st
                 append(
                     ("merge", f"{np_}->{nv}", n, n, False,
                         f"different backend: {np_!r} runs on {bp}, {nv!r} on {bv}",
-                        {}, {"edge": (np_, nv), "backends": (bp, bv), "mode": "adjacent"},
+                        {}, {"edge": (np_, nv), "backends": (bp, bv), "mode": "adjacent", "outcome": "different_backend"},
                     )
                 )
                 continue
@@ -150,7 +152,7 @@ def _log_not_adjacent(ctx: _Merger) -> None:
             ("merge", names[x], float(q.n_alive), float(q.n_alive), False,
                 f"not adjacent: no edge joins the group of {names[x]!r} to another {b} group; the minimal-"
                 f"neighbourhood rule never merges across other backends' ops (merge='global' would try)",
-                {}, {"groups": (names[first[b]], names[x]), "backend": b, "mode": "adjacent"},
+                {}, {"groups": (names[first[b]], names[x]), "backend": b, "mode": "adjacent", "outcome": "not_adjacent"},
             )
         )
 
