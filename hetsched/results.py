@@ -29,6 +29,7 @@ Examples
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
@@ -37,7 +38,7 @@ import pandas as pd
 
 from .timeline import empty_timeline
 
-__all__ = ["Step", "StepView", "StepLog", "LazySteps", "Result"]
+__all__ = ["Step", "StepView", "StepLog", "LazySteps", "Result", "compare_results"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,3 +293,89 @@ class Result:
         extra = [f.name for f in fields(self) if f.name not in {"metrics", "timeline", "steps", "params", "initial_state"}]
         m = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in list(self.metrics.items())[:4])
         return f"{type(self).__name__}({m}; {len(self.steps)} steps; fields: {', '.join(extra)})"
+
+
+#: label columns a wide frame may have, looked for in this order
+LABEL_COLUMNS = ("label", "method", "policy", "schedule", "variant", "name")
+
+
+def _family(obj: Any) -> str:
+    mod = type(obj).__module__.split(".")
+    return mod[1] if len(mod) > 2 and mod[0] == "hetsched" else ""
+
+
+def compare_results(results: Any, *, metrics: Sequence[str] | None = None, label: str | None = None,
+                    family: str | None = None, wide: bool = False) -> pd.DataFrame:
+    """Several results (or tables of them) as one long table: ``label, family, metric, value``.
+
+    The one comparison format of the house: every family's compare function builds its rows here,
+    and views (bars, sweeps, reports) read this long form whatever the family.
+
+    Parameters
+    ----------
+    results : mapping, sequence of pairs, DataFrame, or a list of those
+        ``{label: Result}`` (its ``metrics``), ``{label: {metric: value}}``, ``[(label, ...), ...]``,
+        or a wide frame with one row per label (its label column: ``label``, or the first of
+        :data:`LABEL_COLUMNS` present). A list of several of these is concatenated.
+    metrics : sequence of str, optional
+        Which metrics, in this order (default: every one, in first-seen order).
+    label : str, optional
+        The label column of a wide input frame, and the name of the label column of a wide output.
+    family : str, optional
+        Family of every row (default: the result's package, ``mapping``, ``partition``..., or ``""``).
+    wide : bool
+        One row per label and one column per metric instead (non-numeric values such as a status
+        are kept here; the long table holds numbers only).
+
+    Examples
+    --------
+    >>> long = compare_results({"a": {"makespan_s": 2.0, "n_ops": 3}, "b": {"makespan_s": 1.0, "status": "ok"}})
+    >>> long.values.tolist()
+    [['a', '', 'makespan_s', 2.0], ['a', '', 'n_ops', 3.0], ['b', '', 'makespan_s', 1.0]]
+    >>> compare_results(long, wide=True, label="method").to_dict("list")
+    {'method': ['a', 'b'], 'makespan_s': [2.0, 1.0], 'n_ops': [3.0, nan]}
+    """
+    recs: list[tuple[str, str, dict[str, Any]]] = []  # (label, family, {metric: value})
+
+    def take(obj: Any) -> None:
+        if isinstance(obj, pd.DataFrame):
+            if {"label", "metric", "value"} <= set(obj.columns):  # already long
+                fam = obj["family"] if "family" in obj.columns else [family or ""] * len(obj)
+                for lab, fa, m, v in zip(obj["label"], fam, obj["metric"], obj["value"]):
+                    _row(str(lab), family or fa).update({m: v})
+                return
+            col = label if label is not None and label in obj.columns else next(
+                (c for c in LABEL_COLUMNS if c in obj.columns), obj.columns[0])
+            for rec in obj.to_dict("records"):
+                lab = rec.pop(col)
+                _row(str(lab), family or "").update(rec)
+            return
+        items = obj.items() if isinstance(obj, Mapping) else obj
+        for lab, r in items:
+            if isinstance(r, Result):
+                _row(str(lab), family or _family(r)).update(r.metrics)
+            else:
+                _row(str(lab), family or "").update(r)
+
+    index: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def _row(lab: str, fam: str) -> dict[str, Any]:
+        d = index.get((lab, fam))
+        if d is None:
+            d = index[(lab, fam)] = {}
+            recs.append((lab, fam, d))
+        return d
+
+    if isinstance(results, list) and results and all(isinstance(x, (pd.DataFrame, Mapping)) for x in results):
+        for part in results:
+            take(part)
+    else:
+        take(results)
+    names = list(metrics) if metrics is not None else list(dict.fromkeys(m for _, _, d in recs for m in d))
+    if wide:
+        lab_col = label or "label"
+        return pd.DataFrame([{lab_col: lab, **{m: d.get(m, float("nan")) for m in names}} for lab, _, d in recs],
+                            columns=[lab_col, *names])
+    rows = [(lab, fam, m, float(d[m])) for lab, fam, d in recs for m in names
+            if m in d and isinstance(d[m], numbers.Real) and not isinstance(d[m], bool)]
+    return pd.DataFrame(rows, columns=["label", "family", "metric", "value"])
