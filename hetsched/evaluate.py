@@ -17,6 +17,7 @@ Model (that of H2H, Zhang et al., DAC 2022, and of the seed-000 patent):
   to the host and every consumer not on the host, the producer's own device included, reads it
   back from there (the patent's "intermediate results in host memory"). Graph inputs start on the
   host; graph outputs end on the host (a kept graph output is written back as well).
+  ``evaluate(..., keep_tensors_resident=True)`` switches the round trip off: every tensor is kept.
 * Transfers are store-and-forward over each hop of the route and serialised per link direction
   (``contention=False`` gives every transfer its own channel, the classic HEFT assumption).
 * Memory (``alloc`` rows of the timeline, lane ``<device>:mem``): resident weights for the whole
@@ -174,6 +175,7 @@ def evaluate(
     contention: bool = True,
     check_memory: bool = True,
     check_support: bool = True,
+    keep_tensors_resident: bool = False,
 ) -> Evaluation:
     """Time a placement: compute and transfer rows, memory, and the metrics every method reports.
 
@@ -194,6 +196,16 @@ def evaluate(
     check_support : bool
         Raise :class:`~hetsched.errors.UnsupportedOpError` when an op sits on a device whose support
         table entry does not list its op type.
+    keep_tensors_resident : bool
+        The host round trip off (a what-if). By default every output not listed in the placement's
+        ``tensors_resident`` is written back to host memory and every reader off the host reads it
+        back from there, even on the producer's own device (the seed-000 patent's "intermediate
+        results in host memory"): an all-on-GPU ResNet-50 then moves every activation over PCIe
+        twice. ``True`` keeps *every* tensor in device memory once it is produced or copied there:
+        readers on the same device read in place, others get one direct copy per device, and only
+        graph outputs go back to the host. Same as listing every tensor in ``tensors_resident``
+        (``Evaluation.placement`` shows it so); kept tensors hold device memory until their last
+        reader, so ``check_memory`` may now refuse a placement that fitted before.
 
     Returns
     -------
@@ -206,16 +218,21 @@ def evaluate(
     --------
     >>> from hetsched.graph import OpGraph
     >>> from hetsched.system import Device, Link, System
-    >>> g = OpGraph(); _ = g.add_op("a", "MatMul", flops=2e9)
-    >>> _ = g.add_tensor("x", 1000, consumers=["a"]); _ = g.add_tensor("y", 1000, producer="a", is_output=True)
+    >>> g = OpGraph(); _ = g.add_op("a", "MatMul", flops=2e9); _ = g.add_op("b", "MatMul", flops=2e9)
+    >>> _ = g.add_tensor("x", 1000, consumers=["a"]); _ = g.add_tensor("y", 1000, producer="a", consumers=["b"])
+    >>> _ = g.add_tensor("z", 1000, producer="b", is_output=True)
     >>> s = System([Device("h", "cpu", {"default": 1e9}, mem_bandwidth_Bps=1e12),
     ...             Device("d", "gpu", {"default": 1e12}, mem_bandwidth_Bps=1e12)],
     ...            [Link("h", "d", 1e6)], host="h")
-    >>> ev = evaluate(g, s, {"a": "d"})
-    >>> round(ev.metrics["makespan_s"], 6)  # 1 ms in, 2 ms compute, 1 ms out
-    0.004
+    >>> ev = evaluate(g, s, {"a": "d", "b": "d"})
+    >>> round(ev.metrics["makespan_s"], 6)  # x in 1 ms, a 2 ms, y out and back 2 ms, b 2 ms, z out 1 ms
+    0.008
+    >>> round(evaluate(g, s, {"a": "d", "b": "d"}, keep_tensors_resident=True).metrics["makespan_s"], 6)
+    0.006
     """
     pl = Placement.coerce(placement)
+    if keep_tensors_resident:
+        pl = pl.with_residency(tensors_resident=graph.tensors)
     cost = resolve_cost(cost, graph, system)
     order = graph.topological_order() if order is None else _check_order(graph, order)
     devs = system.devices

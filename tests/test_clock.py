@@ -149,3 +149,21 @@ def test_timeline_builder_joins_growing_flow_lists():
     assert tl["op"].iloc[0] == "a" and tl["bytes"].iloc[1] == 8.0
     check_timeline(tl)
     assert len(TimelineBuilder().build()) == 0
+
+
+def test_keep_tensors_resident_switches_off_the_host_round_trip():
+    """Issue 22: the all-on-one-device placement need not send every activation to the host and back."""
+    from hetsched.io.generators import layered
+
+    g, s = layered(4, 3, seed=1), toy_system()
+    place = {o: "gpu0" for o in g}
+    base = evaluate(g, s, place)
+    kept = evaluate(g, s, place, keep_tensors_resident=True)
+    same = evaluate(g, s, Placement(place, tensors_resident=set(g.tensors)))
+    assert kept.metrics == same.metrics and kept.placement.tensors_resident == frozenset(g.tensors)
+    assert kept.metrics["bytes_moved"] < base.metrics["bytes_moved"]
+    assert kept.metrics["makespan_s"] < base.metrics["makespan_s"]
+    # what still moves: graph inputs in (once per device) and graph outputs back to the host
+    moved = kept.timeline[kept.timeline.kind == "transfer"]
+    assert set(moved["tensor"].dropna()) <= set(g.graph_inputs()) | set(g.graph_outputs())  # (and weights)
+    check_timeline(kept.timeline, g, capacity_bytes={"gpu0": float(s.device("gpu0").memory_bytes)})
