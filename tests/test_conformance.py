@@ -91,7 +91,6 @@ def _executor_rerun(r):
 
 
 def _pipeline_rerun(r):
-    s = r.schedule
     last = r.replay(r.n_steps - 1)
     assert last["time_s"] == max(float(x) for x in r.start_s)
     assert r.replay(-1)["done"] == 0
