@@ -158,7 +158,6 @@ def partition_by_support(
             gc.enable()
 
 
-
 def _partition(graph, table_or_system, enabled, overrides, fallback, merge, min_group_size, max_tries) -> PartitionResult:
     table, system = resolve_table(table_or_system)
     known = list(table.backends) + ([d for d in system.device_names if d not in table.backends] if system else [])

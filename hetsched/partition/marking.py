@@ -57,7 +57,6 @@ def _mark_info(table: SupportTable, op_type: str, enabled: set[str] | None, fall
     return choice, reason, data
 
 
-
 def check_overrides(ov: Mapping[str, str], idx: Any, graph_name: str, table: SupportTable, known_set: set[str],
                     en_set: set[str] | None, fallback: str | None) -> None:
     """Each override names a known op and an enabled backend that runs it (or the fallback)."""

@@ -78,7 +78,6 @@ class _Merger:
         self.n_cycle += 1
 
 
-
 def _merge_none(ctx: _Merger, pred_lists: list[list[int]], backends: list[str] | None) -> None:
     """Per-op launch: no aggregation at all (the baseline the patent improves on)."""
 
@@ -270,7 +269,6 @@ MERGE_STRATEGIES: dict[str, Callable[..., None]] = {
     "adjacent": _merge_adjacent,
     "global": _merge_global,
 }
-
 
 
 def send_small_groups_back(m: "_Merger", key: str, fallback: str, min_group_size: int) -> int:
