@@ -202,6 +202,8 @@ def simulate_buffered(
         ``n_inputs`` < 1, ``buffer_depth`` < 0, a bad ``rows`` or ``launch_s``.
     UnknownNameError
         A backend of the partition that is not a device of ``system``.
+    CapacityError
+        An op whose weights + inputs + outputs exceed its backend's memory (naming both).
 
     Examples
     --------

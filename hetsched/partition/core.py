@@ -126,6 +126,9 @@ def partition_by_support(
     HetschedError
         A bad ``merge`` name, ``min_group_size`` < 1 or > 1 without a fallback, an override that
         pins an op to a backend that does not support it or is disabled.
+    CapacityError
+        Given a :class:`~hetsched.system.System`: an op whose weights + inputs + outputs exceed its
+        backend's memory (naming both; the host is taken to have ample memory).
 
     Examples
     --------
