@@ -4,6 +4,7 @@ device memory checked, buffered replay, the empty graph, a zeroed wildcard cell 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
 
 from hetsched.errors import CapacityError
 from hetsched.graph import OpGraph
@@ -13,6 +14,7 @@ from hetsched.partition import partition_by_support, serial_timeline, simulate_b
 from hetsched.partition.examples import merge_outcomes
 from hetsched.system import Device, Link, SupportTable, System
 from hetsched.timeline import check_timeline
+from strategies import small_dags
 
 
 def test_every_merge_outcome_fires_on_the_bundled_example():
@@ -154,3 +156,16 @@ def test_zeroed_wildcard_cell_moves_the_ops():
     assert {after.assignment[o] for o in g if g.op(o).op_type == "Conv"} == {"fpga0"}
     assert s0.support.lookup("gpu0", "Conv") == (None, "excluded")
     assert s0.support.lookup("gpu0", "Relu") == (1, "wildcard")
+
+
+@settings(max_examples=20, deadline=None)
+@given(small_dags(max_ops=30))
+def test_working_set_is_weights_plus_inputs_plus_outputs(g):
+    from hetsched.partition._quotient import graph_index
+
+    idx = graph_index(g)
+    ws = idx.working_set()
+    for i, o in enumerate(idx.names):
+        need = (g.op(o).weight_bytes + sum(g.tensor(t).size_bytes for t in g.inputs_of(o))
+                + sum(g.tensor(t).size_bytes for t in g.outputs_of(o)))
+        assert ws[i] == need

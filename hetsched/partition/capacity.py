@@ -11,16 +11,19 @@ from __future__ import annotations
 
 from typing import Mapping
 
+import numpy as np
+
 from ..errors import CapacityError
 from ..graph import OpGraph
 from ..system import System
+from ._quotient import graph_index
 
 __all__ = ["check_backend_memory"]
 
 
 def check_backend_memory(graph: OpGraph, assignment: Mapping[str, str], system: System) -> None:
-    """Raise :class:`~hetsched.errors.CapacityError` naming the first op (in graph order) whose
-    weights + inputs + outputs exceed its backend's ``memory_bytes``.
+    """Raise :class:`~hetsched.errors.CapacityError` naming the first op (in topological order)
+    whose weights + inputs + outputs exceed its backend's ``memory_bytes``.
 
     >>> from hetsched.graph import OpGraph
     >>> from hetsched.system import Device, System
@@ -35,27 +38,20 @@ def check_backend_memory(graph: OpGraph, assignment: Mapping[str, str], system: 
     caps = {b: float(system.device(b).memory_bytes) for b in set(assignment.values()) if b != host}
     if not caps:
         return
-    tensors = graph._tensors.values()
-    # no op can need more than every weight and every tensor together: most graphs stop here
-    if graph.total_weight_bytes + sum(t.size_bytes for t in tensors) <= min(caps.values()):
+    idx = graph_index(graph)  # cached per graph version: partitioning built it already
+    ws = idx.working_set()
+    cap_of = np.array([caps.get(assignment[o], np.inf) for o in idx.names], dtype=float)
+    over = np.flatnonzero(ws > cap_of)
+    if not len(over):
         return
-    ins: dict[str, float] = {}
-    outs: dict[str, float] = {}
-    for t in tensors:
-        s = float(t.size_bytes)
-        if t.producer is not None:
-            outs[t.producer] = outs.get(t.producer, 0.0) + s
-        for c in t.consumers:
-            ins[c] = ins.get(c, 0.0) + s
-    for o, op in graph._ops.items():
-        cap = caps.get(assignment[o])
-        if cap is None:
-            continue
-        w, i, x = float(op.weight_bytes), ins.get(o, 0.0), outs.get(o, 0.0)
-        if w + i + x > cap:
-            b = assignment[o]
-            raise CapacityError(
-                f"op {o!r} needs {w + i + x:.4g} bytes (weights {w:.4g} + inputs {i:.4g} + outputs {x:.4g}) on"
-                f" backend {b!r}, which holds {cap:.4g} bytes",
-                op=o, device=b, need_bytes=w + i + x, capacity_bytes=cap,
-            )
+    i = int(over.min())  # first in topological order
+    o, b = idx.names[i], assignment[idx.names[i]]
+    op = graph._ops[o]
+    ins = sum(graph._tensors[t].size_bytes for t in graph._inputs.get(o, ()))
+    outs = sum(graph._tensors[t].size_bytes for t in graph._outputs.get(o, ()))
+    need = float(ws[i])
+    raise CapacityError(
+        f"op {o!r} needs {need:.4g} bytes (weights {op.weight_bytes:.4g} + inputs {ins:.4g} + outputs {outs:.4g})"
+        f" on backend {b!r}, which holds {caps[b]:.4g} bytes",
+        op=o, device=b, need_bytes=need, capacity_bytes=caps[b],
+    )
