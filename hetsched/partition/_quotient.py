@@ -15,7 +15,10 @@ slots start 2**32 apart and moved nodes are spread over the free interval to kee
 from __future__ import annotations
 
 import weakref
+from itertools import chain
 from typing import Any
+
+import numpy as np
 
 from ..graph import OpGraph
 
@@ -56,16 +59,13 @@ class GraphIndex:
         self.loose = loose
         self._ws = None
 
-    def working_set(self) -> "np.ndarray":
+    def working_set(self) -> np.ndarray:
         """Bytes each op needs on its device while it runs (weights + inputs + outputs), by op index.
 
         Built once per graph version with a few array passes (a loop over 100k ops and their
         300k input edges would cost a third of a 100k-op partition).
         """
         if self._ws is None:
-            import numpy as np
-            from itertools import chain
-
             n = len(self.names)
             tl = self.tensors
             sizes = np.fromiter((t[1] for t in tl), float, len(tl))
