@@ -1,6 +1,8 @@
 """The one evaluator: a placement in, a timeline and metrics out.
 
 Every mapping algorithm and baseline is priced by :func:`evaluate`, so their numbers compare.
+The timing is :class:`hetsched.clock.Clock`'s (the same clock the mapping engine re-times remap
+trials with); this module turns the clock's event log into timeline rows, memory and metrics.
 
 Model (that of H2H, Zhang et al., DAC 2022, and of the seed-000 patent):
 
