@@ -92,7 +92,10 @@ def _figures():
         ("partition_view", lambda: partition_view(part)),
         ("partition_view groups", lambda: partition_view(part, by="group", title="T")),
         ("quotient_view", lambda: quotient_view(part)),
+        ("quotient_view at a step", lambda: quotient_view(part, step=part.n_steps // 2)),
         ("buffer_occupancy", lambda: buffer_occupancy(simulate_buffered(part, s2, n_inputs=5, buffer_depth=3))),
+        ("buffer_occupancy with a cursor", lambda: buffer_occupancy(simulate_buffered(part, s2, n_inputs=5, buffer_depth=3),
+                                                                    at_s=1e-4)),
         ("order_curves", lambda: order_curves({"bfs": bfs, "dfs": dfs}, capacity=1e6)),
         ("lifetime_chart", lambda: lifetime_chart(bfs)),
     ]

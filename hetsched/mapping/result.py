@@ -54,20 +54,15 @@ class MappingResult(Result):
     order: Sequence[str] | None = None
     phase: str = ""
 
-    def _apply(self, state: dict[str, Any], step: Step) -> None:  # pragma: no cover - replay is overridden
-        st = State.from_dict(state)
-        st.apply(step.delta)
-        state.update(st.as_dict())
+    # replay(k): {"device": {...}, "weights_resident": frozenset, "tensors_resident": frozenset}
+    def _replay_start(self) -> State:
+        return State.from_dict(self.initial_state)
 
-    def replay(self, k: int) -> dict[str, Any]:
-        """State after steps ``0..k``: ``{"device": {...}, "weights_resident": frozenset, "tensors_resident": frozenset}``."""
-        if not -1 <= k < len(self.steps):
-            raise IndexError(f"step {k} is outside -1..{len(self.steps) - 1}")
-        st = State.from_dict(self.initial_state)
-        for s in self.steps[: k + 1]:
-            if s.accepted:
-                st.apply(s.delta)
-        return st.as_dict()
+    def _apply(self, state: State, step: Step) -> None:
+        state.apply(step.delta)
+
+    def _replay_end(self, state: State) -> dict[str, Any]:
+        return state.as_dict()
 
     def phase_bounds(self) -> dict[str, tuple[int, int]]:
         """``{phase: (first_step, last_step)}`` from each step's ``data["phase"]``."""
