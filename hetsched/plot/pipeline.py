@@ -201,7 +201,7 @@ def patent_queue_figure(queues: pd.DataFrame, *, send_interval: tuple[int, int] 
 
 
 #: Above this many actions :func:`schedule_gantt` draws one heatmap row per rank instead of segments.
-MAX_SEGMENTS = 40_000
+MAX_SEGMENTS = 20_000
 
 
 def _lane_px(p: int) -> int:
