@@ -145,7 +145,8 @@ def test_a_and_b_share_one_time_axis_with_labelled_shaded_cells(panel):
 
 def test_no_raw_keys_in_visible_text(model_panel):
     visible = " ".join(_text(w.value) for w in (model_panel.summary, model_panel.patent_text, model_panel.messages_text,
-                                                 model_panel.split_text, model_panel.step_text, model_panel.applies))
+                                                 model_panel.split_text, model_panel.step_text, model_panel.rank_text,
+                                                 model_panel.applies))
     visible += " ".join(str(v.layout.title.text) for v in model_panel.figures.values())
     for key in ("makespan_s", "bubble_fraction", "blocked_send_s", "peak_cache_depth", "_bytes", "[paddle]"):
         assert key not in visible, key
@@ -177,7 +178,7 @@ def test_the_cache_column_lists_only_a_cache_the_run_used(panel):
         st.m, st.cache = 8, "none"  # m % p == 0: no deadlock without a cache, senders simply block
     assert panel.message.value == ""
     panel.state.step = 20
-    assert "cache" not in _text(panel.step_text.value).split("rank 0")[0]  # no cache column in the table
+    assert "cache" not in _text(panel.rank_text.value)  # no cache column in the table
     assert "without a cache" in panel.figures["queues"].layout.title.text
     assert "r = m mod p = 8 mod 4 = 0" in _text(panel.patent_text.value) and "nothing waits" in panel.patent_text.value
     st.lockstep = False
@@ -229,7 +230,7 @@ def test_a_step_line_says_what_starts_why_and_what_the_cache_does(panel):
     for it in held:
         assert it in txt
     for rank, act in st["running"].items():
-        assert f"<td>{act}</td>" in panel.step_text.value
+        assert f"<td>{act}</td>" in panel.rank_text.value
     # the last rank's forward micro-step 3 is inside the send interval [2, 8): the patent sends its queue head
     i = next(j for j, s in enumerate(panel.walker.steps) if s.subject == "3F3")
     panel.state.step = i + 1
@@ -243,16 +244,16 @@ def test_a_step_click_sends_only_the_cursor_and_the_text(model_panel):
     p.state.step = 10
     specs = {k: v.n_sent_specs for k, v in p.figures.items()}
     edits = {k: v.n_sent_edits for k, v in p.figures.items()}
-    text = p.step_text.value
+    text = p.step_text.value + p.rank_text.value
     p.walker.stepper.next.click()
-    assert p.state.step == 11 and p.step_text.value != text
+    assert p.state.step == 11 and p.step_text.value + p.rank_text.value != text
     assert {k: v.n_sent_specs for k, v in p.figures.items()} == specs  # no figure rebuilt
     changed = {k for k, v in p.figures.items() if v.n_sent_edits != edits[k]}
     assert changed <= {"gantt_a", "gantt_b", "queues"}
     for k in ("gantt_a", "gantt_b"):
         e = p.figures[k].edits
         assert e["data"] == {} and set(e["layout"]) == {"shapes"}  # the cursor, nothing else
-    assert sum(_weight(p.figures[k].edits) for k in changed) + len(p.step_text.value) < 20_000
+    assert sum(_weight(p.figures[k].edits) for k in changed) + len(p.step_text.value) + len(p.rank_text.value) < 20_000
 
 
 # ---- issue 20: refused inputs, the last good state, escaped names ------------------------------------
@@ -301,7 +302,7 @@ def test_names_are_escaped():
     g.name = "<img src=x onerror=alert(1)>"
     session.graph = g
     p = PipelinePanel(session=session)
-    for w in (p.summary, p.split_text, p.step_text):
+    for w in (p.summary, p.split_text, p.step_text, p.rank_text):
         assert "<img" not in w.value
     assert "&lt;img src=x onerror=alert(1)&gt;" in p.summary.value
 

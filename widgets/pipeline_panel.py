@@ -30,8 +30,8 @@ used them (``queue_trace``: the sender's cache under lock-step p2p, the receive 
 A :class:`~hetsched.widgets.walker.DecisionWalker` walks schedule A's action starts in time order
 (``result.steps``): step ``k`` shows the instant action ``k - 1`` starts, in words (who starts
 what, why it waited, what entered or left a cache queue, the patent's rule at that micro-step),
-a per-rank table for A and B (:meth:`~hetsched.pipeline.PipelineResult.replay`) and a cursor on
-both Gantts and on the queue chart. It jumps to warm-up / steady / cool-down, to the next action
+a per-rank table for A and B under the Gantts (:meth:`~hetsched.pipeline.PipelineResult.replay`)
+and a cursor on both Gantts and on the queue chart. It jumps to warm-up / steady / cool-down, to the next action
 of a rank, and to the next cache-queue change. A step changes only the cursor shapes and the text.
 
 >>> p = PipelinePanel(source="numbers")
@@ -270,7 +270,8 @@ class PipelinePanel(Panel):
         self.prev_queue.on_click(lambda _b: self.jump_to_cache(-1))
         self.next_queue.on_click(lambda _b: self.jump_to_cache(+1))
         self.walker.jumps.children = (*self.walker.jumps.children, self.prev_queue, self.next_queue)
-        self.step_text = W.HTML(layout=W.Layout(min_height="3em"))
+        self.step_text = W.HTML(layout=W.Layout(min_height="3em"))  # the step in plain words
+        self.rank_text = W.HTML()  # what each rank runs, holds and has cached at that instant
         self.summary = W.HTML()
         self.patent_text = W.HTML()
         self.messages_text = W.HTML()
@@ -293,8 +294,8 @@ class PipelinePanel(Panel):
         self.split_box = W.VBox([W.HTML("<h4 style='margin:0.6em 0 0.2em'>The split: stages and their costs</h4>"),
                                  self.figure_view("stages"), self.split_text])
         self.children = [self.controls, self.status, self.summary, self.walker, self.step_text,
-                         self.figure_view("gantt_a"), self.figure_view("gantt_b"), self.patent_box, self.split_box,
-                         self.download_area]
+                         self.figure_view("gantt_a"), self.figure_view("gantt_b"), self.rank_text, self.patent_box,
+                         self.split_box, self.download_area]
         self._sync_controls()
         self._start()
 
@@ -631,7 +632,18 @@ class PipelinePanel(Panel):
                     f"them in the order they start, or jump to a phase (warm-up, steady 1F1B, cool-down), a rank or a cache change.")
         else:
             line = self._step_line(r, j)
-        self.step_text.value = f"<div>{line}</div>" + self._rank_table(r, sa, sb)
+        self._line = line
+        self.step_text.value = f"<div>{line}</div>"
+        self.rank_text.value = self._rank_table(r, sa, sb)
+
+    def describe_step(self) -> str:
+        """The current step in plain words (the line above the per-rank table, as text).
+
+        >>> p = PipelinePanel(source="numbers"); p.state.step = 1
+        >>> p.describe_step().startswith("step 1 of 160 · t = 0 us: rank 0 starts 0F0")
+        True
+        """
+        return html.unescape(re.sub(r"<[^>]+>", "", self._line.replace("<br>", "\n")))
 
     def _step_line(self, r: PipelineView, j: int) -> str:
         walk = self._walk
@@ -655,7 +667,7 @@ class PipelinePanel(Panel):
             words = self._cache_words(res)
             for row in ev.itertuples(index=False):
                 moved = ", ".join(x for x in (f"{row.queued} in" if row.queued else "", f"{row.sent} out" if row.sent else "") if x)
-                line += (f"<br>▸ rank {row.rank}'s {row.direction} {html.escape(words)}: {moved}; it holds "
+                line += (f"<br>▸ {html.escape(words)} of rank {row.rank} ({row.direction}): {moved}; it now holds "
                          f"{html.escape(', '.join(row.items)) or 'nothing'}.")
         pv = res.patent()
         if pv.get("applies"):
@@ -692,7 +704,8 @@ class PipelinePanel(Panel):
         p_b = r.b.schedule.p
         body = "".join(f"<tr><td>rank {rk}</td>{cells(sa, rk, wa)}{cells(sb, rk, wb) if rk < p_b else ''}</tr>"
                        for rk in range(r.a.schedule.p))
-        return ("<div style='max-height:300px;overflow:auto'><table class='hetsched-table'><tr><th></th>" + head + "</tr>"
+        return (f"<div style='color:#444'>At t = {format_value(sa['time_s'], '_s')}:</div>"
+                "<div style='max-height:300px;overflow:auto'><table class='hetsched-table'><tr><th></th>" + head + "</tr>"
                 + body + "</table></div>")
 
     def download_items(self, r: PipelineView):

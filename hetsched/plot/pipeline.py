@@ -71,6 +71,9 @@ def schedule_grid(schedule, *, steps: np.ndarray | None = None, max_steps: int =
     return figure_from_dicts([heat], layout)
 
 
+_SHORT = {"forward": "fwd", "backward": "bwd"}
+
+
 def _depth_heatmap(groups: list, xcol: str, f: float, unit: str, *, bins: int = 600) -> tuple[list[dict], dict]:
     """Many queues at once: one row per queue, time in ``bins`` columns, colour = most items held in the bin.
 
@@ -86,7 +89,7 @@ def _depth_heatmap(groups: list, xcol: str, f: float, unit: str, *, bins: int = 
         at = np.searchsorted(t, edges, side="right") - 1
         z[row] = np.where(at >= 0, d[np.maximum(at, 0)], 0.0)
         np.maximum.at(z[row], np.minimum((t / w).astype(np.int64), bins - 1), d)
-    names = [f"r{r} {d[:3]}" for (r, d), _ in groups]
+    names = [f"r{r} {_SHORT[d]}" for (r, d), _ in groups]
     blues = [[i / (len(sequential.Blues) - 1), c] for i, c in enumerate(sequential.Blues)]
     data = [dict(type="heatmap", z=z, x=(edges + w / 2) * f, y=list(range(len(groups))), colorscale=blues, zmin=0,
                  colorbar=dict(title=_text("items held")), customdata=np.array(names, dtype=object)[:, None].repeat(bins, 1),
@@ -129,8 +132,9 @@ def cache_depth(trace: pd.DataFrame, *, title: str | None = None, small_multiple
         data = []
         for i, ((r, d), g) in enumerate(groups):
             axis = {} if not small_multiples else dict(xaxis="x", yaxis="y" if i == 0 else f"y{i + 1}")
+            # activations in the forward colour, gradients in the backward one (as in the Gantt)
             data.append(dict(type="scatter", x=g[xcol].to_numpy() * f, y=g["depth"].to_numpy(), mode="lines+markers",
-                             line=dict(shape="hv"), name=f"rank {r} {d}",
+                             line=dict(shape="hv", color=ACTION_COLORS["F" if d == "forward" else "B"]), name=f"rank {r} {d}",
                              hovertext=[", ".join(i_) for i_ in g["items"]],
                              hovertemplate="%{x}: depth %{y}<br>%{hovertext}<extra></extra>", **axis))
         if not data:
@@ -140,7 +144,7 @@ def cache_depth(trace: pd.DataFrame, *, title: str | None = None, small_multiple
             layout.update(grid=dict(rows=n, columns=1, pattern="coupled"), height=max(320, 90 * n + 80), showlegend=False)
             for i, ((r, d), _) in enumerate(groups):
                 key = "yaxis" if i == 0 else f"yaxis{i + 1}"
-                layout[key] = dict(title=_text(f"r{r} {d[:3]}"), rangemode="tozero")
+                layout[key] = dict(title=_text(f"r{r} {_SHORT[d]}"), rangemode="tozero")
     if cursor_s is not None and xcol == "time_s":
         layout["shapes"] = [dict(type="line", xref="x", x0=cursor_s * f, x1=cursor_s * f, yref="paper", y0=0, y1=1,
                                  line=dict(color="#D00000", width=2, dash="dot"))]
@@ -299,7 +303,7 @@ def schedule_gantt(result, *, cursor_s: float | None = None, t_max_s: float | No
                                hovertext=hover, hoverinfo="text", legendgroup=kind)
                     if text is not None:
                         # white on the full colours, dark on the light shades of later chunks
-                        bar.update(text=text[sel].tolist(), textposition="inside", insidetextanchor="middle",
+                        bar.update(text=text[sel].tolist(), textposition="inside", insidetextanchor="middle", textangle=0,
                                    textfont=dict(color="white" if frac < 0.3 else "#222222"))
                     data.append(bar)
                 else:
