@@ -51,6 +51,7 @@ import math
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import ipywidgets as W
@@ -153,10 +154,15 @@ class PipelineView:
     def t_max_s(self) -> float:
         return max(self.a.metrics["makespan_s"], self.b.metrics["makespan_s"])
 
+    @cached_property
+    def patents(self) -> dict[str, dict]:
+        """``{"A": a.patent(), "B": b.patent()}``, computed once (a step reads them again)."""
+        return {"A": self.a.patent(), "B": self.b.patent()}
+
     def patent_result(self) -> tuple[str, pp.PipelineResult] | None:
         """``("A", result)`` or ``("B", result)``: the run of the patent's schedule (A first), else ``None``."""
         for lab, r in (("A", self.a), ("B", self.b)):
-            if r.patent()["applies"]:
+            if self.patents[lab]["applies"]:
                 return lab, r
         return None
 
@@ -319,8 +325,8 @@ class PipelinePanel(Panel):
         def who(labs: list[str]) -> str:
             return " and ".join(f"{lab} ({html.escape(names[lab])})" for lab in labs) if labs else "neither schedule"
 
-        fixed = [f"{html.escape(names[lab])} runs {i['v']} chunk{'s' if i['v'] > 1 else ''} per rank"
-                 for lab, i in info.items() if i["v"] is not None]
+        fixed = list(dict.fromkeys(f"{html.escape(names[lab])} runs {i['v']} chunk{'s' if i['v'] > 1 else ''} per rank"
+                                   for lab, i in info.items() if i["v"] is not None))
         parts = [f"v applies to {who(uses_v)}" + (f" ({'; '.join(fixed)})" if fixed else ""),
                  f"grouping to {who(uses_g)}"]
         if numbers:
@@ -458,9 +464,10 @@ class PipelinePanel(Panel):
         return f"{s.index + 1} · {s.subject} on rank {s.data['rank']} at {format_value(s.before, '_s')} · {s.data['phase']}"
 
     # -- drawing ------------------------------------------------------------------------------
-    def _title(self, lab: str, r: pp.PipelineResult) -> str:
-        s, m = r.schedule, r.metrics
-        patent = " (the patent's)" if r.patent()["applies"] else ""
+    def _title(self, r: PipelineView, lab: str) -> str:
+        res = r.a if lab == "A" else r.b
+        s, m = res.schedule, res.metrics
+        patent = " (the patent's)" if r.patents[lab]["applies"] else ""
         return (f"{lab}: {_pretty(s)}{patent} (p={s.p}, v={s.v}, m={s.m}): "
                 f"makespan {format_value(m['makespan_s'], '_s')}, idle {m['bubble_fraction']:.0%} of rank-time")
 
@@ -474,8 +481,8 @@ class PipelinePanel(Panel):
         t = self.moment()[0]
         cursor = t if self.state.step > 0 else None
         fresh = getattr(self, "_drawn", None) is not r
-        self._show("gantt_a", schedule_gantt(r.a, t_max_s=r.t_max_s, cursor_s=cursor, title=self._title("A", r.a)), fresh)
-        self._show("gantt_b", schedule_gantt(r.b, t_max_s=r.t_max_s, cursor_s=cursor, title=self._title("B", r.b)), fresh)
+        self._show("gantt_a", schedule_gantt(r.a, t_max_s=r.t_max_s, cursor_s=cursor, title=self._title(r, "A")), fresh)
+        self._show("gantt_b", schedule_gantt(r.b, t_max_s=r.t_max_s, cursor_s=cursor, title=self._title(r, "B")), fresh)
         if fresh:  # a time step leaves these as they are
             self._render_result(r)
             self._drawn = r
@@ -524,7 +531,7 @@ class PipelinePanel(Panel):
     def _render_patent(self, r: PipelineView) -> None:
         pr = r.patent_result()
         if pr is None:
-            why = r.a.patent().get("why") or (
+            why = r.patents["A"].get("why") or (
                 "neither A nor B is the patent's schedule (interleaved 1F1B with the paddle grouping [p + r, p, ..., p])")
             self.patent_text.value = (f"<i>{html.escape(why)}: choose interleaved 1F1B with the paddle grouping as schedule A "
                                       "(and m ≥ p) to see the patent's quantities.</i>")
@@ -534,7 +541,7 @@ class PipelinePanel(Panel):
             self.messages_text.value = ""
             return
         lab, res = pr
-        pv = res.patent()
+        pv = r.patents[lab]
         s = res.schedule
         lo, hi = pv["send_interval"]
         warm = ", ".join(f"r{k}: {x}" for k, x in enumerate(pv["warmup"]))
@@ -669,7 +676,7 @@ class PipelinePanel(Panel):
                 moved = ", ".join(x for x in (f"{row.queued} in" if row.queued else "", f"{row.sent} out" if row.sent else "") if x)
                 line += (f"<br>▸ {html.escape(words)} of rank {row.rank} ({row.direction}): {moved}; it now holds "
                          f"{html.escape(', '.join(row.items)) or 'nothing'}.")
-        pv = res.patent()
+        pv = r.patents["A"]
         if pv.get("applies"):
             d = ("forward", s.p - 1) if kind == "F" and rank == s.p - 1 else ("backward", 0) if kind in "BI" and rank == 0 else None
             if d is not None:
@@ -718,6 +725,6 @@ class PipelinePanel(Panel):
             items.append((r.split_a.per_stage, "pipeline_A_stages.csv"))
         pr = r.patent_result()
         if pr is not None:
-            items.append((pr[1].patent()["queues"], "pipeline_patent_queues.csv"))
+            items.append((r.patents[pr[0]]["queues"], "pipeline_patent_queues.csv"))
         return items
 
