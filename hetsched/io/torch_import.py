@@ -16,7 +16,16 @@
   ``scaled_dot_product_attention`` counts its two matrix products and its softmax;
 * view ops (``view``, ``reshape``, ``permute``, ``transpose``, ``expand``, ``slice``...) produce
   tensors with ``alias_of`` their input;
-* ATen ops with no rule are kept as ``aten.<name>`` with ``flops=0`` and one warning lists them.
+* ATen ops with no rule are kept as ``aten.<name>`` with ``flops=0`` and one warning lists them;
+* every output of the program is a graph output: the user outputs, and for a joint forward +
+  backward program (``torch.export.experimental._export_forward_backward``) the loss and every
+  gradient (weight gradients included: they live until the optimizer step, outside the graph);
+* ``dropout`` records ``attrs["training"]`` (inference dropout is an identity, priced as a launch);
+* an optional per-op **workspace** (scratch memory an op allocates and frees while it runs, e.g.
+  a softmax backward's temporaries) becomes an output tensor ``<op>:workspace`` that nobody reads
+  (``attrs["kind"] = "workspace"``): every memory model then holds it for the op's step only,
+  and the cost models do not count it as traffic. :func:`hetsched.io.profile.load_profile`
+  measures it from a ``profile_memory=True`` trace.
 
 torch is imported inside the functions, so this module imports without it (``pip install
 hetsched[torch]``; CI installs the CPU build ``torch==2.13.0``).
@@ -167,7 +176,8 @@ def _flops(packet: str, typ: str, node, out_vals: list) -> tuple[float, int]:
 
 
 def load_torch(module: Any, example_inputs: Sequence[Any] = (), *, kwargs: Mapping[str, Any] | None = None,
-               name: str | None = None, strict: bool = False) -> OpGraph:
+               name: str | None = None, strict: bool = False,
+               workspace: Mapping[str, int] | None = None) -> OpGraph:
     """Export ``module`` with ``torch.export`` and import the result as an OpGraph.
 
     Parameters
@@ -182,6 +192,9 @@ def load_torch(module: Any, example_inputs: Sequence[Any] = (), *, kwargs: Mappi
         Graph name (default: the module's class name).
     strict : bool
         Passed to ``torch.export.export`` (non-strict tracing by default, as PyTorch recommends).
+    workspace : dict, optional
+        ``{fx node name: bytes}`` of scratch memory per op (see the module notes); names that are
+        not ops of the graph are an error.
 
     Returns
     -------
@@ -211,7 +224,7 @@ def load_torch(module: Any, example_inputs: Sequence[Any] = (), *, kwargs: Mappi
         except Exception as e:
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise FormatError(f"torch.export could not trace {label}: {msg}", field="module") from None
-    from torch.export.graph_signature import InputKind, OutputKind
+    from torch.export.graph_signature import InputKind
 
     kind_of: dict[str, Any] = {}
     target_of: dict[str, str] = {}
@@ -221,7 +234,9 @@ def load_torch(module: Any, example_inputs: Sequence[Any] = (), *, kwargs: Mappi
             kind_of[argname] = spec.kind
             if spec.target:
                 target_of[argname] = spec.target
-    user_outputs = [getattr(s.arg, "name", None) for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT]
+    # every output the program returns stays live to the end: user outputs, a loss, gradients (a
+    # joint forward+backward program returns the weight gradients), mutated buffers
+    program_outputs = [getattr(s.arg, "name", None) for s in ep.graph_signature.output_specs]
 
     g = OpGraph(label, meta={"importer": "hetsched.io.torch_import.load_torch", "torch_version": torch.__version__,
                              "source": f"torch.export of {label}"})
@@ -276,6 +291,9 @@ def load_torch(module: Any, example_inputs: Sequence[Any] = (), *, kwargs: Mappi
         attrs: dict[str, Any] = {"aten": str(node.target)}
         if macs:
             attrs["macs"] = int(macs)
+        if typ == "Dropout":
+            train = node.args[2] if len(node.args) > 2 else node.kwargs.get("train", packet == "native_dropout")
+            attrs["training"] = bool(train) if isinstance(train, bool) else True
         g.add_op(node.name, typ, flops=float(flops), weight_bytes=int(wb), attrs=attrs)
         ins = [tensor_of[n] for n in in_acts]
         for t in dict.fromkeys(ins):
@@ -291,10 +309,18 @@ def load_torch(module: Any, example_inputs: Sequence[Any] = (), *, kwargs: Mappi
         if not multi:
             tensor_of[node.name] = node.name if _shape(val) is not None else None
 
-    for o in user_outputs:
+    for o in program_outputs:
         t = tensor_of.get(o) if o else None
         if t is not None and t in g.tensors:
             g.set_tensor(t, is_output=True)
+    for op_name, nbytes in (workspace or {}).items():
+        if op_name not in g.ops:
+            raise FormatError(f"workspace names {op_name!r}, which is not an op of {label}", op=op_name, field="workspace")
+        if not nbytes >= 0:
+            raise FormatError(f"workspace of op {op_name!r} must be >= 0 bytes, got {nbytes!r}", op=op_name,
+                              field="workspace")
+        if nbytes:
+            g.add_tensor(f"{op_name}:workspace", int(nbytes), producer=op_name, attrs={"kind": "workspace"})
     # values a getitem selected that nobody else created (e.g. unused outputs) are fine; consumers of
     # getitem results were wired through tensor_of above.
     g.meta.update(params=int(params), macs=int(total_macs), flops=g.total_flops,
