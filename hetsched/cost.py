@@ -17,7 +17,8 @@ What an op moves (:meth:`RooflineCost.traffic_bytes`), measured against real run
 
 * a **view** (``Reshape``, ``Flatten``, ``Squeeze``, ``Unsqueeze``, or any op whose outputs are all
   aliases: torch's ``permute``/``expand``/``slice``/``split``) and an inference-mode ``Dropout``
-  (identity) move nothing: they cost the launch overhead only;
+  (identity) move nothing: they cost the launch overhead only -- unless the op is marked
+  ``attrs["copies"]`` (torch's ``reshape`` of a non-contiguous tensor copies it);
 * a **gather** (``Gather``, an embedding lookup) reads the rows it returns, not its whole table:
   ``indices + 2 x output`` bytes, whatever its ``weight_bytes``;
 * every other op moves its inputs, its outputs and its weights.
@@ -59,6 +60,7 @@ __all__ = [
     "TableCost",
     "CalibratedCost",
     "EfficiencyCurve",
+    "model_id",
     "resolve_cost",
     "load_cost",
     "save_cost",
@@ -170,7 +172,9 @@ class RooflineCost:
                 ts = g._tensors  # hot path: unchecked access (the op is known to be in g)
                 hit = (
                     float(sum([ts[t].size_bytes for t in g._inputs.get(o.name, ())])),
-                    float(sum([ts[t].size_bytes for t in g._outputs.get(o.name, ())])),
+                    # an op's scratch workspace (torch importer) is memory, not traffic
+                    float(sum([ts[t].size_bytes for t in g._outputs.get(o.name, ())
+                               if not (ts[t].attrs and ts[t].attrs.get("kind") == "workspace")])),
                 )
             self._io[o.name] = hit
         return hit
@@ -198,11 +202,11 @@ class RooflineCost:
         t = o.op_type
         g = self.graph
         bound = g is not None and o.name in g
-        if t in VIEW_OP_TYPES or (t == "Dropout" and not o.attrs.get("training", False)):
+        if (t in VIEW_OP_TYPES and not o.attrs.get("copies")) or (t == "Dropout" and not o.attrs.get("training", False)):
             return 0.0, True
         if bound:
-            outs = g._outputs.get(o.name, ())
             ts = g._tensors
+            outs = [x for x in g._outputs.get(o.name, ()) if not (ts[x].attrs and ts[x].attrs.get("kind") == "workspace")]
             if outs and all(ts[x].alias_of is not None for x in outs):
                 return 0.0, True  # every output shares its input's storage: nothing is copied
         if t in GATHER_OP_TYPES:
@@ -431,23 +435,49 @@ class EfficiencyCurve:
         return f"EfficiencyCurve({len(self.work_s)} knots, {self.n_points} points, eff {min(self.efficiency):.3g}..{max(self.efficiency):.3g})"
 
 
+def model_id(graph: OpGraph | None) -> str | None:
+    """Which model a graph is, for layer factors: ``meta["model"]``, else its name up to ``(``.
+
+    >>> model_id(OpGraph("resnet50(batch=8)")), model_id(OpGraph("g", meta={"model": "bert_base"}))
+    ('resnet50', 'bert_base')
+    """
+    if graph is None:
+        return None
+    return str(graph.meta.get("model") or graph.name.split("(")[0]).strip() or None
+
+
 class CalibratedCost(RooflineCost):
     """Shape-aware measured costs: per op class, efficiency as a function of work size.
 
-    For an op on a calibrated device: ``launch + roofline_s / efficiency(work)``, where
-    ``roofline_s`` is priced with the system's device numbers and ``work`` (the curve's axis) with the
-    reference peak and bandwidth the calibration measured. With the system :func:`hetsched.calibrate`
-    wrote, both are the same numbers; a what-if copy of the device (twice the peak) scales the
-    time by the roofline, as :class:`RooflineCost` does. The curve of an op is looked up by op type,
-    then op class, then ``default``; views and inference dropout cost the launch only. Devices
-    without curves are priced by the roofline.
+    For an op on a calibrated device: ``(launch + work_here / efficiency(work_ref)) * layer``:
+
+    * ``work`` is the op's roofline time, ``flops / peak`` and ``bytes / bandwidth`` combined by
+      ``max`` (compute and traffic overlap) or ``sum`` (they do not: what :func:`hetsched.calibrate`
+      fits on a CPU, whose cores stream a layer's weights and then compute, so a matrix product
+      with big weights and few rows runs below its compute peak). ``work_ref`` uses the reference
+      peak and bandwidth of the calibration, ``work_here`` the system's device numbers: with the
+      system :func:`hetsched.calibrate` wrote they are equal; a what-if copy of the device (twice
+      the peak) scales the time by the roofline, as :class:`RooflineCost` does;
+    * the efficiency curve of an op is looked up by op type, then op class, then ``default``;
+      views and inference dropout cost the launch only (``launch_by_type`` when measured);
+    * ``layer`` (default 1) is a **layer factor**: an op of a calibrated model (same
+      :func:`model_id`, op name, op type and weight bytes as an op of a calibration workload, e.g.
+      the same zoo twin at another batch size) keeps what it measured relative to the curves
+      (``measured / predicted`` at the calibration size). It carries what the curves of a class
+      cannot know about one layer (a 1x1 convolution with 64 input channels runs below the 3x3
+      convolutions of the same work), and is applied at the op's new size, through the curves.
+
+    Devices without curves are priced by the roofline.
 
     Parameters
     ----------
     system : System
     devices : dict
         ``{device: {"peak_flops": float, "mem_bandwidth_Bps": float, "launch_overhead_s": float,
-        "curves": {key: EfficiencyCurve}}}`` (what :func:`load_cost` reads).
+        "curves": {key: EfficiencyCurve}, "launch_by_type": {op_type: seconds}, "work": "max"|"sum",
+        "layers": {model: {op: {"op_type": str, "weight_bytes": int, "factor": float}}}}}`` (what
+        :func:`load_cost` reads); ``launch_by_type``, ``work`` (default ``max``) and ``layers`` are
+        optional.
     graph : OpGraph, optional
     meta : dict, optional
         Provenance (machine, torch version, threads, workloads, date).
@@ -469,7 +499,7 @@ class CalibratedCost(RooflineCost):
             if dev not in system.device_names:
                 raise HetschedError(f"{source}: device {dev!r} is not in system {system.name!r} "
                                     f"(it has {', '.join(system.device_names)})", device=dev, field="devices")
-            clean = {}
+            clean: dict[str, Any] = {}
             for k in ("peak_flops", "mem_bandwidth_Bps"):
                 v = spec.get(k)
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v < math.inf):
@@ -480,10 +510,45 @@ class CalibratedCost(RooflineCost):
                 raise FormatError(f"{source}: device {dev!r}: launch_overhead_s must be a number >= 0, got {lo!r}",
                                   device=dev, field="launch_overhead_s")
             clean["launch_overhead_s"] = float(lo)
+            by_type = spec.get("launch_by_type") or {}
+            if not isinstance(by_type, Mapping) or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < math.inf for v in by_type.values()):
+                raise FormatError(f"{source}: device {dev!r}: launch_by_type must map op types to seconds >= 0",
+                                  device=dev, field="launch_by_type")
+            clean["launch_by_type"] = {str(k): float(v) for k, v in by_type.items()}
+            work = spec.get("work", "max")
+            if work not in ("max", "sum"):
+                raise FormatError(f"{source}: device {dev!r}: work must be 'max' or 'sum', got {work!r}", device=dev,
+                                  field="work")
+            clean["work"] = work
+            layers: dict[str, dict[str, tuple[str, int, float]]] = {}
+            for model, ops in (spec.get("layers") or {}).items():
+                if not isinstance(ops, Mapping):
+                    raise FormatError(f"{source}: device {dev!r}: layers.{model} must map op names to factors",
+                                      device=dev, field="layers")
+                rows = {}
+                for op_name, row in ops.items():
+                    try:
+                        f = float(row["factor"])
+                        rows[str(op_name)] = (str(row["op_type"]), int(row.get("weight_bytes", 0)), f)
+                    except (KeyError, TypeError, ValueError):
+                        raise FormatError(f"{source}: device {dev!r}: layers.{model}.{op_name} needs op_type and a "
+                                          "numeric factor", device=dev, op=str(op_name), field="layers") from None
+                    if not (0 < f < math.inf):
+                        raise FormatError(f"{source}: device {dev!r}: layer factor of {op_name!r} must be > 0, got {f!r}",
+                                          device=dev, op=str(op_name), field="layers")
+                layers[str(model)] = rows
+            clean["layers"] = layers
             curves = spec.get("curves") or {}
             clean["curves"] = {str(k): (c if isinstance(c, EfficiencyCurve) else EfficiencyCurve(**c)) for k, c in curves.items()}
             self.devices[dev] = clean
         self.meta = dict(meta or {})
+        self._model = model_id(graph)
+
+    def bind(self, graph: OpGraph) -> "CalibratedCost":
+        c = super().bind(graph)
+        c._model = model_id(graph)
+        return c
 
     def curve_for(self, device: str, op_type: str) -> tuple[str, EfficiencyCurve] | None:
         """``(key, curve)`` pricing ``op_type`` on ``device`` (type, class, ``default``), or None."""
@@ -497,22 +562,36 @@ class CalibratedCost(RooflineCost):
                 return key, c
         return None
 
-    def _resident_s(self, o: Op, d: Device) -> float:
-        spec = self.devices.get(d.name)
-        if spec is None:
-            return super()._resident_s(o, d)
+    def layer_factor(self, o: Op, device: str) -> float:
+        """The layer factor of ``o`` on ``device`` (1 when the op is not a calibrated layer)."""
+        spec = self.devices.get(device)
+        rows = spec["layers"].get(self._model) if spec and self._model else None
+        hit = rows.get(o.name) if rows else None
+        if hit is None or hit[0] != o.op_type or hit[1] != int(o.weight_bytes):
+            return 1.0
+        return hit[2]
+
+    def curve_s(self, o: Op, d: Device) -> float:
+        """The op's time by the curves alone (no layer factor)."""
+        spec = self.devices[d.name]
         nbytes, launch_only = self.traffic_bytes(o)
         launch = spec["launch_overhead_s"]
-        if launch_only:
-            return launch
+        if launch_only:  # what a no-work op of this type measured, else the device's launch
+            return spec["launch_by_type"].get(o.op_type, launch)
         hit = self.curve_for(d.name, o.op_type)
         if hit is None:
             return super()._resident_s(o, d)
-        work_ref = max(o.flops / spec["peak_flops"], nbytes / spec["mem_bandwidth_Bps"])
+        comb = sum if spec["work"] == "sum" else max
+        work_ref = comb((o.flops / spec["peak_flops"], nbytes / spec["mem_bandwidth_Bps"]))
         if work_ref <= 0:
             return launch
-        here = max(o.flops / d.peak_flops_for(o.op_type), nbytes / d.mem_bandwidth_Bps)
+        here = comb((o.flops / d.peak_flops_for(o.op_type), nbytes / d.mem_bandwidth_Bps))
         return launch + here / hit[1](work_ref)
+
+    def _resident_s(self, o: Op, d: Device) -> float:
+        if d.name not in self.devices:
+            return super()._resident_s(o, d)
+        return self.curve_s(o, d) * self.layer_factor(o, d.name)
 
 
 # ---------------------------------------------------------------------------- cost files
@@ -534,7 +613,11 @@ def save_cost(cost: "CalibratedCost | TableCost", path: str | Path) -> None:
         doc["devices"] = {
             dev: {"peak_flops": spec["peak_flops"], "mem_bandwidth_Bps": spec["mem_bandwidth_Bps"],
                   "launch_overhead_s": spec["launch_overhead_s"],
-                  "curves": {k: c.to_dict() for k, c in spec["curves"].items()}}
+                  "work": spec["work"],
+                  **({"launch_by_type": dict(spec["launch_by_type"])} if spec["launch_by_type"] else {}),
+                  "curves": {k: c.to_dict() for k, c in spec["curves"].items()},
+                  **({"layers": {m: {o: {"op_type": t, "weight_bytes": w, "factor": f} for o, (t, w, f) in rows.items()}
+                                 for m, rows in spec["layers"].items()}} if spec["layers"] else {})}
             for dev, spec in cost.devices.items()
         }
         if cost.meta:

@@ -16,6 +16,7 @@ from ..errors import FormatError
 from ..graph import OpGraph
 from . import generators
 from .graph_json import graph_from_dict, graph_to_dict, load_graph_json, save_graph_json
+from .profile import load_profile
 from .systems import bundled_systems, load_system, save_system, system_from_dict, system_to_dict, toy_system
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "system_to_dict",
     "toy_system",
     "bundled_systems",
+    "load_profile",
     "DATA_DIR",
 ]
 

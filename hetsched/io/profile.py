@@ -32,6 +32,11 @@ accepts.
 by node under ``torch.profiler`` with one annotation per node (or the eager module, unannotated),
 optionally in a given op order.
 
+:func:`time_torch` measures the same without a trace, with a clock of your choice: each FX node
+timed as it runs in the program, and the eager module end to end. Its ``"cpu"`` clock (the
+calling thread's CPU time, with torch pinned to one thread) does not count the time the thread
+waits for a core, so it measures a machine shared with other jobs as if it were quiet.
+
 >>> from hetsched.io.generators import chain
 >>> from hetsched.io.systems import toy_system
 >>> from hetsched import evaluate
@@ -61,7 +66,7 @@ from ..graph import OpGraph
 from ..results import Result, Step
 from ..timeline import make_timeline
 
-__all__ = ["Profile", "load_profile", "profile_torch", "op_key", "event_key"]
+__all__ = ["Profile", "load_profile", "profile_torch", "time_torch", "op_key", "event_key"]
 
 # one key for op types a trace cannot tell apart (a torch linear is a Gemm, the zoo may call it MatMul)
 _CANON = {"Gemm": "MatMul", "Flatten": "Reshape", "Squeeze": "Reshape", "Unsqueeze": "Reshape",
@@ -624,3 +629,120 @@ def _reordered(graph, order: Sequence[str]):
         env[n] = new.node_copy(n, lambda a: env[a])
     new.node_copy(out, lambda a: env[a])
     return new
+
+
+def time_torch(model: Any, example_inputs: Sequence[Any] = (), graph: OpGraph | None = None, *, repeats: int = 5,
+               warmup: int = 1, clock: str = "wall", stat: str = "median", device: str = "cpu0",
+               threads: int | None = None) -> Profile:
+    """Time every op of ``model`` as it runs in its exported program, and the eager module end to end.
+
+    Parameters
+    ----------
+    model : torch.nn.Module or torch.export.ExportedProgram
+    example_inputs : sequence
+    graph : OpGraph, optional
+        The imported graph (default: ``load_torch`` of the same export); its op names are the FX
+        node names.
+    repeats, warmup : int
+    clock : {"wall", "cpu"}
+        ``wall``: ``time.perf_counter``. ``cpu``: ``time.thread_time`` (the thread's CPU time, which
+        excludes waiting for a core on a loaded machine); needs one torch thread (``threads=1``),
+        since work done by other threads would not count.
+    stat : {"median", "min", "mean"}
+    threads : int, optional
+        ``torch.set_num_threads`` for the run (restored afterwards).
+
+    Returns
+    -------
+    Profile
+        Every op matched (``matched_by`` = ``"node"``); ``metrics["iteration_s"]`` is the eager
+        module's end-to-end time (``stat`` of ``repeats`` calls, same clock), ``metrics["program_s"]``
+        the sum of the timed nodes.
+    """
+    import time
+
+    import torch
+
+    if clock not in ("wall", "cpu"):
+        raise HetschedError(f"clock must be 'wall' or 'cpu', got {clock!r}", field="clock")
+    if stat not in _STATS:
+        raise FormatError(f"stat must be one of {sorted(_STATS)}, got {stat!r}", field="stat")
+    if repeats < 1 or warmup < 0:
+        raise HetschedError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}", field="repeats")
+    prev = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+    try:
+        if clock == "cpu" and torch.get_num_threads() != 1:
+            raise HetschedError(f"clock='cpu' times the calling thread only: pin torch to one thread (threads=1), "
+                                f"not {torch.get_num_threads()}", field="threads")
+        now = time.thread_time if clock == "cpu" else time.perf_counter
+        ep = model if isinstance(model, torch.export.ExportedProgram) else torch.export.export(model, tuple(example_inputs))
+        if graph is None:
+            import warnings
+
+            from .torch_import import load_torch
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                graph = load_torch(ep)
+        gm, flat = _program(ep, tuple(example_inputs))
+        times: dict[str, list[float]] = defaultdict(list)
+        starts: dict[str, list[float]] = defaultdict(list)
+        targets = {o for o in graph.ops}
+        t_run = [0.0]
+
+        class _Timed(torch.fx.Interpreter):
+            def call_function(self, target, args, kwargs):
+                name = self._node.name
+                if name not in targets:
+                    return target(*args, **kwargs)
+                t0 = now()
+                out = target(*args, **kwargs)
+                dt = now() - t0
+                starts[name].append(t_run[0])
+                t_run[0] += dt
+                times[name].append(dt)
+                return out
+
+            def run_node(self, n):
+                self._node = n
+                return super().run_node(n)
+
+        interp = _Timed(gm)
+        eager = model.module() if isinstance(model, torch.export.ExportedProgram) else model
+        e2e: list[float] = []
+        with torch.no_grad():
+            for _ in range(warmup):
+                interp.run(*flat)
+                eager(*example_inputs)
+            for _ in range(repeats):
+                t_run[0] = 0.0
+                interp.run(*flat)
+                t0 = now()
+                eager(*example_inputs)
+                e2e.append(now() - t0)
+    finally:
+        torch.set_num_threads(prev)
+    fn = _STATS[stat]
+    ops = [o for o in graph.ops if o in times]
+    latency = {o: float(fn(times[o][warmup:] or times[o])) for o in ops}
+    samples = {o: tuple(times[o][warmup:]) for o in ops}
+    rows, t = [], 0.0
+    for o in ops:  # the program's order, each op its latency long
+        rows.append(dict(lane=device, group=device, name=o, kind="compute", start_s=t, end_s=t + latency[o], op=o,
+                         device=device))
+        t += latency[o]
+    un_ops = tuple(o for o in graph.ops if o not in latency)
+    metrics = {"n_ops": float(graph.n_ops), "n_matched": float(len(latency)),
+               "match_rate": len(latency) / graph.n_ops if graph.n_ops else 1.0, "n_unmatched_events": 0.0,
+               "n_iterations": float(repeats), "total_s": float(sum(latency.values())),
+               "iteration_s": float(fn(e2e)), "program_s": t, "peak_bytes": float("nan")}
+    return Profile(graph=graph, device=device, latency_s=latency, samples=samples,
+                   matched_by={o: "node" for o in latency}, unmatched_ops=un_ops,
+                   unmatched_events=pd.DataFrame(columns=["name", "count", "total_s"]), n_iterations=repeats,
+                   source=f"time_torch({clock} clock)", metrics=metrics, timeline=make_timeline(rows),
+                   steps=[Step(0, "time_nodes", graph.name, after=float(len(latency)), accepted=True,
+                               reason=f"timed {len(latency)} FX node(s) x {repeats} run(s) with the {clock} clock; "
+                                      f"eager module end to end {fn(e2e) * 1e3:.2f} ms")],
+                   params={"device": device, "stat": stat, "clock": clock, "repeats": repeats})

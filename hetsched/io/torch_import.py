@@ -14,8 +14,10 @@
   ``module.parameters()``);
 * FLOPs from :mod:`hetsched.io.flops` (a MAC = 2 FLOPs) using the fake shapes;
   ``scaled_dot_product_attention`` counts its two matrix products and its softmax;
-* view ops (``view``, ``reshape``, ``permute``, ``transpose``, ``expand``, ``slice``...) produce
-  tensors with ``alias_of`` their input;
+* outputs that share storage with an input (per torch's fake tensors: ``view``, ``permute``,
+  ``expand``, ``slice``, a ``reshape`` of a contiguous tensor...) have ``alias_of`` that input; a
+  view-type op that has to copy (``reshape`` of a non-contiguous tensor) gets
+  ``attrs["copies"] = True`` and is priced as the copy it is;
 * ATen ops with no rule are kept as ``aten.<name>`` with ``flops=0`` and one warning lists them;
 * every output of the program is a graph output: the user outputs, and for a joint forward +
   backward program (``torch.export.experimental._export_forward_backward``) the loss and every
@@ -118,6 +120,24 @@ def _shape(v: Any) -> list[int] | None:
         except Exception:  # symbolic (dynamic) sizes
             return None
     return None
+
+
+def _alias_of(out: Any, in_vals: list[tuple[str, Any]], packet: str) -> str | None:
+    """The input tensor ``out`` shares storage with, from the fake tensors' aliasing (exact: a
+    ``reshape`` of a non-contiguous tensor copies, ``contiguous`` of a contiguous one does not);
+    the view-op list when torch cannot tell."""
+    import torch
+
+    check = getattr(torch._C, "_is_alias_of", None)
+    if check is not None and isinstance(out, torch.Tensor) and in_vals:
+        try:
+            for name, v in in_vals:
+                if isinstance(v, torch.Tensor) and check(out, v):
+                    return name
+            return None
+        except Exception:  # pragma: no cover - tensors without storage (sparse, symbolic)
+            pass
+    return in_vals[0][0] if (packet in _VIEWS and in_vals) else None
 
 
 def _nbytes(v: Any) -> int:
@@ -299,13 +319,19 @@ def load_torch(module: Any, example_inputs: Sequence[Any] = (), *, kwargs: Mappi
         for t in dict.fromkeys(ins):
             g.add_consumer(t, node.name)
         multi = isinstance(val, (list, tuple))
-        alias = ins[0] if (packet in _VIEWS and ins) else None
+        in_vals = [(tensor_of[n.name], n.meta.get("val")) for n in in_nodes if n.name in in_acts]
+        copies = False
         for i, v in enumerate(out_vals):
             if _shape(v) is None:
                 continue
             tname = f"{node.name}:{i}" if multi else node.name
+            alias = _alias_of(v, in_vals, packet)
+            copies = copies or (packet in _VIEWS and alias is None)
             g.add_tensor(tname, _nbytes(v), producer=node.name, alias_of=alias,
                          attrs={"shape": _shape(v), "dtype": str(v.dtype).replace("torch.", ""), "kind": "activation"})
+        if copies:
+            # e.g. reshape/flatten of a non-contiguous tensor: torch materialises a copy, not a view
+            g.set_op(node.name, attrs={**attrs, "copies": True})
         if not multi:
             tensor_of[node.name] = node.name if _shape(val) is not None else None
 
