@@ -10,6 +10,7 @@ from .backend_panel import BackendPanel
 from .mapping_panel import MappingPanel
 from .pipeline_panel import PipelinePanel
 from .memory_panel import MemoryPanel
+from .calibration_panel import CalibrationPanel
 from .dashboard import Dashboard
 
-__all__ = ["Panel", "Session", "StepWalker", "GraphPanel", "ExecutorPanel", "BackendPanel", "MappingPanel", "PipelinePanel", "MemoryPanel", "Dashboard", "download_link", "figure_widget"]
+__all__ = ["Panel", "Session", "StepWalker", "GraphPanel", "ExecutorPanel", "BackendPanel", "MappingPanel", "PipelinePanel", "MemoryPanel", "CalibrationPanel", "Dashboard", "download_link", "figure_widget"]
