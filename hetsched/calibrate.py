@@ -74,6 +74,7 @@ __all__ = ["calibrate", "Calibration", "compare", "Comparison", "fit_curves", "D
 DEFAULT_WORKLOADS: tuple[tuple[str, dict], ...] = (("resnet50", {"batch": 1}), ("bert_base", {"batch": 1, "seq_len": 64}))
 MIN_POINTS_PER_TYPE = 4  # fewer points of one op type: its op class's curve prices it
 WORK = "sum"  # compute and traffic do not overlap on a CPU core (see CalibratedCost)
+MONOTONE = frozenset({"conv", "matmul"})  # op classes whose curves are non-decreasing in work
 BIN_DECADES = 0.25  # knot spacing of an efficiency curve, in decades of work
 
 
@@ -482,11 +483,12 @@ def _trace_of(prof) -> dict:
 
 
 # ---------------------------------------------------------------------------- fitting
-def _knots(lw: np.ndarray, eff: np.ndarray, bin_decades: float) -> tuple[list[float], list[float]]:
-    """Median efficiency per bin of ``bin_decades`` in log10(work), from the smallest work up."""
+def _knots(lw: np.ndarray, eff: np.ndarray, bin_decades: float, monotone: bool = False) -> tuple[list[float], list[float]]:
+    """Median efficiency per bin of ``bin_decades`` in log10(work), from the smallest work up;
+    ``monotone``: made non-decreasing (pool-adjacent-violators, bins weighted by their points)."""
     order = np.argsort(lw)
     lw, eff = lw[order], eff[order]
-    ws, es = [], []
+    ws, es, ns = [], [], []
     i = 0
     while i < len(lw):
         j = i + 1
@@ -494,8 +496,27 @@ def _knots(lw: np.ndarray, eff: np.ndarray, bin_decades: float) -> tuple[list[fl
             j += 1
         ws.append(float(10 ** np.mean(lw[i:j])))
         es.append(float(np.median(eff[i:j])))
+        ns.append(j - i)
         i = j
+    if monotone:
+        es = _isotonic(es, ns)
     return ws, es
+
+
+def _isotonic(y: Sequence[float], w: Sequence[float]) -> list[float]:
+    """Weighted least-squares non-decreasing fit (pool adjacent violators).
+
+    >>> [round(v, 4) for v in _isotonic([0.3, 0.7, 0.5, 0.2, 0.6], [1, 1, 1, 1, 1])]
+    [0.3, 0.4667, 0.4667, 0.4667, 0.6]
+    """
+    blocks: list[list[float]] = []  # [mean, weight, count]
+    for v, wt in zip(y, w):
+        blocks.append([float(v), float(wt), 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            m2, w2, c2 = blocks.pop()
+            m1, w1, c1 = blocks.pop()
+            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2, c1 + c2])
+    return [m for m, _, c in blocks for _ in range(c)]
 
 
 def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
@@ -540,8 +561,11 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
         is_sweep = (sub["source"] == "sweep").to_numpy()
         lw = np.log10(sub["work_s"].to_numpy(float))
         eff = sub["efficiency"].to_numpy(float)
-        ww, we = _knots(lw[~is_sweep], eff[~is_sweep], bin_decades) if (~is_sweep).any() else ([], [])
-        sw, se = _knots(lw[is_sweep], eff[is_sweep], bin_decades) if is_sweep.any() else ([], [])
+        # a compute-bound kernel does not get less efficient with more work; a drop across a class's
+        # bins comes from mixing shapes (a 3x3 convolution on a 2x2 image), which layer factors carry
+        mono = k in MONOTONE or op_class(k) in MONOTONE
+        ww, we = _knots(lw[~is_sweep], eff[~is_sweep], bin_decades, mono) if (~is_sweep).any() else ([], [])
+        sw, se = _knots(lw[is_sweep], eff[is_sweep], bin_decades, mono) if is_sweep.any() else ([], [])
         how = "workload points" if ww else "sweep points"
         if ww and len(sw) >= 2:
             trend = EfficiencyCurve(sw, se)
@@ -728,7 +752,7 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
         mem_bytes = _ram_bytes()
         host_attrs = {"cpu": _cpu_name(), "threads": n_threads, "torch": str(torch.__version__),
                       "calibrated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                      "source": "hetsched.calibrate: measured peak (sgemm), copy bandwidth, profiled launch"}
+                      "source": "hetsched.calibrate: measured peak (sgemm), copy bandwidth, launch of a view op"}
         name = "gpu0" if device == "cuda" else "cpu0"
         if device == "cuda":
             hp, hb = measure_peak_flops("cpu", repeats=repeats, stat=stat), measure_bandwidth("cpu", repeats=repeats, stat=stat)

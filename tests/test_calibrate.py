@@ -167,6 +167,17 @@ def test_fit_curves_level_and_trend():
     assert isinstance(c, EfficiencyCurve) and math.isfinite(c(1.0))
 
 
+def test_compute_curves_do_not_drop_with_work():
+    # a 3x3 convolution on a 2x2 image (large work, low efficiency) must not drag the class curve
+    # down at large work: conv and matmul curves are non-decreasing (the layer factor keeps the outlier)
+    pts = pd.DataFrame({"source": ["w"] * 8, "op_type": ["Conv"] * 4 + ["Relu"] * 4,
+                        "work_s": [1e-5, 1e-4, 1e-3, 1e-2] * 2, "efficiency": [0.3, 0.8, 0.9, 0.2, 0.3, 0.8, 0.9, 0.2]})
+    curves, _, _ = fit_curves(pts)
+    conv = curves["Conv"]
+    assert conv.efficiency == sorted(conv.efficiency) and conv(1e-2) == pytest.approx((0.8 + 0.9 + 0.2) / 3)
+    assert curves["Relu"](1e-2) == pytest.approx(0.2)  # memory-bound: leaving the cache may cost efficiency
+
+
 def test_callable_module():
     import importlib
 
