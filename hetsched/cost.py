@@ -65,6 +65,7 @@ __all__ = [
     "load_cost",
     "save_cost",
     "default_cost",
+    "set_default_cost",
     "VIEW_OP_TYPES",
     "GATHER_OP_TYPES",
     "COST_FORMAT",
@@ -725,6 +726,7 @@ def load_cost(path: str | Path, system: System, *, any_system: bool = False) -> 
 
 
 _DEFAULT: list[Any] = []  # stack of defaults set by ``default_cost`` (innermost last)
+_PROCESS_DEFAULT: list[Any] = [None]  # set_default_cost
 _LOADED: dict[tuple, CostModel] = {}
 
 
@@ -751,6 +753,26 @@ def default_cost(cost: "CostModel | str | Path | None") -> Iterator[None]:
         _DEFAULT.pop()
 
 
+def set_default_cost(cost: "CostModel | str | Path | None") -> None:
+    """Make ``cost`` (a model or a cost file) the default of every later call without ``cost=``, in
+    this process, until replaced (``None`` restores the roofline). Inside a :func:`default_cost`
+    block, the block's model still wins.
+
+    This is how a notebook points every panel at a calibration: panels call the algorithms
+    without a cost of their own. A default made for another system is an error naming the
+    system when an algorithm runs, never silently ignored.
+
+    >>> from hetsched.io.generators import chain
+    >>> from hetsched.io.systems import toy_system
+    >>> s = toy_system(); set_default_cost(TableCost(s, {("Conv", "gpu0"): 1.0}))
+    >>> type(resolve_cost(None, chain(2), s)).__name__
+    'TableCost'
+    >>> set_default_cost(None); type(resolve_cost(None, chain(2), s)).__name__
+    'RooflineCost'
+    """
+    _PROCESS_DEFAULT[0] = cost
+
+
 def _from_path(path: str | Path, system: System) -> CostModel:
     p = Path(path)
     key = (str(p.resolve()), p.stat().st_mtime_ns if p.exists() else None, id(system))
@@ -767,7 +789,8 @@ def resolve_cost(cost: CostModel | str | Path | None, graph: OpGraph, system: Sy
     """The cost model an algorithm should use: the given one bound to ``graph``, else a roofline.
 
     ``cost`` may be a cost file path (read with :func:`load_cost` against ``system``). ``None``
-    means the default set by :func:`default_cost`, if any, else the roofline.
+    means the default set by :func:`default_cost` or :func:`set_default_cost`, if any, else the
+    roofline.
 
     A roofline/table model built for another version of the same system (same name, e.g. a
     ``with_devices`` what-if copy) is rebound to ``system``; a model for a differently named
@@ -778,8 +801,8 @@ def resolve_cost(cost: CostModel | str | Path | None, graph: OpGraph, system: Sy
     >>> resolve_cost(None, chain(2), toy_system()).graph.n_ops
     2
     """
-    if cost is None and _DEFAULT:
-        cost = _DEFAULT[-1]
+    if cost is None:
+        cost = _DEFAULT[-1] if _DEFAULT else _PROCESS_DEFAULT[0]
     if cost is None:
         return RooflineCost(system, graph)
     if isinstance(cost, (str, Path)):

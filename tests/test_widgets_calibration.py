@@ -111,3 +111,25 @@ def test_curves_figure_with_a_calibration(runs):
     p = CalibrationPanel(runs, system=SYS, cost=cost, calibration=cal)
     names = [t.name for t in p.figures["curves"].data]
     assert names == ["default (in model)", "default (sweep)", "default curve"]
+
+
+def test_other_panels_price_with_the_default_cost(tmp_path):
+    """A notebook points every panel at a calibration with set_default_cost (panels pass no cost)."""
+    from hetsched.cost import RooflineCost, TableCost, set_default_cost
+    from hetsched.io.systems import toy_system
+    from hetsched.widgets import MappingPanel
+
+    s = toy_system()
+    g = chain(4, seed=0)
+    slow = TableCost(s, {(t, d): 1.0 for t in {o.op_type for o in g.ops.values()} for d in s.compute_devices})
+    base = MappingPanel(graph=g, system=s).result.metrics["makespan_s"]
+    try:
+        set_default_cost(slow)
+        p = MappingPanel(graph=g, system=s)
+        assert p.result.metrics["makespan_s"] >= 4.0 > base  # four ops of 1 s each, in a chain
+        set_default_cost(RooflineCost(SYS))  # made for another system: said in the panel
+        p.refresh()
+        assert "panel-cpu" in p.message.value
+    finally:
+        set_default_cost(None)
+    assert MappingPanel(graph=g, system=s).result.metrics["makespan_s"] == pytest.approx(base)
