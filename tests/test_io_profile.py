@@ -184,6 +184,11 @@ def test_zoo_twin_profiles_match_every_op(name, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         g = load_torch(ep)
+    from hetsched.io import zoo
+
+    z = zoo.build(name, **SMALL[name])  # the twin is the zoo's architecture
+    assert g.meta["macs"] == z.meta["macs"]
+    assert sum(o.op_type == "Conv" for o in g.ops.values()) == sum(o.op_type == "Conv" for o in z.ops.values())
     # the eager module, unannotated: matched by op type and order, two iterations
     path = tmp_path / "eager.json"
     profile_torch(m, x, path, repeats=2, annotate=False, threads=1)

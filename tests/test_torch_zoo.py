@@ -1,9 +1,7 @@
-"""The plain-torch twins of the zoo: torch's own parameter count, and the importer's MACs and op
-counts, equal the zoo's published-shape graphs (small input sizes and few layers keep it fast)."""
+"""The plain-torch twins of the zoo: torch's own parameter count equals the zoo's published-shape
+graphs (small input sizes and few layers keep it fast; MACs: tests/test_io_profile.py)."""
 
 from __future__ import annotations
-
-import warnings
 
 import pytest
 
@@ -11,7 +9,6 @@ torch = pytest.importorskip("torch", reason="optional extra: `pip install torch`
 
 from hetsched.errors import HetschedError  # noqa: E402
 from hetsched.io import zoo  # noqa: E402
-from hetsched.io.torch_import import load_torch  # noqa: E402
 from hetsched.io.torch_zoo import TORCH_ZOO, torch_model  # noqa: E402
 
 CASES = {
@@ -25,17 +22,10 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_twin_equals_zoo(name):
-    kw = CASES[name]
-    m, x = torch_model(name, batch=2, **kw)
-    z = zoo.build(name, batch=2, **kw)
-    assert sum(p.numel() for p in m.parameters()) == z.meta["params"]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # gpt2's causal mask (ones/triu) has no FLOP rule: 0 FLOPs
-        g = load_torch(m, x)
-    assert g.meta["macs"] == z.meta["macs"]
-    convs = lambda gr: sum(o.op_type == "Conv" for o in gr.ops.values())  # noqa: E731
-    assert convs(g) == convs(z)
+def test_twin_has_the_zoo_parameter_count(name):
+    # the importer's MACs are checked against the zoo in tests/test_io_profile.py (one export per twin)
+    m, _ = torch_model(name, batch=2, **CASES[name])
+    assert sum(p.numel() for p in m.parameters()) == zoo.build(name, batch=2, **CASES[name]).meta["params"]
 
 
 def test_every_zoo_model_but_generated_ones_has_a_twin():
