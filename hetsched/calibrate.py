@@ -703,6 +703,14 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
     Returns
     -------
     Calibration
+
+    Examples
+    --------
+    >>> import torch
+    >>> r = calibrate([(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU()).eval(), (torch.randn(4, 64),), "mlp")],
+    ...               repeats=2, warmup=1, threads=1, sweep=False, system_name="doc")
+    >>> r.system.device_names, sorted(r.profiles), r.metrics["n_points"]
+    (['cpu0'], ['mlp'], 2.0)
     """
     torch = _torch()
     t_start = time.perf_counter()

@@ -500,6 +500,13 @@ def profile_torch(model: Any, example_inputs: Sequence[Any] = (), path: str | Pa
 
     Runs under ``torch.no_grad()``: a joint forward + backward program computes its gradients as
     ordinary ops, and autograd must not keep its own copies of their inputs alive.
+
+    >>> import torch
+    >>> m, x = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()), (torch.randn(2, 4),)
+    >>> from hetsched.io.torch_import import load_torch
+    >>> p = load_profile(profile_torch(m, x, repeats=2), load_torch(m, x))
+    >>> p.metrics["match_rate"], p.n_iterations, sorted(set(p.matched_by.values()))
+    (1.0, 2, ['name'])
     """
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
@@ -658,6 +665,11 @@ def time_torch(model: Any, example_inputs: Sequence[Any] = (), graph: OpGraph | 
         Every op matched (``matched_by`` = ``"node"``); ``metrics["iteration_s"]`` is the eager
         module's end-to-end time (``stat`` of ``repeats`` calls, same clock), ``metrics["program_s"]``
         the sum of the timed nodes.
+
+    >>> import torch
+    >>> p = time_torch(torch.nn.Linear(4, 4), (torch.randn(2, 4),), repeats=2, clock="cpu", threads=1)
+    >>> list(p.latency_s), p.matched_by["linear"], p.metrics["iteration_s"] > 0
+    (['linear'], 'node', True)
     """
     import time
 
