@@ -166,7 +166,7 @@ def test_group_remap_escapes_a_same_device_chain():
     sub = g.subgraph(g.topological_order()[20:30])
     bf = brute_force(sub, s, objective="total_latency").metrics["total_latency_s"]
     single = h2h(sub, s).metrics["total_latency_s"]
-    grouped = h2h(sub, s, group_size=4)
+    grouped = h2h(sub, s, group_size=4, max_passes=None)  # the extension: group moves, repeated passes
     assert single > 1.05 * bf
     assert grouped.metrics["total_latency_s"] <= 1.01 * bf
     acc = [x for x in grouped.steps if x.action == "remap_group" and x.accepted]
