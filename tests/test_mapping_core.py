@@ -184,8 +184,8 @@ def test_remap_steps_say_why():
             assert x.reason.startswith(("not better", "does not fit", )) or "does not support" in x.reason
 
 
-def test_remap_reports_unsupported_target():
-    # fpga0 cannot run Softmax: moving a Softmax next to an fpga successor must be refused as unsupported
+def unsupported_target_case():
+    """fpga0 cannot run Softmax: moving a Softmax next to an fpga successor must be refused as unsupported."""
     g = OpGraph("u")
     g.add_op("a", "MatMul", flops=1e9, weight_bytes=1 << 20)
     g.add_op("b", "Softmax", flops=1e3)
@@ -200,6 +200,11 @@ def test_remap_reports_unsupported_target():
     # measured latencies that put c on the FPGA and b (which the FPGA cannot run) on the GPU
     cost = TableCost(s, {("a", "gpu0"): 1e-3, ("b", "gpu0"): 1e-6, ("c", "fpga0"): 1e-6, ("c", "gpu0"): 1.0,
                          ("a", "fpga0"): 1.0, ("c", "cpu0"): 1.0, ("a", "cpu0"): 1.0, ("b", "cpu0"): 1.0})
+    return g, s, cost
+
+
+def test_remap_reports_unsupported_target():
+    g, s, cost = unsupported_target_case()
     cf = map_compute_first(g, s, cost=cost)
     assert cf.placement.device["b"] == "gpu0" and cf.placement.device["c"] == "fpga0"
     r = remap(optimize_locality(cf))

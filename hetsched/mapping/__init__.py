@@ -18,11 +18,13 @@ Every mapper returns a :class:`MappingResult` priced by :func:`hetsched.evaluate
 from .h2h import LOCALITY_POLICIES, OBJECTIVES, h2h, map_compute_first, optimize_locality, remap
 from .baselines import METHODS, brute_force, compare, fastest_single_device
 from .listsched import PRIORITIES, SELECTORS, cpop, downward_rank, heft, list_schedule, optimistic_cost_table, peft, upward_rank
-from .result import MappingResult, evaluate_state, state_placement
+from .result import MappingResult, Trial, evaluate_state, evaluate_trial, state_placement
 
 __all__ = [
     "MappingResult",
     "evaluate_state",
+    "evaluate_trial",
+    "Trial",
     "state_placement",
     "map_compute_first",
     "optimize_locality",
