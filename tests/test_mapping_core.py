@@ -302,7 +302,8 @@ def test_heft_rank_comm_saga_differs_only_in_ranks():
 
 def test_compare_frame():
     df = compare(fork_join(2, 2, seed=1), toy_system())
-    assert list(df.columns) == ["method", "makespan_s", "total_latency_s", "energy_J", "bytes_moved", "runtime_s"]
+    assert list(df.columns) == ["method", "makespan_s", "total_latency_s", "energy_J", "bytes_moved", "runtime_s",
+                                "optimises", "status"]
     assert "brute_force" in set(df["method"])
     bf = df.set_index("method").loc["brute_force", "total_latency_s"]
     assert (df["total_latency_s"] >= bf * (1 - 1e-9)).all()
@@ -350,10 +351,16 @@ def test_brute_force_total_latency_bnb_matches_enumeration():
         bnb = brute_force(g, s, objective="total_latency")
         ctx = Ctx(g, s)
         import itertools
+
+        from hetsched.mapping._plan import best_residency
         from hetsched.mapping.baselines import _with_locality
-        best = min(ctx.total_latency(_with_locality(ctx, dict(zip(ctx.order, c)), 0.9))
-                   for c in itertools.product(*[ctx.candidates(o) for o in ctx.order]))
+        placements = [dict(zip(ctx.order, c)) for c in itertools.product(*[ctx.candidates(o) for o in ctx.order])]
+        best = min(ctx.total_latency(best_residency(ctx, dev)) for dev in placements)
         assert bnb.metrics["total_latency_s"] == pytest.approx(best, rel=1e-9)
+        patent = brute_force(g, s, objective="total_latency", residency="patent")
+        best_p = min(ctx.total_latency(_with_locality(ctx, dev, 0.9)) for dev in placements)
+        assert patent.metrics["total_latency_s"] == pytest.approx(best_p, rel=1e-9)
+        assert patent.metrics["total_latency_s"] >= bnb.metrics["total_latency_s"] * (1 - 1e-12)
 
 
 def test_deterministic_across_hash_seeds():

@@ -61,6 +61,7 @@ __all__ = [
     "LOCALITY_POLICIES",
     "OBJECTIVES",
     "cleared_price",
+    "h2h_state",
     "finish",
 ]
 
@@ -789,6 +790,20 @@ def h2h(graph: OpGraph, system: System, *, cost: CostModel | None = None, occupa
         raise HetschedError(f"unknown objective {objective!r}; use one of {list(OBJECTIVES)}", field="objective")
     ctx = Ctx(graph, system, cost, contention=contention)
     log = _Log()
+    st, extra = h2h_state(ctx, log, occupancy_threshold=occupancy_threshold, policy=policy, objective=objective,
+                          direction=direction, max_passes=max_passes, group_size=group_size)
+    params = {"contention": contention, "occupancy_threshold": occupancy_threshold,
+              "policy": policy if isinstance(policy, str) else "custom", "objective": objective,
+              "direction": direction, "max_passes": max_passes, "group_size": group_size}
+    extra["h2h_runtime_s"] = time.perf_counter() - t0
+    return finish(ctx, st, log, phase="h2h", params=params, initial_state=EMPTY_STATE, extra_metrics=extra)
+
+
+def h2h_state(ctx: Ctx, log: _Log, *, occupancy_threshold: float = 0.9, policy: str | Callable = "greedy",
+              objective: str = "total_latency", direction: str = "successor", max_passes: int | None = 1,
+              group_size: int = 1) -> tuple[State, dict[str, float]]:
+    """The three phases on a prepared context, without the final evaluation: ``(state, metrics)``."""
+    t0 = time.perf_counter()
     st = _compute_first(ctx, log)
     t1 = time.perf_counter()
     cf_state = st.copy()
@@ -804,13 +819,6 @@ def h2h(graph: OpGraph, system: System, *, cost: CostModel | None = None, occupa
         delta = {"device": changed, "weights_remove": sorted(st.w_res), "tensors_remove": sorted(st.t_res)}
         st = cf_state
         log.add("revert", "all", final, cf_obj, True, "the optimised mapping is worse than compute-first: keep compute-first",
-                delta, phase="remap")
-    params = {"contention": contention, "occupancy_threshold": occupancy_threshold,
-              "policy": policy if isinstance(policy, str) else "custom", "objective": objective,
-              "direction": direction, "max_passes": max_passes, "group_size": group_size}
-    runtime = time.perf_counter() - t0
-    r = finish(ctx, st, log, phase="h2h", params=params, initial_state=EMPTY_STATE,
-               extra_metrics={f"compute_first_{objective}_s": cf_obj, "h2h_runtime_s": runtime,
-                              "compute_first_runtime_s": t1 - t0, "locality_runtime_s": t2 - t1,
-                              "remap_runtime_s": t3 - t2})
-    return r
+                delta, phase="remap", metric=objective)
+    return st, {f"compute_first_{objective}_s": cf_obj, "compute_first_runtime_s": t1 - t0,
+                "locality_runtime_s": t2 - t1, "remap_runtime_s": t3 - t2}

@@ -333,6 +333,22 @@ def list_schedule(graph: OpGraph, system: System, *, priority: str | Callable = 
     if loop not in ("static", "ready"):
         raise HetschedError(f"unknown loop {loop!r}; use 'static' or 'ready'", field="loop")
     ctx = Ctx(graph, system, cost)
+    log = _Log()
+    st, order, sched_makespan = list_state(ctx, log, priority=priority, selector=selector, loop=loop,
+                                           rank_comm_average=rank_comm_average, name=name)
+    sched_s = time.perf_counter() - t0
+    if locality:
+        _locality(ctx, st, log, occupancy_threshold, "greedy", ctx.total_latency(st))
+    params = {"priority": priority if isinstance(priority, str) else "custom",
+              "selector": selector if isinstance(selector, str) else "custom", "loop": loop,
+              "rank_comm_average": rank_comm_average, "locality": locality, "occupancy_threshold": occupancy_threshold}
+    return finish(ctx, st, log, phase=name, params=params, initial_state=EMPTY_STATE, order=order,
+                  extra_metrics={"schedule_makespan_s": sched_makespan, "schedule_runtime_s": sched_s})
+
+
+def list_state(ctx: Ctx, log: _Log, *, priority: str | Callable = "upward", selector: str | Callable = "eft",
+               loop: str = "static", rank_comm_average: str = "pairs", name: str = "list") -> tuple[State, list[str], float]:
+    """The list-scheduling loop on a prepared context: ``(placement state, start-time order, own makespan)``."""
     parts = _Parts(ctx, rank_comm_average)
     pf = PRIORITIES[priority] if isinstance(priority, str) else priority
     info = pf(parts)
@@ -342,13 +358,12 @@ def list_schedule(graph: OpGraph, system: System, *, priority: str | Callable = 
     prio = info["priority"]
     pos = ctx.pos
     sch = _Schedule(parts)
-    log = _Log()
     if loop == "static":
         seq = sorted(ctx.order, key=lambda o: (-prio[o], pos[o]))
         it = iter(seq)
         nxt = lambda: next(it, None)  # noqa: E731
         on_done = lambda o: None  # noqa: E731
-    else:  # "ready" (checked above)
+    else:  # "ready"
         indeg = {o: len(ctx.pred[o]) for o in ctx.order}
         heap = [(-prio[o], pos[o], o) for o in ctx.order if indeg[o] == 0]
         heapq.heapify(heap)
@@ -370,7 +385,8 @@ def list_schedule(graph: OpGraph, system: System, *, priority: str | Callable = 
         sch.place(o, d, f, ex)
         on_done(o)
         log.add("map", o, None, f, True, f"earliest finish on {d} at {f * 1e3:.4g} ms",
-                {"device": {o: d}}, phase=name, candidates=cands, priority=prio[o], device=d, start_s=f - ex)
+                {"device": {o: d}}, phase=name, metric="finish_time", candidates=cands, priority=prio[o], device=d,
+                start_s=f - ex)
     sched_makespan = max(sch.aft.values(), default=0.0)
     # a global order for the evaluator: by start time, kept topological
     indeg = {o: len(ctx.pred[o]) for o in ctx.order}
@@ -384,15 +400,7 @@ def list_schedule(graph: OpGraph, system: System, *, priority: str | Callable = 
             indeg[s] -= 1
             if indeg[s] == 0:
                 heapq.heappush(heap, (sch.ast[s], pos[s], s))
-    st = State(dict(sch.dev))
-    sched_s = time.perf_counter() - t0
-    if locality:
-        _locality(ctx, st, log, occupancy_threshold, "greedy", ctx.total_latency(st))
-    params = {"priority": priority if isinstance(priority, str) else "custom",
-              "selector": selector if isinstance(selector, str) else "custom", "loop": loop,
-              "rank_comm_average": rank_comm_average, "locality": locality, "occupancy_threshold": occupancy_threshold}
-    return finish(ctx, st, log, phase=name, params=params, initial_state=EMPTY_STATE, order=order,
-                  extra_metrics={"schedule_makespan_s": sched_makespan, "schedule_runtime_s": sched_s})
+    return State(dict(sch.dev)), order, sched_makespan
 
 
 def schedule_parts(graph: OpGraph, system: System, *, cost: CostModel | None = None, rank_comm_average: str = "pairs"):
