@@ -181,3 +181,18 @@ def test_heft_and_cpop_reproduce_saga(algo):
         real = {t for t, c in inst["tasks"] if c > 0}
         placed = {x.subject: x.data["device"] for x in r.steps if x.action == "map" and x.subject in real}
         assert placed == {t: d for t, d in ref["placement"].items() if t in real}, inst["name"]
+
+
+def test_communication_is_priced_by_the_cost_model(topcuoglu_example):
+    """Issue 21: the schedulers ask the cost model's ``transfer_s`` (no formula of their own)."""
+    g, s, c = topcuoglu_example
+
+    class Slower(TableCost):
+        def transfer_s(self, nbytes, src, dst):
+            return 2.0 * super().transfer_s(nbytes, src, dst)
+
+    slow = Slower(s, dict(c.table), g)
+    parts = schedule_parts(g, s, cost=slow)
+    assert parts.comm("n1", "n2", "p1", "p2") == pytest.approx(36.0)  # edge n1 -> n2 costs 18, doubled
+    assert parts.avg_comm("n1", "n2") == pytest.approx(36.0)
+    assert heft(g, s, cost=slow, locality=False).metrics["schedule_makespan_s"] > 80.0
