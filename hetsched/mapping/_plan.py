@@ -130,6 +130,8 @@ class _Planner:
             if t in self.t:  # only reached from redecide(): already kept
                 newterm[t] = ctx.tensor_term(t, dev, True)
                 continue
+            if nk <= 0.0:  # nothing moves: nothing to save by keeping it
+                continue
             k = ctx.tensor_term(t, dev, True)
             if k < nk * (1 - REL_EPS):
                 cands.append(((nk - k) / max(ctx.size[t], 1.0), 1, t, nk - k))
