@@ -115,16 +115,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("map", help="map ops to devices (seed 000: compute-first, locality, remap; or a baseline)")
     _graph_args(p), _system_arg(p), _out_args(p)
-    p.add_argument("--method", default="h2h", help="h2h (default), compute_first, heft, cpop, peft, fastest_single_device, brute_force")
+    p.add_argument("--method", default="h2h", help="h2h (default), compute_first, heft, cpop, peft, fastest_single_device, "
+                   "search, ilp, brute_force (hetsched.mapping.METHODS)")
     p.add_argument("--objective", choices=["total_latency", "makespan"], default=None, help="h2h remap objective")
     p.add_argument("--direction", choices=["successor", "both"], default=None, help="h2h remap direction")
     p.add_argument("--occupancy-threshold", type=_finite_float, default=None, help="h2h locality: max device occupancy")
     p.add_argument("--policy", choices=["greedy", "knapsack"], default=None, help="h2h locality policy")
+    p.add_argument("--time-limit", dest="time_limit_s", type=float, default=None, help="ilp: time limit in seconds (default 60)")
 
     p = sub.add_parser("compare", help="compare mapping methods on one graph and system")
     _graph_args(p), _system_arg(p), _out_args(p)
-    p.add_argument("--methods", default="compute_first,h2h,heft,cpop,peft,fastest_single_device",
-                   help="comma-separated mapping methods")
+    p.add_argument("--methods", default="compute_first,h2h,heft,cpop,peft,fastest_single_device,search",
+                   help="comma-separated mapping methods (also ilp, ilp_makespan, search_makespan, h2h_plus...)")
 
     p = sub.add_parser("partition", help="partition onto backends by support/priority (seed 003) and pipeline them")
     _graph_args(p), _system_arg(p), _out_args(p)
@@ -301,7 +303,7 @@ def _base_tables(result: Any) -> dict[str, pd.DataFrame]:
 
 # ---------------------------------------------------------------------------- commands
 _H2H_FLAGS = {"objective": "--objective", "direction": "--direction", "occupancy_threshold": "--occupancy-threshold",
-              "policy": "--policy"}
+              "policy": "--policy", "time_limit_s": "--time-limit"}
 
 
 def _map_sections(g, s, r, label: str) -> list[tuple[str, Any]]:

@@ -176,7 +176,7 @@ def test_group_remap_escapes_a_same_device_chain():
     sub = g.subgraph(g.topological_order()[20:30])
     bf = brute_force(sub, s, objective="total_latency").metrics["total_latency_s"]
     single = h2h(sub, s).metrics["total_latency_s"]
-    grouped = h2h(sub, s, group_size=4)
+    grouped = h2h(sub, s, group_size=4, max_passes=None)  # the extension: group moves, repeated passes
     assert single > 1.05 * bf
     assert grouped.metrics["total_latency_s"] <= 1.01 * bf
     acc = [x for x in grouped.steps if x.action == "remap_group" and x.accepted]
@@ -194,8 +194,8 @@ def test_remap_steps_say_why():
             assert x.reason.startswith(("not better", "does not fit", )) or "does not support" in x.reason
 
 
-def test_remap_reports_unsupported_target():
-    # fpga0 cannot run Softmax: moving a Softmax next to an fpga successor must be refused as unsupported
+def unsupported_target_case():
+    """fpga0 cannot run Softmax: moving a Softmax next to an fpga successor must be refused as unsupported."""
     g = OpGraph("u")
     g.add_op("a", "MatMul", flops=1e9, weight_bytes=1 << 20)
     g.add_op("b", "Softmax", flops=1e3)
@@ -210,6 +210,11 @@ def test_remap_reports_unsupported_target():
     # measured latencies that put c on the FPGA and b (which the FPGA cannot run) on the GPU
     cost = TableCost(s, {("a", "gpu0"): 1e-3, ("b", "gpu0"): 1e-6, ("c", "fpga0"): 1e-6, ("c", "gpu0"): 1.0,
                          ("a", "fpga0"): 1.0, ("c", "cpu0"): 1.0, ("a", "cpu0"): 1.0, ("b", "cpu0"): 1.0})
+    return g, s, cost
+
+
+def test_remap_reports_unsupported_target():
+    g, s, cost = unsupported_target_case()
     cf = map_compute_first(g, s, cost=cost)
     assert cf.placement.device["b"] == "gpu0" and cf.placement.device["c"] == "fpga0"
     r = remap(optimize_locality(cf))
@@ -307,7 +312,8 @@ def test_heft_rank_comm_saga_differs_only_in_ranks():
 
 def test_compare_frame():
     df = compare(fork_join(2, 2, seed=1), toy_system())
-    assert list(df.columns) == ["method", "makespan_s", "total_latency_s", "energy_J", "bytes_moved", "runtime_s"]
+    assert list(df.columns) == ["method", "makespan_s", "total_latency_s", "energy_J", "bytes_moved", "runtime_s",
+                                "optimises", "status"]
     assert "brute_force" in set(df["method"])
     bf = df.set_index("method").loc["brute_force", "total_latency_s"]
     assert (df["total_latency_s"] >= bf * (1 - 1e-9)).all()
@@ -355,10 +361,16 @@ def test_brute_force_total_latency_bnb_matches_enumeration():
         bnb = brute_force(g, s, objective="total_latency")
         ctx = Ctx(g, s)
         import itertools
+
+        from hetsched.mapping._plan import best_residency
         from hetsched.mapping.baselines import _with_locality
-        best = min(ctx.total_latency(_with_locality(ctx, dict(zip(ctx.order, c)), 0.9))
-                   for c in itertools.product(*[ctx.candidates(o) for o in ctx.order]))
+        placements = [dict(zip(ctx.order, c)) for c in itertools.product(*[ctx.candidates(o) for o in ctx.order])]
+        best = min(ctx.total_latency(best_residency(ctx, dev)) for dev in placements)
         assert bnb.metrics["total_latency_s"] == pytest.approx(best, rel=1e-9)
+        patent = brute_force(g, s, objective="total_latency", residency="patent")
+        best_p = min(ctx.total_latency(_with_locality(ctx, dev, 0.9)) for dev in placements)
+        assert patent.metrics["total_latency_s"] == pytest.approx(best_p, rel=1e-9)
+        assert patent.metrics["total_latency_s"] >= bnb.metrics["total_latency_s"] * (1 - 1e-12)
 
 
 def test_deterministic_across_hash_seeds():

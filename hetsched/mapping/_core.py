@@ -15,7 +15,7 @@ ways, with no model of its own:
   the suffix of the op order from the first op a move can affect (the patent's claim 6: "update the
   schedule times of the specific layer and the layers after it"), from a checkpoint of its state.
 * **the locality rule** as a function of one op or tensor, so that a tentative move can re-run
-  locality around the moved op only (the patent's claims 4, 13, 15 and 19).
+  locality around the moved op only (the patent's claims 4 and 13-16).
 
 Every duration comes from the bound :class:`~hetsched.cost.CostModel` (``compute_s`` and per-hop
 ``transfer_s``) through the clock's caches.
@@ -173,12 +173,12 @@ class Occupancy:
 def keep_reason_tensor(ctx: Ctx, t: str, device: Mapping[str, str]) -> str:
     dp = device[ctx.producer[t]]
     if not ctx.is_output[t] and any(device.get(c) == dp for c in ctx.consumers[t]):
-        return "a consumer runs on the same device and reads it in place (patent claim 15)"
+        return "a consumer runs on the same device and reads it in place (patent claim 16)"
     return "a direct copy to the consumer's device beats the round trip through host memory"
 
 
 def decide_weights(ctx: Ctx, state: State, occ: Occupancy, op: str, threshold: float) -> tuple[bool, str, dict]:
-    """The patent's rule (claims 13, 19-20): keep weights while the device stays under the threshold."""
+    """The patent's rule (claims 13-15): keep weights while the device stays under the threshold."""
     d = state.device[op]
     w = ctx.weight[op]
     before = occ.frac(d)
