@@ -22,7 +22,8 @@ import plotly.graph_objects as go
 from ..errors import HetschedError
 from .core import NEUTRAL, PALETTE, _gantt_parts, _text, compare, figure_from_dicts, group_colors, time_unit
 
-__all__ = ["executor_lanes", "executor_gantt", "policy_bars", "ordering_bars", "rule_bars", "RULE_LABELS",
+__all__ = ["executor_lanes", "executor_gantt", "executor_gantt_at", "policy_bars", "ordering_bars", "rule_bars",
+           "rule_bars_at", "RULE_LABELS",
            "KIND_WORDS", "METRIC_WORDS", "rule_label", "FONT"]
 
 #: every figure of this module uses at least this font size (projector-friendly, issue 22)
@@ -117,6 +118,61 @@ def _step_rows(tl: pd.DataFrame, op: str) -> pd.DataFrame:
     return tl[(tl["op"] == op) | ((tl["name"] == f"wait {op}") & (tl["group"] == "host"))]
 
 
+def _walk_parts(result: Any, step: int | None) -> tuple[float | None, dict]:
+    """The cursor time and the outline trace of decision ``step`` (``None``: before the first)."""
+    tl = result.timeline
+    n_steps = len(result.steps)
+    if step is not None and not (isinstance(step, int) and not isinstance(step, bool) and 0 <= step < n_steps):
+        raise HetschedError(f"step {step!r} is outside 0..{n_steps - 1} (the dispatch decisions of this run)",
+                            field="step")
+    cursor, rows = None, tl.iloc[:0]
+    if step is not None:
+        s = result.steps[step]
+        cursor = float((s.data or {}).get("time_s", 0.0))
+        rows = _step_rows(tl, s.subject)
+    _u, f = time_unit(float(tl["end_s"].max()) if len(tl) else 0.0)
+    s0 = rows["start_s"].to_numpy(float) * f
+    e0 = rows["end_s"].to_numpy(float) * f
+    trace = dict(type="bar", orientation="h", y=rows["lane"].astype(str).tolist(), x=(e0 - s0).tolist(),
+                 base=s0.tolist(), name="this decision (outlined)", showlegend=True, hoverinfo="skip",
+                 marker=dict(color="rgba(0,0,0,0)", line=dict(color="#111111", width=[3] * len(rows))))
+    return cursor, trace
+
+
+def executor_gantt_at(fig: Any, result: Any, step: int | None, *, title: str | None = None) -> dict:
+    """A Gantt of :func:`executor_gantt` (drawn with ``walk=True``) moved to decision ``step``.
+
+    Returns a ``{"data", "layout"}`` figure dict that shares every trace with ``fig`` but the
+    outline, with the cursor at ``step``'s dispatch (none for ``step=None``, before the first
+    decision) and ``title`` if given. A step walker draws the Gantt once per result and calls this
+    per click: nothing but the outline's few points, the cursor and the title differ.
+
+    >>> import hetsched.executor as ex
+    >>> r = ex.simulate(ex.graphs.thread_rules_graph(), streams="patent", threads="patent")
+    >>> base = executor_gantt(r, walk=True)
+    >>> moved = executor_gantt_at(base, r, 5)
+    >>> moved["data"][-1]["y"], moved["layout"]["shapes"][0]["x0"] > 0
+    (['thread2', 'gpu0:sync', 'thread2'], True)
+    >>> import json; same = lambda a, b: json.loads(a.to_json()) == json.loads(b.to_json())
+    >>> same(go.Figure(moved), executor_gantt(r, step=5, title=base.layout.title.text))
+    True
+    """
+    data = [t._props for t in fig.data] if isinstance(fig, go.Figure) else list(fig["data"])
+    layout = dict(fig.layout._props if isinstance(fig, go.Figure) else fig["layout"])
+    if not data or data[-1].get("name") != "this decision (outlined)":
+        raise HetschedError("the Gantt was not drawn for walking: draw it with executor_gantt(..., walk=True)",
+                            field="fig")
+    cursor, trace = _walk_parts(result, step)
+    f = time_unit(float(result.timeline["end_s"].max()) if len(result.timeline) else 0.0)[1]
+    layout.pop("shapes", None)
+    if cursor is not None:
+        layout["shapes"] = [dict(type="line", xref="x", x0=cursor * f, x1=cursor * f, yref="y domain", y0=0, y1=1,
+                                 line=dict(color="#D00000", width=2, dash="dot"))]
+    if title is not None:
+        layout["title"] = _text(title)
+    return {"data": data[:-1] + [trace], "layout": layout}
+
+
 def executor_gantt(result: Any, *, title: str | None = None, arrows: bool | None = None,
                    color_by: str = "kind", max_arrows: int = 80, step: int | None = None,
                    walk: bool = False) -> go.Figure:
@@ -143,14 +199,7 @@ def executor_gantt(result: Any, *, title: str | None = None, arrows: bool | None
     True
     """
     tl = result.timeline
-    n_steps = len(result.steps)
-    if step is not None and not (isinstance(step, int) and 0 <= step < n_steps):
-        raise HetschedError(f"step {step!r} is outside 0..{n_steps - 1} (the dispatch decisions of this run)",
-                            field="step")
-    cursor, op = None, None
-    if step is not None:
-        s = result.steps[step]
-        op, cursor = s.subject, float((s.data or {}).get("time_s", 0.0))
+    cursor, overlay = _walk_parts(result, step) if (step is not None or walk) else (None, None)
     colors = None
     shown = tl
     if color_by != "kind" and color_by in tl.columns and len(tl):
@@ -168,13 +217,8 @@ def executor_gantt(result: Any, *, title: str | None = None, arrows: bool | None
                            ticktext=[_lane_text(ln, threads) for ln in reversed(lanes)])
     layout["font"] = dict(FONT)
     unit, f = time_unit(float(tl["end_s"].max()) if len(tl) else 0.0)
-    if step is not None or walk:
-        rows = _step_rows(tl, op) if op is not None else tl.iloc[:0]
-        s0 = rows["start_s"].to_numpy(float) * f
-        e0 = rows["end_s"].to_numpy(float) * f
-        data.append(dict(type="bar", orientation="h", y=rows["lane"].astype(str).tolist(), x=(e0 - s0).tolist(),
-                         base=s0.tolist(), name="this decision (outlined)", showlegend=True, hoverinfo="skip",
-                         marker=dict(color="rgba(0,0,0,0)", line=dict(color="#111111", width=[3] * len(rows)))))
+    if overlay is not None:
+        data.append(overlay)
     flows = tl[tl["flow"].notna()]
     n_flow = flows["flow"].nunique()
     if arrows is None:
@@ -217,6 +261,7 @@ def policy_bars(comparison: Any, metric: str = "makespan_s", *, current: str | N
     fig = compare(frame, col, by="policy", highlight=current,
                   title=title or f"{label} by executor policy" + (f" (current: {current})" if current else ""))
     bars = fig.data[0]
+    bars.name = label
     bars.marker.color = [NEUTRAL if p == "lower bound" and p != current else c
                          for p, c in zip(bars.x, bars.marker.color)]
     fig.update_layout(font=FONT)
@@ -265,3 +310,20 @@ def rule_bars(result: Any, *, current: str | None = None) -> go.Figure:
         dict(title=_text("which rule placed each op (red: the rule could not be met; outlined: this step's)"),
              xaxis=dict(tickmode="array", tickvals=rules, ticktext=[rule_label(r) for r in rules], type="category"),
              yaxis=dict(title=_text("ops placed")), margin=dict(l=10, r=10, t=40, b=40), height=340, font=dict(FONT)))
+
+
+def rule_bars_at(fig: Any, current: str | None) -> dict:
+    """:func:`rule_bars` with another rule outlined, as a ``{"data", "layout"}`` dict sharing the rest.
+
+    >>> import hetsched.executor as ex
+    >>> r = ex.simulate(ex.graphs.thread_rules_graph(), streams="patent", threads="patent")
+    >>> f = rule_bars_at(rule_bars(r), "claim5-async-async")
+    >>> dict(zip(f["data"][0]["x"], f["data"][0]["marker"]["line"]["width"]))["claim5-async-async"]
+    4
+    """
+    bars = dict(fig.data[0]._props if isinstance(fig, go.Figure) else fig["data"][0])
+    layout = fig.layout._props if isinstance(fig, go.Figure) else fig["layout"]
+    marker = dict(bars["marker"])
+    marker["line"] = dict(marker["line"], width=[4 if r == current else 0 for r in bars["x"]])
+    bars["marker"] = marker
+    return {"data": [bars], "layout": layout}
