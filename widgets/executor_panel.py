@@ -135,7 +135,8 @@ def _number_control(name: str) -> W.Widget:
     with its unit (the range is checked, and a bad value refused, when the panel recomputes)."""
     p = _SPEC[name]
     _f, unit = p.get("display", (1.0, p.get("unit", "")))
-    label = p.get("label", name) + (f" ({unit})" if unit else "")
+    # a count's unit (threads, streams, kernels) is already in its label; a measure shows its unit
+    label = p.get("label", name) + (f" ({unit})" if "display" in p else "")
     tip = f"{p.get('help', '')}; allowed {p['min'] * _f:.4g} to {p['max'] * _f:.4g} {unit}".strip()
     cls = W.IntText if p["kind"] == "int" else W.FloatText
     return cls(description=label, tooltip=tip, style={"description_width": "initial"}, layout=W.Layout(width="auto"))
@@ -174,6 +175,7 @@ def describe_decision(result: ex.ExecutorResult, k: int) -> str:
         where = f"is queued on <b>thread {t}</b>"
     rule = d.get("rule")
     claim, meaning = ex.THREAD_RULES.get(rule, ("-", rule_label(rule)))
+    meaning = meaning.replace("->", "→")
     why = f"<b>{html.escape(claim)}</b>: {html.escape(meaning)}" if claim != "-" else html.escape(meaning)
     if d.get("fallback"):
         why = f"<span style='color:{_ERR}'>the rule could not be met — {why}</span>"
@@ -628,7 +630,8 @@ class ExecutorPanel(Panel):
         fb = [s for s in r.steps if (s.data or {}).get("fallback")]
         if fb:
             rules = pd.Series([s.data["rule"] for s in fb]).value_counts()
-            why = "; ".join(f"{html.escape(ex.THREAD_RULES.get(rl, ('', rl))[1])} ({_n(c, 'time')})" for rl, c in rules.items())
+            why = "; ".join(f"{html.escape(ex.THREAD_RULES.get(rl, ('', rl))[1].replace('->', '→'))} ({_n(c, 'time')})"
+                            for rl, c in rules.items())
             lines.append(f"<span style='color:{_ERR}'><b>{_n(len(fb), 'decision')} could not follow the rule</b> "
                          f"({_names(s.subject for s in fb)}): {why}. More host threads give the rule its other threads.</span>")
         races = int(m.get("n_unordered_edges", 0))

@@ -74,6 +74,17 @@ METRIC_WORDS: dict[str, tuple[str, float | None, str]] = {
 }
 
 
+def _wrap(text: str, width: int = 22) -> str:
+    """``text`` broken into lines of about ``width`` characters (``<br>``), for upright tick labels."""
+    lines: list[str] = []
+    for word in text.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "<br>".join(lines)
+
+
 def rule_label(rule: Any) -> str:
     """A rule id in plain words (an unknown id as it is, ``None`` as "no rule").
 
@@ -213,6 +224,9 @@ def executor_gantt(result: Any, *, title: str | None = None, arrows: bool | None
                                 title=title or f"executor: {result.params.get('streams')} streams, "
                                                f"{result.params.get('threads')} threads")
     threads = result.params.get("threads")
+    # room for the legend (kinds of work, the outline) beside a short Gantt: it must not scroll
+    n_legend = len({t.get("legendgroup", t.get("name")) for t in data if t.get("showlegend", True)}) + (overlay is not None)
+    layout["height"] = max(layout["height"], 140 + 34 * n_legend)
     layout["yaxis"].update(tickmode="array", tickvals=list(reversed(lanes)),
                            ticktext=[_lane_text(ln, threads) for ln in reversed(lanes)])
     layout["font"] = dict(FONT)
@@ -295,7 +309,8 @@ def rule_bars(result: Any, *, current: str | None = None) -> go.Figure:
     >>> import hetsched.executor as ex
     >>> r = ex.simulate(ex.graphs.thread_rules_graph(), streams="patent", threads="patent", pool_size=2)
     >>> fig = rule_bars(r, current="claim1-sync-sync-other-fallback")
-    >>> "claim1-sync-sync-other-fallback" in fig.data[0].x, "claim 1 fallback: no other sync thread" in fig.layout.xaxis.ticktext
+    >>> words = [t.replace("<br>", " ") for t in fig.layout.xaxis.ticktext]
+    >>> "claim1-sync-sync-other-fallback" in fig.data[0].x, "claim 1 fallback: no other sync thread" in words
     (True, True)
     """
     from ..executor.simulate import rules_fired
@@ -308,8 +323,9 @@ def rule_bars(result: Any, *, current: str | None = None) -> go.Figure:
               marker=dict(color=colors, line=dict(color="#111111", width=[4 if r == current else 0 for r in rules])),
               hovertext=[f"{c}: {m}" for c, m in zip(f["claim"], f["meaning"])], hoverinfo="text+y")],
         dict(title=_text("which rule placed each op (red: the rule could not be met; outlined: this step's)"),
-             xaxis=dict(tickmode="array", tickvals=rules, ticktext=[rule_label(r) for r in rules], type="category"),
-             yaxis=dict(title=_text("ops placed")), margin=dict(l=10, r=10, t=40, b=40), height=340, font=dict(FONT)))
+             xaxis=dict(tickmode="array", tickvals=rules, ticktext=[_wrap(rule_label(r)) for r in rules], type="category",
+                        tickangle=0),
+             yaxis=dict(title=_text("ops placed")), margin=dict(l=10, r=10, t=40, b=40), height=360, font=dict(FONT)))
 
 
 def rule_bars_at(fig: Any, current: str | None) -> dict:
