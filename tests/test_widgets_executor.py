@@ -490,3 +490,19 @@ def test_check_values_names_the_value_and_the_range():
         with pytest.raises(HetschedError, match=re.escape(words)) as e:
             ex.check_values(vals)
         assert e.value.field == next(iter(vals))
+
+
+def test_an_empty_graph_is_a_documented_result_not_an_error():
+    p = ExecutorPanel(graph=OpGraph("empty"))
+    assert p.message.value == "" and p.result.n_steps == 0
+    assert "0 ops to dispatch" in p.step_text.value and "did nothing" in p.summary.value
+    assert len(p.figures["gantt"].data[-1].y) == 0
+
+
+def test_kind_edits_for_another_graph_wait_for_it():
+    p = ExecutorPanel(graph=hs.load_graph("executor_thread_rules"))
+    p.state.rules = {"NonMaxSuppression": "gpu_async", "Relu": "gpu_sync"}  # Relu: not in this graph
+    assert p.message.value == "" and p.result.kinds["nms"] == "gpu_async"
+    p.load(fork_join(2, 1))  # no NMS here; the edits stay in the state for a later graph
+    assert p.message.value == "" and p.state.rules == {"NonMaxSuppression": "gpu_async", "Relu": "gpu_sync"}
+    assert set(p._type_controls) == {o.op_type for o in p.graph.ops.values()}
