@@ -8,7 +8,7 @@ outlined op) and send less than 100 KB to the browser (issue 14).
 from __future__ import annotations
 
 import pytest
-from e2e_helpers import output_errors, screenshot, wait_for_plots
+from e2e_helpers import ARTIFACTS, output_errors, wait_for_plots
 from panel_helpers import figure_title, panel_figure_indexes, step_click, wait_for_title_change
 
 NOTEBOOK = "05_executor"
@@ -16,6 +16,15 @@ N_PANEL_FIGURES = 4  # Gantt, rule bars, policy comparison, edge ordering
 
 _OUTLINE_JS = """i => { const el = document.querySelectorAll('.js-plotly-plot')[i];
     const t = el.data[el.data.length - 1]; return [t.name, Array.from(t.y || [])]; }"""
+
+
+def _viewport_shot(page, selector: str, name: str) -> None:
+    """What a person sees with the last ``selector`` element at the top of the window (Voila scrolls
+    inside its own container, so an element shot of a tall panel comes out blank in places)."""
+    page.evaluate("s => Array.from(document.querySelectorAll(s)).pop().scrollIntoView({block: 'start'})", selector)
+    page.wait_for_timeout(800)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
 
 
 @pytest.mark.e2e
@@ -54,8 +63,13 @@ def test_executor_panel_walks_the_dispatch_decisions(voila_page):
     assert "nms" in step_text.inner_text() and "claim 5" in step_text.inner_text()
     page.set_viewport_size({"width": 1600, "height": 1000})
     page.wait_for_timeout(1500)  # the figures follow the wider panel
-    screenshot(panel, "e2e_executor_panel_1600x1000")
-    screenshot(page, "e2e_executor_page_1600x1000")
+    # ... and keep their height: the Gantt and the rule bars were patched by the steps above (a
+    # patched plot used to collapse to 0 px on the next resize)
+    heights = page.evaluate("""() => Array.from(Array.from(document.querySelectorAll('.hetsched-panel')).pop()
+        .querySelectorAll('.js-plotly-plot')).map(el => el.getBoundingClientRect().height)""")
+    assert min(heights) > 200, heights
+    _viewport_shot(page, ".hetsched-panel", "e2e_executor_panel_1600x1000")
+    _viewport_shot(page, ".hetsched-step-text", "e2e_executor_walk_1600x1000")
 
     # another thread policy: the whole run changes, the comparison highlights it
     summary = panel.locator(".hetsched-summary")
