@@ -196,6 +196,10 @@ def main() -> int:
             sopts = streams.locator("option").all_inner_texts()
             b.measure("Executor: switch stream policy", [lambda o=o: streams.select_option(o) for o in (sopts[1:] + sopts[:1]) * 2][:4],
                       CONTROL)
+            # the walk starts at the last decision: back to the start, then step forward
+            p.get_by_role("button", name="start", exact=True).first.click()
+            page.wait_for_timeout(1500)
+            b.measure("Executor: step next", [click(p, "next ▶")] * REPEAT, STEP)
 
             # a long session: memory of the kernel and of the page over many step clicks
             import psutil

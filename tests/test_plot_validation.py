@@ -27,7 +27,7 @@ from hetsched.io.systems import toy_system
 from hetsched.partition import partition_by_support, simulate_buffered
 from hetsched.plot import MAX_BARS, compare, gantt, graph_view, memory_curve
 from hetsched.plot.core import block_view, figure_from_dicts
-from hetsched.plot.executor import executor_gantt, ordering_bars, policy_bars
+from hetsched.plot.executor import executor_gantt, ordering_bars, policy_bars, rule_bars
 from hetsched.plot.memory import lifetime_chart, order_curves
 from hetsched.plot.partition import buffer_occupancy, partition_view, quotient_view
 from hetsched.plot.pipeline import cache_depth, schedule_gantt, schedule_grid, stage_costs_figure
@@ -100,6 +100,12 @@ def _figures():
                                                                     at_s=1e-4)),
         ("order_curves", lambda: order_curves({"bfs": bfs, "dfs": dfs}, capacity=1e6)),
         ("lifetime_chart", lambda: lifetime_chart(bfs)),
+        ("executor_gantt step walk, by op", lambda: executor_gantt(ex.simulate(ex.graphs.thread_rules_graph(), streams="patent",
+                                                                               threads="patent"), step=5, color_by="op")),
+        ("executor_gantt walk, no step", lambda: executor_gantt(ex.simulate(inc), walk=True)),
+        ("rule_bars current", lambda: rule_bars(ex.simulate(ex.graphs.thread_rules_graph(), streams="patent", threads="patent",
+                                                            pool_size=2), current="claim5-async-async")),
+        ("policy_bars share", lambda: policy_bars(ex.compare_policies(inc), "device_busy_frac", current="serial")),
     ]
 
 

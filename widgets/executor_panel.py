@@ -1,27 +1,37 @@
-"""ExecutorPanel (seed 004): stream and thread policies, pool size and host costs -> one Gantt.
+"""ExecutorPanel: walk the executor's dispatch decisions, one op at a time, with the claim that decided each.
 
-Host-thread lanes (launch, compute, blocked, idle) sit above the device's stream lanes (kernels,
-copies, stream waits) in one Gantt, so a sync wait on the host lines up with the kernel it waits
-for. Below it, the policy comparison of :func:`hetsched.executor.compare_policies` (serial,
-multi-stream one thread, the patent, TF inline, Nimble streams + patent, the lower bound) with the
-current policy highlighted. The panel calls :func:`hetsched.executor.simulate`; it holds no
-scheduling logic (the patent: ``../shared/seeds/004_a60aed1db7e14913.txt``).
+The panel runs :func:`hetsched.executor.simulate` (PaddlePaddle's standalone executor as the
+executor family's patent describes it: asynchronous and synchronous ops, streams and host threads)
+and walks ``result.steps`` with the shared :class:`~hetsched.widgets.walker.DecisionWalker`: one
+decision per op, told in words (which op, which host thread and stream, which rule and claim decided
+it, whether the thread then waits for the op), the Gantt of host threads over device streams with
+a cursor at that decision and its op outlined, and how often each rule fired. Jumps go to the
+first decision of each rule, to the previous/next decision on one thread, and to fallbacks (a rule
+that could not be met, e.g. with two host threads). The walker never re-runs the simulation.
+
+Op kinds (the patent's "operator information": async ops let the host thread go on, sync ops hold
+it) are editable per op type and per op, and devices may get a synchronous copy engine; the edits
+reach the core as ``rules=`` and ``sync_copy_devices=``. Below, the policy comparison of
+:func:`hetsched.executor.compare_policies` and what orders each data edge.
+
+Shown alone, the panel runs the bundled ``executor_thread_rules`` graph on four host threads, where
+every thread rule fires; in a dashboard it follows the session's graph.
 
 >>> p = ExecutorPanel()
->>> p.state.streams, p.state.threads
-('patent', 'patent')
->>> before = p.result.makespan_s
->>> p.state.threads = "single"
->>> p.result.makespan_s > before          # the patent overlaps blocking host work
-True
->>> p.state.pool_size = 0; "pool_size" in p.message.value, p.result.params["threads"]
-(True, 'single')
+>>> p.graph.name, p.result.metrics["n_threads_used"]
+('executor_thread_rules', 4)
+>>> p.jump_to_rule("claim1-sync-sync-other"), "claim 1" in p.step_text.value
+(True, True)
+>>> p.state.dispatch_s = 1.0                     # refused, not clamped: the last good result stays
+>>> "out of range" in p.message.value, p.result.costs.dispatch_s
+(True, 3e-06)
 """
 
 from __future__ import annotations
 
 import dataclasses
 import html
+import math
 from typing import Any
 
 import ipywidgets as W
@@ -30,87 +40,272 @@ import traitlets
 
 import hetsched.executor as ex
 from hetsched.errors import HetschedError
-from hetsched.plot import compare, time_unit
-from hetsched.plot.executor import executor_gantt, ordering_bars
+from hetsched.io import csv_safe
+from hetsched.plot import format_value
+from hetsched.plot.executor import (KIND_WORDS, METRIC_WORDS, executor_gantt, executor_gantt_at, ordering_bars, policy_bars,
+                                    rule_bars, rule_bars_at, rule_label)
+from hetsched.results import Step
 
-from .base import Panel, Session, controls_from_spec, state_from_spec
+from .base import Panel, Session, state_from_spec
+from .walker import DecisionWalker
 
-__all__ = ["ExecutorPanel", "executor_state"]
+__all__ = ["ExecutorPanel", "executor_state", "describe_decision", "DEFAULT_GRAPH"]
 
+#: what the panel runs when shown alone (every thread rule fires on it)
+DEFAULT_GRAPH = "executor_thread_rules"
 _COST_FIELDS = ("dispatch_s", "launch_s", "wakeup_s", "max_kernels", "pcie_Bps")
-_SCALE = {"dispatch_s": (1e6, "us"), "launch_s": (1e6, "us"), "wakeup_s": (1e6, "us"), "pcie_Bps": (1e-9, "GB/s")}
+_SPEC = {p["name"]: p for p in ex.PARAMETERS}
 _METRICS = ["makespan_s", "host_blocked_s", "device_busy_frac", "gap_to_lb", "n_events", "n_handoffs"]
+_STREAM_WORDS = {"single": "one stream per device", "patent": "the patent's streams (async / sync / copies)",
+                 "nimble": "Nimble's streams (one per chain)"}
+_THREAD_WORDS = {"single": "one host thread", "patent": "the patent's thread rules",
+                 "inline_one": "TensorFlow's inline-one"}
+_PRESET_WORDS = {"cuda": "CUDA (3 us dispatch)", "eager": "eager framework (20 us dispatch)",
+                 "ideal": "ideal (no host cost)"}
+_ERR = "#B00020"
+
+
+def _t(x: float | None) -> str:
+    return format_value(x, "time_s")
 
 
 def _n(x: float, word: str) -> str:
     return f"{x:.0f} {word}{'' if x == 1 else 's'}"
 
 
+def _names(ops, k: int = 4) -> str:
+    ops = list(ops)
+    shown = ", ".join(html.escape(str(o)) for o in ops[:k])
+    return shown + (f" and {len(ops) - k} more" if len(ops) > k else "")
+
+
 def executor_state() -> traitlets.HasTraits:
-    """The panel's inputs: :data:`hetsched.executor.PARAMETERS` plus the cost preset and view choices."""
+    """The panel's inputs: :data:`hetsched.executor.PARAMETERS`, the cost preset, op-kind edits and view choices."""
     return state_from_spec(
         ex.PARAMETERS,
         "ExecutorState",
         preset=traitlets.Enum(list(ex.PRESETS), default_value="cuda"),
+        rules=traitlets.Dict(),  # {op name or op type: kind}, given to the core as rules=
+        sync_copy_devices=traitlets.Tuple(),
+        step=traitlets.Int(0),  # view: 0 = before the first decision, k = after decision k - 1
         metric=traitlets.Enum(_METRICS, default_value="makespan_s"),
         color_by=traitlets.Enum(["kind", "device", "op"], default_value="kind"),
     )
 
 
+def _link_number(state: traitlets.HasTraits, name: str, ctl: W.Widget, factor: float = 1.0) -> None:
+    """Show ``state.name * factor`` in a text box; a person's edit goes back divided by ``factor``.
+
+    The trait wins: a value set on the state is shown as it is (never clamped to a range and
+    written back), a value the box cannot show (NaN, inf) is left to the error line, and a value
+    shown is never echoed back (the NaN ping-pong of a plain pair of links recursed forever).
+    """
+    syncing = [False]
+
+    def to_ctl(change: dict) -> None:
+        v = change["new"]
+        if isinstance(v, float) and not math.isfinite(v):
+            return  # the message says why it is refused; the box keeps the last number it showed
+        syncing[0] = True
+        try:
+            ctl.value = float(f"{v * factor:.10g}") if isinstance(v, float) else v
+        except traitlets.TraitError:
+            pass  # a value the box cannot hold: the message line reports it
+        finally:
+            syncing[0] = False
+
+    def to_state(change: dict) -> None:
+        if syncing[0]:
+            return
+        v = change["new"]
+        cur = getattr(state, name)
+        if isinstance(cur, float):
+            if isinstance(v, (int, float)) and math.isfinite(v) and math.isclose(cur * factor, v, rel_tol=1e-12, abs_tol=0.0):
+                return  # the number shown: no ulp-sized recompute
+            v = v / factor
+        setattr(state, name, v)
+
+    to_ctl({"new": getattr(state, name)})
+    state.observe(to_ctl, names=name)
+    ctl.observe(to_state, names="value")
+
+
+def _number_control(name: str) -> W.Widget:
+    """An unbounded text box for a number of :data:`~hetsched.executor.PARAMETERS`, labelled in words
+    with its unit (the range is checked, and a bad value refused, when the panel recomputes)."""
+    p = _SPEC[name]
+    _f, unit = p.get("display", (1.0, p.get("unit", "")))
+    # a count's unit (threads, streams, kernels) is already in its label; a measure shows its unit
+    label = p.get("label", name) + (f" ({unit})" if "display" in p else "")
+    tip = f"{p.get('help', '')}; allowed {p['min'] * _f:.4g} to {p['max'] * _f:.4g} {unit}".strip()
+    cls = W.IntText if p["kind"] == "int" else W.FloatText
+    return cls(description=label, tooltip=tip, style={"description_width": "initial"}, layout=W.Layout(width="auto"))
+
+
+def describe_decision(result: ex.ExecutorResult, k: int) -> str:
+    """Decision ``k`` (0-based) of an executor run in plain words (HTML, every name escaped).
+
+    Which op became ready and why, where it went (thread, inline or handed off), the claim and rule
+    that decided it (a fallback in red), the stream its work went to, and the sync wait it costs
+    its thread (read from the run's timeline).
+
+    >>> r = ex.simulate(ex.graphs.thread_rules_graph(), streams="patent", threads="patent")
+    >>> k = next(i for i, s in enumerate(r.steps) if s.data["rule"] == "claim1-sync-sync-other")
+    >>> text = describe_decision(r, k)
+    >>> "claim 1" in text and "another thread" in text and "waits" in text
+    True
+    """
+    s = result.steps[k]
+    d = s.data or {}
+    op = html.escape(s.subject)
+    t = d.get("thread")
+    kind = d.get("kind")
+    when = _t(d.get("time_s"))
+    trig = d.get("trigger")
+    if trig is None:
+        ready = "is ready at the start (no inputs from other ops)"
+    else:
+        how = "was launched" if d.get("trigger_kind") in ex.ASYNC_KINDS else "finished"
+        ready = f"became ready when <b>{html.escape(str(trig))}</b> ({KIND_WORDS.get(d.get('trigger_kind'), '?')}) {how}"
+    if d.get("inline"):
+        where = f"runs next on the same thread, <b>thread {t}</b>"
+    elif d.get("handoff"):
+        where = f"is handed to <b>thread {t}</b>, another thread (it wakes up if asleep)"
+    else:
+        where = f"is queued on <b>thread {t}</b>"
+    rule = d.get("rule")
+    claim, meaning = ex.THREAD_RULES.get(rule, ("-", rule_label(rule)))
+    meaning = meaning.replace("->", "→")
+    why = f"<b>{html.escape(claim)}</b>: {html.escape(meaning)}" if claim != "-" else html.escape(meaning)
+    if d.get("fallback"):
+        why = f"<span style='color:{_ERR}'>the rule could not be met — {why}</span>"
+    st = d.get("stream")
+    work = (f"Its work goes to stream <b>{html.escape(str(st))}</b> ({html.escape(str(d.get('stream_rule') or ''))})."
+            if st is not None else f"It runs on the host CPU ({_t(result.durations_s.get(s.subject))}).")
+    if d.get("kernel_fallback"):
+        work += f" Kernel fallback: {html.escape(str(d['kernel_fallback']))}."
+    tl = result.timeline
+    lane = f"thread{t}"
+    waits = tl[(tl["lane"] == lane) & (tl["kind"] == "blocked")]
+    wait = waits[waits["name"] == f"wait {s.subject}"]
+    start = result.op_start_s.get(s.subject)
+    sync = waits[waits["name"].str.startswith("sync ") & ((waits["end_s"] - (start or 0.0)).abs() < 1e-12)]
+    if len(wait):
+        hold = f" Sync wait: thread {t} then <b>waits {_t(float((wait['end_s'] - wait['start_s']).sum()))}</b> for it."
+    elif len(sync):
+        hold = (f" Sync wait: before running it, thread {t} <b>waits {_t(float((sync['end_s'] - sync['start_s']).sum()))}</b> "
+                f"for its inputs on the device ({html.escape(str(sync['name'].iat[0]))}).")
+    elif kind in ex.ASYNC_KINDS:
+        hold = f" It is asynchronous: thread {t} goes on at once."
+    else:
+        hold = ""
+    return (f"<b>decision {k + 1} of {len(result.steps)}</b> at {when}: <b>{op}</b> ({KIND_WORDS.get(kind, kind)}) "
+            f"{ready}; it {where}. Why: {why}. {work}{hold}")
+
+
 class ExecutorPanel(Panel):
-    """Simulate the session's graph on an executor; compare the policies.
+    """The executor on the session's graph: policies, host costs and op kinds; its decisions one by one.
 
     Parameters
     ----------
     session : Session, optional
-        The graph comes from ``session.graph`` (default: the executor's D2H-branch example,
-        where the patent's thread rules matter). The executor prices work on its own CPU + GPU
-        system (:func:`hetsched.executor.executor_system`), so the session's system is not used.
+        The graph comes from ``session.graph`` (when the session has none: the bundled
+        ``executor_thread_rules``). The executor prices work on its own CPU + GPU + FPGA system
+        (:func:`hetsched.executor.executor_system`), so the session's system is not used.
+    graph : OpGraph, optional
+        Pin the panel to this graph instead of following the session.
 
     Notes
     -----
-    The comparison depends only on the graph and the costs, so it is cached: switching the
-    stream or thread policy re-simulates one run (and reuses the comparison's run when the pair
-    is one of :data:`hetsched.executor.POLICIES`).
+    The comparison depends only on the graph, the costs, the pool and the op kinds, so it is
+    cached: switching the stream or thread policy re-simulates one run (and reuses the
+    comparison's run when the pair is one of :data:`hetsched.executor.POLICIES`). A step click
+    only redraws: the Gantt's outline trace, cursor and title, the rule bars' outline and the text.
     """
 
-    VIEW_TRAITS = ("metric", "color_by")
+    VIEW_TRAITS = ("step", "metric", "color_by")
 
     def __init__(self, session: Session | None = None, *, graph=None, **kw: Any) -> None:
         state = executor_state()
-        ctl = controls_from_spec(state, ex.PARAMETERS, scale=_SCALE)
-        preset = W.ToggleButtons(options=list(ex.PRESETS), description="cost preset", style={"description_width": "initial"})
-        W.link((state, "preset"), (preset, "value"))
-        metric = W.Dropdown(options=_METRICS, description="compare by")
-        W.link((state, "metric"), (metric, "value"))
-        color = W.ToggleButtons(options=["kind", "device", "op"], description="colour by")
-        W.link((state, "color_by"), (color, "value"))
+        style = {"description_width": "initial"}
+        streams = W.Dropdown(options=[(w, k) for k, w in _STREAM_WORDS.items() if k in ex.STREAM_POLICIES],
+                             description="streams", style=style, layout=W.Layout(width="auto"),
+                             tooltip=_SPEC["streams"]["help"])
+        threads = W.Dropdown(options=[(w, k) for k, w in _THREAD_WORDS.items() if k in ex.THREAD_POLICIES],
+                             description="threads", style=style, layout=W.Layout(width="auto"),
+                             tooltip=_SPEC["threads"]["help"])
+        preset = W.ToggleButtons(options=[(_PRESET_WORDS.get(k, k), k) for k in ex.PRESETS], description="host costs",
+                                 style={**style, "button_width": "auto"})
+        metric = W.Dropdown(options=[(METRIC_WORDS[k][0], k) for k in _METRICS], description="compare by", style=style)
+        color = W.ToggleButtons(options=[("what runs", "kind"), ("device", "device"), ("op", "op")],
+                                description="colour by", style={**style, "button_width": "auto"})
+        for ctl, name in ((streams, "streams"), (threads, "threads"), (preset, "preset"), (metric, "metric"),
+                          (color, "color_by")):
+            W.link((state, name), (ctl, "value"))
+        numbers = {n: _number_control(n) for n in ("pool_size", "max_streams", *_COST_FIELDS)}
+        for n, ctl in numbers.items():
+            _link_number(state, n, ctl, _SPEC[n].get("display", (1.0, ""))[0])
+        wrap = W.Layout(flex_flow="row wrap", align_items="center")
         self.controls = W.VBox([
-            W.HBox([ctl["streams"], ctl["threads"], ctl["pool_size"], ctl["max_streams"]]),
+            W.HBox([streams, threads, numbers["pool_size"], numbers["max_streams"]], layout=wrap),
             preset,
-            W.HBox([ctl[k] for k in _COST_FIELDS]),
+            W.HBox([numbers[k] for k in _COST_FIELDS], layout=wrap),
         ])
-        self.control_widgets = {**ctl, "preset": preset, "metric": metric, "color_by": color}
+        self.control_widgets = {"streams": streams, "threads": threads, **numbers, "preset": preset, "metric": metric,
+                                "color_by": color}
+        self._build_kind_editor()
+        self.walker = DecisionWalker(state, "step", description="decision", phase_key="phase", group_key="thread",
+                                     group_label="thread", label=self._step_label)
+        self.walker.phases.description = "first use of"
+        # every dispatch is "accepted": those jumps mean nothing here; fallbacks do
+        for wdg in (self.walker.prev_acc, self.walker.next_acc, self.walker.accepted_only):
+            wdg.layout.display = "none"
+        self.prev_fallback = W.Button(description="◀ fallback", layout=W.Layout(width="auto"),
+                                      tooltip="the previous decision whose rule could not be met")
+        self.next_fallback = W.Button(description="fallback ▶", layout=W.Layout(width="auto"),
+                                      tooltip="the next decision whose rule could not be met")
+        self.prev_fallback.on_click(lambda _b: self.jump_to_fallback(-1))
+        self.next_fallback.on_click(lambda _b: self.jump_to_fallback(+1))
+        self.walker.jumps.children = (*self.walker.jumps.children, self.prev_fallback, self.next_fallback)
+        self.step_text = W.HTML(layout=W.Layout(min_height="3.2em"))
+        self.step_text.add_class("hetsched-step-text")
         self.summary = W.HTML()
         self.summary.add_class("hetsched-summary")
-        self._default_graph = graph
-        self._cmp_key = None
-        self._cmp = None
+        self._fixed_graph = graph
+        self._default: Any = None
+        self._cmp_key = self._cmp = None
+        self._kinds_key = self._kinds = self._default_kinds = None
+        self._drawn: dict[str, Any] = {}
+        self._gantt_base = self._rules_base = None
+        self._graph_shown = None
         super().__init__(state, session=session, follow_session=graph is None, autostart=False, **kw)
         state.observe(self._on_preset, names="preset")
-        self.children = [self.controls, self.status, self.summary,
-                         self.figure_view("gantt"), W.HBox([metric, color]),
-                         W.GridBox([self.figure_view("compare"), self.figure_view("ordering")],
-                                   layout=W.Layout(grid_template_columns="minmax(0, 2fr) minmax(0, 1fr)", width="100%")),
-                         self.download_area]
+        state.observe(self._sync_kind_editor, names=["rules", "sync_copy_devices"])
+        self.children = [self.controls, self.kind_editor, self.status, self.summary, self.walker, self.step_text,
+                         color, self.figure_view("gantt"), self.figure_view("rules"), metric,
+                         self.figure_view("compare"), self.figure_view("ordering"), self.download_area]
         self._start()
 
     # -- inputs --------------------------------------------------------------------
     @property
     def graph(self):
-        if self._default_graph is not None:
-            return self._default_graph
-        return self.session.graph if self.session.graph is not None else ex.graphs.d2h_branch_graph()
+        """The graph shown: one pinned at construction (or by :meth:`load`), else the session's, else
+        the bundled ``executor_thread_rules`` (not written into the session: other tabs keep theirs)."""
+        if self._fixed_graph is not None:
+            return self._fixed_graph
+        if self.session.graph is not None:
+            return self.session.graph
+        if self._default is None:
+            import hetsched as hs
+
+            self._default = hs.load_graph(DEFAULT_GRAPH)
+        return self._default
+
+    def load(self, graph=None, system=None) -> bool:
+        """Show ``graph``; a panel pinned to a graph is pinned to the new one (not left on the old)."""
+        if graph is not None and self._fixed_graph is not None:
+            self._fixed_graph = graph
+        return super().load(graph, system)
 
     def _on_change(self, change) -> None:
         if change["name"] != "preset":  # the preset acts through the cost fields it sets
@@ -127,68 +322,325 @@ class ExecutorPanel(Panel):
         base = ex.PRESETS[self.state.preset]
         return dataclasses.replace(base, name=base.name, **{k: getattr(self.state, k) for k in _COST_FIELDS})
 
+    def _rules_for(self, g) -> dict[str, str]:
+        """The kind edits that apply to ``g`` (rules for ops or op types it does not have are kept for later graphs)."""
+        types = {o.op_type for o in g.ops.values()}
+        return {k: v for k, v in self.state.rules.items() if k in g.ops or k in types}
+
+    # -- the kind editor -------------------------------------------------------------
+    def _build_kind_editor(self) -> None:
+        style = {"description_width": "initial"}
+        self.kind_rows = W.VBox()
+        self._type_controls: dict[str, tuple[W.HTML, W.Dropdown]] = {}
+        self.op_name = W.Combobox(placeholder="op name", description="one op", style=style, layout=W.Layout(width="280px"),
+                                  ensure_option=False)
+        self.op_kind = W.Dropdown(options=[(w, k) for k, w in KIND_WORDS.items()], layout=W.Layout(width="auto"))
+        self.op_set = W.Button(description="set", layout=W.Layout(width="auto"), tooltip="give this op this kind")
+        self.op_clear = W.Button(description="clear the op edits", layout=W.Layout(width="auto"),
+                                 tooltip="forget every kind set for a single op")
+        self.op_set.on_click(lambda _b: self.set_op_kind(self.op_name.value, self.op_kind.value))
+        self.op_clear.on_click(lambda _b: self._clear_op_rules())
+        self.op_rules_text = W.HTML()
+        self.sync_boxes: dict[str, W.Checkbox] = {}
+        for d in ex.executor_system().device_names:
+            if ex.executor_system().device(d).kind == "cpu":
+                continue
+            cb = W.Checkbox(description=d, indent=False, layout=W.Layout(width="auto"))
+            cb.observe(lambda c, d=d: self._set_sync_device(d, c["new"]), names="value")
+            self.sync_boxes[d] = cb
+        self.kind_counts = W.HTML()
+        self._syncing_kinds = False
+        box = W.VBox([
+            W.HTML("Async ops let their host thread go on at once; sync ops hold it until their work is done "
+                   "(the patent's claim 1 reads this as each op's \"operator information\"). Change a kind per op "
+                   "type or per op: the run, the comparison and the decisions follow."),
+            self.kind_counts,
+            self.kind_rows,
+            W.HBox([self.op_name, self.op_kind, self.op_set, self.op_clear], layout=W.Layout(flex_flow="row wrap")),
+            self.op_rules_text,
+            W.HBox([W.HTML("devices whose host-to-device copies block the host (a synchronous copy engine):&nbsp;"),
+                    *self.sync_boxes.values()], layout=W.Layout(flex_flow="row wrap", align_items="center")),
+        ])
+        self.kind_editor = W.Accordion(children=[box], titles=("op kinds: which ops are sync (editable)",))
+
+    def _fill_kind_rows(self, g) -> None:
+        """One row per op type of a new graph: its op count, its kinds now, and a kind to force."""
+        counts = pd.Series([o.op_type for o in g.ops.values()]).value_counts()
+        self._type_controls = {}
+        rows = []
+        for typ, n in counts.items():
+            label = W.HTML(layout=W.Layout(width="30em"))
+            dd = W.Dropdown(options=[("as the graph says", "")] + [(w, k) for k, w in KIND_WORDS.items()],
+                            layout=W.Layout(width="auto"))
+            dd.observe(lambda c, typ=typ: self._set_type_rule(typ, c["new"]), names="value")
+            self._type_controls[str(typ)] = (label, dd)
+            rows.append(W.HBox([label, dd], layout=W.Layout(align_items="center")))
+        self.kind_rows.children = rows
+        self.op_name.options = tuple(g.ops)[:5000]
+
+    def _sync_kind_editor(self, _change=None) -> None:
+        """The editor's controls follow the state (set here or by code), without writing back."""
+        self._syncing_kinds = True
+        try:
+            rules = self.state.rules
+            for typ, (_label, dd) in self._type_controls.items():
+                v = rules.get(typ, "")
+                dd.value = v if v in KIND_WORDS else ""
+            for d, cb in self.sync_boxes.items():
+                cb.value = d in self.state.sync_copy_devices
+            g = self.graph
+            ops = {k: v for k, v in rules.items() if k in g.ops}
+            self.op_rules_text.value = ("<i>no op edited one by one</i>" if not ops else
+                                        "edited ops: " + "; ".join(f"<b>{html.escape(k)}</b> → {KIND_WORDS.get(v, html.escape(str(v)))}"
+                                                                   for k, v in ops.items()))
+        finally:
+            self._syncing_kinds = False
+
+    def _set_type_rule(self, typ: str, kind: str) -> None:
+        if self._syncing_kinds:
+            return
+        rules = {k: v for k, v in self.state.rules.items() if k != typ}
+        if kind:
+            rules[typ] = kind
+        self.state.rules = rules
+
+    def set_op_kind(self, op: str, kind: str | None) -> bool:
+        """Give one op a kind (``None``: forget its edit); an unknown op or kind is refused with a message."""
+        op = (op or "").strip()
+        if op not in self.graph.ops:
+            self.show_error(HetschedError(f"no op named {op!r} in {self.graph.name}; pick one from the list", op=op or None))
+            return False
+        if kind is not None and kind not in ex.OP_KINDS:
+            self.show_error(HetschedError(f"unknown op kind {kind!r}; choose from {list(ex.OP_KINDS)}", op=op, field="kind"))
+            return False
+        rules = {k: v for k, v in self.state.rules.items() if k != op}
+        if kind is not None:
+            rules[op] = kind
+        self.state.rules = rules
+        return True
+
+    def _clear_op_rules(self) -> None:
+        g = self.graph
+        self.state.rules = {k: v for k, v in self.state.rules.items() if k not in g.ops}
+
+    def _set_sync_device(self, dev: str, on: bool) -> None:
+        if self._syncing_kinds:
+            return
+        cur = [d for d in self.state.sync_copy_devices if d != dev]
+        self.state.sync_copy_devices = tuple(cur + [dev] if on else cur)
+
     # -- Panel -----------------------------------------------------------------------
     def compute(self) -> ex.ExecutorResult:
         st = self.state
-        if st.pool_size < 1:
-            raise HetschedError(f"pool_size must be at least 1 thread, got {st.pool_size}", field="pool_size")
+        try:
+            ex.check_values({p["name"]: getattr(st, p["name"]) for p in ex.PARAMETERS})
+        except HetschedError as e:
+            raise HetschedError(f"{e}; refused, the last good result stays on screen", field=e.field) from None
         g = self.graph
         costs = self._costs()
         max_streams = st.max_streams or None
-        key = (id(g), g.n_ops, dataclasses.astuple(costs), st.pool_size, max_streams)
+        rules = self._rules_for(g)
+        sync = tuple(st.sync_copy_devices)
+        opts = {"rules": rules or None, "sync_copy_devices": list(sync) or None}
+        key = (id(g), g.n_ops, dataclasses.astuple(costs), st.pool_size, max_streams, tuple(sorted(rules.items())), sync)
         if key != self._cmp_key:
-            self._cmp = ex.compare_policies(g, costs=costs, pool_size=st.pool_size, max_streams=max_streams)
+            self._cmp = ex.compare_policies(g, costs=costs, pool_size=st.pool_size, max_streams=max_streams, **opts)
             self._cmp_key = key
+        kkey = (id(g), g.n_ops, tuple(sorted(rules.items())), sync)
+        if kkey != self._kinds_key:
+            self._kinds = ex.kind_table(g, rules=rules or None, sync_copy_devices=list(sync) or None)
+            self._default_kinds = (ex.kind_table(g, sync_copy_devices=list(sync) or None) if rules else self._kinds)
+            self._kinds_key = kkey
         for label, pair in ex.POLICIES.items():
             if pair == (st.streams, st.threads):
                 return self._cmp.results[label]
         return ex.simulate(g, streams=st.streams, threads=st.threads, costs=costs, pool_size=st.pool_size,
-                           max_streams=max_streams)
+                           max_streams=max_streams, **opts)
 
     @property
     def comparison(self):
-        """The cached :class:`~hetsched.executor.PolicyComparison` of the current graph and costs."""
+        """The cached :class:`~hetsched.executor.PolicyComparison` of the current graph, costs and kinds."""
         return self._cmp
+
+    @property
+    def kinds(self) -> pd.DataFrame:
+        """The kind table of the run shown (:func:`hetsched.executor.kind_table` with the edits)."""
+        return self._kinds
 
     def current_policy(self) -> str | None:
         """The comparison label of the current (streams, threads) pair, if it is one."""
         pair = (self.state.streams, self.state.threads)
         return next((k for k, v in ex.POLICIES.items() if v == pair), None)
 
+    def on_result(self, r: ex.ExecutorResult) -> None:
+        # the walker gets the steps with a phase: the rule that decided, in words (jump to its first use)
+        self.walker.set_steps([Step(s.index, s.action, s.subject, s.before, s.after, s.accepted, s.reason, s.delta,
+                                    {**(s.data or {}), "phase": rule_label((s.data or {}).get("rule"))}) for s in r.steps])
+        g = self.graph
+        if self._graph_shown is not g:  # a new graph: its op types in the editor, the walk at the end
+            self._graph_shown = g
+            self._fill_kind_rows(g)
+            self._sync_kind_editor()
+            self.state.step = r.n_steps
+        elif self.state.step > r.n_steps:
+            self.state.step = r.n_steps
+
+    # -- walking -----------------------------------------------------------------------
+    def _step_label(self, s: Step) -> str:
+        d = s.data or {}
+        return f"{s.index + 1} {s.subject} → thread {d.get('thread')} · {rule_label(d.get('rule'))}"
+
+    def jump_to_rule(self, rule: str) -> bool:
+        """Walk to the first decision made by ``rule`` (an id of :data:`hetsched.executor.THREAD_RULES`)."""
+        return self.walker.jump("phase", value=rule_label(rule))
+
+    def jump_to_fallback(self, direction: int = +1) -> bool:
+        """Walk to the previous/next decision whose rule could not be met (returns whether it moved)."""
+        steps = self.result.steps if self.result is not None else ()
+        k = self.state.step
+        rng = range(k, len(steps)) if direction > 0 else range(k - 2, -1, -1)
+        target = next((i + 1 for i in rng if (steps[i].data or {}).get("fallback")), None)
+        if target is None:
+            return False
+        self.state.step = target
+        return True
+
+    def current_step(self) -> Step | None:
+        k = self.state.step
+        return self.result.steps[k - 1] if self.result is not None and 1 <= k <= self.result.n_steps else None
+
+    # -- drawing -----------------------------------------------------------------------
+    def _title(self, r) -> str:
+        p = r.params
+        m = r.metrics
+        return (f"{_STREAM_WORDS.get(p.get('streams'), p.get('streams'))}, {_THREAD_WORDS.get(p.get('threads'), p.get('threads'))} "
+                f"({_n(m['n_threads'], 'host thread')}, {_n(m['n_streams'], 'stream')})")
+
+    def _step_text(self, r) -> str:
+        k = self.state.step
+        if k == 0:
+            return (f"<b>before the first decision</b>: {_n(r.n_steps, 'op')} to dispatch on "
+                    f"{_n(r.metrics['n_threads'], 'host thread')}. Step with <b>next ▶</b>, or jump to the first use "
+                    f"of a rule below.")
+        so_far = pd.Series(r.replay(k - 1)).value_counts()
+        tally = ", ".join(f"thread {html.escape(str(t)[6:])}: {_n(c, 'op')}"
+                          for t, c in sorted(so_far.items(), key=lambda x: (len(str(x[0])), str(x[0]))))
+        return describe_decision(r, k - 1) + f"<br><span style='color:#555'>dispatched so far: {tally}</span>"
+
     def _gantt(self, r):
-        return executor_gantt(r, color_by=self.state.color_by,
-                              title=f"{r.params.get('streams')} streams, {r.params.get('threads')} threads "
-                                    f"({_n(r.metrics['n_threads'], 'host thread')}, {_n(r.metrics['n_streams'], 'stream')})")
+        """The Gantt at the current decision: drawn once per result and colouring, then only moved."""
+        k = self.state.step
+        s = self.current_step()
+        head = self._title(r)
+        key = (id(r), self.state.color_by)
+        if self._gantt_base is None or self._gantt_base[0] != key:
+            self._gantt_base = (key, executor_gantt(r, color_by=self.state.color_by, walk=True, title=head))
+        title = head if s is None else f"{head} — decision {k} of {r.n_steps}: {s.subject} → thread {s.data.get('thread')}"
+        return executor_gantt_at(self._gantt_base[1], r, k - 1 if k >= 1 else None, title=title)
+
+    def _rule_fig(self, r):
+        s = self.current_step()
+        if self._rules_base is None or self._rules_base[0] != id(r):
+            self._rules_base = (id(r), rule_bars(r))
+        return rule_bars_at(self._rules_base[1], (s.data or {}).get("rule") if s is not None else None)
 
     def _compare_fig(self, r):
-        frame = self._cmp.frame.copy()
+        frame = self._cmp.frame
         label = self.current_policy()
         if label is None:  # a pair outside the table: add it as its own bar
             m = r.metrics
-            row = {"policy": f"{self.state.streams} + {self.state.threads}", "streams": self.state.streams,
-                   "threads": self.state.threads, **{k: m.get(k) for k in frame.columns if k in m}}
+            label = f"{self.state.streams} streams + {self.state.threads} threads"
+            row = {"policy": label, "streams": self.state.streams, "threads": self.state.threads,
+                   **{c: m.get(c) for c in frame.columns if c in m}}
             frame = pd.concat([frame, pd.DataFrame([row])], ignore_index=True)
-            label = row["policy"]
-        metric = self.state.metric
-        fig = compare(frame, metric, by="policy", highlight=label,
-                      title=f"{metric} by executor policy (current: {label})")
-        return fig.update_layout(width=640)
+        return policy_bars(frame, self.state.metric, current=label)
+
+    def _show_once(self, name: str, key: Any, build) -> None:
+        """Draw figure ``name`` only when what it shows changed (a step click leaves it alone)."""
+        if self._drawn.get(name) != key:
+            self.show_figure(name, build())
+            self._drawn[name] = key
 
     def render(self, r: ex.ExecutorResult) -> None:
+        k = self.state.step
+        if not 0 <= k <= r.n_steps:
+            raise HetschedError(f"decision {k} is outside 0..{r.n_steps}", field="step")
+        s = self.current_step()
+        self.step_text.value = self._step_text(r)
         self.show_figure("gantt", self._gantt(r))
-        self.show_figure("compare", self._compare_fig(r))
-        self.show_figure("ordering", ordering_bars(r))
+        self.show_figure("rules", self._rule_fig(r))
+        self._show_once("compare", (id(r), id(self._cmp), self.state.metric), lambda: self._compare_fig(r))
+        self._show_once("ordering", id(r), lambda: ordering_bars(r))
+        if self._drawn.get("summary") != id(r):
+            self.summary.value = self._summary(r)
+            self._drawn["summary"] = id(r)
+        if self._drawn.get("kinds") != (self._kinds_key, id(self._type_controls)):
+            self._kind_lines()
+            self._drawn["kinds"] = (self._kinds_key, id(self._type_controls))
+
+    # -- words -------------------------------------------------------------------------
+    def _kind_lines(self) -> None:
+        """The kind editor's words: how many ops of each kind now, and per op type what its ops are."""
+        c = self._kinds["kind"].value_counts()
+        self.kind_counts.value = "now: " + ", ".join(f"{n} × {KIND_WORDS.get(k, k)}" for k, n in c.items())
+        now = pd.crosstab(self._kinds["op_type"], self._kinds["kind"])
+        base = pd.crosstab(self._default_kinds["op_type"], self._default_kinds["kind"])
+        for typ, (label, _dd) in self._type_controls.items():
+            if typ not in now.index:
+                continue
+            row = now.loc[typ][now.loc[typ] > 0]
+            was = base.loc[typ][base.loc[typ] > 0] if typ in base.index else row
+            words = ", ".join(KIND_WORDS.get(k, k) if len(row) == 1 else f"{c} {KIND_WORDS.get(k, k)}" for k, c in row.items())
+            same = row.to_dict() == was.to_dict()
+            label.value = (f"<b>{html.escape(typ)}</b> · {_n(int(row.sum()), 'op')}: {words}"
+                           + ("" if same else f" <i>(as the graph says: {', '.join(KIND_WORDS.get(k, k) for k in was.index)})</i>"))
+
+    def _summary(self, r) -> str:
         m = r.metrics
-        unit, f = time_unit(m["makespan_s"])
+        p = r.params
+        threads = p.get("threads")
+        one = self._cmp.frame.set_index("policy")["makespan_s"].get("multi-stream, one thread")
+        vs = (f" (one host thread: {_t(one)})" if one is not None and threads != "single" else "")
+        head = (f"<b>{html.escape(self.graph.name)}</b>: makespan <b>{_t(m['makespan_s'])}</b>{vs} with "
+                f"{_THREAD_WORDS.get(threads, html.escape(str(threads)))} on {_n(m['n_threads'], 'host thread')} and "
+                f"{_STREAM_WORDS.get(p.get('streams'), html.escape(str(p.get('streams'))))}; lower bound {_t(m['lb_s'])} "
+                f"(gap {format_value(m['gap_to_lb'], 'gap')}), device busy {format_value(m['device_busy_frac'], 'busy_fraction')}; "
+                f"{_n(m['n_events'], 'event')}, {_n(m['n_stream_waits'], 'stream wait')}, {_n(m['n_host_syncs'], 'host wait')}, "
+                f"{_n(m['n_handoffs'], 'hand-off')} between threads.")
+        lines = []
+        idle: list[int] = []
+        for row in ex.thread_summary(r).itertuples():
+            t = row.thread
+            role = ""
+            if threads == "patent" and m["n_threads"] > 1:
+                role = " (the async thread: launches asynchronous ops)" if t == 0 else " (sync pool: takes the ops that wait)"
+            if row.n_ops == 0:
+                idle.append(t)
+                continue
+            n_async = row.n_ops - row.n_sync_ops
+            what = ", ".join(x for x in (_n(n_async, 'async op') if n_async else "",
+                                         _n(row.n_sync_ops, 'sync op') if row.n_sync_ops else "") if x)
+            waits = f"waited {_t(row.blocked_s)} on sync work" if row.blocked_s > 0 else "never waited"
+            lines.append(f"<b>thread {t}</b>{role}: {what} ({_names(row.ops)}); busy {_t(row.busy_s)}, {waits}.")
+        if idle:
+            why = (" — no op of this graph holds its thread (all are async); make some sync in the op kinds above"
+                   if threads == "patent" and bool(self._kinds["async"].all()) else "")
+            who = f"thread {idle[0]}" if len(idle) == 1 else f"threads {', '.join(map(str, idle))}"
+            lines.append(f"<b>{who}</b>: did nothing{why}.")
+        fb = [s for s in r.steps if (s.data or {}).get("fallback")]
+        if fb:
+            rules = pd.Series([s.data["rule"] for s in fb]).value_counts()
+            why = "; ".join(f"{html.escape(ex.THREAD_RULES.get(rl, ('', rl))[1].replace('->', '→'))} ({_n(c, 'time')})"
+                            for rl, c in rules.items())
+            lines.append(f"<span style='color:{_ERR}'><b>{_n(len(fb), 'decision')} could not follow the rule</b> "
+                         f"({_names(s.subject for s in fb)}): {why}. More host threads give the rule its other threads.</span>")
         races = int(m.get("n_unordered_edges", 0))
-        self.summary.value = (
-            f"<b>{html.escape(self.graph.name)}</b>: makespan <b>{m['makespan_s'] * f:.4g} {unit}</b> "
-            f"(lower bound {m['lb_s'] * f:.4g} {unit}, gap {m['gap_to_lb']:.1%}); device busy {m['device_busy_frac']:.0%}; "
-            f"host blocked {m['host_blocked_s'] * f:.4g} {unit}; {m['n_events']:.0f} events, "
-            f"{m['n_stream_waits']:.0f} stream waits, {m['n_host_syncs']:.0f} host syncs, {m['n_handoffs']:.0f} hand-offs"
-            + (f"; <span style='color:#B00020'>{races} unordered edges (races)</span>" if races else "")
-        )
+        if races:
+            lines.append(f"<span style='color:{_ERR}'>{_n(races, 'data edge')} ordered by nothing (races)</span>")
+        return head + "<ul style='margin:0.2em 0'>" + "".join(f"<li>{x}</li>" for x in lines) + "</ul>"
 
     def download_items(self, r):
-        return [(ex.executor_trace(r), "executor_trace.json"), (r.timeline, "executor_timeline.csv"),
-                (self._cmp.frame, "executor_policies.csv"), (r.steps_frame(), "executor_dispatch_steps.csv")]
+        threads = ex.thread_summary(r).assign(ops=lambda f: f["ops"].map(", ".join))
+        return [(ex.executor_trace(r), "executor_trace.json"), (csv_safe(r.timeline), "executor_timeline.csv"),
+                (csv_safe(self._cmp.frame), "executor_policies.csv"), (csv_safe(ex.dispatch_frame(r)), "executor_dispatch_steps.csv"),
+                (csv_safe(threads), "executor_threads.csv"), (csv_safe(self._kinds), "executor_op_kinds.csv")]

@@ -171,6 +171,9 @@ function render({ model, el }) {
           if (e) for (const p in e) setPath(out, p, e[p]);
           return out;
         });
+        // the figure's height as CSS too: a resize (Plots.resize deletes layout.height, then sizes the
+        // plot from its div) must find it, or a plot patched since its first draw collapses to 0 px
+        div.style.height = layout.height ? `${layout.height}px` : "";
         const t0 = performance.now();
         await Plotly.react(div, data, layout, CONFIG);
         const log = (globalThis.__hetschedDrawLog = globalThis.__hetschedDrawLog || []);

@@ -48,8 +48,8 @@ from .kinds import (
     kind_table,
     resolve_ops,
 )
-from .simulate import ExecutorResult, dispatch_frame, lower_bound, rules_fired, simulate
-from .spec import PARAMETERS, simulate_kwargs
+from .simulate import ExecutorResult, dispatch_frame, lower_bound, rules_fired, simulate, thread_summary
+from .spec import PARAMETERS, check_values, simulate_kwargs
 from .trace import executor_trace, lane_order
 from .streams import STREAM_POLICIES, assign_streams, transitive_reduction_edges
 from .threads import (
@@ -95,7 +95,9 @@ __all__ = [
     "simulate",
     "rules_fired",
     "dispatch_frame",
+    "thread_summary",
     "PARAMETERS",
+    "check_values",
     "executor_trace",
     "lane_order",
     "simulate_kwargs",

@@ -54,7 +54,7 @@ from .kinds import ASYNC_KINDS, COPY_KINDS, DEVICE_KINDS, OP_KINDS, SYNC_KINDS, 
 from .streams import assign_streams, reduction_of, validate_streams
 from .threads import THREAD_RULES, ThreadPlan, _Ctx, assign_threads, is_fallback
 
-__all__ = ["ExecutorResult", "simulate", "lower_bound", "rules_fired", "dispatch_frame"]
+__all__ = ["ExecutorResult", "simulate", "lower_bound", "rules_fired", "dispatch_frame", "thread_summary"]
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -817,3 +817,44 @@ def dispatch_frame(result: ExecutorResult) -> pd.DataFrame:
     rows = [{"index": s.index, "op": s.subject, **{k: (s.data or {}).get(k) for k in _DISPATCH_COLUMNS[2:-1]},
              "reason": s.reason} for s in result.steps]
     return pd.DataFrame(rows, columns=_DISPATCH_COLUMNS)
+
+
+_THREAD_COLUMNS = ["thread", "lane", "n_ops", "n_sync_ops", "ops", "busy_s", "blocked_s", "wakeup_s", "idle_s"]
+
+
+def thread_summary(result: ExecutorResult) -> pd.DataFrame:
+    """What each host thread did: one row per thread of the pool, used or not.
+
+    ``ops`` lists the ops it dispatched in decision order; ``n_sync_ops`` counts the synchronous
+    ones (the ops that hold it: claim 1's sync ops); ``busy_s`` is its launch and compute time,
+    ``blocked_s`` its sync waits (a sync op's work, an event synchronize before a host op),
+    ``wakeup_s`` the time spent waking up after hand-offs, ``idle_s`` the rest of the makespan.
+
+    >>> import hetsched.executor as ex
+    >>> r = ex.simulate(ex.graphs.thread_rules_graph(), streams="patent", threads="patent", pool_size=4)
+    >>> f = thread_summary(r).set_index("thread")
+    >>> int(f.loc[0, "n_sync_ops"]), int((f["blocked_s"] > 0).sum())   # the async thread never waits; three do
+    (0, 3)
+    """
+    n = int(result.metrics.get("n_threads", 0) or 0)
+    lanes = [f"thread{t}" for t in range(n)]
+    order: dict[int, list[str]] = {t: [] for t in range(n)}
+    for s in result.steps:
+        t = (s.data or {}).get("thread")
+        if t in order:
+            order[t].append(s.subject)
+    if not result.steps:  # steps not recorded: the dispatch order is unknown, graph order it is
+        for op, t in result.thread_of.items():
+            order.setdefault(t, []).append(op)
+    tl = result.timeline
+    host = tl[tl["group"] == "host"]
+    dur = (host["end_s"] - host["start_s"]).groupby([host["lane"], host["kind"]]).sum()
+
+    def total(lane: str, *kinds: str) -> float:
+        return float(sum(dur.get((lane, k), 0.0) for k in kinds))
+
+    rows = [{"thread": t, "lane": lanes[t], "n_ops": len(order[t]),
+             "n_sync_ops": sum(1 for o in order[t] if result.kinds.get(o) in SYNC_KINDS), "ops": list(order[t]),
+             "busy_s": total(lanes[t], "launch", "compute"), "blocked_s": total(lanes[t], "blocked"),
+             "wakeup_s": total(lanes[t], "wait"), "idle_s": total(lanes[t], "idle")} for t in range(n)]
+    return pd.DataFrame(rows, columns=_THREAD_COLUMNS)
