@@ -76,7 +76,7 @@ def test_default_is_a_scenario_where_something_happens(default):
     if r.steps[0].data.get("solver_gap") is not None:
         assert f"{r.steps[0].data['solver_gap']:.1%}" in box
     assert f"{r.gap:.1%}" in box and f"{r.gap:.1%}" in default.summary.value
-    assert "gap = (peak − best bound) ÷ best bound" in default.summary.value
+    assert "gap = (peak − best bound) ÷ best bound" in box
     # beside the curve: one row holds both
     row = next(c for c in default.children if default.ilp_box in getattr(c, "children", ()))
     assert default.figures["curves"] in row.children[0].children
@@ -152,6 +152,7 @@ def test_fine_tune_move_redraws_the_curve_and_marks_the_tensor(walk):
     assert walk.figures["curves"].layout.shapes[-1].x0 == first - 0.5  # the steps the move changed, shaded
     walk.state.step = refused.index + 1
     assert "refused" in walk.step_text.value and "the peak would not drop" in walk.step_text.value
+    assert walk.figures["curves"].layout.annotations[-1].text == "the refused move would change these steps"
     bars = walk.figures["live"].data[0]
     colours = dict(zip(bars.y, bars.marker.color))
     if refused.subject in colours:

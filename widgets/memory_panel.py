@@ -426,19 +426,20 @@ class MemoryPanel(Panel):
         limit = W.FloatText(description="ILP time limit (s)", style=style, layout=W.Layout(width="220px"),
                             tooltip="how long the integer programme (and the exact search) may run")
         over = W.SelectMultiple(options=[(METHODS[k][0], k) for k in _OVERLAY_KEYS], description="compare with",
-                                style=style, rows=6, layout=W.Layout(width="330px"))
+                                style=style, rows=4, layout=W.Layout(width="330px"))
         top = W.BoundedIntText(min=1, max=200, description="tensors listed", style=style, layout=W.Layout(width="170px"))
         for ctl, name in ((method_ctl, "method"), (limit, "time_limit_s"), (over, "overlay"), (top, "top")):
             _link(state, name, ctl)
-        self.method_help = W.HTML(layout=W.Layout(max_width="560px"))
+        self.method_help = W.HTML()
         self.walker = _MemoryWalker(state, "step", description="step", label=list_label)
         self.step_text = W.HTML(layout=W.Layout(min_height="2.8em"))
         self.step_table = W.HTML()
         self.summary = W.HTML()
         self.ilp_box = W.HTML(layout=W.Layout(flex="0 1 320px", min_width="260px", padding="0 0 0 12px"))
         self.ilp_box.add_class("hetsched-ilp")
-        self.controls = W.HBox([W.VBox([method_ctl, W.HBox([limit, top]), self.method_help]), over],
-                               layout=W.Layout(flex_flow="row wrap", align_items="flex-start"))
+        self.controls = W.VBox([W.HBox([W.VBox([method_ctl, W.HBox([limit, top])]), over],
+                                      layout=W.Layout(flex_flow="row wrap", align_items="flex-start")),
+                                self.method_help])
         self.control_widgets = {"method": method_ctl, "time_limit_s": limit, "overlay": over, "top": top}
         self._fixed_graph = graph
         self._reverting = False
@@ -584,9 +585,7 @@ class MemoryPanel(Panel):
             f"<div><b>{html.escape(g.name or 'graph')}</b> ({g.n_ops} ops) · <b>{html.escape(METHODS[self.state.method][0])}</b>: "
             f"peak <b>{_b(r.peak_bytes)}</b> · lower bound {_b(r.lower_bound_bytes)} · {gap} · "
             f"{format_value(r.runtime_s, 'runtime_s')}</div>"
-            f"<div style='color:#555;font-size:0.92em'>gap = (peak − best bound) ÷ best bound; the best bound is the "
-            f"larger of the lower bound (no order of this graph can go below it) and a bound a solver proved. "
-            f"How: {html.escape(plain(r.why))}</div>")
+            f"<div style='color:#555;font-size:0.92em'>How: {html.escape(plain(r.why))}</div>")
 
     def _ilp_html(self, r: mem.OrderResult) -> str:
         info = _ilp_info(r)
@@ -618,6 +617,9 @@ class MemoryPanel(Panel):
         rows.append(f"peak: <b>{_b(r.peak_bytes)}</b>")
         rows.append(f"lower bound: {_b(r.lower_bound_bytes)}")
         rows.append(f"gap: <b>{r.gap:.1%}</b>" + (" (proven optimal)" if r.gap <= 0 or r.status == "optimal" else ""))
+        rows.append("<span style='color:#555;font-size:0.92em'>gap = (peak − best bound) ÷ best bound; the best "
+                    "bound is the larger of the lower bound (no order of this graph can go below it) and a bound a "
+                    "solver proved</span>")
         return "<div style='line-height:1.5'>" + "<br>".join(rows) + "</div>"
 
     def _step_html(self, r: mem.OrderResult, k: int) -> tuple[str, str]:

@@ -161,10 +161,13 @@ def walk_curves(state: Mapping[str, Any], *, overlays: Mapping[str, Any] | None 
         notes.append(an)
     ch = state.get("changed")
     if ch:  # what fig.add_vrect(..., annotation_text=..., annotation_position="top left") makes
+        step = state.get("step")
+        kept = step is None or step.accepted
         shapes.append(dict(type="rect", xref="x", x0=ch[0] - 0.5, x1=ch[1] + 0.5, yref="y domain", y0=0, y1=1,
-                           fillcolor="#F0E442", opacity=0.25, line=dict(width=0)))
-        notes.append(dict(showarrow=False, text="changed by this move", x=ch[0] - 0.5, xanchor="left", xref="x",
-                          y=1, yanchor="top", yref="y domain"))
+                           fillcolor="#F0E442" if kept else "#BDBDBD", opacity=0.25, line=dict(width=0)))
+        # a refused move leaves the order (and the curve) as it was: say so where it would have acted
+        notes.append(dict(showarrow=False, text="changed by this move" if kept else "the refused move would change these steps",
+                          x=ch[0] - 0.5, xanchor="left", xref="x", y=1, yanchor="top", yref="y domain"))
     layout = dict(xaxis=dict(title=_text("step")), yaxis=dict(title=_text(f"live memory ({unit})")),
                   title=_text(title), height=height, font=dict(size=FONT_PX), shapes=shapes, annotations=notes,
                   legend=dict(orientation="h", yanchor="top", y=-0.18, x=0),
