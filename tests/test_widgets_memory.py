@@ -323,3 +323,17 @@ def test_walk_figures_are_valid_plotly(walk):
             raw = {"data": [t.to_plotly_json() for t in fig.data], "layout": fig.layout.to_plotly_json()}
             assert _json(go.Figure(raw)) == _json(fig)
             assert fig.layout.font.size >= 14
+
+
+def test_an_ilp_without_a_bound_yet_is_said_so():
+    """HiGHS reports a dual bound of -inf (gap inf) when stopped before proving any: no '-inf GiB' on screen."""
+    from hetsched.results import Step
+    from hetsched.widgets.memory_panel import describe_step, step_table
+
+    s = Step(0, "ilp", "ILP (patent)", after=8e6, accepted=False,
+             data={"phase": "S2", "status": "time limit (incumbent not proven)", "formulation": "patent",
+                   "time_limit_s": 0.5, "bound_bytes": float("-inf"), "solver_gap": float("inf"), "n_vars": 1753.0,
+                   "solve_s": 0.5})
+    text, table = describe_step(s), step_table(s)
+    assert "proven bound none yet" in text and "unknown (no bound yet)" in table
+    assert "inf" not in (text + table).replace("unknown", "")

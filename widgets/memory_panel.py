@@ -139,9 +139,21 @@ def plain(text: str) -> str:
 
     >>> plain("S3: BFS peak 10445072 B, DFS peak 8883777 B")
     'BFS/DFS: BFS peak 9.96 MiB, DFS peak 8.47 MiB'
+    >>> plain("S2 skipped: the ILP would have 3760646 variables")
+    'ILP skipped: the ILP would have 3,760,646 variables'
     """
     text = _RAW_BYTES.sub(lambda m: _b(int(m.group(1))), str(text)).replace("incumbent", "best order")
+    text = re.sub(r"\b\d{5,}\b", lambda m: f"{int(m.group(0)):,}", text)  # 3760646 variables -> 3,760,646
     return re.sub(r"\b(S2|S31|S32|S3|S4)\b", lambda m: _CODES[m.group(1)], text)
+
+
+def _bound(x: Any) -> str:
+    """A solver's proven bound; HiGHS reports -inf until it has proved one."""
+    return "none yet" if x is None or not math.isfinite(float(x)) else _b(x)
+
+
+def _solver_gap(x: Any) -> str:
+    return "–" if x is None else f"{x:.1%}" if math.isfinite(float(x)) else "unknown (no bound yet)"
 
 
 def _verdict(ok: bool, yes: str = "kept", no: str = "refused") -> str:
@@ -213,7 +225,11 @@ def describe_step(step: Step, *, n_steps: int | None = None, n_ops: int | None =
     if ph == "S2":
         form = "the patent's A/P" if d.get("formulation") == "patent" else f"the {html.escape(str(d.get('formulation')))}"
         lim = d.get("time_limit_s")
-        if d.get("status") == "skipped":
+        if step.index > 0:  # ours ("auto"): the ILP runs after the fallback, started from its order
+            what = (f"{form} integer programme, started from the fallback's order, ran for up to {lim:g} s: "
+                    f"{html.escape(_ilp_status(str(d.get('status'))))} (proven bound {_bound(d.get('bound_bytes'))}) — "
+                    f"{_verdict(step.accepted, 'its lower order is taken', 'the fallback order stays')}.")
+        elif d.get("status") == "skipped":
             what = (f"{form} integer programme is not built: {html.escape(plain(step.reason))}. Claim 1: without "
                     f"a solution within the time limit, go on to the BFS and DFS traversals.")
         elif step.accepted:
@@ -223,7 +239,7 @@ def describe_step(step: Step, *, n_steps: int | None = None, n_ops: int | None =
             found = f"its best order so far peaks at {_b(step.after)} but is not proven optimal" if step.after else \
                 "it found no order"
             what = (f"{form} integer programme ran for the {lim:g} s time limit: {html.escape(_ilp_status(str(d.get('status'))))}; "
-                    f"{found} (proven bound {_b(d.get('bound_bytes'))}). Claim 1: the solve did not finish in time, "
+                    f"{found} (proven bound {_bound(d.get('bound_bytes'))}). Claim 1: the solve did not finish in time, "
                     f"so the patent drops it and goes on to the BFS and DFS traversals.")
         return f"{where}: {what}"
     if ph == "S31":
@@ -323,8 +339,8 @@ def step_table(step: Step | None) -> str:
     if ph == "S2":
         gap = d.get("solver_gap")
         rows = [[html.escape(str(d.get("formulation"))), html.escape(_ilp_status(str(d.get("status")))),
-                 _b(step.after) if step.after else "–", _b(d.get("bound_bytes")),
-                 "–" if gap is None else f"{gap:.1%}", f"{int(d['n_vars']):,}" if d.get("n_vars") else "–",
+                 _b(step.after) if step.after else "–", _bound(d.get("bound_bytes")),
+                 _solver_gap(gap), f"{int(d['n_vars']):,}" if d.get("n_vars") else "–",
                  format_value(d.get("solve_s"), "solve_s")]]
         return _table(["formulation", "status", "best order found", "proven bound", "solver gap", "variables",
                        "solve time"], rows)
@@ -599,10 +615,10 @@ class MemoryPanel(Panel):
             rows.append(f"status: <b>{html.escape(info['status'])}</b>")
             if not info["skipped"]:
                 rows.append(f"best order it found: {_b(info['found']) if info['found'] else 'none'}")
-                rows.append(f"bound it proved: {_b(info['bound'])}")
+                rows.append(f"bound it proved: {_bound(info['bound'])}")
                 if info["gap"] is not None:
-                    rows.append(f"solver gap: {info['gap']:.1%} <span style='color:#555'>(best found − bound) ÷ best "
-                                f"found</span>")
+                    rows.append(f"solver gap: {_solver_gap(info['gap'])} <span style='color:#555'>(best found − bound) "
+                                f"÷ best found</span>")
                 size = ", ".join(x for x in (f"{int(info['n_vars']):,} variables" if info["n_vars"] else "",
                                              f"{int(info['n_cons']):,} constraints" if info["n_cons"] else "") if x)
                 if size:
