@@ -157,7 +157,9 @@ def main() -> int:
             b.measure("Mapping: change the objective", [click(p, "makespan"), click(p, "total_latency")] * 2, CONTROL)
 
             # Pipeline
-            b.measure("Pipeline: show the tab (first compute)", [lambda: b.tab("Pipeline")], CONTROL)
+            # each of these recomputes and redraws both Gantts: wait for a draw (under load the first frame can
+            # come later than the quiet window, and the bytes were then counted in the next row)
+            b.measure("Pipeline: show the tab (first compute)", [lambda: b.tab("Pipeline")], CONTROL, need_draw=True)
             p = b.visible_panel()
             readout = p.locator(".widget-slider", has_text="m (micro-batches)").locator(".widget-readout")
 
@@ -169,9 +171,10 @@ def main() -> int:
                     page.keyboard.type(str(v + k))
                     page.keyboard.press("Enter")
                 return run
-            b.measure("Pipeline: m +2 / -2", [m_plus(2), m_plus(-2)] * 2, CONTROL)
-            b.measure("Pipeline: change schedule A", [select(p, "schedule A", "gpipe"), select(p, "schedule A", "1f1b")] * 2,
-                      CONTROL)
+            b.measure("Pipeline: m +2 / -2", [m_plus(2), m_plus(-2)] * 2, CONTROL, need_draw=True)
+            # the dropdown shows schedules by their plain names (GPipe, 1F1B), which is what a page selects by
+            b.measure("Pipeline: change schedule A", [select(p, "schedule A", "GPipe"), select(p, "schedule A", "1F1B")] * 2,
+                      CONTROL, need_draw=True)
             b.measure("Pipeline: time step next", [click(p, "next ▶")] * REPEAT, STEP)
             b.measure("Pipeline: time step prev", [click(p, "◀ prev")] * REPEAT, STEP)
 

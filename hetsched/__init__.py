@@ -42,6 +42,7 @@ _LAZY = {
     "des": "hetsched.des",
     "timeline": "hetsched.timeline",
     "sweep": "hetsched.sweep",
+    "calibrate": "hetsched.calibrate",  # a callable module: hetsched.calibrate(...) runs the calibration
 }
 
 
@@ -64,6 +65,7 @@ __all__ = [
     "executor",
     "plot",
     "sweep",
+    "calibrate",
     "errors",
     "io",
     "HetschedError",

@@ -101,7 +101,7 @@ def _out_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (subcommands map, compare, partition, pipeline, order, executor, sweep, zoo).
+    """The argument parser (subcommands map, compare, partition, pipeline, order, executor, sweep, zoo, calibrate).
 
     >>> build_parser().parse_args(["order", "chain", "--method", "ilp"]).time_limit
     10.0
@@ -109,20 +109,24 @@ def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="hetsched", description="Scheduling deep-learning work on heterogeneous hardware.")
     ap.add_argument("--version", action="version", version=f"hetsched {__version__}")
     ap.add_argument("--debug", action="store_true", help=f"show the traceback of a failure (or set {DEBUG_ENV}=1)")
+    ap.add_argument("--cost", metavar="FILE", default=None,
+                    help="cost file (hetsched calibrate's, or a latency table .csv) every algorithm prices with")
     sub = ap.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("map", help="map ops to devices (seed 000: compute-first, locality, remap; or a baseline)")
     _graph_args(p), _system_arg(p), _out_args(p)
-    p.add_argument("--method", default="h2h", help="h2h (default), compute_first, heft, cpop, peft, fastest_single_device, brute_force")
+    p.add_argument("--method", default="h2h", help="h2h (default), compute_first, heft, cpop, peft, fastest_single_device, "
+                   "search, ilp, brute_force (hetsched.mapping.METHODS)")
     p.add_argument("--objective", choices=["total_latency", "makespan"], default=None, help="h2h remap objective")
     p.add_argument("--direction", choices=["successor", "both"], default=None, help="h2h remap direction")
     p.add_argument("--occupancy-threshold", type=_finite_float, default=None, help="h2h locality: max device occupancy")
     p.add_argument("--policy", choices=["greedy", "knapsack"], default=None, help="h2h locality policy")
+    p.add_argument("--time-limit", dest="time_limit_s", type=float, default=None, help="ilp: time limit in seconds (default 60)")
 
     p = sub.add_parser("compare", help="compare mapping methods on one graph and system")
     _graph_args(p), _system_arg(p), _out_args(p)
-    p.add_argument("--methods", default="compute_first,h2h,heft,cpop,peft,fastest_single_device",
-                   help="comma-separated mapping methods")
+    p.add_argument("--methods", default="compute_first,h2h,heft,cpop,peft,fastest_single_device,search",
+                   help="comma-separated mapping methods (also ilp, ilp_makespan, search_makespan, h2h_plus...)")
 
     p = sub.add_parser("partition", help="partition onto backends by support/priority (seed 003) and pipeline them")
     _graph_args(p), _system_arg(p), _out_args(p)
@@ -168,6 +172,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=_positive_int, default=None, help="processes (default: the spec's, else CPU count)")
     p.add_argument("--cache", help="resumable cache (.csv or .parquet), overrides the spec's")
     p.add_argument("--html", metavar="REPORT.html", help="write a self-contained HTML report (table and a chart per metric)")
+    p.add_argument("--quiet", action="store_true")
+
+    p = sub.add_parser("calibrate", help="measure this machine with torch; write a system YAML and a cost file")
+    p.add_argument("workloads", nargs="*", default=["resnet50:batch=1", "bert_base:batch=1,seq_len=64"],
+                   help="zoo models with a torch twin, name[:option=value,...] (default: resnet50:batch=1 "
+                        "bert_base:batch=1,seq_len=64)")
+    p.add_argument("--system-out", default="calibrated_system.yaml", metavar="SYSTEM.yaml")
+    p.add_argument("--cost-out", default="calibrated_cost.yaml", metavar="COST.yaml")
+    p.add_argument("--name", default="local", help="name of the system written (default local)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--stat", choices=["median", "min", "mean"], default="median")
+    p.add_argument("--clock", choices=["wall", "cpu", "profiler"], default="wall")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    p.add_argument("--sweep", choices=["full", "quick", "none"], default="full")
     p.add_argument("--quiet", action="store_true")
 
     p = sub.add_parser("zoo", help="list or build zoo models")
@@ -284,7 +303,7 @@ def _base_tables(result: Any) -> dict[str, pd.DataFrame]:
 
 # ---------------------------------------------------------------------------- commands
 _H2H_FLAGS = {"objective": "--objective", "direction": "--direction", "occupancy_threshold": "--occupancy-threshold",
-              "policy": "--policy"}
+              "policy": "--policy", "time_limit_s": "--time-limit"}
 
 
 def _map_sections(g, s, r, label: str) -> list[tuple[str, Any]]:
@@ -649,7 +668,23 @@ def _cmd_zoo(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_calibrate(a: argparse.Namespace) -> int:
+    from .calibrate import calibrate, parse_workload, warm_allocator
+
+    warm_allocator()  # no page faults that one run pays and another does not (see its docstring)
+    say = None if a.quiet else (lambda line: print(line, flush=True))
+    r = calibrate([parse_workload(w) for w in a.workloads], device=a.device, repeats=a.repeats, stat=a.stat,
+                  clock=a.clock, threads=a.threads, sweep={"full": True, "quick": "quick", "none": False}[a.sweep],
+                  system_name=a.name, system_path=a.system_out, cost_path=a.cost_out, progress=say)
+    _print(a, f"calibrated {a.name}: {a.system_out}, {a.cost_out}", _metrics_frame(r.metrics))
+    return EXIT_OK
+
+
+#: commands whose algorithms price ops with a CostModel (what ``--cost`` reaches)
+_PRICED = frozenset({"map", "compare", "partition", "executor"})
+
 COMMANDS = {
+    "calibrate": _cmd_calibrate,
     "map": _cmd_map,
     "compare": _cmd_compare,
     "partition": _cmd_partition,
@@ -674,6 +709,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         debug = a.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
         try:
             _check_output_paths(a)
+            if a.cost:  # every algorithm the command runs prices with it (hetsched.cost.default_cost)
+                from .cost import default_cost
+
+                if a.command not in _PRICED:
+                    raise HetschedError(f"--cost applies to {', '.join(sorted(_PRICED))}; `{a.command}` does not price "
+                                        "ops with a cost model"
+                                        + (" in this process (sweep workers)" if a.command == "sweep" else ""),
+                                        field="--cost")
+                with default_cost(a.cost):
+                    return COMMANDS[a.command](a)
             return COMMANDS[a.command](a)
         except BrokenPipeError:  # `hetsched ... | head`: the reader left; not an error of ours
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

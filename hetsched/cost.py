@@ -13,6 +13,22 @@ streamed from the host over the host route, so
 ``evaluate`` always asks for the resident price and emits the transfers as their own timeline rows,
 so nothing is counted twice.
 
+What an op moves (:meth:`RooflineCost.traffic_bytes`), measured against real runs (issue 19):
+
+* a **view** (``Reshape``, ``Flatten``, ``Squeeze``, ``Unsqueeze``, or any op whose outputs are all
+  aliases: torch's ``permute``/``expand``/``slice``/``split``) and an inference-mode ``Dropout``
+  (identity) move nothing: they cost the launch overhead only -- unless the op is marked
+  ``attrs["copies"]`` (torch's ``reshape`` of a non-contiguous tensor copies it);
+* a **gather** (``Gather``, an embedding lookup) reads the rows it returns, not its whole table:
+  ``indices + 2 x output`` bytes, whatever its ``weight_bytes``;
+* every other op moves its inputs, its outputs and its weights.
+
+Three models share that rule: :class:`RooflineCost` (datasheet peaks times an efficiency, which may be
+given per op type or class and may exceed 1 where a measurement says the chip beats its datasheet),
+:class:`TableCost` (measured latencies, refusing to apply one to an op of another size) and
+:class:`CalibratedCost` (efficiency as a function of work size per op class, fitted by
+:func:`hetsched.calibrate`, read from a cost file with :func:`load_cost`).
+
 Examples
 --------
 >>> from hetsched.io.generators import chain
@@ -26,15 +42,42 @@ True
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import csv
+import math
+import warnings
 from pathlib import Path
-from typing import Mapping, Protocol, runtime_checkable
+from typing import Any, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 from .errors import FormatError, HetschedError
 from .graph import Op, OpGraph
-from .system import Device, System
+from .system import Device, System, op_class
 
-__all__ = ["CostModel", "RooflineCost", "TableCost", "resolve_cost"]
+__all__ = [
+    "CostModel",
+    "RooflineCost",
+    "TableCost",
+    "CalibratedCost",
+    "EfficiencyCurve",
+    "model_id",
+    "resolve_cost",
+    "load_cost",
+    "save_cost",
+    "default_cost",
+    "set_default_cost",
+    "VIEW_OP_TYPES",
+    "GATHER_OP_TYPES",
+    "COST_FORMAT",
+    "COST_VERSION",
+]
+
+#: Op types that only reinterpret a tensor's metadata (ONNX and torch semantics): launch cost only.
+VIEW_OP_TYPES = frozenset(["Reshape", "Flatten", "Squeeze", "Unsqueeze"])
+#: Op types that read only the rows they return from their (weight or data) table.
+GATHER_OP_TYPES = frozenset(["Gather", "GatherElements", "Embedding"])
+COST_FORMAT = "hetsched.cost"
+COST_VERSION = 1
 
 
 @runtime_checkable
@@ -52,27 +95,51 @@ class CostModel(Protocol):
     def bind(self, graph: OpGraph) -> "CostModel": ...
 
 
-class RooflineCost:
-    """The default model: ``launch + max(flops / peak, bytes / mem_bandwidth)`` plus host streaming.
+def _check_efficiency(eff: float | Mapping[str, float]) -> dict[str, float]:
+    """Efficiencies as ``{key: value}`` (a number becomes ``{"default": value}``); any finite value > 0."""
+    items = eff.items() if isinstance(eff, Mapping) else [("default", eff)]
+    out: dict[str, float] = {}
+    for k, v in items:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v < math.inf):
+            raise HetschedError(f"efficiency must be a finite number > 0, got {v!r}" + (f" for {k!r}" if k != "default" else ""),
+                                field="efficiency")
+        out[str(k)] = float(v)
+    return out
 
-    ``bytes`` is the op's on-device traffic: its input and output tensors and its weights.
+
+class RooflineCost:
+    """The default model: ``launch + max(flops / (peak x eff), bytes / mem_bandwidth)`` plus host streaming.
+
+    ``bytes`` is the op's on-device traffic (:meth:`traffic_bytes`): inputs, outputs and weights;
+    views and inference dropout move nothing, gathers only the rows they read.
 
     Parameters
     ----------
     system : System
     graph : OpGraph, optional
         Bind now, or later with :meth:`bind`.
-    efficiency : float
-        Fraction of the quoted peak FLOP/s that kernels reach (datasheet peaks are rarely met).
+    efficiency : float or dict
+        Fraction of the quoted peak FLOP/s that kernels reach (datasheet peaks are rarely met). A
+        dict gives it per op type, op class (:func:`~hetsched.system.op_class`) or ``"default"``
+        (looked up in that order, 1.0 when absent). Any finite value > 0: a measured efficiency
+        above 1 says the chip beats its datasheet (its clock runs above the quoted one).
+
+    >>> from hetsched.system import Device, System
+    >>> s = System([Device("d", "cpu", {"default": 1e9}, mem_bandwidth_Bps=1e12)])
+    >>> c = RooflineCost(s, efficiency={"conv": 0.5, "default": 1.25})
+    >>> c.compute_s(Op("c", "Conv", flops=1e9), "d"), c.compute_s(Op("m", "MatMul", flops=1e9), "d")
+    (2.0, 0.8)
     """
 
-    def __init__(self, system: System, graph: OpGraph | None = None, *, efficiency: float = 1.0) -> None:
-        if not (0 < efficiency <= 1):
-            raise HetschedError(f"efficiency must be in (0, 1], got {efficiency!r}", field="efficiency")
+    def __init__(self, system: System, graph: OpGraph | None = None, *,
+                 efficiency: float | Mapping[str, float] = 1.0) -> None:
         self.system = system
         self.efficiency = efficiency
+        self._eff = _check_efficiency(efficiency)
+        self._eff_of: dict[str, float] = {}
         self.graph = graph
         self._io: dict[str, tuple[float, float]] = {}
+        self._work: dict[str, tuple[float, bool]] = {}
 
     def bind(self, graph: OpGraph) -> "RooflineCost":
         """A copy of this model that knows ``graph``'s tensor sizes."""
@@ -80,6 +147,7 @@ class RooflineCost:
         c.__dict__.update(self.__dict__)
         c.graph = graph
         c._io = {}
+        c._work = {}
         return c
 
     # -- helpers -------------------------------------------------------------
@@ -105,15 +173,73 @@ class RooflineCost:
                 ts = g._tensors  # hot path: unchecked access (the op is known to be in g)
                 hit = (
                     float(sum([ts[t].size_bytes for t in g._inputs.get(o.name, ())])),
-                    float(sum([ts[t].size_bytes for t in g._outputs.get(o.name, ())])),
+                    # an op's scratch workspace (torch importer) is memory, not traffic
+                    float(sum([ts[t].size_bytes for t in g._outputs.get(o.name, ())
+                               if not (ts[t].attrs and ts[t].attrs.get("kind") == "workspace")])),
                 )
             self._io[o.name] = hit
         return hit
 
-    def _resident_s(self, o: Op, d: Device) -> float:
+    def traffic_bytes(self, op: Op | str) -> tuple[float, bool]:
+        """``(bytes the op moves on its device, launch_only)``; see the module notes.
+
+        >>> g = OpGraph()
+        >>> _ = g.add_op("emb", "Gather", weight_bytes=10**8)
+        >>> _ = g.add_tensor("ids", 80, consumers=["emb"])
+        >>> _ = g.add_tensor("rows", 4000, producer="emb", is_output=True)
+        >>> from hetsched.io.systems import toy_system
+        >>> RooflineCost(toy_system(), g).traffic_bytes("emb")      # not the 100 MB table
+        (8080.0, False)
+        """
+        o = self._op(op)
+        hit = self._work.get(o.name)
+        if hit is None:
+            hit = self._traffic(o)
+            self._work[o.name] = hit
+        return hit
+
+    def _traffic(self, o: Op) -> tuple[float, bool]:
         inb, outb = self.io_bytes(o)
-        t_compute = o.flops / (d.peak_flops_for(o.op_type) * self.efficiency)
-        t_memory = (inb + outb + o.weight_bytes) / d.mem_bandwidth_Bps
+        t = o.op_type
+        g = self.graph
+        bound = g is not None and o.name in g
+        if (t in VIEW_OP_TYPES and not o.attrs.get("copies")) or (t == "Dropout" and not o.attrs.get("training", False)):
+            return 0.0, True
+        if bound:
+            ts = g._tensors
+            outs = [x for x in g._outputs.get(o.name, ()) if not (ts[x].attrs and ts[x].attrs.get("kind") == "workspace")]
+            if outs and all(ts[x].alias_of is not None for x in outs):
+                return 0.0, True  # every output shares its input's storage: nothing is copied
+        if t in GATHER_OP_TYPES:
+            if bound and not o.weight_bytes:
+                # an activation table: the largest input is the data, read only where indexed
+                sizes = [g._tensors[x].size_bytes for x in g._inputs.get(o.name, ())]
+                inb = float(sum(sizes) - max(sizes)) if sizes else 0.0
+            return inb + 2.0 * outb, False
+        return inb + outb + o.weight_bytes, False
+
+    def efficiency_for(self, op_type: str) -> float:
+        """The efficiency applied to ``op_type``: its own entry, its class's, ``default``, else 1."""
+        hit = self._eff_of.get(op_type)
+        if hit is None:  # once per op type (pricing is a hot loop)
+            e = self._eff
+            hit = e[op_type] if op_type in e else e.get(op_class(op_type), e.get("default", 1.0))
+            self._eff_of[op_type] = hit
+        return hit
+
+    def roofline_s(self, o: Op, d: Device) -> float:
+        """``max(flops / peak, bytes / bandwidth)`` at the device's quoted numbers (no launch, no efficiency)."""
+        nbytes, launch_only = self.traffic_bytes(o)
+        if launch_only:
+            return 0.0
+        return max(o.flops / d.peak_flops_for(o.op_type), nbytes / d.mem_bandwidth_Bps)
+
+    def _resident_s(self, o: Op, d: Device) -> float:
+        nbytes, launch_only = self.traffic_bytes(o)
+        if launch_only:
+            return d.launch_overhead_s
+        t_compute = o.flops / (d.peak_flops_for(o.op_type) * self.efficiency_for(o.op_type))
+        t_memory = nbytes / d.mem_bandwidth_Bps
         return d.launch_overhead_s + max(t_compute, t_memory)
 
     # -- the protocol --------------------------------------------------------
@@ -138,36 +264,80 @@ class RooflineCost:
         return sum(ln.latency_s + nbytes / ln.bandwidth_Bps for ln in self.system.route(src, dst))
 
 
+def op_signature(cost: RooflineCost, op: Op) -> tuple[float, float]:
+    """What identifies an op's size for a measured latency: ``(flops, input + output bytes)``."""
+    inb, outb = cost.io_bytes(op)
+    return float(op.flops), float(inb + outb)
+
+
+def _same_size(a: tuple[float, float], b: tuple[float, float], rtol: float = 1e-6) -> bool:
+    return all(abs(x - y) <= rtol * max(abs(x), abs(y), 1.0) for x, y in zip(a, b))
+
+
 class TableCost(RooflineCost):
     """Measured latencies per (op or op_type) x device, falling back to the roofline.
+
+    A latency measured for one op *size* does not hold for another: an entry keyed by op name
+    remembers the size it was measured at (its ``(flops, input + output bytes)``, from ``shapes``,
+    from the ``flops``/``bytes`` columns of a CSV, or from ``graph`` when one is given here). Pricing
+    an op of that name whose size differs (the batch-1 table applied to a batch-8 graph) is refused
+    (``on_mismatch="error"``, the default: a :class:`~hetsched.errors.HetschedError` naming the op),
+    or warned about once and priced by the roofline (``"roofline"``), or used anyway
+    (``"ignore"``). An op-name entry with no recorded size is applied as is, with one warning per
+    model the first time it prices an op. Op-type entries (``"Conv"``) are per-type constants by
+    design and are used for every size.
 
     Parameters
     ----------
     system : System
     table : dict
         ``{(op_name_or_type, device): latency_s}`` with data resident; an op name beats its type.
+    graph : OpGraph, optional
+        Bind now; also records the size of every op-name entry found in it.
+    shapes : dict, optional
+        ``{op_name: (flops, input + output bytes)}`` at measurement time.
+    on_mismatch : {"error", "roofline", "ignore"}
 
     >>> from hetsched.io.systems import toy_system
     >>> s = toy_system()
     >>> tc = TableCost(s, {("Conv", "gpu0"): 1e-3})
-    >>> from hetsched.graph import Op
     >>> tc.compute_s(Op("c1", "Conv"), "gpu0")
     0.001
+    >>> tc = TableCost(s, {("c1", "gpu0"): 1e-3}, shapes={"c1": (1e9, 4e6)})
+    >>> tc.compute_s(Op("c1", "Conv", flops=8e9), "gpu0")
+    Traceback (most recent call last):
+    ...
+    hetsched.errors.HetschedError: TableCost: op 'c1' was measured at 1e+09 FLOPs, 4e+06 bytes but is priced at 8e+09 FLOPs, 0 bytes (another batch or shape?): recalibrate (hetsched.calibrate) or pass on_mismatch='roofline'
     """
 
-    def __init__(self, system: System, table: Mapping[tuple[str, str], float], graph: OpGraph | None = None) -> None:
+    def __init__(self, system: System, table: Mapping[tuple[str, str], float], graph: OpGraph | None = None, *,
+                 shapes: Mapping[str, tuple[float, float]] | None = None, on_mismatch: str = "error") -> None:
         super().__init__(system, graph)
+        if on_mismatch not in ("error", "roofline", "ignore"):
+            raise HetschedError(f"on_mismatch must be 'error', 'roofline' or 'ignore', got {on_mismatch!r}",
+                                field="on_mismatch")
+        self.on_mismatch = on_mismatch
         self.table = {}
         for (key, dev), v in table.items():
             system.device(dev)
             if not (v >= 0):
                 raise FormatError(f"measured latency of {key!r} on {dev!r} is negative or NaN: {v!r}", op=key, device=dev)
             self.table[(key, dev)] = float(v)
+        self.shapes: dict[str, tuple[float, float]] = {}
+        if graph is not None:
+            for key, _dev in self.table:
+                if key in graph.ops:
+                    self.shapes[key] = op_signature(self, graph.op(key))
+        for k, v in (shapes or {}).items():
+            self.shapes[str(k)] = (float(v[0]), float(v[1]))
+        self._warned: set[str] = set()  # shared by every bound copy: one warning per model
 
     @classmethod
-    def from_csv(cls, path: str | Path, system: System) -> "TableCost":
-        """Read a CSV with columns ``op`` (name or type), ``device``, ``latency_s``."""
+    def from_csv(cls, path: str | Path, system: System, *, on_mismatch: str = "error") -> "TableCost":
+        """Read a CSV with columns ``op`` (name or type), ``device``, ``latency_s`` and optionally
+        ``flops`` and ``bytes`` (the op's size when measured; see the class notes)."""
         table: dict[tuple[str, str], float] = {}
+        shapes: dict[str, tuple[float, float]] = {}
         with open(path, newline="") as f:
             reader = csv.DictReader(f)
             need = {"op", "device", "latency_s"}
@@ -175,22 +345,452 @@ class TableCost(RooflineCost):
                 raise FormatError(
                     f"{path}: needs columns {sorted(need)}, has {reader.fieldnames}", field="columns"
                 )
+            sized = {"flops", "bytes"} <= set(reader.fieldnames or [])
             for i, row in enumerate(reader, start=2):
-                try:
-                    table[(row["op"], row["device"])] = float(row["latency_s"])
-                except ValueError:
-                    raise FormatError(f"{path}:{i}: latency_s {row['latency_s']!r} is not a number", field="latency_s") from None
-        return cls(system, table)
+                for col in ("latency_s", "flops", "bytes") if sized else ("latency_s",):
+                    try:
+                        float(row[col])
+                    except ValueError:
+                        if col != "latency_s" and row[col].strip() == "":
+                            continue
+                        raise FormatError(f"{path}:{i}: {col} {row[col]!r} is not a number", field=col) from None
+                table[(row["op"], row["device"])] = float(row["latency_s"])
+                if sized and row["flops"].strip() and row["bytes"].strip():
+                    shapes[row["op"]] = (float(row["flops"]), float(row["bytes"]))
+        return cls(system, table, shapes=shapes, on_mismatch=on_mismatch)
 
     def _resident_s(self, o: Op, d: Device) -> float:
         hit = self.table.get((o.name, d.name))
-        if hit is None:
-            hit = self.table.get((o.op_type, d.name))
+        if hit is not None:
+            rec = self.shapes.get(o.name)
+            if rec is None:
+                if "<unsized>" not in self._warned:
+                    self._warned.add("<unsized>")
+                    warnings.warn(f"TableCost: the latency of op {o.name!r} has no recorded size (flops/bytes), so it is "
+                                  "applied whatever the op's size; record sizes (shapes=, CSV columns flops and bytes, "
+                                  "or build the table with its graph) to have another batch or shape caught",
+                                  UserWarning, stacklevel=4)
+            elif self.on_mismatch != "ignore":
+                now = op_signature(self, o)
+                if not _same_size(rec, now):
+                    msg = (f"TableCost: op {o.name!r} was measured at {rec[0]:.3g} FLOPs, {rec[1]:.3g} bytes but is priced "
+                           f"at {now[0]:.3g} FLOPs, {now[1]:.3g} bytes (another batch or shape?)")
+                    if self.on_mismatch == "error":
+                        raise HetschedError(msg + ": recalibrate (hetsched.calibrate) or pass on_mismatch='roofline'",
+                                            op=o.name, device=d.name, field="shape")
+                    if o.name not in self._warned:
+                        self._warned.add(o.name)
+                        warnings.warn(msg + ": priced by the roofline instead", UserWarning, stacklevel=4)
+                    return super()._resident_s(o, d)
+            return hit
+        hit = self.table.get((o.op_type, d.name))
         return hit if hit is not None else super()._resident_s(o, d)
 
 
-def resolve_cost(cost: CostModel | None, graph: OpGraph, system: System) -> CostModel:
+class EfficiencyCurve:
+    """Achieved efficiency as a function of work size, piecewise linear in ``log10(work_s)``.
+
+    ``work_s`` is an op's roofline time at the reference peak and bandwidth (``max(flops / peak,
+    bytes / bandwidth)``): one axis for compute- and memory-bound ops alike. Efficiency is the
+    roofline time over the measured time (launch excluded). Outside the measured range the curve
+    is flat (the nearest measured efficiency: no extrapolated trend).
+
+    >>> c = EfficiencyCurve([1e-5, 1e-3], [0.2, 0.8])
+    >>> c(1e-5), round(c(1e-4), 6), c(1.0), c(1e-9)
+    (0.2, 0.5, 0.8, 0.2)
+    """
+
+    __slots__ = ("work_s", "efficiency", "_x", "n_points")
+
+    def __init__(self, work_s: Sequence[float], efficiency: Sequence[float], *, n_points: int | None = None) -> None:
+        if len(work_s) != len(efficiency) or not work_s:
+            raise FormatError("an efficiency curve needs as many work_s as efficiency values, at least one",
+                              field="curves")
+        pts = sorted(zip(map(float, work_s), map(float, efficiency)))
+        for w, e in pts:
+            if not (w > 0 and math.isfinite(w)) or not (e > 0 and math.isfinite(e)):
+                raise FormatError(f"efficiency curve point ({w!r}, {e!r}): work_s and efficiency must be finite and > 0",
+                                  field="curves")
+        self.work_s = [w for w, _ in pts]
+        self.efficiency = [e for _, e in pts]
+        self._x = [math.log10(w) for w in self.work_s]
+        self.n_points = int(n_points if n_points is not None else len(pts))
+
+    def __call__(self, work_s: float) -> float:
+        x, e = self._x, self.efficiency
+        if work_s <= 0:
+            return e[0]
+        lx = math.log10(work_s)
+        if lx <= x[0]:
+            return e[0]
+        if lx >= x[-1]:
+            return e[-1]
+        i = bisect.bisect_right(x, lx)
+        f = (lx - x[i - 1]) / (x[i] - x[i - 1])
+        return e[i - 1] + f * (e[i] - e[i - 1])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"work_s": list(self.work_s), "efficiency": list(self.efficiency), "n_points": self.n_points}
+
+    def __repr__(self) -> str:
+        return f"EfficiencyCurve({len(self.work_s)} knots, {self.n_points} points, eff {min(self.efficiency):.3g}..{max(self.efficiency):.3g})"
+
+
+def model_id(graph: OpGraph | None) -> str | None:
+    """Which model a graph is, for layer factors: ``meta["model"]``, else its name up to ``(``.
+
+    >>> model_id(OpGraph("resnet50(batch=8)")), model_id(OpGraph("g", meta={"model": "bert_base"}))
+    ('resnet50', 'bert_base')
+    """
+    if graph is None:
+        return None
+    return str(graph.meta.get("model") or graph.name.split("(")[0]).strip() or None
+
+
+class CalibratedCost(RooflineCost):
+    """Shape-aware measured costs: per op class, efficiency as a function of work size.
+
+    For an op on a calibrated device: ``(launch + work_here / efficiency(work_ref)) * layer``:
+
+    * ``work`` is the op's roofline time, ``flops / peak`` and ``bytes / bandwidth`` combined by
+      ``max`` (compute and traffic overlap) or ``sum`` (they do not: what :func:`hetsched.calibrate`
+      fits on a CPU, whose cores stream a layer's weights and then compute, so a matrix product
+      with big weights and few rows runs below its compute peak). ``work_ref`` uses the reference
+      peak and bandwidth of the calibration, ``work_here`` the system's device numbers: with the
+      system :func:`hetsched.calibrate` wrote they are equal; a what-if copy of the device (twice
+      the peak) scales the time by the roofline, as :class:`RooflineCost` does;
+    * the efficiency curve of an op is looked up by op type, then op class, then ``default``;
+      views and inference dropout cost the launch only (``launch_by_type`` when measured);
+    * ``layer`` (default 1) is a **layer factor**: an op of a calibrated model (same
+      :func:`model_id`, op name, op type and weight bytes as an op of a calibration workload, e.g.
+      the same zoo twin at another batch size) keeps what it measured relative to the curves
+      (``measured / predicted`` at the calibration size). It carries what the curves of a class
+      cannot know about one layer (a 1x1 convolution with 64 input channels runs below the 3x3
+      convolutions of the same work), and is applied at the op's new size, through the curves.
+
+    Devices without curves are priced by the roofline.
+
+    Parameters
+    ----------
+    system : System
+    devices : dict
+        ``{device: {"peak_flops": float, "mem_bandwidth_Bps": float, "launch_overhead_s": float,
+        "curves": {key: EfficiencyCurve}, "launch_by_type": {op_type: seconds}, "work": "max"|"sum",
+        "layers": {model: {op: {"op_type": str, "weight_bytes": int, "factor": float}}}}}`` (what
+        :func:`load_cost` reads); ``launch_by_type``, ``work`` (default ``max``) and ``layers`` are
+        optional.
+    graph : OpGraph, optional
+    meta : dict, optional
+        Provenance (machine, torch version, threads, workloads, date).
+
+    >>> from hetsched.system import Device, System
+    >>> s = System([Device("cpu0", "cpu", {"default": 1e11}, mem_bandwidth_Bps=1e10, launch_overhead_s=0)])
+    >>> curve = EfficiencyCurve([1e-6, 1e-3], [0.1, 0.5])
+    >>> c = CalibratedCost(s, {"cpu0": {"peak_flops": 1e11, "mem_bandwidth_Bps": 1e10, "launch_overhead_s": 2e-6,
+    ...                                 "curves": {"conv": curve}}})
+    >>> round(c.compute_s(Op("c", "Conv", flops=1e8), "cpu0"), 9)    # 1 ms of roofline work at 50 %
+    0.002002
+    """
+
+    def __init__(self, system: System, devices: Mapping[str, Mapping[str, Any]], graph: OpGraph | None = None, *,
+                 meta: Mapping[str, Any] | None = None, source: str = "calibration") -> None:
+        super().__init__(system, graph)
+        self.devices: dict[str, dict[str, Any]] = {}
+        for dev, spec in devices.items():
+            if dev not in system.device_names:
+                raise HetschedError(f"{source}: device {dev!r} is not in system {system.name!r} "
+                                    f"(it has {', '.join(system.device_names)})", device=dev, field="devices")
+            clean: dict[str, Any] = {}
+            for k in ("peak_flops", "mem_bandwidth_Bps"):
+                v = spec.get(k)
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v < math.inf):
+                    raise FormatError(f"{source}: device {dev!r}: {k} must be a number > 0, got {v!r}", device=dev, field=k)
+                clean[k] = float(v)
+            lo = spec.get("launch_overhead_s", 0.0)
+            if isinstance(lo, bool) or not isinstance(lo, (int, float)) or not (0 <= lo < math.inf):
+                raise FormatError(f"{source}: device {dev!r}: launch_overhead_s must be a number >= 0, got {lo!r}",
+                                  device=dev, field="launch_overhead_s")
+            clean["launch_overhead_s"] = float(lo)
+            by_type = spec.get("launch_by_type") or {}
+            if not isinstance(by_type, Mapping) or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < math.inf for v in by_type.values()):
+                raise FormatError(f"{source}: device {dev!r}: launch_by_type must map op types to seconds >= 0",
+                                  device=dev, field="launch_by_type")
+            clean["launch_by_type"] = {str(k): float(v) for k, v in by_type.items()}
+            work = spec.get("work", "max")
+            if work not in ("max", "sum"):
+                raise FormatError(f"{source}: device {dev!r}: work must be 'max' or 'sum', got {work!r}", device=dev,
+                                  field="work")
+            clean["work"] = work
+            layers: dict[str, dict[str, tuple[str, int, float]]] = {}
+            for model, ops in (spec.get("layers") or {}).items():
+                if not isinstance(ops, Mapping):
+                    raise FormatError(f"{source}: device {dev!r}: layers.{model} must map op names to factors",
+                                      device=dev, field="layers")
+                rows = {}
+                for op_name, row in ops.items():
+                    try:
+                        f = float(row["factor"])
+                        rows[str(op_name)] = (str(row["op_type"]), int(row.get("weight_bytes", 0)), f)
+                    except (KeyError, TypeError, ValueError):
+                        raise FormatError(f"{source}: device {dev!r}: layers.{model}.{op_name} needs op_type and a "
+                                          "numeric factor", device=dev, op=str(op_name), field="layers") from None
+                    if not (0 < f < math.inf):
+                        raise FormatError(f"{source}: device {dev!r}: layer factor of {op_name!r} must be > 0, got {f!r}",
+                                          device=dev, op=str(op_name), field="layers")
+                layers[str(model)] = rows
+            clean["layers"] = layers
+            curves = spec.get("curves") or {}
+            clean["curves"] = {str(k): (c if isinstance(c, EfficiencyCurve) else EfficiencyCurve(**c)) for k, c in curves.items()}
+            self.devices[dev] = clean
+        self.meta = dict(meta or {})
+        self._model = model_id(graph)
+
+    def bind(self, graph: OpGraph) -> "CalibratedCost":
+        c = super().bind(graph)
+        c._model = model_id(graph)
+        return c
+
+    def curve_for(self, device: str, op_type: str) -> tuple[str, EfficiencyCurve] | None:
+        """``(key, curve)`` pricing ``op_type`` on ``device`` (type, class, ``default``), or None."""
+        spec = self.devices.get(device)
+        if spec is None:
+            return None
+        curves = spec["curves"]
+        for key in (op_type, op_class(op_type), "default"):
+            c = curves.get(key)
+            if c is not None:
+                return key, c
+        return None
+
+    def layer_factor(self, o: Op, device: str) -> float:
+        """The layer factor of ``o`` on ``device`` (1 when the op is not a calibrated layer)."""
+        spec = self.devices.get(device)
+        rows = spec["layers"].get(self._model) if spec and self._model else None
+        hit = rows.get(o.name) if rows else None
+        if hit is None or hit[0] != o.op_type or hit[1] != int(o.weight_bytes):
+            return 1.0
+        return hit[2]
+
+    def curve_s(self, o: Op, d: Device) -> float:
+        """The op's time by the curves alone (no layer factor)."""
+        spec = self.devices[d.name]
+        nbytes, launch_only = self.traffic_bytes(o)
+        launch = spec["launch_overhead_s"]
+        if launch_only:  # what a no-work op of this type measured, else the device's launch
+            return spec["launch_by_type"].get(o.op_type, launch)
+        hit = self.curve_for(d.name, o.op_type)
+        if hit is None:
+            return super()._resident_s(o, d)
+        comb = sum if spec["work"] == "sum" else max
+        work_ref = comb((o.flops / spec["peak_flops"], nbytes / spec["mem_bandwidth_Bps"]))
+        if work_ref <= 0:
+            return launch
+        here = comb((o.flops / d.peak_flops_for(o.op_type), nbytes / d.mem_bandwidth_Bps))
+        return launch + here / hit[1](work_ref)
+
+    def _resident_s(self, o: Op, d: Device) -> float:
+        if d.name not in self.devices:
+            return super()._resident_s(o, d)
+        return self.curve_s(o, d) * self.layer_factor(o, d.name)
+
+
+# ---------------------------------------------------------------------------- cost files
+def save_cost(cost: "CalibratedCost | TableCost", path: str | Path) -> None:
+    """Write a cost file (YAML, format ``hetsched.cost`` v1; see ``docs/formats.md``).
+
+    >>> import tempfile, os
+    >>> from hetsched.io.systems import toy_system
+    >>> p = os.path.join(tempfile.mkdtemp(), "c.yaml")
+    >>> save_cost(TableCost(toy_system(), {("Conv", "gpu0"): 1e-3}), p)
+    >>> load_cost(p, toy_system()).compute_s(Op("c", "Conv"), "gpu0")
+    0.001
+    """
+    import yaml
+
+    doc: dict[str, Any] = {"format": COST_FORMAT, "version": COST_VERSION, "system": cost.system.name}
+    if isinstance(cost, CalibratedCost):
+        doc["kind"] = "calibrated"
+        doc["devices"] = {
+            dev: {"peak_flops": spec["peak_flops"], "mem_bandwidth_Bps": spec["mem_bandwidth_Bps"],
+                  "launch_overhead_s": spec["launch_overhead_s"],
+                  "work": spec["work"],
+                  **({"launch_by_type": dict(spec["launch_by_type"])} if spec["launch_by_type"] else {}),
+                  "curves": {k: c.to_dict() for k, c in spec["curves"].items()},
+                  **({"layers": {m: {o: {"op_type": t, "weight_bytes": w, "factor": f} for o, (t, w, f) in rows.items()}
+                                 for m, rows in spec["layers"].items()}} if spec["layers"] else {})}
+            for dev, spec in cost.devices.items()
+        }
+        if cost.meta:
+            doc["meta"] = _plain(cost.meta)
+    elif isinstance(cost, TableCost):
+        doc["kind"] = "table"
+        rows = []
+        for (key, dev), v in cost.table.items():
+            row: dict[str, Any] = {"op": key, "device": dev, "latency_s": v}
+            if key in cost.shapes:
+                row["flops"], row["bytes"] = cost.shapes[key]
+            rows.append(row)
+        doc["entries"] = rows
+    else:
+        raise HetschedError(f"save_cost writes a CalibratedCost or a TableCost, not {type(cost).__name__}", field="cost")
+    Path(path).write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def _plain(x: Any) -> Any:
+    """YAML-safe copy (numpy numbers and tuples become plain Python)."""
+    if isinstance(x, Mapping):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, (str, bool, int)) or x is None:
+        return x
+    if isinstance(x, float) or hasattr(x, "__float__"):
+        return float(x)
+    return str(x)
+
+
+def load_cost(path: str | Path, system: System, *, any_system: bool = False) -> "CalibratedCost | TableCost":
+    """Read a cost file (``.yaml``/``.yml``/``.json``: format ``hetsched.cost``; ``.csv``: a latency table).
+
+    Parameters
+    ----------
+    path : path
+    system : System
+        The system to price on. Its name must be the one the file was made for (``system:``),
+        unless ``any_system=True``; every device the file names must be in it.
+
+    Raises
+    ------
+    FormatError
+        A missing or malformed file (the message names the field).
+    HetschedError
+        The file was made for another system, or names a device the system lacks.
+    """
+    import yaml
+
+    p = Path(path)
+    if not p.exists():
+        raise FormatError(f"cost file {str(path)!r} not found", field="path")
+    if p.suffix.lower() == ".csv":
+        return TableCost.from_csv(p, system)
+    try:
+        doc = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        raise FormatError(f"{p.name}: not valid YAML/JSON: {e}", field="<yaml>") from None
+    if not isinstance(doc, Mapping):
+        raise FormatError(f"{p.name}: expected a mapping at the top level", field="<root>")
+    if doc.get("format") != COST_FORMAT:
+        raise FormatError(f"{p.name}: format is {doc.get('format')!r}, expected {COST_FORMAT!r}", field="format")
+    if doc.get("version") != COST_VERSION:
+        raise FormatError(f"{p.name}: unsupported cost file version {doc.get('version')!r} (this hetsched reads "
+                          f"{COST_VERSION})", field="version")
+    unknown = set(doc) - {"format", "version", "system", "kind", "devices", "entries", "meta"}
+    if unknown:
+        raise FormatError(f"{p.name}: unknown field(s) {sorted(unknown)}", field=sorted(unknown)[0])
+    made_for = doc.get("system")
+    if not any_system and made_for is not None and made_for != system.name:
+        raise HetschedError(f"{p.name}: cost file was made for system {made_for!r}, not {system.name!r} "
+                            "(load it with any_system=True to apply it anyway)", field="system")
+    kind = doc.get("kind")
+    if kind == "calibrated":
+        devs = doc.get("devices")
+        if not isinstance(devs, Mapping) or not devs:
+            raise FormatError(f"{p.name}: a calibrated cost file needs devices", field="devices")
+        for dev, spec in devs.items():
+            if not isinstance(spec, Mapping):
+                raise FormatError(f"{p.name}: devices.{dev} must be a mapping", device=str(dev), field="devices")
+            for key, c in (spec.get("curves") or {}).items():
+                if not isinstance(c, Mapping) or not {"work_s", "efficiency"} <= set(c):
+                    raise FormatError(f"{p.name}: devices.{dev}.curves.{key} needs work_s and efficiency",
+                                      device=str(dev), field="curves")
+        return CalibratedCost(system, devs, meta=doc.get("meta") or {}, source=p.name)
+    if kind == "table":
+        rows = doc.get("entries")
+        if not isinstance(rows, list):
+            raise FormatError(f"{p.name}: a table cost file needs a list of entries", field="entries")
+        table: dict[tuple[str, str], float] = {}
+        shapes: dict[str, tuple[float, float]] = {}
+        for i, row in enumerate(rows):
+            if not isinstance(row, Mapping) or not {"op", "device", "latency_s"} <= set(row):
+                raise FormatError(f"{p.name}: entries[{i}] needs op, device and latency_s", field="entries")
+            try:
+                table[(str(row["op"]), str(row["device"]))] = float(row["latency_s"])
+                if "flops" in row and "bytes" in row:
+                    shapes[str(row["op"])] = (float(row["flops"]), float(row["bytes"]))
+            except (TypeError, ValueError):
+                raise FormatError(f"{p.name}: entries[{i}] has a non-numeric latency_s, flops or bytes",
+                                  op=str(row.get("op")), field="latency_s") from None
+        return TableCost(system, table, shapes=shapes)
+    raise FormatError(f"{p.name}: kind must be 'calibrated' or 'table', got {kind!r}", field="kind")
+
+
+_DEFAULT: list[Any] = []  # stack of defaults set by ``default_cost`` (innermost last)
+_PROCESS_DEFAULT: list[Any] = [None]  # set_default_cost
+_LOADED: dict[tuple, CostModel] = {}
+
+
+@contextlib.contextmanager
+def default_cost(cost: "CostModel | str | Path | None") -> Iterator[None]:
+    """Within the block, algorithms called without ``cost=`` price with ``cost`` (a model or a cost file).
+
+    This is how ``hetsched --cost FILE <command>`` reaches every algorithm a command runs. An
+    explicit ``cost=`` argument still wins; ``None`` leaves the roofline default.
+
+    >>> from hetsched.io.generators import chain
+    >>> from hetsched.io.systems import toy_system
+    >>> s = toy_system(); tc = TableCost(s, {("Conv", "gpu0"): 1.0})
+    >>> with default_cost(tc):
+    ...     type(resolve_cost(None, chain(2), s)).__name__
+    'TableCost'
+    >>> type(resolve_cost(None, chain(2), s)).__name__
+    'RooflineCost'
+    """
+    _DEFAULT.append(cost)
+    try:
+        yield
+    finally:
+        _DEFAULT.pop()
+
+
+def set_default_cost(cost: "CostModel | str | Path | None") -> None:
+    """Make ``cost`` (a model or a cost file) the default of every later call without ``cost=``, in
+    this process, until replaced (``None`` restores the roofline). Inside a :func:`default_cost`
+    block, the block's model still wins.
+
+    This is how a notebook points every panel at a calibration: panels call the algorithms
+    without a cost of their own. A default made for another system is an error naming the
+    system when an algorithm runs, never silently ignored.
+
+    >>> from hetsched.io.generators import chain
+    >>> from hetsched.io.systems import toy_system
+    >>> s = toy_system(); set_default_cost(TableCost(s, {("Conv", "gpu0"): 1.0}))
+    >>> type(resolve_cost(None, chain(2), s)).__name__
+    'TableCost'
+    >>> set_default_cost(None); type(resolve_cost(None, chain(2), s)).__name__
+    'RooflineCost'
+    """
+    _PROCESS_DEFAULT[0] = cost
+
+
+def _from_path(path: str | Path, system: System) -> CostModel:
+    p = Path(path)
+    key = (str(p.resolve()), p.stat().st_mtime_ns if p.exists() else None, id(system))
+    hit = _LOADED.get(key)
+    if hit is None or hit.system is not system:
+        hit = load_cost(p, system)
+        if len(_LOADED) > 64:
+            _LOADED.clear()
+        _LOADED[key] = hit
+    return hit
+
+
+def resolve_cost(cost: CostModel | str | Path | None, graph: OpGraph, system: System) -> CostModel:
     """The cost model an algorithm should use: the given one bound to ``graph``, else a roofline.
+
+    ``cost`` may be a cost file path (read with :func:`load_cost` against ``system``). ``None``
+    means the default set by :func:`default_cost` or :func:`set_default_cost`, if any, else the
+    roofline.
 
     A roofline/table model built for another version of the same system (same name, e.g. a
     ``with_devices`` what-if copy) is rebound to ``system``; a model for a differently named
@@ -202,7 +802,11 @@ def resolve_cost(cost: CostModel | None, graph: OpGraph, system: System) -> Cost
     2
     """
     if cost is None:
+        cost = _DEFAULT[-1] if _DEFAULT else _PROCESS_DEFAULT[0]
+    if cost is None:
         return RooflineCost(system, graph)
+    if isinstance(cost, (str, Path)):
+        cost = _from_path(cost, system)
     if cost.system is not system and cost.system.name != system.name:
         raise HetschedError(
             f"cost model was built for system {cost.system.name!r}, not {system.name!r}", field="cost"

@@ -1,6 +1,8 @@
 """The one evaluator: a placement in, a timeline and metrics out.
 
 Every mapping algorithm and baseline is priced by :func:`evaluate`, so their numbers compare.
+The timing is :class:`hetsched.clock.Clock`'s (the same clock the mapping engine re-times remap
+trials with); this module turns the clock's event log into timeline rows, memory and metrics.
 
 Model (that of H2H, Zhang et al., DAC 2022, and of the seed-000 patent):
 
@@ -17,6 +19,7 @@ Model (that of H2H, Zhang et al., DAC 2022, and of the seed-000 patent):
   to the host and every consumer not on the host, the producer's own device included, reads it
   back from there (the patent's "intermediate results in host memory"). Graph inputs start on the
   host; graph outputs end on the host (a kept graph output is written back as well).
+  ``evaluate(..., keep_tensors_resident=True)`` switches the round trip off: every tensor is kept.
 * Transfers are store-and-forward over each hop of the route and serialised per link direction
   (``contention=False`` gives every transfer its own channel, the classic HEFT assumption).
 * Memory (``alloc`` rows of the timeline, lane ``<device>:mem``): resident weights for the whole
@@ -54,17 +57,19 @@ True
 
 from __future__ import annotations
 
+import gc
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from .clock import COMPUTE, COPY, LOCAL, OUTPUT, Clock
 from .cost import CostModel, resolve_cost
 from .errors import CapacityError, GraphError, UnknownNameError, UnsupportedOpError, name_list
 from .graph import OpGraph
 from .system import System
-from .timeline import make_timeline
+from .timeline import TimelineBuilder, peak_memory_by_device
 
 __all__ = ["Placement", "Evaluation", "evaluate", "resident_weight_bytes"]
 
@@ -172,6 +177,7 @@ def evaluate(
     contention: bool = True,
     check_memory: bool = True,
     check_support: bool = True,
+    keep_tensors_resident: bool = False,
 ) -> Evaluation:
     """Time a placement: compute and transfer rows, memory, and the metrics every method reports.
 
@@ -192,6 +198,16 @@ def evaluate(
     check_support : bool
         Raise :class:`~hetsched.errors.UnsupportedOpError` when an op sits on a device whose support
         table entry does not list its op type.
+    keep_tensors_resident : bool
+        The host round trip off (a what-if). By default every output not listed in the placement's
+        ``tensors_resident`` is written back to host memory and every reader off the host reads it
+        back from there, even on the producer's own device (the seed-000 patent's "intermediate
+        results in host memory"): an all-on-GPU ResNet-50 then moves every activation over PCIe
+        twice. ``True`` keeps *every* tensor in device memory once it is produced or copied there:
+        readers on the same device read in place, others get one direct copy per device, and only
+        graph outputs go back to the host. Same as listing every tensor in ``tensors_resident``
+        (``Evaluation.placement`` shows it so); kept tensors hold device memory until their last
+        reader, so ``check_memory`` may now refuse a placement that fitted before.
 
     Returns
     -------
@@ -204,21 +220,25 @@ def evaluate(
     --------
     >>> from hetsched.graph import OpGraph
     >>> from hetsched.system import Device, Link, System
-    >>> g = OpGraph(); _ = g.add_op("a", "MatMul", flops=2e9)
-    >>> _ = g.add_tensor("x", 1000, consumers=["a"]); _ = g.add_tensor("y", 1000, producer="a", is_output=True)
+    >>> g = OpGraph(); _ = g.add_op("a", "MatMul", flops=2e9); _ = g.add_op("b", "MatMul", flops=2e9)
+    >>> _ = g.add_tensor("x", 1000, consumers=["a"]); _ = g.add_tensor("y", 1000, producer="a", consumers=["b"])
+    >>> _ = g.add_tensor("z", 1000, producer="b", is_output=True)
     >>> s = System([Device("h", "cpu", {"default": 1e9}, mem_bandwidth_Bps=1e12),
     ...             Device("d", "gpu", {"default": 1e12}, mem_bandwidth_Bps=1e12)],
     ...            [Link("h", "d", 1e6)], host="h")
-    >>> ev = evaluate(g, s, {"a": "d"})
-    >>> round(ev.metrics["makespan_s"], 6)  # 1 ms in, 2 ms compute, 1 ms out
-    0.004
+    >>> ev = evaluate(g, s, {"a": "d", "b": "d"})
+    >>> round(ev.metrics["makespan_s"], 6)  # x in 1 ms, a 2 ms, y out and back 2 ms, b 2 ms, z out 1 ms
+    0.008
+    >>> round(evaluate(g, s, {"a": "d", "b": "d"}, keep_tensors_resident=True).metrics["makespan_s"], 6)
+    0.006
     """
     pl = Placement.coerce(placement)
+    if keep_tensors_resident:
+        pl = pl.with_residency(tensors_resident=graph.tensors)
     cost = resolve_cost(cost, graph, system)
     order = graph.topological_order() if order is None else _check_order(graph, order)
     devs = system.devices
     ops_map = graph.ops
-    tens = graph.tensors
     place = pl.device
     missing = [o for o in order if o not in place]
     if missing:
@@ -245,252 +265,22 @@ def evaluate(
             f"weights_resident names unknown op(s) {name_list(unknown_w)}", op=unknown_w[0], field="weights_resident"
         )
 
-    host = system.host
-    route = system.route
-    inputs_of = graph._inputs  # hot loop: skip the checked accessors
-    outputs_of = graph._outputs
-    w_res = pl.weights_resident
-    t_res = pl.tensors_resident
-    transfer_s = cost.transfer_s
-
-    # timeline rows, column by column (a dict per row is the slow part at 10k ops)
-    c_lane: list[str] = []
-    c_group: list[str] = []
-    c_name: list[str] = []
-    c_kind: list[str] = []
-    c_start: list[float] = []
-    c_end: list[float] = []
-    c_op: list[str | None] = []
-    c_tensor: list[str | None] = []
-    c_dev: list[str] = []
-    c_bytes: list[float | None] = []
-    c_flow: list[list[str]] = []  # one list per row; rows of one transfer share it, so appends reach every hop
-
-    lane_free: dict[str, list[float]] = {}
-    dev_free: dict[str, float] = defaultdict(float)
-    busy_compute: dict[str, float] = defaultdict(float)
-    busy_xfer: dict[str, float] = defaultdict(float)
-    n_ops: dict[str, int] = defaultdict(int)
-    bytes_moved = 0.0
-    n_xfer = 0
-    # where each tensor is available: device -> time
-    loc: dict[str, dict[str, float]] = {}
-    # (tensor, device) -> flow lists of the rows that brought the tensor there (producer, write-back, copy)
-    via: dict[tuple[str, str], list[list[str]]] = {}
-    for t in graph.graph_inputs():
-        loc[t] = {host: 0.0}
-        via[(t, host)] = []
-    # memory: [device, label, bytes, start, end]; host memory is not tracked
-    allocs: list[list[Any]] = []
-    kept: dict[tuple[str, str], list[Any]] = {}  # (tensor, device) -> its alloc, for copies that stay
-    op_start: dict[str, float] = {}
-    op_end: dict[str, float] = {}
-
-    hop_cache: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
-    xfer_cache: dict[tuple[float, str, str], float] = {}
-
-    def lane_name(a: str, b: str) -> str:
-        ln = system.link(a, b)
-        if ln is not None and not ln.duplex:
-            x, y = sorted((a, b))
-            return f"{x}<->{y}"
-        return f"{a}->{b}"
-
-    def alloc(dev: str, label: str, nbytes: float, start: float, end: float) -> list[Any]:
-        a = [dev, label, nbytes, start, end]
-        if dev != host:
-            allocs.append(a)
-        return a
-
-    def transfer(nbytes: float, src: str, dst: str, earliest: float, label: str, op: str | None,
-                 tensor: str | None, account: str, flow: list[str]) -> tuple[float, float, float, list, list]:
-        """Move ``nbytes`` hop by hop.
-
-        Returns (first hop start, first hop end, arrival, the flow list of each hop row, and
-        ``(node, time)`` for each node the data reaches). Each hop row gets its own flow list
-        (starting as a copy of ``flow``) so later readers can be chained through some hops only.
-        """
-        nonlocal bytes_moved, n_xfer
-        t = earliest
-        first_s = first_e = None
-        hop_flows: list[list[str]] = []
-        stops: list[tuple[str, float]] = []
-        hops = hop_cache.get((src, dst))
-        if hops is None:
-            hops = []
-            a = src
-            for ln in route(src, dst):
-                b = ln.dst if ln.src == a else ln.src
-                hops.append((a, b, lane_name(a, b)))
-                a = b
-            hop_cache[(src, dst)] = hops
-        prev_start = None
-        for a, b, lane in hops:
-            slots = lane_free.get(lane)
-            if slots is None:
-                slots = lane_free[lane] = [0.0]
-            k = 0
-            if contention:
-                s = t if t > slots[0] else slots[0]
-            else:
-                k = next((i for i, f in enumerate(slots) if f <= t), -1)
-                if k < 0:
-                    slots.append(0.0)
-                    k = len(slots) - 1
-                s = t
-            key = (nbytes, a, b)
-            dur = xfer_cache.get(key)
-            if dur is None:  # a tensor is written back and read by several ops: price each size once
-                dur = xfer_cache[key] = transfer_s(nbytes, a, b)
-            e = s + dur
-            slots[k] = e
-            c_lane.append(lane if k == 0 else f"{lane}#{k}")
-            c_group.append("links")
-            c_name.append(label)
-            c_kind.append("transfer")
-            c_start.append(s)
-            c_end.append(e)
-            c_op.append(op)
-            c_tensor.append(tensor)
-            c_dev.append(account)
-            c_bytes.append(nbytes)
-            hf = list(flow)
-            c_flow.append(hf)
-            hop_flows.append(hf)
-            stops.append((b, e))
-            busy_xfer[account] += dur
-            bytes_moved += nbytes
-            n_xfer += 1
-            if first_s is None:
-                first_s, first_e = s, e
-            else:  # store and forward: the intermediate device holds the data between its two hops
-                alloc(a, tensor if tensor is not None else f"weights:{op}", nbytes, prev_start, e)
-            prev_start = s
-            t = e
-        if first_s is None:
-            return earliest, earliest, earliest, hop_flows, stops
-        return first_s, first_e, t, hop_flows, stops
-
-    for o in order:
-        d = place[o]
-        op = ops_map[o]
-        ready = dev_free[d]
-        staging: list[list[Any]] = []
-        in_flows: list[str] = []
-        if op.weight_bytes and o not in w_res and d != host:
-            s0, _e1, e0, _f, _st = transfer(op.weight_bytes, host, d, dev_free[d], f"weights {o}", o, None, d, [])
-            ready = max(ready, e0)
-            staging.append(alloc(d, f"weights:{o}", op.weight_bytes, s0, 0.0))
-        for t in inputs_of.get(o, ()):
-            tloc = loc.get(t)
-            if tloc is None:  # only reachable for a tensor whose producer has not run: order was checked
-                tloc = loc[t] = {host: 0.0}
-                via[(t, host)] = []
-            tt = tens[t]
-            p = tt.producer
-            pd_ = place.get(p) if p is not None else None
-            fid = f"{t}>{o}"
-            if d in tloc:
-                ready = max(ready, tloc[d])
-                k = kept.get((t, d))
-                if k is not None:
-                    staging.append(k)  # its end is pushed to this op's end below
-                if pd_ is not None and pd_ != d:  # arrive from another device: draw the arrow
-                    for f in via[(t, d)]:
-                        f.append(fid)
-                    in_flows.append(fid)
-                continue
-            if t in t_res and pd_ is not None and pd_ in tloc:
-                src = pd_
-            elif host in tloc:
-                src = host
-            else:  # pragma: no cover - every tensor is on the host or on its producer's device
-                src = min(tloc, key=tloc.get)
-            for f in via[(t, src)]:
-                f.append(fid)
-            in_flows.append(fid)
-            s0, e1, e0, hop_flows, _stops = transfer(tt.size_bytes, src, d, tloc[src], t, o, t, d, [fid])
-            ready = max(ready, e0)
-            ks = kept.get((t, src))
-            if ks is not None and e1 > ks[4]:
-                ks[4] = e1  # the source copy lives until its first hop has left
-            a = alloc(d, t, tt.size_bytes, s0, e0)
-            if t in t_res:
-                tloc[d] = e0  # a kept copy serves later consumers on this device
-                via[(t, d)] = via[(t, src)] + hop_flows
-                kept[(t, d)] = a
-            staging.append(a)
-        dur = cost.compute_s(op, d)
-        start, end = ready, ready + dur
-        op_start[o], op_end[o] = start, end
-        dev_free[d] = end
-        busy_compute[d] += dur
-        n_ops[d] += 1
-        comp_flow = in_flows
-        c_lane.append(d)
-        c_group.append(d)
-        c_name.append(o)
-        c_kind.append("compute")
-        c_start.append(start)
-        c_end.append(end)
-        c_op.append(o)
-        c_tensor.append(None)
-        c_dev.append(d)
-        c_bytes.append(None)
-        c_flow.append(comp_flow)
-        for a in staging:
-            if end > a[4]:
-                a[4] = end
-        for t in outputs_of.get(o, ()):
-            tt = tens[t]
-            if d == host:
-                loc[t] = {host: end}
-                via[(t, host)] = [comp_flow]
-                continue
-            a = alloc(d, t, tt.size_bytes, start, end)
-            resident = t in t_res
-            if resident:
-                loc[t] = {d: end}
-                via[(t, d)] = [comp_flow]
-                kept[(t, d)] = a
-                if not tt.is_output:
-                    continue
-            fid = f"{t}>host"
-            comp_flow.append(fid)
-            _s0, e1, e0, wb, _st = transfer(tt.size_bytes, d, host, end, f"{t} -> host", None, t, d, [fid])
-            if resident:
-                loc[t][host] = e0
-            else:  # the device copy is freed: every reader, even on this device, reads the host's
-                loc[t] = {host: e0}
-            via[(t, host)] = [comp_flow, *wb]
-            if e1 > a[4]:
-                a[4] = e1  # the device copy is freed once written back (kept ones live on)
-
-    makespan = max(c_end, default=0.0)
-    # resident weights live the whole run (graph order, not set order: deterministic rows)
-    for o in ops_map:
-        if o in w_res and ops_map[o].weight_bytes:
-            alloc(place[o], f"weights:{o}", ops_map[o].weight_bytes, 0.0, makespan)
-    n_alloc = len(allocs)
-    tl = make_timeline(
-        {
-            "lane": c_lane + [f"{a[0]}:mem" for a in allocs],
-            "group": c_group + [a[0] for a in allocs],
-            "name": c_name + [a[1] for a in allocs],
-            "kind": c_kind + ["alloc"] * n_alloc,
-            "start_s": c_start + [a[3] for a in allocs],
-            "end_s": c_end + [a[4] for a in allocs],
-            "op": c_op + [None] * n_alloc,
-            "tensor": c_tensor + [None if a[1].startswith("weights:") else a[1] for a in allocs],
-            "device": c_dev + [a[0] for a in allocs],
-            "bytes": c_bytes + [a[2] for a in allocs],
-            "flow": [",".join(dict.fromkeys(f)) or None for f in c_flow] + [None] * n_alloc,
-        }
-    )
+    # the event log and the rows are many small containers and nothing cyclic: keep the cyclic
+    # collector out of the loop (its passes over them were a third of the run time at 10k ops)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        log: list = []
+        clock = Clock(graph, system, cost, order=order, contention=contention)
+        makespan, _ = clock.run(place, pl.weights_resident, pl.tensors_resident, log=log)
+        tl, rec = _record(graph, system.host, place, contention, log, pl.weights_resident, makespan)
+        del log
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    busy_compute, busy_xfer, n_ops = rec["busy_compute"], rec["busy_xfer"], rec["n_ops"]
 
     # memory peak per device: the same function check_timeline uses, so both agree
-    from .timeline import peak_memory_by_device
-
     peaks = peak_memory_by_device(tl)
     per_dev = []
     energy = 0.0
@@ -514,7 +304,7 @@ def evaluate(
                 "capacity_bytes": float(dev.memory_bytes),
             }
         )
-        if peak > dev.memory_bytes * (1 + 1e-9) and name != host:
+        if peak > dev.memory_bytes * (1 + 1e-9) and name != system.host:
             over.append((name, peak, dev.memory_bytes))
     if check_memory and over:
         name, peak, cap = over[0]
@@ -529,8 +319,180 @@ def evaluate(
         "makespan_s": float(makespan),
         "total_latency_s": float(sum(r["busy_s"] for r in per_dev)),
         "energy_J": float(energy),
-        "bytes_moved": float(bytes_moved),
-        "n_transfers": float(n_xfer),
+        "bytes_moved": float(rec["bytes_moved"]),
+        "n_transfers": float(rec["n_xfer"]),
         "peak_mem_frac": float(worst_frac),
     }
-    return Evaluation(pl, tl, metrics, per_device, op_start, op_end)
+    return Evaluation(pl, tl, metrics, per_device, rec["op_start"], rec["op_end"])
+
+
+def _record(graph: OpGraph, host: str, place: Mapping[str, str], contention: bool, log: list,
+            w_res: Collection[str], makespan: float) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The timeline and the busy/traffic tallies from the clock's event log (one pass).
+
+    The clock (:meth:`hetsched.clock.Clock.run`) decides every time; this only records: which
+    device holds which bytes when (the memory model of the module docstring), which rows an arrow
+    joins, and who is busy with what.
+    """
+    tens = graph._tensors  # unchecked accessors: read once per event
+    ops = graph._ops
+    tb = TimelineBuilder()
+    add = tb.add
+    # the hot rows (compute, transfer) go straight to the columns: one call per value, none per row
+    a_lane, a_group, a_name, a_kind, a_start, a_end, a_op, a_tensor, a_dev, a_stage, a_chunk, a_mb, a_bytes, a_flow = (
+        tb.appenders())
+    lane_slots: dict[str, list[float]] = {}  # contention=False: parallel channels of a lane
+    busy_compute: dict[str, float] = defaultdict(float)
+    busy_xfer: dict[str, float] = defaultdict(float)
+    n_ops: dict[str, int] = defaultdict(int)
+    op_start: dict[str, float] = {}
+    op_end: dict[str, float] = {}
+    tally = [0.0, 0]  # bytes moved, hop rows
+    # memory: [device, label, bytes, start, end]; host memory is not tracked
+    allocs: list[list[Any]] = []
+    kept_at: dict[tuple[str, str], list[Any]] = {}  # (tensor, device) -> its alloc, for copies that stay
+    # (tensor, device) -> flow lists of the rows that brought the tensor there (producer, write-back, copy)
+    via: dict[tuple[str, str], list[list[str]]] = {}
+    staging: list[list[Any]] = []  # allocs the current op holds until it ends
+    in_flows: list[str] = []
+    comp_flow: list[str] = []
+
+    def alloc(dev: str, label: str, nbytes: float, start: float, end: float) -> list[Any]:
+        a = [dev, label, nbytes, start, end]
+        if dev != host:
+            allocs.append(a)
+        return a
+
+    def rows(hops: list, nbytes: float, label: str, op: str | None, tensor: str | None, account: str,
+             flow: list[str]) -> list[list[str]]:
+        """Rows of one transfer; each hop row gets its own flow list (a copy of ``flow``) so later
+        readers can be chained through some hops only. Returns those flow lists."""
+        hop_flows: list[list[str]] = []
+        prev_start = None
+        for a, _b, lane, s, e, dur in hops:
+            k = 0
+            if not contention:
+                slots = lane_slots.get(lane)
+                if slots is None:
+                    slots = lane_slots[lane] = [0.0]
+                k = next((i for i, f in enumerate(slots) if f <= s), -1)
+                if k < 0:
+                    slots.append(0.0)
+                    k = len(slots) - 1
+                slots[k] = e
+            hf = list(flow)
+            a_lane(lane if k == 0 else f"{lane}#{k}")
+            a_group("links")
+            a_name(label)
+            a_kind("transfer")
+            a_start(s)
+            a_end(e)
+            a_op(op)
+            a_tensor(tensor)
+            a_dev(account)
+            a_stage(None)
+            a_chunk(None)
+            a_mb(None)
+            a_bytes(nbytes)
+            a_flow(hf)
+            hop_flows.append(hf)
+            busy_xfer[account] += dur
+            tally[0] += nbytes
+            tally[1] += 1
+            if prev_start is not None:  # store and forward: the middle device holds the data between its hops
+                alloc(a, tensor if tensor is not None else f"weights:{op}", nbytes, prev_start, e)
+            prev_start = s
+        return hop_flows
+
+    for ev in log:
+        kind = ev[0]
+        if kind == COPY:
+            _, t, o, d, src, hops, kept = ev
+            fid = f"{t}>{o}"
+            src_via = via.get((t, src))
+            if src_via is None:  # a graph input, on the host from the start
+                src_via = via[(t, src)] = []
+            for f in src_via:
+                f.append(fid)
+            in_flows.append(fid)
+            nbytes = tens[t].size_bytes
+            hop_flows = rows(hops, nbytes, t, o, t, d, [fid])
+            ks = kept_at.get((t, src))
+            e1 = hops[0][4]
+            if ks is not None and e1 > ks[4]:
+                ks[4] = e1  # the source copy lives until its first hop has left
+            a = alloc(d, t, nbytes, hops[0][3], hops[-1][4])
+            if kept:
+                via[(t, d)] = src_via + hop_flows
+                kept_at[(t, d)] = a
+            staging.append(a)
+        elif kind == OUTPUT:
+            _, t, o, d, start, end, kept, hops = ev
+            if d == host:
+                via[(t, d)] = [comp_flow]
+                continue
+            nbytes = tens[t].size_bytes
+            a = alloc(d, t, nbytes, start, end)
+            if kept:
+                via[(t, d)] = [comp_flow]
+                kept_at[(t, d)] = a
+            if hops is None:
+                continue
+            fid = f"{t}>host"
+            comp_flow.append(fid)
+            wb = rows(hops, nbytes, f"{t} -> host", None, t, d, [fid])
+            via[(t, host)] = [comp_flow, *wb]
+            if hops[0][4] > a[4]:
+                a[4] = hops[0][4]  # the device copy is freed once written back (kept ones live on)
+        elif kind == COMPUTE:
+            _, o, d, start, end, dur = ev
+            busy_compute[d] += dur
+            n_ops[d] += 1
+            op_start[o] = start
+            op_end[o] = end
+            a_lane(d)
+            a_group(d)
+            a_name(o)
+            a_kind("compute")
+            a_start(start)
+            a_end(end)
+            a_op(o)
+            a_tensor(None)
+            a_dev(d)
+            a_stage(None)
+            a_chunk(None)
+            a_mb(None)
+            a_bytes(None)
+            a_flow(in_flows)
+            for a in staging:
+                if end > a[4]:
+                    a[4] = end
+            comp_flow = in_flows
+            staging = []
+            in_flows = []
+        elif kind == LOCAL:
+            _, t, o, d = ev
+            k = kept_at.get((t, d))
+            if k is not None:
+                staging.append(k)  # its end is pushed to this op's end
+            p = tens[t].producer
+            if p is not None and place[p] != d:  # arrived from another device: draw the arrow
+                fid = f"{t}>{o}"
+                for f in via[(t, d)]:
+                    f.append(fid)
+                in_flows.append(fid)
+        else:  # FETCH
+            _, o, d, w, hops = ev
+            rows(hops, w, f"weights {o}", o, None, d, [])
+            staging.append(alloc(d, f"weights:{o}", ops[o].weight_bytes, hops[0][3], 0.0))
+
+    # resident weights live the whole run (graph order, not set order: deterministic rows)
+    for o in ops:
+        if o in w_res and ops[o].weight_bytes:
+            alloc(place[o], f"weights:{o}", ops[o].weight_bytes, 0.0, makespan)
+    for dev, label, nbytes, s, e in allocs:
+        add(f"{dev}:mem", dev, label, "alloc", s, e, None, None if label.startswith("weights:") else label, dev,
+            None, None, None, nbytes, None)
+    tallies = {"busy_compute": busy_compute, "busy_xfer": busy_xfer, "n_ops": n_ops, "op_start": op_start,
+               "op_end": op_end, "bytes_moved": tally[0], "n_xfer": tally[1]}
+    return tb.build(), tallies

@@ -188,13 +188,17 @@ class SupportTable:
     ----------
     table : dict
         ``{backend: {op_type: priority}}``; ``"*"`` is a wildcard for any op type. An exact op-type
-        entry beats the wildcard of the same backend.
+        entry beats the wildcard of the same backend, and an exact ``0`` means "does not run this
+        op type" even where the backend's wildcard would say it does (the patent's mapping list
+        lists what a backend supports; 0 is how a table, a file or a grid cell says it does not).
 
-    >>> st = SupportTable({"fpga": {"Conv": 1}, "gpu": {"*": 2}})
-    >>> st.candidates("Conv"), st.candidates("Relu")
-    (['fpga', 'gpu'], ['gpu'])
+    >>> st = SupportTable({"fpga": {"Conv": 1}, "gpu": {"*": 2, "Softmax": 0}})
+    >>> st.candidates("Conv"), st.candidates("Relu"), st.candidates("Softmax")
+    (['fpga', 'gpu'], ['gpu'], [])
     >>> st.priority("gpu", "Conv")
     2
+    >>> st.lookup("gpu", "Conv"), st.lookup("gpu", "Softmax"), st.lookup("fpga", "Relu")
+    ((2, 'wildcard'), (None, 'excluded'), (None, 'absent'))
     """
 
     def __init__(self, table: Mapping[str, Mapping[str, int]] | None = None) -> None:
@@ -202,12 +206,14 @@ class SupportTable:
         for backend, row in (table or {}).items():
             clean: dict[str, int] = {}
             for op_type, prio in row.items():
-                # a fractional priority was silently truncated (1.5 -> 1); 2.0 is the integer 2
-                if (not isinstance(prio, (int, float)) or isinstance(prio, bool) or not prio >= 1
+                # 0 excludes one op type; a wildcard of 0 would say nothing (leave the wildcard out).
+                # A fractional priority was silently truncated (1.5 -> 1); 2.0 is the integer 2.
+                low = 1 if op_type == "*" else 0
+                if (not isinstance(prio, (int, float)) or isinstance(prio, bool) or not prio >= low
                         or (isinstance(prio, float) and not prio.is_integer())):
                     raise SystemError_(
-                        f"support table: priority of {op_type!r} on backend {backend!r} must be an integer >= 1,"
-                        f" got {show_number(prio)}",
+                        f"support table: priority of {op_type!r} on backend {backend!r} must be an integer >= 1"
+                        f"{'' if op_type == '*' else ' (or 0: not supported)'}, got {show_number(prio)}",
                         device=backend,
                         field=op_type,
                     )
@@ -226,9 +232,24 @@ class SupportTable:
         row = self._table.get(backend)
         if row is None:
             return None
+        p = row[op_type] if op_type in row else row.get("*")
+        return p or None  # 0: explicitly not supported
+
+    def lookup(self, backend: str, op_type: str) -> tuple[int | None, str]:
+        """``(priority, source)``: where the answer of :meth:`priority` comes from.
+
+        ``source`` is ``"exact"`` (an entry for the op type), ``"wildcard"`` (the backend's ``*``),
+        ``"excluded"`` (an explicit 0: not supported, whatever the wildcard says) or ``"absent"``
+        (nothing applies: not supported). A grid shows "excluded" and "absent" apart.
+        """
+        row = self._table.get(backend)
+        if row is None:
+            return None, "absent"
         if op_type in row:
-            return row[op_type]
-        return row.get("*")
+            p = row[op_type]
+            return (p, "exact") if p else (None, "excluded")
+        p = row.get("*")
+        return (p, "wildcard") if p else (None, "absent")
 
     def supports(self, backend: str, op_type: str) -> bool:
         return self.priority(backend, op_type) is not None
@@ -246,17 +267,21 @@ class SupportTable:
         return [b for _, _, b in sorted(rows)]
 
     def with_priority(self, backend: str, op_type: str, priority: int | None) -> "SupportTable":
-        """A copy with one entry changed (``None`` removes support)."""
+        """A copy with one entry changed; ``None`` or ``0`` removes support.
+
+        Removing support writes an explicit 0, which beats the backend's ``*`` entry (a grid cell
+        set to 0 must stop the backend running that op type even when a wildcard row covers it).
+
+        >>> st = SupportTable({"gpu": {"*": 1}}).with_priority("gpu", "Conv", 0)
+        >>> st.supports("gpu", "Conv"), st.supports("gpu", "Relu"), st.lookup("gpu", "Conv")
+        (False, True, (None, 'excluded'))
+        """
         t = self.as_dict()
-        row = t.setdefault(backend, {})
-        if priority is None:
-            row.pop(op_type, None)
-        else:
-            row[op_type] = priority
+        t.setdefault(backend, {})[op_type] = priority or 0
         return SupportTable(t)
 
     def rows(self) -> list[tuple[str, str, int]]:
-        """``(backend, op_type, priority)`` rows, the patent-003 "mapping list"."""
+        """``(backend, op_type, priority)`` rows, the patent-003 "mapping list" (0: not supported)."""
         return [(b, t, p) for b, row in self._table.items() for t, p in row.items()]
 
     def __eq__(self, other: object) -> bool:
@@ -356,6 +381,22 @@ class System:
     def link(self, src: str, dst: str) -> Link | None:
         """The direct link between two devices, if any."""
         return self._link.get((src, dst))
+
+    def lane(self, a: str, b: str) -> str:
+        """Timeline lane of the hop ``a -> b``: ``"a->b"``, or ``"x<->y"`` (names sorted) on a half-duplex link.
+
+        A full-duplex link has one lane per direction; a half-duplex link's two directions share one
+        lane, so transfers both ways are serialised on it. Every timeline names link lanes this way.
+
+        >>> s = System([Device("h", "cpu"), Device("g", "gpu")], [Link("h", "g", 1e9, duplex=False)], host="h")
+        >>> s.lane("h", "g"), s.lane("g", "h")
+        ('g<->h', 'g<->h')
+        """
+        ln = self._link.get((a, b))
+        if ln is not None and not ln.duplex:
+            x, y = sorted((a, b))
+            return f"{x}<->{y}"
+        return f"{a}->{b}"
 
     def route(self, src: str, dst: str) -> tuple[Link, ...]:
         """Links a transfer crosses: the direct link, else through the host, else the fewest hops.

@@ -72,11 +72,26 @@ def test_support_table():
     assert ties.candidates("Conv") == ["x", "y"]  # ties in table order
 
 
-@pytest.mark.parametrize("prio", [0, -1, "1", True, None, 1.5 * 0])
+@pytest.mark.parametrize("prio", [-1, "1", True, None, 1.5])
 def test_support_table_bad_priority(prio):
     with pytest.raises(SystemError_) as e:
         SupportTable({"gpu": {"Conv": prio}})
     assert (e.value.device, e.value.field) == ("gpu", "Conv")
+    with pytest.raises(SystemError_):
+        SupportTable({"gpu": {"*": 0}})  # a wildcard of 0 says nothing
+
+
+def test_zero_excludes_an_op_type_a_wildcard_covers():
+    """Issue 15: a grid cell set to 0 on a backend whose support comes from '*' must stop it running that type."""
+    st = SupportTable({"gpu0": {"*": 1}, "cpu0": {"*": 2}})
+    assert st.lookup("gpu0", "Conv") == (1, "wildcard")
+    z = st.with_priority("gpu0", "Conv", 0)
+    assert z.candidates("Conv") == ["cpu0"] and z.candidates("Relu") == ["gpu0", "cpu0"]
+    assert z.lookup("gpu0", "Conv") == (None, "excluded")  # told apart from "absent"
+    assert z.lookup("fpga0", "Conv") == (None, "absent")
+    assert st.with_priority("gpu0", "Conv", None) == z
+    assert SupportTable(z.as_dict()) == z and ("gpu0", "Conv", 0) in z.rows()  # saved and loaded as 0
+    assert z.with_priority("gpu0", "Conv", 3).lookup("gpu0", "Conv") == (3, "exact")
 
 
 # ------------------------------------------------------------------ systems

@@ -128,39 +128,11 @@ def test_export_failure_is_format_error():
 
 
 # ---------------------------------------------------------------- differential: zoo vs torch
-class Bottleneck(nn.Module):
-    def __init__(self, cin, width, stride):
-        super().__init__()
-        self.c1, self.b1 = nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width)
-        self.c2, self.b2 = nn.Conv2d(width, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width)
-        self.c3, self.b3 = nn.Conv2d(width, width * 4, 1, bias=False), nn.BatchNorm2d(width * 4)
-        self.down = None
-        if stride != 1 or cin != width * 4:
-            self.down = nn.Sequential(nn.Conv2d(cin, width * 4, 1, stride, bias=False), nn.BatchNorm2d(width * 4))
+def ResNet50():
+    """torchvision's resnet50 layout, written out in plain torch (torchvision is not a dependency)."""
+    from hetsched.io.torch_zoo import torch_model
 
-    def forward(self, x):
-        y = torch.relu(self.b1(self.c1(x)))
-        y = torch.relu(self.b2(self.c2(y)))
-        y = self.b3(self.c3(y))
-        return torch.relu(y + (self.down(x) if self.down is not None else x))
-
-
-class ResNet50(nn.Module):
-    """torchvision's resnet50 layout, written out (torchvision is not a dependency)."""
-
-    def __init__(self):
-        super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1))
-        layers, cin = [], 64
-        for i, (n, w) in enumerate(zip((3, 4, 6, 3), (64, 128, 256, 512))):
-            for b in range(n):
-                layers.append(Bottleneck(cin, w, 2 if (b == 0 and i > 0) else 1))
-                cin = w * 4
-        self.layers = nn.Sequential(*layers)
-        self.fc = nn.Linear(2048, 1000)
-
-    def forward(self, x):
-        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.layers(self.stem(x)), 1), 1))
+    return torch_model("resnet50")[0]
 
 
 def test_resnet50_torch_equals_zoo():

@@ -82,7 +82,7 @@ def test_yaml_and_file_errors(tmp_path):
     with pytest.raises(FormatError) as e:
         load_support_table(y)
     assert e.value.field == "fpga0"
-    y.write_text("- {backend: fpga0, op_type: Conv, priority: 0}\n")
+    y.write_text("- {backend: fpga0, op_type: Conv, priority: -1}\n")
     with pytest.raises(FormatError, match="row 1"):
         load_support_table(y)
     y.write_text("- {backend: fpga0, op_type: Conv, priority: 1, colour: red}\n")

@@ -26,7 +26,7 @@ from hetsched.io.generators import chain, fork_join, layered, resnet_like
 from hetsched.io.systems import toy_system
 from hetsched.partition import partition_by_support, simulate_buffered
 from hetsched.plot import MAX_BARS, compare, gantt, graph_view, memory_curve
-from hetsched.plot.core import figure_from_dicts
+from hetsched.plot.core import block_view, figure_from_dicts
 from hetsched.plot.executor import executor_gantt, ordering_bars, policy_bars
 from hetsched.plot.memory import lifetime_chart, order_curves
 from hetsched.plot.partition import buffer_occupancy, partition_view, quotient_view
@@ -71,6 +71,8 @@ def _figures():
         ("graph_view devices", lambda: graph_view(g, color_by=dict(h2h.placement.device), colors={"gpu0": "#111111"},
                                                   edge_highlight=list(g.nx.edges)[:4], legend_title="device")),
         ("graph_view chain", lambda: graph_view(chain(3))),
+        ("block_view, one block open", lambda: block_view(resnet_like(n_stages=2, blocks_per_stage=2), expanded=["s0b1"],
+                                                          color_by={"stem": "gpu0"}, title="b")),
         ("graph_view large (WebGL markers)", lambda: graph_view(layered(MAX_BARS // 4 + 1, 4, seed=0))),
         ("compare highlight", lambda: compare(frame, "makespan_s", highlight="h2h", title="c")),
         ("compare grouped bytes", lambda: compare(frame, "bytes_moved", color="grp")),
@@ -92,7 +94,10 @@ def _figures():
         ("partition_view", lambda: partition_view(part)),
         ("partition_view groups", lambda: partition_view(part, by="group", title="T")),
         ("quotient_view", lambda: quotient_view(part)),
+        ("quotient_view at a step", lambda: quotient_view(part, step=part.n_steps // 2)),
         ("buffer_occupancy", lambda: buffer_occupancy(simulate_buffered(part, s2, n_inputs=5, buffer_depth=3))),
+        ("buffer_occupancy with a cursor", lambda: buffer_occupancy(simulate_buffered(part, s2, n_inputs=5, buffer_depth=3),
+                                                                    at_s=1e-4)),
         ("order_curves", lambda: order_curves({"bfs": bfs, "dfs": dfs}, capacity=1e6)),
         ("lifetime_chart", lambda: lifetime_chart(bfs)),
     ]

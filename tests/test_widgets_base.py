@@ -270,3 +270,33 @@ def test_a_long_session_creates_no_widgets_and_keeps_memory_flat():
     assert p.figures == views and len(W.Widget.widgets) == n_widgets
     assert second - first < 2_000_000, f"memory grew by {second - first} bytes over 60 interactions"
     assert len(str(p.figures["curves"]._esm)) < 20_000  # the front end is ours, not plotly's bundle
+
+
+def test_graph_panel_draws_big_graphs_as_blocks_and_expands_on_click():
+    from hetsched.widgets import GraphPanel
+
+    p = GraphPanel()
+    p.load(hs.load_graph("resnet50_b1"))
+    assert p.blocks_shown() and "blocks" in p.figures["graph"].layout.title.text
+    cds = [c for t in p.figures["graph"].data if t.customdata is not None for c in t.customdata]
+    assert "block:layer3" in cds and not any(c.startswith("op:") for c in cds)
+    trace = next(i for i, t in enumerate(p.figures["graph"].data) if t.customdata is not None and "block:layer3" in t.customdata)
+    point = list(p.figures["graph"].data[trace].customdata).index("block:layer3")
+    # what a click in the browser sends: the view calls the panel back with the point's customdata
+    p.figures["graph"]._on_front_end_msg(None, {"type": "click", "trace": trace, "point": point}, [])
+    cds = [c for t in p.figures["graph"].data if t.customdata is not None for c in t.customdata]
+    assert p.state.expanded == ("layer3",) and "block:layer3" not in cds and "op:layer3.0.conv1" in cds
+    p.toggle_block("layer3")
+    assert p.state.expanded == ()
+    p.state.view = "ops"  # every op: one marker each, customdata = op names
+    assert sum(len(t.x) for t in p.figures["graph"].data if t.mode == "markers") == 175
+    p.load(hs.load_graph("bert_base_b1_s128"))  # a new graph starts closed
+    assert p.state.expanded == ()
+
+
+def test_load_on_a_pinned_panel_shows_the_new_graph():
+    from hetsched.io.generators import chain
+    from hetsched.widgets import MemoryPanel
+
+    p = MemoryPanel(graph=chain(4))
+    assert p.load(chain(7)) and p.graph.n_ops == 7 and len(p.result.order) == 7

@@ -1,94 +1,318 @@
-"""PipelinePanel driven headlessly: two schedules, the time step, the cache queues."""
+"""PipelinePanel driven headlessly (issues 14, 15, 18, 20, 22): a model split over a machine, two
+schedules on one time axis, the patent's quantities, a walk through the schedule, bad inputs.
+
+Expected values come from the core (``simulate_model``, ``simulate``, ``replay``) and from the
+patent's own formulas (r = m mod p, first group p + r, warm-up 2 (p - 1 - k) + (v - 1)(p + r), send
+interval [r, r + (p + r)(v - 1))), never from the panel's output.
+"""
 
 from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 
+import numpy as np
 import pytest
 
 import hetsched.pipeline as pp
 from hetsched.widgets import PipelinePanel
+from hetsched.widgets.base import Session
+from hetsched.widgets.figure import _weight
+from hetsched.whatif import resolve_graph, resolve_system
 from panel_testing import prepared_downloads as _prepared_downloads
 
+
+@pytest.fixture(scope="module")
+def model_panel():
+    """The default panel: the bundled GPT-2 small training graph over A100s, V100s and U280s."""
+    return PipelinePanel()
 
 
 @pytest.fixture()
 def panel():
-    return PipelinePanel()
+    return PipelinePanel(source="numbers")
 
 
-def test_two_schedules_match_the_core(panel):
+def _text(html_text: str) -> str:
+    return re.sub(r"<[^>]+>", "", html_text).replace("&#x27;", "'")
+
+
+# ---- issue 18: a model on a machine, and the numbers-only mode ------------------------------------
+
+def test_default_splits_a_training_graph_over_a_heterogeneous_machine(model_panel):
+    p = model_panel
+    r = p.result
+    assert p.message.value == "" and p.state.source == "model"
+    system = resolve_system(pp.DEFAULT_MODEL["system"])
+    devices = pp.default_devices(system, 4)
+    assert len({system.device(d).attrs.get("model") for d in devices}) >= 3  # A100, V100 and U280 ranks
+    want = pp.simulate_model(resolve_graph(pp.DEFAULT_MODEL["graph"]), system, devices=devices, p=4, v=2, m=10,
+                             schedule="interleaved_1f1b", grouping="paddle", comm={"lockstep": True}, cache="sender")
+    assert r.a.metrics["makespan_s"] == pytest.approx(want.result.metrics["makespan_s"])
+    assert r.split_a.cuts == want.split.cuts
+    # which model and why, in words (no graph loaded in a panel of its own)
+    assert "no graph is loaded" in p.summary.value and pp.DEFAULT_MODEL["graph"] in p.summary.value
+    # the split and each stage's costs: a chart with one bar per stage and a readable table
+    stages = p.figures["stages"]
+    assert len(stages.data[0].x) == r.split_a.n_stages == 8
+    table = _text(p.split_text.value)
+    for dev in devices:
+        assert dev in table
+    assert "ms" in table and "GiB" in table and "f_s" not in table and "memory_bytes" not in table
+
+
+def test_follows_the_dashboards_graph_when_it_is_a_training_graph():
+    session = Session()
+    session.graph = resolve_graph("chain", 6)  # an inference graph: the panel says why it splits another
+    p = PipelinePanel(session=session)
+    assert "not a training graph" in p.summary.value and pp.DEFAULT_MODEL["graph"] in p.summary.value
+    bert = resolve_graph("bert_base_train_b8_s128")
+    session.graph = bert
+    assert p.result.graph_name == bert.name and "the dashboard's graph" in _text(p.summary.value)
+    # a bundled model chosen by hand: the dashboard's graph no longer matters
+    p.state.model = "vgg16_train_b32"
+    n = p.n_updates
+    session.graph = resolve_graph("chain", 6)
+    assert p.n_updates == n and p.result.graph_name == resolve_graph("vgg16_train_b32").name
+
+
+def test_numbers_mode_takes_f_b_w_per_rank_as_the_playground_does(panel):
+    st = panel.state
+    st.schedule_b = "zbv"
+    st.w_ms = 0.5
     r = panel.result
-    a = pp.simulate(pp.interleaved_1f1b(4, 2, 10, grouping="balanced"),
-                    costs={"F": 0.5e-3, "B": 1e-3, "activation_bytes": 64 * 2**20},  # v=2 halves
-                    comm={"latency_s": 0.0, "lockstep": True}, cache="sender")
+    costs = pp.StageCosts.per_rank(f_s=1e-3, b_s=2e-3, chunks=2, activation_bytes=64 * 2**20)
+    a = pp.simulate(pp.interleaved_1f1b(4, 2, 10, grouping="paddle"), costs=costs, comm={"lockstep": True}, cache="sender")
     assert r.a.metrics["makespan_s"] == pytest.approx(a.metrics["makespan_s"])
-    assert r.b.schedule.name.lower().startswith("1f1b")
-    # same model on both: the same total work per rank whatever v is
-    assert r.a.per_rank["busy_s"].iloc[0] == pytest.approx(r.b.per_rank["busy_s"].iloc[0])
-    lanes = {y for t in panel.figures["gantt_a"].data for y in t.y}
-    assert lanes == {f"rank {i}" for i in range(4)}
-    assert {t.name for t in panel.figures["gantt_a"].data} >= {"F", "B"}
-    assert "bubble" in panel.figures["gantt_a"].layout.title.text
+    # the same model in both: every rank does F + B per micro-batch whatever the chunks
+    assert np.allclose(r.a.per_rank["busy_s"], r.b.per_rank["busy_s"]) and r.b.per_rank["busy_s"].iloc[0] == pytest.approx(10 * 3e-3)
+    # W is the weight-gradient part of B: the W bars of one rank sum to m * W
+    s = r.b.schedule
+    w = (s.kind == pp.KINDS.index("W")) & (s.rank == 0)
+    assert float((r.b.end_s - r.b.start_s)[w].sum()) == pytest.approx(10 * 0.5e-3)
 
 
-def test_moving_m_changes_bubbles_and_bars(panel):
-    bubble = panel.result.a.metrics["bubble_fraction"]
-    n_bars = sum(len(t.x) for t in panel.figures["gantt_a"].data)
-    panel.control_widgets["m"].value = 20  # the slider, as a user moves it
-    assert panel.state.m == 20 and panel.result.a.schedule.m == 20
-    assert panel.result.a.metrics["bubble_fraction"] < bubble
-    assert sum(len(t.x) for t in panel.figures["gantt_a"].data) > n_bars
-    assert panel.walker.slider.max == int(panel.result.a.metrics["n_actions"]) - 1
+def test_controls_that_do_not_apply_are_disabled_and_said_so(panel):
+    c, st = panel.control_widgets, panel.state
+    st.schedule, st.schedule_b = "1f1b", "zbv"
+    assert c["v"].disabled and c["grouping"].disabled and not c["w_ms"].disabled
+    assert "v applies to neither" in panel.applies.value and "ZB-V runs 2 chunks" in panel.applies.value
+    st.schedule = "interleaved_1f1b"
+    assert not c["v"].disabled and not c["grouping"].disabled and "grouping to A (interleaved 1F1B)" in panel.applies.value
+    st.schedule_b = "1f1b"
+    assert c["w_ms"].disabled and "W to neither" in panel.applies.value
+    st.source = "model"
+    assert all(c[k].disabled for k in ("f_ms", "b_ms", "w_ms", "latency_ms", "activation_MiB"))
+    assert not c["model"].disabled and not c["system"].disabled
+    # v is not silently ignored: a schedule with fixed chunks runs them and says so in its title
+    st.source, st.schedule_b = "numbers", "zbv"
+    assert "v=2" in panel.figures["gantt_b"].layout.title.text
 
 
-def test_time_step_shows_ranks_and_queues(panel):
-    k = 40
-    panel.state.step = k
-    st = panel.result.a.replay(k)
-    assert f"action {k + 1} of" in panel.step_text.value
-    for rank, act in st["running"].items():
-        assert f"<td>{act}</td>" in panel.step_text.value
-    for items in st["queues"].values():
-        for it in items:
-            assert it in panel.step_text.value
-    # the cursor sits at that time on both Gantts
-    for key in ("gantt_a", "gantt_b"):
-        shapes = panel.figures[key].layout.shapes
-        assert len(shapes) == 1 and shapes[0].x0 == pytest.approx(st["time_s"] * 1e3)
-    # some step has a non-empty cache queue under lock-step p2p (what the patent's queues hold)
-    assert any(any(panel.result.a.replay(j)["queues"].values()) for j in range(int(panel.result.a.metrics["n_actions"])))
+def test_p_64_is_simulated_not_clamped_and_many_queues_stay_readable(panel):
+    st = panel.state
+    panel.control_widgets["p"].value = 64  # typed into the box
+    with panel.hold():
+        st.m = 64
+        st.cache = "receiver"
+        st.lockstep = False
+        st.latency_ms = 0.2
+    assert panel.message.value == "" and st.p == 64 and panel.result.a.schedule.p == 64
+    q = panel.figures["queues"]
+    assert q.data[0].type == "heatmap" and q.layout.height <= 900  # one row per queue, not 128 tiny panels
+    g = panel.figures["gantt_a"]
+    assert g.layout.height < 800 and g.data[0].type == "scattergl"  # 16k actions: WebGL segments
 
 
-def test_switch_schedule_b_and_cache(panel):
+# ---- issue 22: one time axis, labelled cells, shades, distinct colours ----------------------------
+
+def test_a_and_b_share_one_time_axis_with_labelled_shaded_cells(panel):
     panel.state.schedule_b = "zbv"
-    assert panel.result.b.schedule.name.lower().startswith("zb")
-    assert {t.name for t in panel.figures["gantt_b"].data} & {"I", "W"}
-    before = panel.figures["cache"].layout.title.text
-    panel.state.cache = "receiver"
-    assert panel.figures["cache"].layout.title.text != before and "receiver" in panel.figures["cache"].layout.title.text
+    a, b = panel.figures["gantt_a"], panel.figures["gantt_b"]
+    assert a.layout.xaxis.range == b.layout.xaxis.range and a.layout.xaxis.title.text == b.layout.xaxis.title.text
+    assert a.layout.xaxis.range[1] == pytest.approx(panel.result.t_max_s * 1e3)
+    texts = sorted(t for d in a.data if d.text is not None for t in d.text)
+    assert texts == sorted(panel.result.a.schedule.labels().tolist())  # "0F3" as torch's visualiser writes
+    colours = {d.name: d.marker.color for d in b.data}
+    assert len({colours["F chunk 0"], colours["I chunk 0"], colours["W chunk 0"], colours["idle"]}) == 4
+    assert colours["F chunk 0"] != colours["F chunk 1"]  # later chunks lighter
+    panel.state.step = 25
+    x_a, x_b = a.layout.shapes[-1].x0, b.layout.shapes[-1].x0
+    assert x_a == x_b == pytest.approx(panel.moment()[0] * 1e3)  # the cursor at the same instant in both
 
 
-def test_bad_inputs(panel):
-    good = panel.result
-    panel.state.m = 0
-    assert "m must be at least 1" in panel.message.value and panel.result is good
-    panel.state.m = 10
-    panel.state.f_ms = -1
-    assert "forward" in panel.message.value
-    panel.state.f_ms = 1.0
+def test_no_raw_keys_in_visible_text(model_panel):
+    visible = " ".join(_text(w.value) for w in (model_panel.summary, model_panel.patent_text, model_panel.messages_text,
+                                                 model_panel.split_text, model_panel.step_text, model_panel.rank_text,
+                                                 model_panel.applies))
+    visible += " ".join(str(v.layout.title.text) for v in model_panel.figures.values())
+    for key in ("makespan_s", "bubble_fraction", "blocked_send_s", "peak_cache_depth", "_bytes", "[paddle]"):
+        assert key not in visible, key
+    assert "idle share of rank-time" in model_panel.summary.value and "between 0 and 100%" in model_panel.summary.value
+
+
+# ---- issue 15: the patent's quantities, the simulator's queues ------------------------------------
+
+def test_the_patents_quantities_are_on_screen(panel):
+    p, v, m = 4, 2, 10
+    r = m % p
+    txt = _text(panel.patent_text.value)
+    assert f"r = m mod p = {m} mod {p} = {r}" in txt and f"first group p + r = {p + r} micro-batches" in txt
+    warm = [2 * (p - 1 - k) + (v - 1) * (p + r) for k in range(p)]
+    assert ", ".join(f"r{k}: {x}" for k, x in enumerate(warm)) in txt
+    assert f"[{r}, {r + (p + r) * (v - 1)})" in txt
+    # the patent's two queues by its rule, and beside them the simulated cache (what the run used)
+    pq = pp.patent_queues(p, v, m)
+    fig = panel.figures["patent"]
+    assert [int(x) for x in fig.data[0].y] == pq[pq.direction == "forward"]["depth"].tolist()
+    qt = panel.result.a.queue_trace()
+    assert sum(len(d.y) for d in panel.figures["queues"].data) == len(qt) and "sender's cache" in panel.figures["queues"].layout.title.text
+    assert "messages waited in the sender's cache" in _text(panel.messages_text.value)
+
+
+def test_the_cache_column_lists_only_a_cache_the_run_used(panel):
+    st = panel.state
+    with panel.hold():
+        st.m, st.cache = 8, "none"  # m % p == 0: no deadlock without a cache, senders simply block
     assert panel.message.value == ""
+    panel.state.step = 20
+    assert "cache" not in _text(panel.rank_text.value)  # no cache column in the table
+    assert "without a cache" in panel.figures["queues"].layout.title.text
+    assert "r = m mod p = 8 mod 4 = 0" in _text(panel.patent_text.value) and "nothing waits" in panel.patent_text.value
+    st.lockstep = False
+    st.cache = "sender"
+    assert "no cache holds anything without lock-step" in panel.figures["queues"].layout.title.text
+    assert panel.message.value == "" and "No message waited" in panel.messages_text.value
+
+
+def test_the_patent_view_says_when_it_does_not_apply(panel):
+    panel.state.schedule = "1f1b"
+    assert "choose interleaved 1F1B" in panel.patent_text.value
+    panel.state.schedule = "interleaved_1f1b"
+    panel.state.grouping = "torch"
+    assert "neither A nor B is the patent's schedule" in _text(panel.patent_text.value)
+
+
+# ---- issue 15 and 14: the walk ---------------------------------------------------------------------
+
+def test_the_walk_is_the_cores_log_with_the_patents_phases(panel):
+    r = panel.result.a
+    w = panel.walker
+    assert len(w.steps) == len(r.steps) and [s.subject for s in w.steps] == [r.steps[k].subject for k in range(len(r.steps))]
+    # warm-up actions per rank are the patent's warm-up forward counts
+    pv = r.patent()
+    for k in range(4):
+        assert sum(1 for s in w.steps if s.data["rank"] == k and s.data["phase"] == "warm-up") == pv["warmup"][k]
+    assert w.jump("phase", value="steady")
+    first_steady = next(s.index for s in w.steps if s.data["phase"] == "steady")
+    assert panel.state.step == first_steady + 1 and "steady phase" in panel.step_text.value
+    assert w.jump("group", +1, "2") and w.steps[panel.state.step - 1].data["rank"] == 2
+    # 1F1B: rank k warms up with p - 1 - k forwards (Narayanan et al.); GPipe has no steady phase
+    panel.state.schedule = "1f1b"
+    for k in range(4):
+        assert sum(1 for s in panel.walker.steps if s.data["rank"] == k and s.data["phase"] == "warm-up") == 3 - k
+    panel.state.schedule = "gpipe"
+    assert {s.data["phase"] for s in panel.walker.steps} == {"warm-up", "cool-down"}
+    assert [o[0] for o in panel.walker.phases.options] == ["start", "warm-up", "cool-down", "final"]
+
+
+def test_a_step_line_says_what_starts_why_and_what_the_cache_does(panel):
+    r = panel.result.a
+    panel.state.step = 0
+    assert panel.jump_to_cache(+1)
+    k = panel.state.step
+    st = r.replay(k - 1)
+    held = [it for items in st["queues"].values() for it in items]
+    txt = _text(panel.step_text.value)
+    assert f"step {k} of {len(r.steps)}" in txt and "cache queue" in txt and held
+    for it in held:
+        assert it in txt
+    for rank, act in st["running"].items():
+        assert f"<td>{act}</td>" in panel.rank_text.value
+    # the last rank's forward micro-step 3 is inside the send interval [2, 8): the patent sends its queue head
+    i = next(j for j, s in enumerate(panel.walker.steps) if s.subject == "3F3")
+    panel.state.step = i + 1
+    txt = _text(panel.step_text.value)
+    assert "forward micro-step 3, inside the send interval [2, 8)" in txt and "sends 3F1" in txt
+    assert not panel.jump_to_cache(+1) or panel.state.step > i + 1
+
+
+def test_a_step_click_sends_only_the_cursor_and_the_text(model_panel):
+    p = model_panel
+    p.state.step = 10
+    specs = {k: v.n_sent_specs for k, v in p.figures.items()}
+    edits = {k: v.n_sent_edits for k, v in p.figures.items()}
+    text = p.step_text.value + p.rank_text.value
+    p.walker.stepper.next.click()
+    assert p.state.step == 11 and p.step_text.value + p.rank_text.value != text
+    assert {k: v.n_sent_specs for k, v in p.figures.items()} == specs  # no figure rebuilt
+    changed = {k for k, v in p.figures.items() if v.n_sent_edits != edits[k]}
+    assert changed <= {"gantt_a", "gantt_b", "queues"}
+    for k in ("gantt_a", "gantt_b"):
+        e = p.figures[k].edits
+        assert e["data"] == {} and set(e["layout"]) == {"shapes"}  # the cursor, nothing else
+    assert sum(_weight(p.figures[k].edits) for k in changed) + len(p.step_text.value) + len(p.rank_text.value) < 20_000
+
+
+# ---- issue 20: refused inputs, the last good state, escaped names ------------------------------------
+
+@pytest.mark.parametrize("name,value,words", [
+    ("m", 0, "m (micro-batches) = 0 is outside 1..256"),
+    ("p", 100000, "p (ranks) = 100000 is outside 2..64"),
+    ("v", -1, "v (chunks per rank) = -1 is outside 1..8"),
+    ("f_ms", math.nan, "forward time F must be a finite number >= 0, got nan"),
+    ("b_ms", -1.0, "backward time B must be a finite number >= 0, got -1.0"),
+    ("latency_ms", math.inf, "p2p latency must be a finite number >= 0"),
+])
+def test_out_of_range_values_are_refused_with_why_and_the_last_good_state_kept(panel, name, value, words):
+    good, title = panel.result, panel.figures["gantt_a"].layout.title.text
+    setattr(panel.state, name, value)
+    assert words in _text(panel.message.value).replace("&gt;", ">")
+    assert panel.result is good and panel.figures["gantt_a"].layout.title.text == title and panel.stale
+    panel.state.m = 12  # the next valid action clears the error
+    setattr(panel.state, name, {"m": 12, "p": 4, "v": 2}.get(name, 1.0 if name != "latency_ms" else 0.0))
+    assert panel.message.value == "" and panel.result is not good and not panel.stale
+
+
+def test_nan_typed_into_a_box_is_refused_not_looped(panel):
+    good = panel.result
+    panel.control_widgets["f_ms"].value = math.nan  # once raised RecursionError / "Broken link"
+    assert math.isnan(panel.state.f_ms) and "forward time F" in panel.message.value and panel.result is good
+    panel.control_widgets["p"].value = 100000
+    assert panel.state.p == 100000 and "p (ranks)" in panel.message.value  # not clamped to a bound
+    panel.control_widgets["f_ms"].value = 1.0
+    panel.control_widgets["p"].value = 4
+    assert panel.message.value == ""
+
+
+def test_w_larger_than_b_is_refused_only_where_w_applies(panel):
+    panel.state.w_ms = 5.0  # no split-backward schedule: W does not apply
+    assert panel.message.value == ""
+    panel.state.schedule_b = "zb_h1"
+    assert "weight-gradient time W (5 ms) is part of the backward B (2 ms)" in panel.message.value
+    panel.state.w_ms = 1.0
+    assert panel.message.value == ""
+
+
+def test_names_are_escaped():
+    session = Session()
+    g = resolve_graph("vgg16_train_b32")
+    g.name = "<img src=x onerror=alert(1)>"
+    session.graph = g
+    p = PipelinePanel(session=session)
+    for w in (p.summary, p.split_text, p.step_text, p.rank_text):
+        assert "<img" not in w.value
+    assert "&lt;img src=x onerror=alert(1)&gt;" in p.summary.value
 
 
 def test_downloads(panel):
     links = _prepared_downloads(panel)
-    for name in ("pipeline_A_trace.json", "pipeline_B_trace.json", "pipeline_metrics.csv", "pipeline_A_torch.csv"):
+    for name in ("pipeline_A_trace.json", "pipeline_B_trace.json", "pipeline_metrics.csv", "pipeline_A_torch.csv",
+                 "pipeline_patent_queues.csv"):
         assert f'download="{name}"' in links
-    # the trace offered is the one of the result on screen
     uri = re.search(r'download="pipeline_A_trace.json" href="data:application/json;base64,([^"]+)"', links).group(1)
     assert json.loads(base64.b64decode(uri)) == json.loads(json.dumps(pp.to_chrome_trace(panel.result.a)))
     panel.state.m += 1  # a new result: links to the old one disappear until asked for again
     assert panel.downloads.value == "" and panel.download_button.description.startswith("prepare")
-    assert 'download="pipeline_A_trace.json"' in _prepared_downloads(panel)

@@ -328,6 +328,12 @@ class Panel(W.VBox):
 
         Returns whether the recompute succeeded (on failure the message says why).
         """
+        # a panel pinned to a graph or system at construction shows the one given now (it used to
+        # store it in the session only, return True and keep showing the old one)
+        if graph is not None and self._fixed_graph is not None:
+            self._fixed_graph = graph
+        if system is not None and self._fixed_system is not None:
+            self._fixed_system = system
         with self.session.hold_trait_notifications():
             if system is not None:
                 self.session.system = system

@@ -24,6 +24,7 @@ from hetsched.errors import FormatError
 from hetsched.io import bundled_graphs, load_graph
 from hetsched.io.generators import GENERATORS
 from hetsched.plot import bytes_unit, color_map, graph_view
+from hetsched.plot.core import block_view
 
 from .base import Panel, Session
 
@@ -47,6 +48,9 @@ class GraphState(traitlets.HasTraits):
     n = traitlets.Int(40)
     seed = traitlets.Int(0)
     color_by = traitlets.Enum(["op_type", "device"], default_value="op_type")
+    # "auto": blocks (layers, stages) beyond BLOCKS_ABOVE ops, else every op
+    view = traitlets.Enum(["auto", "blocks", "ops"], default_value="auto")
+    expanded = traitlets.Tuple()  # blocks shown op by op
     upload_name = traitlets.Unicode("")
     upload_content = traitlets.Bytes(b"")
 
@@ -60,7 +64,9 @@ class GraphPanel(Panel):
         Shared with the other panels of a dashboard; the loaded graph is published there.
     """
 
-    VIEW_TRAITS = ("color_by",)  # recolouring never reloads (a bad upload stays rejected)
+    VIEW_TRAITS = ("color_by", "view", "expanded")  # never reloads (a bad upload stays rejected)
+    #: graphs with more ops than this are drawn as blocks when the view is "auto"
+    BLOCKS_ABOVE = 150
 
     def __init__(self, session: Session | None = None, **kw: Any) -> None:
         self.session = session or Session()
@@ -77,15 +83,21 @@ class GraphPanel(Panel):
         gen = W.Dropdown(options=list(_GEN_DEFAULTS), description="generator")
         n = W.BoundedIntText(min=2, max=20000, description="size")
         seed = W.BoundedIntText(min=0, max=10**6, description="seed")
-        color = W.ToggleButtons(options=["op_type", "device"], description="colour by")
-        for ctl, name in ((src, "source"), (bundled, "bundled"), (gen, "generator"), (n, "n"), (seed, "seed"), (color, "color_by")):
+        color = W.ToggleButtons(options=[("op type", "op_type"), ("preferred device", "device")], description="colour by",
+                                tooltips=["the kind of each op", "the backend the system's support table prefers for it"])
+        view = W.ToggleButtons(options=[("auto", "auto"), ("blocks", "blocks"), ("every op", "ops")], description="draw",
+                               tooltips=[f"blocks above {self.BLOCKS_ABOVE} ops", "layers/stages; click one to expand it",
+                                         "one marker per op"])
+        for ctl, name in ((src, "source"), (bundled, "bundled"), (gen, "generator"), (n, "n"), (seed, "seed"), (color, "color_by"),
+                          (view, "view")):
             W.link((state, name), (ctl, "value"))  # state first: it holds the defaults
         self.upload = W.FileUpload(accept=".json,.onnx", multiple=False, description="upload")
         self.upload.observe(self._on_upload, names="value")
         self.summary = W.HTML()
-        self.controls = W.VBox([src, W.HBox([bundled, self.upload]), W.HBox([gen, n, seed]), color])
+        self.controls = W.VBox([src, W.HBox([bundled, self.upload]), W.HBox([gen, n, seed]), W.HBox([color, view])])
         super().__init__(state, autostart=False, session=self.session, **kw)
         self.children = [self.controls, self.status, self.summary, self.figure_view("graph")]
+        self.figures["graph"].on_click(self._on_click)
         self._start()
 
     # -- public API -------------------------------------------------------------
@@ -94,10 +106,13 @@ class GraphPanel(Panel):
         graph.validate()
         if system is not None:
             self.session.system = system
-        self._loaded = graph
+        self._in_refresh = True  # on_result's view changes draw once, below
+        try:
+            self.on_result(graph)
+        finally:
+            self._in_refresh = False
         self.result = graph
-        self.render(graph)
-        self.message.value = ""
+        self._render_guarded(graph)
 
     def upload_bytes(self, content: bytes, filename: str) -> None:
         """What the upload button does (also the headless-test entry point)."""
@@ -132,12 +147,49 @@ class GraphPanel(Panel):
                 return load_graph(path)
         return _GEN_DEFAULTS[st.generator](st.n, st.seed)
 
+    def blocks_shown(self, g: hs.OpGraph | None = None) -> bool:
+        """Whether the graph is drawn as blocks (the ``view`` choice, or its size under "auto")."""
+        g = self.result if g is None else g
+        return self.state.view == "blocks" or (self.state.view == "auto" and g.n_ops > self.BLOCKS_ABOVE)
+
+    def toggle_block(self, block: str) -> None:
+        """Expand a block into its ops, or collapse it again (what a click on it does)."""
+        ex = list(self.state.expanded)
+        self.state.expanded = tuple(b for b in ex if b != block) if block in ex else tuple(ex + [block])
+
+    def _on_click(self, _trace: int, _point: int, customdata) -> None:
+        if not isinstance(customdata, str) or self.result is None or not self.blocks_shown():
+            return
+        if customdata.startswith("block:"):
+            self.toggle_block(customdata[len("block:"):])
+        elif customdata.startswith("op:"):
+            from hetsched.blocks import op_blocks
+
+            op = customdata[len("op:"):]
+            if op in self.result.ops:
+                self.toggle_block(op_blocks(self.result)[op])
+
     def _figure(self, g: hs.OpGraph):
         sysm = self.session.system
+        colors, legend = None, "op type"
+        color_by: Any = "op_type"
         if self.state.color_by == "device" and sysm is not None:
-            pref = {o: (sysm.candidates(g.op(o).op_type) or ["(unsupported)"])[0] for o in g}
-            return graph_view(g, color_by=pref, colors=color_map(sysm.device_names), title=g.name)
-        return graph_view(g, title=g.name)
+            color_by = {o: (sysm.candidates(g.op(o).op_type) or ["(unsupported)"])[0] for o in g}
+            colors, legend = color_map(sysm.device_names), "preferred device"
+        if self.blocks_shown(g):
+            from hetsched.blocks import op_blocks
+
+            blocks = op_blocks(g)
+            n_blocks = len(set(blocks.values()))
+            return block_view(g, blocks, expanded=[b for b in self.state.expanded if b in set(blocks.values())],
+                              color_by=color_by, colors=colors, legend_title=legend,
+                              title=f"{g.name}: {g.n_ops} ops in {n_blocks} blocks (click a block to open it)")
+        return graph_view(g, color_by=color_by, colors=colors, legend_title=legend, title=f"{g.name}: {g.n_ops} ops")
+
+    def on_result(self, g: hs.OpGraph) -> None:
+        if g is not self._loaded:  # a new graph starts with every block closed
+            self.state.expanded = ()
+        self._loaded = g
 
     def render(self, g: hs.OpGraph) -> None:
         self.show_figure("graph", self._figure(g))

@@ -47,7 +47,7 @@ class MappingState(traitlets.HasTraits):
     occupancy_threshold = traitlets.Float(0.9)
     policy = traitlets.Enum(list(mp.LOCALITY_POLICIES), default_value="greedy")
     direction = traitlets.Enum(["successor", "both"], default_value="successor")
-    max_passes = traitlets.Int(0)  # 0: repeat until a pass changes nothing; 1: the patent's one pass
+    max_passes = traitlets.Int(1)  # 1: the patent's one walk (claim 7, the default); 0: repeat until stable
     step = traitlets.Int(0)  # view: 0 = before the first decision, k = after step k-1
     metric = traitlets.Enum(_METRICS, default_value="total_latency_s")  # view
 

@@ -1,30 +1,57 @@
-"""PipelinePanel (seed 001): two pipeline schedules side by side, a time-step slider, the cache queues.
+"""PipelinePanel (pipeline parallelism, seed 001): a model split over a machine, two schedules side by
+side, the patent's cache queues, and a walk through the schedule one action at a time.
 
-The panel builds two schedules with :func:`hetsched.pipeline.make_schedule` (the patent
-``../shared/seeds/001_8da0d43036ed1fd9.txt``: interleaved scheduling with cache queues for any
-number of micro-batches; PaddlePaddle ``PipelineParallelWithInterleave``; and GPipe, 1F1B,
-looped BFS, interleaved FthenB, ZB-H1/H2/V to compare with) on the same ``p``, ``v``, ``m`` and
-costs (forward/backward time of one rank's share of the model, split over its ``v`` chunks), simulates both (:func:`hetsched.pipeline.simulate`) and draws each as a rank x
-time Gantt (F/B/I/W coloured, micro-batch labels, bubbles grey). The time-step slider walks the
-actions of the first schedule in start order; at that instant both Gantts show a cursor, and a
-table says what each rank runs, how many activations it holds and what waits in its cache queue
-(:meth:`hetsched.pipeline.PipelineResult.replay`). Bubble fraction and per-rank peak activation
-memory are in the summary; the cache-queue depth over the schedule's unit steps is below.
+Where the costs come from (``source``):
 
->>> p = PipelinePanel()
->>> p.state.schedule, p.state.schedule_b
-('interleaved_1f1b', '1f1b')
+* ``"model"`` (default): a training graph is cut into ``p * v`` contiguous stages over the ranks
+  of a machine and each stage is priced on its rank's device (:func:`hetsched.pipeline.simulate_model`:
+  :func:`~hetsched.pipeline.split_stages`, then :func:`~hetsched.pipeline.simulate`); the link
+  times come from the system. The model is the dashboard's graph when it is a training graph,
+  else the bundled :data:`hetsched.pipeline.DEFAULT_MODEL` (GPT-2 small over four A100s, two V100s
+  and two Alveo U280s), and the panel says which and why. The split and each stage's F, I, W and
+  send times are shown.
+* ``"numbers"``: the textbook setting of the Zero Bubble playground: one rank's share of the model
+  takes ``F``, ``B`` (and ``W`` of it for split backwards) milliseconds, divided over the
+  schedule's chunks (:meth:`hetsched.pipeline.StageCosts.per_rank`), one link latency.
+
+Schedules A and B (:data:`hetsched.pipeline.SCHEDULES`: GPipe, 1F1B, interleaved 1F1B with the
+patent's grouping by default, ZB-H1/H2/V, interleaved zero bubble, DualPipeV...) run on the same
+model and are drawn on one time axis (labelled cells ``0F3``, later chunks lighter, F/B/I/W in
+distinct colours). Controls a schedule does not use are disabled (``v`` for a schedule with fixed
+chunks, grouping, the W time) and a line says which schedule each applies to.
+
+The patent's view (``../shared/seeds/001_8da0d43036ed1fd9.txt``, claims 1-13), shown when A or B
+is the patent's schedule: ``r = m mod p``, the first group of ``p + r`` micro-batches, the warm-up
+forwards per rank, the send interval, and its forward/backward cache queues by its literal rule
+(:meth:`~hetsched.pipeline.PipelineResult.patent`); beside them the simulator's queues as the run
+used them (``queue_trace``: the sender's cache under lock-step p2p, the receive buffers with
+``cache="receiver"``), the time senders were blocked, and the messages that waited.
+
+A :class:`~hetsched.widgets.walker.DecisionWalker` walks schedule A's action starts in time order
+(``result.steps``): step ``k`` shows the instant action ``k - 1`` starts, in words (who starts
+what, why it waited, what entered or left a cache queue, the patent's rule at that micro-step),
+a per-rank table for A and B under the Gantts (:meth:`~hetsched.pipeline.PipelineResult.replay`)
+and a cursor on both Gantts and on the queue chart. It jumps to warm-up / steady / cool-down, to the next action
+of a rank, and to the next cache-queue change. A step changes only the cursor shapes and the text.
+
+>>> p = PipelinePanel(source="numbers")
+>>> p.state.schedule, p.state.schedule_b, p.state.grouping
+('interleaved_1f1b', '1f1b', 'paddle')
 >>> bubble = p.result.a.metrics["bubble_fraction"]
 >>> p.state.m = 16; p.result.a.metrics["bubble_fraction"] < bubble     # more micro-batches, fewer bubbles
 True
->>> p.state.m = 0; "m" in p.message.value
+>>> p.state.m = 0; "m (micro-batches) = 0 is outside 1..256" in p.message.value
 True
 """
 
 from __future__ import annotations
 
 import html
+import math
+import re
+from collections import OrderedDict
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import ipywidgets as W
@@ -34,198 +61,670 @@ import traitlets
 
 import hetsched.pipeline as pp
 from hetsched.errors import HetschedError
-from hetsched.plot import gantt, time_unit
-from hetsched.plot.pipeline import cache_depth
+from hetsched.plot import format_value
+from hetsched.plot.pipeline import cache_depth, patent_queue_figure, schedule_gantt, stage_costs_figure
+from hetsched.results import Step
 
-from .base import Panel, Session, StepWalker, link_clamped
+from .base import Panel, Session, link_clamped
+from .walker import DecisionWalker
 
-__all__ = ["PipelinePanel", "PipelineState", "PipelineView"]
+__all__ = ["PipelinePanel", "PipelineState", "PipelineView", "SCHEDULE_LABELS"]
 
 _SCHEDULES = sorted(pp.SCHEDULES)
 _CACHES = ["sender", "receiver", "none"]
+_P = pp.PARAMS
+#: the model choice that follows the dashboard's loaded graph
+SESSION = "session"
+#: schedules in plain words (the keys are :data:`hetsched.pipeline.SCHEDULES`)
+SCHEDULE_LABELS = {
+    "gpipe": "GPipe", "1f1b": "1F1B", "looped_bfs": "looped BFS", "interleaved_1f1b": "interleaved 1F1B",
+    "interleaved_fthenb": "interleaved F-then-B", "zb_h1": "ZB-H1", "zb_h2": "ZB-H2", "zbv": "ZB-V",
+    "interleaved_zero_bubble": "interleaved zero bubble", "dualpipev": "DualPipeV",
+}
+_KIND_WORDS = {"F": "forward", "B": "backward", "I": "input-gradient backward", "W": "weight-gradient backward"}
+#: what each numeric input is called on screen, and its allowed range (ints: from ``pp.PARAMS``)
+_INT_INPUTS = {"p": "p (ranks)", "v": "v (chunks per rank)", "m": "m (micro-batches)"}
+_FLOAT_INPUTS = {"f_ms": "forward time F", "b_ms": "backward time B", "w_ms": "weight-gradient time W",
+                 "latency_ms": "p2p latency", "activation_MiB": "activation size", "overhead_ms": "runtime overhead"}
+
+
+def _bundled_training_graphs() -> list[str]:
+    """Bundled graphs a pipeline can split: the zoo's training graphs (``*_train_b*``)."""
+    from hetsched.io import bundled_graphs
+
+    return [n for n in bundled_graphs() if "_train_b" in n]
+
+
+def _bundled_systems() -> list[str]:
+    from hetsched.io.systems import bundled_systems
+
+    names = bundled_systems()
+    default = pp.DEFAULT_MODEL["system"]
+    return [default] + [n for n in names if n != default]
+
+
+def _pretty(schedule: pp.Schedule) -> str:
+    """A schedule's name in plain words (``interleaved_1f1b[paddle]`` -> ``interleaved 1F1B``)."""
+    key = schedule.name.split("[")[0]
+    return SCHEDULE_LABELS.get(key, key)
+
+
+def _is_training(graph: Any) -> bool:
+    """A training graph has backward ops (``attrs["phase"] == "backward"``, as the zoo writes them)."""
+    return any(o.attrs.get("phase") == "backward" for o in graph.ops.values())
 
 
 class PipelineState(traitlets.HasTraits):
+    source = traitlets.Enum(list(_P["source"]["options"]), default_value=_P["source"]["default"])
+    model = traitlets.Unicode(SESSION)  # SESSION: the dashboard's graph; else a bundled training graph
+    system = traitlets.Unicode(pp.DEFAULT_MODEL["system"])
     schedule = traitlets.Enum(_SCHEDULES, default_value="interleaved_1f1b")
     schedule_b = traitlets.Enum(_SCHEDULES, default_value="1f1b")
-    p = traitlets.Int(4)
-    v = traitlets.Int(2)
-    m = traitlets.Int(10)
-    grouping = traitlets.Enum(sorted(pp.GROUPINGS), default_value="balanced")
-    f_ms = traitlets.Float(1.0)  # forward time of one rank's share of the model (all its chunks), ms
-    b_ms = traitlets.Float(2.0)  # backward time of one rank's share, ms
-    latency_ms = traitlets.Float(0.0)  # p2p latency, ms
-    lockstep = traitlets.Bool(True)  # blocking p2p: early outputs wait in the cache queues
-    cache = traitlets.Enum(_CACHES, default_value="sender")
+    p = traitlets.Int(_P["p"]["default"])
+    v = traitlets.Int(_P["v"]["default"])
+    m = traitlets.Int(_P["m"]["default"])
+    grouping = traitlets.Enum(sorted(pp.GROUPINGS), default_value=_P["grouping"]["default"])  # the patent's
+    # numbers only: one rank's share of the model, in ms (the playground's F, B, W; W is part of B)
+    f_ms = traitlets.Float(1.0)
+    b_ms = traitlets.Float(2.0)
+    w_ms = traitlets.Float(1.0)
+    latency_ms = traitlets.Float(0.0)
     activation_MiB = traitlets.Float(64.0)  # one stage output for one micro-batch
-    step = traitlets.Int(0)  # view: action index of schedule A in start order
+    overhead_ms = traitlets.Float(0.0)  # added to every compute action (launch, Python dispatch)
+    # PaddlePaddle's blocking exchange, as the patent runs: early outputs wait in the cache queues
+    lockstep = traitlets.Bool(True)
+    cache = traitlets.Enum(_CACHES, default_value="sender")
+    step = traitlets.Int(0)  # view: 0 = before anything runs, k = the start of A's action k - 1 (time order)
 
 
 @dataclass(frozen=True)
 class PipelineView:
-    """What the panel shows: schedule A's and B's simulations."""
+    """What the panel shows: schedule A's and B's simulations (and their splits in model mode)."""
 
     a: pp.PipelineResult
     b: pp.PipelineResult
+    split_a: Any = None  # StageSplit, model mode
+    split_b: Any = None
+    graph_name: str = ""
+    system_name: str = ""
+    devices: tuple = ()
+    note: str = ""  # which model and why (plain text)
+
+    @property
+    def t_max_s(self) -> float:
+        return max(self.a.metrics["makespan_s"], self.b.metrics["makespan_s"])
+
+    @cached_property
+    def patents(self) -> dict[str, dict]:
+        """``{"A": a.patent(), "B": b.patent()}``, computed once (a step reads them again)."""
+        return {"A": self.a.patent(), "B": self.b.patent()}
+
+    def patent_result(self) -> tuple[str, pp.PipelineResult] | None:
+        """``("A", result)`` or ``("B", result)``: the run of the patent's schedule (A first), else ``None``."""
+        for lab, r in (("A", self.a), ("B", self.b)):
+            if self.patents[lab]["applies"]:
+                return lab, r
+        return None
 
 
-def _gantt_frame(r: pp.PipelineResult) -> pd.DataFrame:
-    """Rank lanes only, with an ``action`` column (F/B/I/W, or the row kind) to colour by."""
-    tl = r.timeline
-    tl = tl[tl["lane"].astype(str).str.startswith("rank")].copy()
-    act = tl["name"].astype(str).str.extract(r"^\d+([FBIW])\d+$")[0]
-    tl["action"] = act.where(tl["kind"] == "compute", tl["kind"]).fillna(tl["kind"])
-    # cells labelled as torch's visualiser writes them ("0F3": stage 0, forward, micro-batch 3)
-    tl["label"] = tl["name"].where(tl["kind"] == "compute", "")
-    return tl
+class _Walk:
+    """Schedule A's action starts in time order, as walker steps (rank, phase) plus what a step line needs."""
+
+    def __init__(self, r: pp.PipelineResult) -> None:
+        s = r.schedule
+        # the core's step order (``PipelineResult.steps``): start time, then rank
+        self.order = np.lexsort((s.rank, r.start_s))
+        self.starts = np.asarray(r.start_s, float)[self.order]
+        labels = s.labels()
+        kind = s.kind
+        phase = np.empty(s.n_actions, dtype=object)
+        micro = np.zeros(s.n_actions, np.int64)  # the k-th forward (backward) of its rank: the patent's micro-step
+        for rank in range(s.p):
+            sl = s.rank_slice(rank)
+            kd = kind[sl]
+            bw = np.flatnonzero((kd == pp.KINDS.index("B")) | (kd == pp.KINDS.index("I")))
+            fw = np.flatnonzero(kd == pp.KINDS.index("F"))
+            pos = np.arange(len(kd))
+            first_b = bw[0] if len(bw) else len(kd)
+            if len(fw) and len(bw) and fw[-1] > first_b:
+                # a steady phase (Megatron's and the patent's count): it opens with the forward just
+                # before the first backward and closes with the backward just after the last forward
+                start = fw[fw < first_b][-1] if (fw < first_b).any() else first_b
+                end = bw[bw > fw[-1]][0] if (bw > fw[-1]).any() else len(kd)
+                phase[sl] = np.where(pos < start, "warm-up", np.where(pos > end, "cool-down", "steady"))
+            else:  # all forwards, then all backwards (GPipe): no steady phase
+                phase[sl] = np.where(pos < first_b, "warm-up", "cool-down")
+            is_f = kd == pp.KINDS.index("F")
+            is_b = ~is_f & (kd != pp.KINDS.index("W"))
+            micro[sl] = np.where(is_f, np.cumsum(is_f) - 1, np.cumsum(is_b) - 1)
+        self.phase, self.micro, self.labels = phase, micro, labels
+        o = self.order
+        ranks = s.rank[o].tolist()
+        self.steps = [Step(k, "start", labels[i], before=float(r.start_s[i]), after=float(r.end_s[i]),
+                           data={"rank": rk, "phase": phase[i]})
+                      for k, (i, rk) in enumerate(zip(o.tolist(), ranks))]
+        # walker positions (k + 1) at which a cache queue has changed: the first start at or after each change
+        qt = r.queue_trace()
+        ev = np.unique(qt["time_s"].to_numpy(float)) if len(qt) else np.zeros(0)
+        self.queue_trace = qt
+        self.queue_steps = sorted({int(min(j, len(o) - 1)) + 1 for j in np.searchsorted(self.starts, ev, side="left")}) if len(o) else []
 
 
 class PipelinePanel(Panel):
-    """Two schedules of one pipeline, compared and stepped through.
+    """A model's pipeline over a machine, two schedules compared, the patent's queues, one step at a time.
 
     Parameters
     ----------
     session : Session, optional
-        Unused (pipeline schedules depend only on numbers); accepted so the dashboard can pass it.
+        The dashboard's session: the panel splits its graph when it is a training graph (the
+        machine is the panel's own choice: each rank needs a device, and the session's system is
+        a mapping target).
+    source : {"model", "numbers"}, optional
+        Where the costs come from (default ``pp.PARAMS["source"]``).
     """
 
     VIEW_TRAITS = ("step",)
 
-    def __init__(self, session: Session | None = None, **kw: Any) -> None:
+    def __init__(self, session: Session | None = None, *, source: str | None = None, **kw: Any) -> None:
         state = PipelineState()
+        if source is not None:
+            state.source = source
         style = {"description_width": "initial"}
-        P = pp.PARAMS
-        sched = W.Dropdown(options=_SCHEDULES, description="schedule A", style=style)
-        sched_b = W.Dropdown(options=_SCHEDULES, description="schedule B", style=style)
-        p = W.BoundedIntText(min=-1, max=P["p"]["max"], description="p (ranks)", style=style, layout=W.Layout(width="150px"))
-        v = W.BoundedIntText(min=-1, max=P["v"]["max"], description="v (chunks)", style=style, layout=W.Layout(width="150px"))
-        m = W.IntSlider(min=1, max=P["m"]["max"], description="m (micro-batches)", style=style, continuous_update=False)
-        grouping = W.Dropdown(options=sorted(pp.GROUPINGS), description="grouping", style=style, layout=W.Layout(width="200px"))
-        f = W.BoundedFloatText(min=-1, max=1e6, step=0.1, description="forward per rank (ms)", style=style, layout=W.Layout(width="260px"))
-        b = W.BoundedFloatText(min=-1, max=1e6, step=0.1, description="backward per rank (ms)", style=style, layout=W.Layout(width="270px"))
-        lat = W.BoundedFloatText(min=-1, max=1e6, step=0.05, description="p2p latency (ms)", style=style, layout=W.Layout(width="190px"))
-        act = W.BoundedFloatText(min=0, max=1e9, description="activation (MiB)", style=style, layout=W.Layout(width="190px"))
-        lock = W.Checkbox(description="lock-step p2p", indent=False)
-        cache = W.ToggleButtons(options=_CACHES, description="cache queue", style=style)
-        for ctl, name in ((sched, "schedule"), (sched_b, "schedule_b"), (p, "p"), (v, "v"), (grouping, "grouping"),
-                          (f, "f_ms"), (b, "b_ms"), (lat, "latency_ms"), (act, "activation_MiB"), (lock, "lockstep"),
-                          (cache, "cache")):
+        self._graphs: dict[str, Any] = {}
+        self._runs: OrderedDict = OrderedDict()  # small LRU of ModelRuns (switching A back and forth)
+        self._models = models = _bundled_training_graphs()
+        src = W.ToggleButtons(options=[("a model on a machine", "model"), ("numbers only", "numbers")],
+                              description="costs from", style=style)
+        model = W.Dropdown(options=[("the dashboard's graph (if training)", SESSION)] + [(n, n) for n in models],
+                           description="model", style=style, layout=W.Layout(width="420px"))
+        system = W.Dropdown(options=_bundled_systems(), description="machine", style=style, layout=W.Layout(width="340px"))
+        sched_opts = [(SCHEDULE_LABELS.get(n, n), n) for n in _SCHEDULES]
+        sched = W.Dropdown(options=sched_opts, description="schedule A", style=style)
+        sched_b = W.Dropdown(options=sched_opts, description="schedule B", style=style)
+        grouping = W.Dropdown(options=[("paddle (the patent's)", "paddle")] + [(g, g) for g in sorted(pp.GROUPINGS) if g != "paddle"],
+                              description="grouping", style=style, layout=W.Layout(width="260px"))
+        # plain text boxes: any value the user types reaches the checks and is refused with a reason
+        p = W.IntText(description=_INT_INPUTS["p"], style=style, layout=W.Layout(width="150px"))
+        v = W.IntText(description=_INT_INPUTS["v"], style=style, layout=W.Layout(width="170px"))
+        m = W.IntSlider(min=_P["m"]["min"], max=_P["m"]["max"], description=_INT_INPUTS["m"], style=style, continuous_update=False)
+        f = W.FloatText(step=0.1, description="F per rank (ms)", style=style, layout=W.Layout(width="190px"))
+        b = W.FloatText(step=0.1, description="B per rank (ms)", style=style, layout=W.Layout(width="190px"))
+        w = W.FloatText(step=0.1, description="W of B (ms)", style=style, layout=W.Layout(width="170px"))
+        lat = W.FloatText(step=0.05, description="p2p latency (ms)", style=style, layout=W.Layout(width="190px"))
+        act = W.FloatText(description="activation (MiB)", style=style, layout=W.Layout(width="190px"))
+        ovh = W.FloatText(step=0.1, description="overhead per action (ms)", style=style, layout=W.Layout(width="230px"))
+        lock = W.Checkbox(description="lock-step p2p (PaddlePaddle's blocking exchange)", indent=False, layout=W.Layout(width="auto"))
+        cache = W.ToggleButtons(options=[("sender (the patent's)", "sender"), ("receiver", "receiver"), ("none", "none")],
+                                description="cache queue", style=style)
+        for ctl, name in ((src, "source"), (model, "model"), (system, "system"), (sched, "schedule"), (sched_b, "schedule_b"),
+                          (grouping, "grouping"), (lock, "lockstep"), (cache, "cache")):
             W.link((state, name), (ctl, "value"))
-        # the slider clamps to 1..max; values outside reach the trait only from code (and show a message)
-        link_clamped(state, "m", m)
-        self.walker = StepWalker(state, "step", description="time step")
-        self.step_text = W.HTML()
+        # numbers: the trait wins, so NaN or an out-of-range value is reported, never clamped or looped back
+        for ctl, name in ((p, "p"), (v, "v"), (m, "m"), (f, "f_ms"), (b, "b_ms"), (w, "w_ms"), (lat, "latency_ms"),
+                          (act, "activation_MiB"), (ovh, "overhead_ms")):
+            link_clamped(state, name, ctl)
+        self.applies = W.HTML()
+        self.walker = DecisionWalker(state, "step", description="time step", phase_key="phase", group_key="rank",
+                                     group_label="rank", label=self._step_label)
+        # every action start is "accepted": those jumps mean nothing here; queue changes do
+        for wdg in (self.walker.prev_acc, self.walker.next_acc, self.walker.accepted_only):
+            wdg.layout.display = "none"
+        self.prev_queue = W.Button(description="◀ cache change", layout=W.Layout(width="auto"),
+                                   tooltip="back to the previous step at which a cache queue changed")
+        self.next_queue = W.Button(description="cache change ▶", layout=W.Layout(width="auto"),
+                                   tooltip="on to the next step at which a cache queue changed")
+        self.prev_queue.on_click(lambda _b: self.jump_to_cache(-1))
+        self.next_queue.on_click(lambda _b: self.jump_to_cache(+1))
+        self.walker.jumps.children = (*self.walker.jumps.children, self.prev_queue, self.next_queue)
+        self.step_text = W.HTML(layout=W.Layout(min_height="3em"))  # the step in plain words
+        self.rank_text = W.HTML()  # what each rank runs, holds and has cached at that instant
         self.summary = W.HTML()
-        self.controls = W.VBox([W.HBox([sched, sched_b, grouping]), W.HBox([p, v, m]),
-                                W.HBox([f, b, lat, act]), W.HBox([lock, cache])])
-        self.control_widgets = {"schedule": sched, "schedule_b": sched_b, "p": p, "v": v, "m": m, "grouping": grouping,
-                                "f_ms": f, "b_ms": b, "latency_ms": lat, "activation_MiB": act, "lockstep": lock,
-                                "cache": cache}
-        super().__init__(state, session=session, autostart=False, **kw)
+        self.patent_text = W.HTML()
+        self.messages_text = W.HTML()
+        self.split_text = W.HTML()
+        self.controls = W.VBox([W.HBox([src, model, system], layout=W.Layout(flex_flow="row wrap")),
+                                W.HBox([sched, sched_b, grouping], layout=W.Layout(flex_flow="row wrap")),
+                                W.HBox([p, v, m], layout=W.Layout(flex_flow="row wrap")),
+                                W.HBox([f, b, w, lat, act, ovh], layout=W.Layout(flex_flow="row wrap")),
+                                W.HBox([lock, cache], layout=W.Layout(flex_flow="row wrap", align_items="center")),
+                                self.applies])
+        self.control_widgets = {"source": src, "model": model, "system": system, "schedule": sched, "schedule_b": sched_b,
+                                "grouping": grouping, "p": p, "v": v, "m": m, "f_ms": f, "b_ms": b, "w_ms": w,
+                                "latency_ms": lat, "activation_MiB": act, "overhead_ms": ovh, "lockstep": lock, "cache": cache}
+        state.observe(lambda _c: self._sync_controls(), names=["source", "schedule", "schedule_b", "lockstep", "cache"])
+        super().__init__(state, session=session, follow_session=True, autostart=False, **kw)
+        self.patent_box = W.VBox([W.HTML("<h4 style='margin:0.6em 0 0.2em'>The patent's cache queues</h4>"), self.patent_text,
+                                  W.HBox([W.Box([self.figure_view(n)], layout=W.Layout(width="50%", min_width="0"))
+                                          for n in ("patent", "queues")], layout=W.Layout(width="100%")),
+                                  self.messages_text])
+        self.split_box = W.VBox([W.HTML("<h4 style='margin:0.6em 0 0.2em'>The split: stages and their costs</h4>"),
+                                 self.figure_view("stages"), self.split_text])
         self.children = [self.controls, self.status, self.summary, self.walker, self.step_text,
-                         self.figure_view("gantt_a"), self.figure_view("gantt_b"), self.figure_view("cache"),
-                         self.download_area]
+                         self.figure_view("gantt_a"), self.figure_view("gantt_b"), self.rank_text, self.patent_box,
+                         self.split_box, self.download_area]
+        self._sync_controls()
         self._start()
 
-    # -- Panel -------------------------------------------------------------------
-    def _run(self, name: str) -> pp.PipelineResult:
+    # -- controls that apply ----------------------------------------------------------
+    def _sync_controls(self) -> None:
+        """Disable what the chosen schedules and source do not use, and say so in one line."""
+        st, c = self.state, self.control_widgets
+        info = {lab: pp.SCHEDULE_INFO[n] for lab, n in (("A", st.schedule), ("B", st.schedule_b))}
+        names = {"A": SCHEDULE_LABELS.get(st.schedule, st.schedule), "B": SCHEDULE_LABELS.get(st.schedule_b, st.schedule_b)}
+        uses_v = [lab for lab, i in info.items() if i["v"] is None]
+        uses_g = [lab for lab, i in info.items() if "grouping" in i["options"]]
+        uses_w = [lab for lab, i in info.items() if i["split_backward"]]
+        numbers = st.source == "numbers"
+        want = {"model": not numbers, "system": not numbers, "v": bool(uses_v), "grouping": bool(uses_g),
+                "f_ms": numbers, "b_ms": numbers, "w_ms": numbers and bool(uses_w), "latency_ms": numbers,
+                "activation_MiB": numbers}
+        for name, on in want.items():
+            if c[name].disabled == on:
+                c[name].disabled = not on
+
+        def who(labs: list[str]) -> str:
+            return " and ".join(f"{lab} ({html.escape(names[lab])})" for lab in labs) if labs else "neither schedule"
+
+        fixed = list(dict.fromkeys(f"{html.escape(names[lab])} runs {i['v']} chunk{'s' if i['v'] > 1 else ''} per rank"
+                                   for lab, i in info.items() if i["v"] is not None))
+        parts = [f"v applies to {who(uses_v)}" + (f" ({'; '.join(fixed)})" if fixed else ""),
+                 f"grouping to {who(uses_g)}"]
+        if numbers:
+            parts.append(f"W to {who(uses_w)} (split backward: B = I + W)" if uses_w else "W to neither (no split backward)")
+        else:
+            parts.append("F, B, W, latency and activation come from the model and the machine")
+        if not st.lockstep and st.cache == "sender":
+            parts.append("the sender's cache only holds outputs under lock-step p2p")
+        self.applies.value = "<span style='color:#444'>" + "; ".join(parts) + ".</span>"
+
+    # -- inputs ---------------------------------------------------------------------------
+    def _check(self) -> None:
+        """Refuse out-of-range inputs with the reason (the last good result stays on screen)."""
         st = self.state
-        opts = {"grouping": st.grouping} if name == "interleaved_1f1b" else {}
-        sched = pp.make_schedule(name, st.p, st.v, st.m, **opts)
+        uses_v = any(pp.SCHEDULE_INFO[n]["v"] is None for n in (st.schedule, st.schedule_b))
+        for name, label in _INT_INPUTS.items():
+            if name == "v" and not uses_v:
+                continue
+            lo, hi, val = _P[name]["min"], _P[name]["max"], getattr(st, name)
+            if not lo <= val <= hi:
+                raise HetschedError(f"{label} = {val} is outside {lo}..{hi}, the range this panel simulates", field=name)
+        floats = ["overhead_ms"] + (["f_ms", "b_ms", "w_ms", "latency_ms", "activation_MiB"] if st.source == "numbers" else [])
+        for name in floats:
+            val = getattr(st, name)
+            if not (math.isfinite(val) and val >= 0):
+                raise HetschedError(f"the {_FLOAT_INPUTS[name]} must be a finite number >= 0, got {val}", field=name)
+        if st.source == "numbers" and st.w_ms > st.b_ms and any(pp.SCHEDULE_INFO[n]["split_backward"] for n in (st.schedule, st.schedule_b)):
+            raise HetschedError(f"the weight-gradient time W ({st.w_ms:g} ms) is part of the backward B ({st.b_ms:g} ms) "
+                                "and cannot exceed it", field="w_ms")
+        if st.model != SESSION and st.model not in self._models:
+            raise HetschedError(f"unknown model {st.model!r}: pick a bundled training graph", field="model")
+
+    def _model_graph(self) -> tuple[Any, str]:
+        """The graph to split and, in words, why that one."""
+        from hetsched.whatif import resolve_graph
+
+        st = self.state
+        name = st.model
+        if name == SESSION:
+            g = self.session.graph
+            if g is not None and _is_training(g):
+                return g, f"the dashboard's graph {g.name}"
+            name = pp.DEFAULT_MODEL["graph"]
+            why = ("no graph is loaded" if g is None else
+                   f"the dashboard's graph {g.name} has no backward ops (it is not a training graph)")
+            note = f"{why}, so the bundled {name} is split; load a training graph (*_train_*) or pick a model to split another"
+        else:
+            note = f"the bundled training graph {name}"
+        if name not in self._graphs:
+            self._graphs[name] = resolve_graph(name)
+        return self._graphs[name], note
+
+    def _options(self, name: str) -> tuple[int | None, dict]:
+        st = self.state
+        info = pp.SCHEDULE_INFO[name]
+        v = None if info["v"] is not None else st.v
+        return v, ({"grouping": st.grouping} if "grouping" in info["options"] else {})
+
+    def _model_run(self, name: str, graph: Any, system: Any):
+        st = self.state
+        v, opts = self._options(name)
         cache = None if st.cache == "none" else st.cache
-        # the times are one rank's share of the model; a schedule with v chunks per rank cuts
-        # that share into v stages, so both schedules run the same model and compare fairly
-        v = max(1, sched.n_stages // sched.p)
-        return pp.simulate(sched, costs={"F": st.f_ms * 1e-3 / v, "B": st.b_ms * 1e-3 / v,
-                                         "activation_bytes": st.activation_MiB * 2**20},
-                           comm={"latency_s": st.latency_ms * 1e-3, "lockstep": st.lockstep}, cache=cache)
+        key = (id(graph), graph.n_ops, system.name, name, st.p, v, st.m, opts.get("grouping"), st.lockstep, cache, st.overhead_ms)
+        run = self._runs.get(key)
+        if run is None:
+            run = pp.simulate_model(graph, system, devices=pp.default_devices(system, st.p), p=st.p, v=v, m=st.m, schedule=name,
+                                    grouping=opts.get("grouping"), comm={"lockstep": st.lockstep}, cache=cache,
+                                    overhead_s=st.overhead_ms * 1e-3)
+            self._runs[key] = run
+            while len(self._runs) > 6:
+                self._runs.popitem(last=False)
+        return run
+
+    def _numbers_run(self, name: str) -> pp.PipelineResult:
+        st = self.state
+        v, opts = self._options(name)
+        sched = pp.make_schedule(name, st.p, v, st.m, **opts)
+        split = pp.SCHEDULE_INFO[name]["split_backward"]
+        costs = pp.StageCosts.per_rank(f_s=st.f_ms * 1e-3, b_s=st.b_ms * 1e-3, w_s=st.w_ms * 1e-3 if split else None,
+                                       chunks=sched.v, activation_bytes=st.activation_MiB * 2**20, overhead_s=st.overhead_ms * 1e-3)
+        return pp.simulate(sched, costs=costs, comm={"latency_s": st.latency_ms * 1e-3, "lockstep": st.lockstep},
+                           cache=None if st.cache == "none" else st.cache)
+
+    # -- Panel ------------------------------------------------------------------------------
+    def _on_session(self, change) -> None:
+        # only the graph matters, and only while the panel splits the dashboard's graph
+        if change["name"] == "graph" and self.state.source == "model" and self.state.model == SESSION:
+            super()._on_session(change)
 
     def compute(self) -> PipelineView:
+        self._check()
         st = self.state
-        for name, val, lo in (("p", st.p, 1), ("v", st.v, 1), ("m", st.m, 1)):
-            if val < lo:
-                raise HetschedError(f"{name} must be at least {lo}, got {val}", field=name)
-        for name, val in (("forward time", st.f_ms), ("backward time", st.b_ms), ("p2p latency", st.latency_ms)):
-            if val < 0:
-                raise HetschedError(f"{name} must be >= 0 ms, got {val}", field=name)
-        return PipelineView(self._run(st.schedule), self._run(st.schedule_b))
+        if st.source == "numbers":
+            return PipelineView(self._numbers_run(st.schedule), self._numbers_run(st.schedule_b))
+        from hetsched.whatif import resolve_system
+
+        graph, note = self._model_graph()
+        system = resolve_system(st.system)
+        ra, rb = self._model_run(st.schedule, graph, system), self._model_run(st.schedule_b, graph, system)
+        return PipelineView(ra.result, rb.result, ra.split, rb.split, graph.name, system.name,
+                            tuple(ra.split.params["devices"]), note)
 
     def on_result(self, r: PipelineView) -> None:
-        n = int(r.a.metrics["n_actions"])
+        self._walk = _Walk(r.a)
         self._starts_b = np.sort(np.asarray(r.b.start_s, float))
         # view traits set here do not redraw on their own (Panel.on_result)
-        self.walker.set_count(n - 1)
+        self.walker.set_steps(self._walk.steps)
+        on = bool(self._walk.queue_steps)
+        self.prev_queue.disabled = self.next_queue.disabled = not on
+
+    def jump_to_cache(self, direction: int = +1) -> bool:
+        """Move to the next (``+1``) or previous (``-1``) step at which a cache queue changed."""
+        qs = self._walk.queue_steps if self.result is not None else []
+        k = self.state.step
+        target = next((j for j in qs if j > k), None) if direction > 0 else next((j for j in reversed(qs) if j < k), None)
+        if target is None:
+            return False
+        self.state.step = target
+        return True
 
     def moment(self) -> tuple[float, dict, dict]:
-        """``(time_s, state of A, state of B)`` at the current time step (``replay`` of each result)."""
+        """``(time_s, state of A, state of B)`` at the current step (``replay`` of each result)."""
         r = self.result
-        k = min(self.state.step, int(r.a.metrics["n_actions"]) - 1)
+        n = len(self._walk.steps)
+        k = min(max(self.state.step, 0), n) - 1  # the action whose start is shown (-1: before anything)
         sa = r.a.replay(k)
         t = sa["time_s"]
+        if k < 0:
+            return t, sa, r.b.replay(-1)
         kb = int(np.searchsorted(self._starts_b, t, side="right")) - 1
-        sb = r.b.replay(max(-1, min(kb, len(self._starts_b) - 1)))
-        return t, sa, sb
+        return t, sa, r.b.replay(max(-1, min(kb, len(self._starts_b) - 1)))
 
-    def _gantt(self, r: pp.PipelineResult, label: str, t: float | None = None):
-        s = r.schedule
-        m = r.metrics
-        fig = gantt(_gantt_frame(r), color_by="action", label_by="label", shade_by="chunk" if s.v > 1 else None,
-                    title=f"{label}: {s.name} (p={s.p}, v={s.v}, m={s.m}): makespan {_ms(m['makespan_s'])}, "
-                          f"bubble {m['bubble_fraction']:.1%}", height=110 + 34 * s.p, cursor_s=t)
-        return fig
+    def _step_label(self, s: Step) -> str:
+        """One line of the step list."""
+        return f"{s.index + 1} · {s.subject} on rank {s.data['rank']} at {format_value(s.before, '_s')} · {s.data['phase']}"
 
-    def _cache_fig(self, r: PipelineView):
-        design = "sender" if self.state.cache == "none" else self.state.cache
-        fig = cache_depth(pp.cache_trace(r.a.schedule, design),
-                          title=f"A: {design} cache-queue depth per unit step (items held)")
-        return fig
+    # -- drawing ------------------------------------------------------------------------------
+    def _title(self, r: PipelineView, lab: str) -> str:
+        res = r.a if lab == "A" else r.b
+        s, m = res.schedule, res.metrics
+        patent = " (the patent's)" if r.patents[lab]["applies"] else ""
+        return (f"{lab}: {_pretty(s)}{patent} (p={s.p}, v={s.v}, m={s.m}): "
+                f"makespan {format_value(m['makespan_s'], '_s')}, idle {m['bubble_fraction']:.0%} of rank-time")
 
-    def _render_text(self, r: PipelineView) -> None:
-        rows = []
-        for lab, res in (("A", r.a), ("B", r.b)):
-            pr = res.per_rank
-            peak = ", ".join(f"r{int(a)}: {b / 2**20:.3g}" for a, b in zip(pr["rank"], pr["peak_activation_bytes"]))
-            m = res.metrics
-            rows.append(f"<tr><td><b>{lab}</b> {html.escape(res.schedule.name)}</td><td>{_ms(m['makespan_s'])}</td>"
-                        f"<td>{m['bubble_fraction']:.1%}</td><td>{m['peak_cache_depth']:.0f}</td><td>{peak}</td></tr>")
-        self.summary.value = ("<table><tr><th>schedule</th><th>makespan</th><th>bubble fraction</th>"
-                              "<th>peak cache depth</th><th>peak activation memory per rank (MiB)</th></tr>"
-                              + "".join(rows) + "</table>")
-        t, sa, sb = self.moment()
-        p = r.a.schedule.p
-
-        def cells(s, rk):
-            q = s["queues"].get(rk, [])
-            return (f"<td>{html.escape(s['running'].get(rk, 'idle'))}</td><td>{s['in_flight'].get(rk, 0)}</td>"
-                    f"<td>{html.escape(', '.join(q)) or '–'}</td>")
-
-        body = "".join(f"<tr><td>rank {rk}</td>{cells(sa, rk)}{cells(sb, rk) if rk < r.b.schedule.p else ''}</tr>"
-                       for rk in range(p))
-        self.step_text.value = (
-            f"<b>t = {_ms(t)}</b> (start of A's action {self.state.step + 1} of {int(r.a.metrics['n_actions'])}; "
-            f"{sa['done']} of A's actions done, {sb['done']} of B's)"
-            "<table><tr><th></th><th>A runs</th><th>A activations held</th><th>A cache queue</th>"
-            "<th>B runs</th><th>B activations held</th><th>B cache queue</th></tr>" + body + "</table>"
-        )
+    def _show(self, name: str, fig: Any, fresh: bool) -> None:
+        """Show ``fig``; a new result sends a new base, so a later time step's patch is the cursor alone
+        (a patch is always against the base: after a few input changes it could otherwise carry
+        most of a figure on every step click)."""
+        self.figure_view(name).show(fig, force_spec=fresh)
 
     def render(self, r: PipelineView) -> None:
         t = self.moment()[0]
-        self.show_figure("gantt_a", self._gantt(r.a, "A", t))
-        self.show_figure("gantt_b", self._gantt(r.b, "B", t))
-        key = (id(r), self.state.cache)
-        if key != getattr(self, "_cache_key", None):  # a time step leaves the queue-depth chart as it is
-            self.show_figure("cache", self._cache_fig(r))
-            self._cache_key = key
-        self._render_text(r)
+        cursor = t if self.state.step > 0 else None
+        fresh = getattr(self, "_drawn", None) is not r
+        self._show("gantt_a", schedule_gantt(r.a, t_max_s=r.t_max_s, cursor_s=cursor, title=self._title(r, "A")), fresh)
+        self._show("gantt_b", schedule_gantt(r.b, t_max_s=r.t_max_s, cursor_s=cursor, title=self._title(r, "B")), fresh)
+        if fresh:  # a time step leaves these as they are
+            self._render_result(r)
+            self._drawn = r
+        self._render_queues(r, cursor, fresh)
+        self._render_step(r)
+
+    def _render_result(self, r: PipelineView) -> None:
+        self._render_summary(r)
+        self._render_patent(r)
+        self._render_split(r)
+
+    def _render_summary(self, r: PipelineView) -> None:
+        st = self.state
+        if r.split_a is not None:
+            devs = ", ".join(f"rank {i}: {html.escape(str(d))}" for i, d in enumerate(r.devices))
+            head = (f"<b>{html.escape(r.graph_name)}</b> split over <b>{html.escape(r.system_name)}</b> ({devs}); "
+                    f"<span style='color:#444'>{html.escape(r.note)}</span>")
+        else:
+            head = (f"<b>numbers only</b>: each rank's share of the model takes F = {st.f_ms:g} ms forward and "
+                    f"B = {st.b_ms:g} ms backward (W = {st.w_ms:g} ms of it for split backwards), divided over its chunks; "
+                    f"p2p latency {st.latency_ms:g} ms")
+        cols = [("makespan_s", "makespan"), ("bubble_fraction", "idle share of rank-time (bubble)"),
+                ("peak_activation_bytes", "peak activation memory (worst rank)"), ("blocked_send_s", "senders blocked (total)"),
+                ("peak_cache_depth", "most outputs cached at once")]
+        rows = []
+        for lab, res, split in (("A", r.a, r.split_a), ("B", r.b, r.split_b)):
+            m = res.metrics
+            cells = "".join(f"<td>{format_value(m[k], k) if k != 'peak_cache_depth' else int(m[k])}</td>" for k, _ in cols)
+            extra = f"<td>{format_value(split.metrics['bottleneck_s'], '_s')}</td>" if split is not None else ""
+            rows.append(f"<tr><td><b>{lab}</b> {html.escape(_pretty(res.schedule))}</td>"
+                        f"{cells}{extra}</tr>")
+        th = "".join(f"<th>{html.escape(h)}</th>" for _k, h in cols) + ("<th>slowest stage or link</th>" if r.split_a is not None else "")
+        ma, mb = r.a.metrics["makespan_s"], r.b.metrics["makespan_s"]
+        faster = "A" if ma < mb else "B"
+        gain = abs(ma - mb) / max(ma, mb) if max(ma, mb) > 0 else 0.0
+        notice = (f"What to notice: {faster} finishes {gain:.0%} sooner." if gain >= 0.005 else
+                  "What to notice: A and B finish together.")
+        notice += (" Bubble = idle time / (p × makespan), the share of all ranks' time spent waiting; it is always "
+                   "between 0 and 100%.")
+        if st.lockstep:
+            notice += (f" Under lock-step p2p a send waits for its receive: senders were blocked "
+                       f"{format_value(r.a.metrics['blocked_send_s'], '_s')} (A) and {format_value(r.b.metrics['blocked_send_s'], '_s')} (B).")
+        self.summary.value = (f"<div>{head}</div><table class='hetsched-table'><tr><th>schedule</th>{th}</tr>{''.join(rows)}</table>"
+                              f"<div style='color:#333'>{notice}</div>")
+
+    def _render_patent(self, r: PipelineView) -> None:
+        pr = r.patent_result()
+        if pr is None:
+            why = r.patents["A"].get("why") or (
+                "neither A nor B is the patent's schedule (interleaved 1F1B with the paddle grouping [p + r, p, ..., p])")
+            self.patent_text.value = (f"<i>{html.escape(why)}: choose interleaved 1F1B with the paddle grouping as schedule A "
+                                      "(and m ≥ p) to see the patent's quantities.</i>")
+            self.show_figure("patent", patent_queue_figure(pd.DataFrame(columns=["micro_step", "rank", "direction", "queued", "sent",
+                                                                                  "depth", "item_in", "item_out"]),
+                                                           title="the patent does not apply to these schedules"))
+            self.messages_text.value = ""
+            return
+        lab, res = pr
+        pv = r.patents[lab]
+        s = res.schedule
+        lo, hi = pv["send_interval"]
+        warm = ", ".join(f"r{k}: {x}" for k, x in enumerate(pv["warmup"]))
+        if s.p > 16:
+            warm = ", ".join(f"r{k}: {x}" for k, x in list(enumerate(pv["warmup"]))[:4]) + f", …, r{s.p - 1}: {pv['warmup'][-1]}"
+        groups = pv["groups"]
+        shown_groups = groups if len(groups) <= 8 else [*groups[:6], "…"]
+        r_expl = ("m is a multiple of p: the first group has p micro-batches and nothing waits (every output passes straight through)"
+                  if pv["r"] == 0 else
+                  f"the last rank finishes chunk c of a micro-batch r = {pv['r']} steps before rank 0 can start chunk c + 1 of it, "
+                  f"so {pv['n_cached']} outputs pass through each cache queue, at most r = {pv['r']} at once")
+        self.patent_text.value = (
+            f"<div><b>{lab}</b> is the patent's schedule. Its quantities for p = {s.p}, v = {s.v}, m = {s.m}:</div><ul style='margin:0.2em 0'>"
+            f"<li>r = m mod p = {s.m} mod {s.p} = <b>{pv['r']}</b>; first group p + r = <b>{pv['first_group']}</b> micro-batches "
+            f"(groups {', '.join(map(str, shown_groups))}), {pv['first_group_steps']} micro-steps</li>"
+            f"<li>warm-up forwards per rank (2 (p − 1 − k) + (v − 1)(p + r)): {warm}</li>"
+            f"<li>send interval [r, r + (p + r)(v − 1)) = <b>[{lo}, {hi})</b>: the last rank sends the head of its forward "
+            f"cache queue only at these forward micro-steps (rank 0 mirrors it with its backward queue)</li>"
+            f"<li>{html.escape(r_expl)}</li></ul>")
+        self.show_figure("patent", patent_queue_figure(pv["queues"], send_interval=(lo, hi), first_group_steps=pv["first_group_steps"]))
+        self._render_messages(res)
+
+    def _cache_words(self, res: pp.PipelineResult) -> str:
+        """What the simulated run's queue is (the cache it actually used)."""
+        cache, lock = res.params.get("cache"), res.params.get("lockstep")
+        if cache == "sender" and lock:
+            return "sender's cache queue (the patent's)"
+        if cache == "receiver":
+            return "receive buffer"
+        return ""
+
+    def _render_messages(self, res: pp.PipelineResult) -> None:
+        msg = res.messages()
+        waited = msg["sent_s"] - msg["produced_s"]
+        held = (msg["consumed_s"] - msg["arrived_s"]) if res.params.get("cache") == "receiver" else waited
+        tol = 1e-12 * max(1.0, res.metrics["makespan_s"])
+        # (assigning to an empty frame would take the column's index: filter after assigning)
+        interesting = msg.assign(held_s=held)[(held > tol) | (msg["blocked_send_s"] > tol)]
+        words = self._cache_words(res) or "cache"
+        if not len(interesting):
+            self.messages_text.value = (f"<div style='color:#444'>No message waited in a {html.escape(words)} and no sender was blocked "
+                                        f"({len(msg)} messages).</div>")
+            return
+        top = interesting.sort_values(["held_s", "blocked_send_s"], ascending=False, kind="stable").head(8)
+        rows = "".join(
+            f"<tr><td>{html.escape(a)} → {html.escape(c)}</td><td>rank {int(s)} → {int(d)}</td>"
+            f"<td>{format_value(pr_, '_s')}</td><td>{format_value(h, '_s')}</td><td>{format_value(bl, '_s')}</td></tr>"
+            for a, c, s, d, pr_, h, bl in zip(top["item"], top["consumer"], top["src"], top["dst"], top["produced_s"], top["held_s"],
+                                             top["blocked_send_s"]))
+        self.messages_text.value = (
+            f"<div>In the simulation, {len(interesting)} of {len(msg)} messages waited in the {html.escape(words)} or blocked their "
+            f"sender (senders blocked {format_value(res.metrics['blocked_send_s'], '_s')} in total); the longest:</div>"
+            "<table class='hetsched-table'><tr><th>output → its consumer</th><th>from → to</th><th>produced at</th>"
+            f"<th>held in the {html.escape(words)}</th><th>sender blocked</th></tr>{rows}</table>")
+
+    def _render_queues(self, r: PipelineView, cursor: float | None, fresh: bool) -> None:
+        pr = r.patent_result()
+        lab, res = pr if pr is not None else ("A", r.a)
+        words = self._cache_words(res)
+        if words:
+            title = f"{lab} simulated: {words} depth per rank over time"
+        elif res.params.get("cache") == "sender":
+            title = f"{lab} simulated: no cache holds anything without lock-step p2p (sends never wait at the sender)"
+        else:
+            title = f"{lab} simulated without a cache: senders block instead (see 'senders blocked')"
+        qt = self._walk.queue_trace if res is r.a else res.queue_trace()
+        self._show("queues", cache_depth(qt, small_multiples=True, cursor_s=cursor if res is r.a else None, title=title), fresh)
+
+    def _render_split(self, r: PipelineView) -> None:
+        if r.split_a is None:
+            self.split_box.layout.display = "none"
+            return
+        self.split_box.layout.display = None
+        sp = r.split_a
+        self.show_figure("stages", stage_costs_figure(sp, title=f"A's split of {r.graph_name}: {sp.n_stages} stages, "
+                                                                f"slowest stage or link {format_value(sp.metrics['bottleneck_s'], '_s')}"))
+        cols = [("stage", "stage"), ("device", "device"), ("first", "first op"), ("last", "last op"), ("f_s", "F"), ("b_s", "B"),
+                ("w_s", "W (of B)"), ("send_s", "send to next"), ("memory_bytes", "memory"), ("capacity_bytes", "capacity")]
+        ps = sp.per_stage[[c for c, _ in cols]]
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(format_value(v, c) if c.endswith(('_s', '_bytes')) else str(v))}</td>"
+                                        for c, v in zip(ps.columns, row)) + "</tr>"
+                       for row in ps.itertuples(index=False))
+        self.split_text.value = ("<div style='max-height:320px;overflow:auto'><table class='hetsched-table'><tr>"
+                                 + "".join(f"<th>{html.escape(h)}</th>" for _c, h in cols) + "</tr>" + body + "</table></div>"
+                                 "<div style='color:#444'>Memory: weights and their gradients plus the saved activations of "
+                                 "every micro-batch the schedule keeps in flight on that stage.</div>")
+
+    def _render_step(self, r: PipelineView) -> None:
+        t, sa, sb = self.moment()
+        walk = self._walk
+        n = len(walk.steps)
+        j = min(max(self.state.step, 0), n)
+        if j == 0:
+            line = (f"<b>step 0 of {n}</b>: before anything runs. A has {n} actions on {r.a.schedule.p} ranks; step through "
+                    f"them in the order they start, or jump to a phase (warm-up, steady 1F1B, cool-down), a rank or a cache change.")
+        else:
+            line = self._step_line(r, j)
+        self._line = line
+        self.step_text.value = f"<div>{line}</div>"
+        self.rank_text.value = self._rank_table(r, sa, sb)
+
+    def describe_step(self) -> str:
+        """The current step in plain words (the line above the per-rank table, as text).
+
+        >>> p = PipelinePanel(source="numbers"); p.state.step = 1
+        >>> p.describe_step().startswith("step 1 of 160 · t = 0 us: rank 0 starts 0F0")
+        True
+        """
+        return html.unescape(re.sub(r"<[^>]+>", "", self._line.replace("<br>", "\n")))
+
+    def _step_line(self, r: PipelineView, j: int) -> str:
+        walk = self._walk
+        res = r.a
+        s = res.schedule
+        core = res.steps[j - 1]  # the core's own words for why it started then
+        i = int(walk.order[j - 1])
+        rank = int(s.rank[i])
+        kind = pp.KINDS[int(s.kind[i])]
+        stage, mb = int(s.stage[i]), int(s.microbatch[i])
+        start, end = float(res.start_s[i]), float(res.end_s[i])
+        reason = re.sub(r"idle ([0-9.eE+-]+) s", lambda mt: "idle " + format_value(float(mt.group(1)), "_s"), core.reason)
+        line = (f"<b>step {j} of {len(walk.steps)}</b> · t = {format_value(start, '_s')}: <b>rank {rank}</b> starts "
+                f"<b>{html.escape(core.subject)}</b>, the {_KIND_WORDS[kind]} of stage {stage} (chunk {stage // s.p}) on micro-batch "
+                f"{mb}, in its {walk.phase[i]} phase; it ends at {format_value(end, '_s')}. Why now: {html.escape(reason)}.")
+        # what entered or left a cache queue since the previous step
+        qt = walk.queue_trace
+        if len(qt):
+            t_prev = float(walk.starts[j - 2]) if j >= 2 else -math.inf
+            ev = qt[(qt["time_s"] > t_prev) & (qt["time_s"] <= start)]
+            words = self._cache_words(res)
+            for row in ev.itertuples(index=False):
+                moved = ", ".join(x for x in (f"{row.queued} in" if row.queued else "", f"{row.sent} out" if row.sent else "") if x)
+                line += (f"<br>▸ {html.escape(words)} of rank {row.rank} ({row.direction}): {moved}; it now holds "
+                         f"{html.escape(', '.join(row.items)) or 'nothing'}.")
+        pv = r.patents["A"]
+        if pv.get("applies"):
+            d = ("forward", s.p - 1) if kind == "F" and rank == s.p - 1 else ("backward", 0) if kind in "BI" and rank == 0 else None
+            if d is not None:
+                q = pv["queues"]
+                k = int(walk.micro[i])
+                row = q[(q["direction"] == d[0]) & (q["micro_step"] == k)]
+                if len(row):
+                    row = row.iloc[0]
+                    lo, hi = pv["send_interval"]
+                    acts = []
+                    if isinstance(row["item_in"], str):
+                        acts.append(f"pushes {row['item_in']} into its {d[0]} cache queue")
+                    if isinstance(row["item_out"], str):
+                        acts.append(f"sends {row['item_out']}")
+                    where = "inside" if lo <= k < hi else "outside"
+                    line += (f"<br>▸ the patent's rule: this is {'the last' if d[0] == 'forward' else 'the first'} rank's {d[0]} "
+                             f"micro-step {k}, {where} the send interval [{lo}, {hi}): it {' and '.join(acts) or 'sends nothing'}; "
+                             f"the queue then holds {int(row['depth'])}.")
+        return line
+
+    def _rank_table(self, r: PipelineView, sa: dict, sb: dict) -> str:
+        wa, wb = self._cache_words(r.a), self._cache_words(r.b)
+
+        def cells(s: dict, rk: int, words: str) -> str:
+            out = f"<td>{html.escape(s['running'].get(rk, 'idle'))}</td><td>{s['in_flight'].get(rk, 0)}</td>"
+            if words:
+                out += f"<td>{html.escape(', '.join(s['queues'].get(rk, []))) or '–'}</td>"
+            return out
+
+        head = "<th>A runs</th><th>A activations held</th>" + (f"<th>A: {html.escape(wa)}</th>" if wa else "")
+        head += "<th>B runs</th><th>B activations held</th>" + (f"<th>B: {html.escape(wb)}</th>" if wb else "")
+        p_b = r.b.schedule.p
+        body = "".join(f"<tr><td>rank {rk}</td>{cells(sa, rk, wa)}{cells(sb, rk, wb) if rk < p_b else ''}</tr>"
+                       for rk in range(r.a.schedule.p))
+        return (f"<div style='color:#444'>At t = {format_value(sa['time_s'], '_s')}:</div>"
+                "<div style='max-height:300px;overflow:auto'><table class='hetsched-table'><tr><th></th>" + head + "</tr>"
+                + body + "</table></div>")
 
     def download_items(self, r: PipelineView):
         both = pd.concat([pd.DataFrame([{"schedule": r.a.schedule.name, **r.a.metrics}]),
                           pd.DataFrame([{"schedule": r.b.schedule.name, **r.b.metrics}])], ignore_index=True)
-        return [(pp.to_chrome_trace(r.a), "pipeline_A_trace.json"), (pp.to_chrome_trace(r.b), "pipeline_B_trace.json"),
-                (r.a.timeline, "pipeline_A_timeline.csv"), (r.b.timeline, "pipeline_B_timeline.csv"),
-                (both, "pipeline_metrics.csv"), (pp.to_torch_csv(r.a.schedule), "pipeline_A_torch.csv")]
+        items = [(pp.to_chrome_trace(r.a), "pipeline_A_trace.json"), (pp.to_chrome_trace(r.b), "pipeline_B_trace.json"),
+                 (r.a.timeline, "pipeline_A_timeline.csv"), (r.b.timeline, "pipeline_B_timeline.csv"),
+                 (both, "pipeline_metrics.csv"), (pp.to_torch_csv(r.a.schedule), "pipeline_A_torch.csv")]
+        if r.split_a is not None:
+            items.append((r.split_a.per_stage, "pipeline_A_stages.csv"))
+        pr = r.patent_result()
+        if pr is not None:
+            items.append((r.patents[pr[0]]["queues"], "pipeline_patent_queues.csv"))
+        return items
 
-
-def _ms(x: float) -> str:
-    u, f = time_unit(x)
-    return f"{x * f:.4g} {u}"

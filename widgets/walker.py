@@ -30,6 +30,7 @@ after decision ``k - 1`` (``result.steps[k - 1]``).
 from __future__ import annotations
 
 import html
+import re
 from typing import Any, Callable, Sequence
 
 import ipywidgets as W
@@ -43,6 +44,15 @@ __all__ = ["DecisionWalker", "step_label", "MAX_LISTED"]
 
 #: at most this many decisions are listed at once (a filter narrows a longer log)
 MAX_LISTED = 400
+
+
+def _natural(text: str) -> list:
+    """Sort key reading digit runs as numbers (rank 2 before rank 10).
+
+    >>> sorted(["rank 10", "rank 2", "cpu0"], key=_natural)
+    ['cpu0', 'rank 2', 'rank 10']
+    """
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(text))]
 
 
 def _num(x: Any) -> str:
@@ -144,7 +154,7 @@ class DecisionWalker(W.VBox):
             self.phases.options = [("start", "start"), *[(p, p) for p in first], ("final", "final")]
             self.phases.value = None
             if self.group_key:
-                self.group.options = sorted(groups)
+                self.group.options = sorted(groups, key=_natural)
                 self.group.value = self.group.options[0] if self.group.options else None
         finally:
             self._syncing = False

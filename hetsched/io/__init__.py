@@ -17,6 +17,7 @@ from ..errors import FormatError
 from ..graph import OpGraph
 from . import generators
 from .graph_json import graph_from_dict, graph_to_dict, load_graph_json, save_graph_json
+from .profile import load_profile
 from .systems import bundled_systems, load_system, save_system, system_from_dict, system_to_dict, toy_system
 from .tables import csv_safe, to_csv_safe
 
@@ -34,6 +35,7 @@ __all__ = [
     "bundled_systems",
     "csv_safe",
     "to_csv_safe",
+    "load_profile",
     "DATA_DIR",
 ]
 

@@ -14,9 +14,20 @@
   ``module.parameters()``);
 * FLOPs from :mod:`hetsched.io.flops` (a MAC = 2 FLOPs) using the fake shapes;
   ``scaled_dot_product_attention`` counts its two matrix products and its softmax;
-* view ops (``view``, ``reshape``, ``permute``, ``transpose``, ``expand``, ``slice``...) produce
-  tensors with ``alias_of`` their input;
-* ATen ops with no rule are kept as ``aten.<name>`` with ``flops=0`` and one warning lists them.
+* outputs that share storage with an input (per torch's fake tensors: ``view``, ``permute``,
+  ``expand``, ``slice``, a ``reshape`` of a contiguous tensor...) have ``alias_of`` that input; a
+  view-type op that has to copy (``reshape`` of a non-contiguous tensor) gets
+  ``attrs["copies"] = True`` and is priced as the copy it is;
+* ATen ops with no rule are kept as ``aten.<name>`` with ``flops=0`` and one warning lists them;
+* every output of the program is a graph output: the user outputs, and for a joint forward +
+  backward program (``torch.export.experimental._export_forward_backward``) the loss and every
+  gradient (weight gradients included: they live until the optimizer step, outside the graph);
+* ``dropout`` records ``attrs["training"]`` (inference dropout is an identity, priced as a launch);
+* an optional per-op **workspace** (scratch memory an op allocates and frees while it runs, e.g.
+  a softmax backward's temporaries) becomes an output tensor ``<op>:workspace`` that nobody reads
+  (``attrs["kind"] = "workspace"``): every memory model then holds it for the op's step only,
+  and the cost models do not count it as traffic. :func:`hetsched.io.profile.load_profile`
+  measures it from a ``profile_memory=True`` trace.
 
 torch is imported inside the functions, so this module imports without it (``pip install
 hetsched[torch]``; CI installs the CPU build ``torch==2.13.0``).
@@ -111,6 +122,24 @@ def _shape(v: Any) -> list[int] | None:
     return None
 
 
+def _alias_of(out: Any, in_vals: list[tuple[str, Any]], packet: str) -> str | None:
+    """The input tensor ``out`` shares storage with, from the fake tensors' aliasing (exact: a
+    ``reshape`` of a non-contiguous tensor copies, ``contiguous`` of a contiguous one does not);
+    the view-op list when torch cannot tell."""
+    import torch
+
+    check = getattr(torch._C, "_is_alias_of", None)
+    if check is not None and isinstance(out, torch.Tensor) and in_vals:
+        try:
+            for name, v in in_vals:
+                if isinstance(v, torch.Tensor) and check(out, v):
+                    return name
+            return None
+        except Exception:  # pragma: no cover - tensors without storage (sparse, symbolic)
+            pass
+    return in_vals[0][0] if (packet in _VIEWS and in_vals) else None
+
+
 def _nbytes(v: Any) -> int:
     s = _shape(v)
     return 0 if s is None else prod(s) * v.element_size()
@@ -167,7 +196,8 @@ def _flops(packet: str, typ: str, node, out_vals: list) -> tuple[float, int]:
 
 
 def load_torch(module: Any, example_inputs: Sequence[Any] = (), *, kwargs: Mapping[str, Any] | None = None,
-               name: str | None = None, strict: bool = False) -> OpGraph:
+               name: str | None = None, strict: bool = False,
+               workspace: Mapping[str, int] | None = None) -> OpGraph:
     """Export ``module`` with ``torch.export`` and import the result as an OpGraph.
 
     Parameters
@@ -182,6 +212,9 @@ def load_torch(module: Any, example_inputs: Sequence[Any] = (), *, kwargs: Mappi
         Graph name (default: the module's class name).
     strict : bool
         Passed to ``torch.export.export`` (non-strict tracing by default, as PyTorch recommends).
+    workspace : dict, optional
+        ``{fx node name: bytes}`` of scratch memory per op (see the module notes); names that are
+        not ops of the graph are an error.
 
     Returns
     -------
@@ -211,7 +244,7 @@ def load_torch(module: Any, example_inputs: Sequence[Any] = (), *, kwargs: Mappi
         except Exception as e:
             msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise FormatError(f"torch.export could not trace {label}: {msg}", field="module") from None
-    from torch.export.graph_signature import InputKind, OutputKind
+    from torch.export.graph_signature import InputKind
 
     kind_of: dict[str, Any] = {}
     target_of: dict[str, str] = {}
@@ -221,7 +254,9 @@ def load_torch(module: Any, example_inputs: Sequence[Any] = (), *, kwargs: Mappi
             kind_of[argname] = spec.kind
             if spec.target:
                 target_of[argname] = spec.target
-    user_outputs = [getattr(s.arg, "name", None) for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT]
+    # every output the program returns stays live to the end: user outputs, a loss, gradients (a
+    # joint forward+backward program returns the weight gradients), mutated buffers
+    program_outputs = [getattr(s.arg, "name", None) for s in ep.graph_signature.output_specs]
 
     g = OpGraph(label, meta={"importer": "hetsched.io.torch_import.load_torch", "torch_version": torch.__version__,
                              "source": f"torch.export of {label}"})
@@ -276,25 +311,42 @@ def load_torch(module: Any, example_inputs: Sequence[Any] = (), *, kwargs: Mappi
         attrs: dict[str, Any] = {"aten": str(node.target)}
         if macs:
             attrs["macs"] = int(macs)
+        if typ == "Dropout":
+            train = node.args[2] if len(node.args) > 2 else node.kwargs.get("train", packet == "native_dropout")
+            attrs["training"] = bool(train) if isinstance(train, bool) else True
         g.add_op(node.name, typ, flops=float(flops), weight_bytes=int(wb), attrs=attrs)
         ins = [tensor_of[n] for n in in_acts]
         for t in dict.fromkeys(ins):
             g.add_consumer(t, node.name)
         multi = isinstance(val, (list, tuple))
-        alias = ins[0] if (packet in _VIEWS and ins) else None
+        in_vals = [(tensor_of[n.name], n.meta.get("val")) for n in in_nodes if n.name in in_acts]
+        copies = False
         for i, v in enumerate(out_vals):
             if _shape(v) is None:
                 continue
             tname = f"{node.name}:{i}" if multi else node.name
+            alias = _alias_of(v, in_vals, packet)
+            copies = copies or (packet in _VIEWS and alias is None)
             g.add_tensor(tname, _nbytes(v), producer=node.name, alias_of=alias,
                          attrs={"shape": _shape(v), "dtype": str(v.dtype).replace("torch.", ""), "kind": "activation"})
+        if copies:
+            # e.g. reshape/flatten of a non-contiguous tensor: torch materialises a copy, not a view
+            g.set_op(node.name, attrs={**attrs, "copies": True})
         if not multi:
             tensor_of[node.name] = node.name if _shape(val) is not None else None
 
-    for o in user_outputs:
+    for o in program_outputs:
         t = tensor_of.get(o) if o else None
         if t is not None and t in g.tensors:
             g.set_tensor(t, is_output=True)
+    for op_name, nbytes in (workspace or {}).items():
+        if op_name not in g.ops:
+            raise FormatError(f"workspace names {op_name!r}, which is not an op of {label}", op=op_name, field="workspace")
+        if not nbytes >= 0:
+            raise FormatError(f"workspace of op {op_name!r} must be >= 0 bytes, got {nbytes!r}", op=op_name,
+                              field="workspace")
+        if nbytes:
+            g.add_tensor(f"{op_name}:workspace", int(nbytes), producer=op_name, attrs={"kind": "workspace"})
     # values a getitem selected that nobody else created (e.g. unused outputs) are fine; consumers of
     # getitem results were wired through tensor_of above.
     g.meta.update(params=int(params), macs=int(total_macs), flops=g.total_flops,

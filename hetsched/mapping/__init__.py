@@ -1,12 +1,18 @@
-"""Mapping ops to devices: the seed-000 patent (H2H) and the list-scheduling baselines.
+"""Mapping ops to devices: the seed-000 patent (H2H), the list-scheduling baselines, and the optimum.
 
 * :func:`map_compute_first`, :func:`optimize_locality`, :func:`remap`, :func:`h2h` — the patent's
-  three phases (``../shared/seeds/000_023dd0683ad424ca.txt``; H2H, Zhang et al., DAC 2022).
+  three phases (seed 000, Inspur 2023; H2H, Zhang et al., DAC 2022). They minimise the *system
+  total latency* (claim 5: the sum of the devices' busy time).
 * :func:`heft`, :func:`cpop`, :func:`peft` — Topcuoglu, Hariri & Wu (TPDS 2002); Arabnejad &
-  Barbosa (TPDS 2014); built from reusable parts (:data:`PRIORITIES`, :data:`SELECTORS`).
-* :func:`fastest_single_device`, :func:`brute_force`, :func:`compare`.
+  Barbosa (TPDS 2014); built from reusable parts (:data:`PRIORITIES`, :data:`SELECTORS`). They
+  minimise the makespan of their own classic model.
+* :func:`map_search` (cluster moves, swaps, restarts) and :func:`map_ilp` (a MILP: the optimum, or a
+  mapping with a proven bound and gap) — beyond the patent, on either objective.
+* :func:`fastest_single_device`, :func:`brute_force`, :func:`compare`; :data:`METHODS` names every
+  mapper with what it optimises.
 
-Every mapper returns a :class:`MappingResult` priced by :func:`hetsched.evaluate`.
+Every mapper returns a :class:`MappingResult` priced by :func:`hetsched.evaluate`. An empty graph
+gives an empty mapping with zero metrics.
 
 >>> from hetsched.io.generators import chain
 >>> from hetsched.io.systems import toy_system
@@ -16,13 +22,18 @@ Every mapper returns a :class:`MappingResult` priced by :func:`hetsched.evaluate
 """
 
 from .h2h import LOCALITY_POLICIES, OBJECTIVES, h2h, map_compute_first, optimize_locality, remap
-from .baselines import METHODS, brute_force, compare, fastest_single_device
+from .baselines import brute_force, fastest_single_device
 from .listsched import PRIORITIES, SELECTORS, cpop, downward_rank, heft, list_schedule, optimistic_cost_table, peft, upward_rank
-from .result import MappingResult, evaluate_state, state_placement
+from .search import map_search
+from .ilp import map_ilp
+from .methods import METHODS, compare
+from .result import MappingResult, Trial, evaluate_state, evaluate_trial, state_placement
 
 __all__ = [
     "MappingResult",
     "evaluate_state",
+    "evaluate_trial",
+    "Trial",
     "state_placement",
     "map_compute_first",
     "optimize_locality",
@@ -39,6 +50,8 @@ __all__ = [
     "optimistic_cost_table",
     "PRIORITIES",
     "SELECTORS",
+    "map_search",
+    "map_ilp",
     "fastest_single_device",
     "brute_force",
     "compare",

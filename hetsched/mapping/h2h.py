@@ -1,20 +1,29 @@
 """The seed-000 patent's three phases (compute-first mapping, memory-aware communication
 optimisation, remapping) and their composition ``h2h``.
 
-Source: patent ``../shared/seeds/000_023dd0683ad424ca.txt`` (Inspur, "模型调度方法、装置、计算系统、设备及
-可读存储介质", 2023), whose public twin is H2H (Zhang et al., "H2H: Heterogeneous Model to
-Heterogeneous System Mapping with Computation and Communication Awareness", DAC 2022).
+Source: patent ``000_023dd0683ad424ca.txt`` (Inspur, "模型调度方法、装置、计算系统、设备及可读存储介质",
+2023), whose public twin is H2H (Zhang et al., "H2H: Heterogeneous Model to Heterogeneous System
+Mapping with Computation and Communication Awareness", DAC 2022).
 
-1. :func:`map_compute_first` (claims 8-11, 14-16): walk the graph in groups of ops whose
-   predecessors are all mapped; price every device that can run the op *with its memory cleared*
-   (weights and inputs streamed from host memory, claim 11); map the op to the fastest.
-2. :func:`optimize_locality` (claims 12-13, 17-22): keep an op's weights in its device's memory
-   while the device's occupancy stays under a threshold; keep an intermediate result on-chip when
-   its successor runs on the same device; re-time everything.
+Citations are claim numbers throughout. The published claim text breaks off inside claim 11; the
+description states every claim as one paragraph, claim ``n`` in paragraph ``[0005 + n]`` (claim 1 is
+[0006], claim 11 is [0016], claim 19 is [0024]), and claims 12-19 are read from there.
+
+1. :func:`map_compute_first` (claims 8-11): walk the graph in groups of ops whose predecessors are
+   all mapped (claim 9); price every device able to run the op (claim 10) *with its memory
+   cleared*: weights and inputs come from host memory and the output goes back there (claim 11);
+   map the op to the fastest (claim 8).
+2. :func:`optimize_locality` (claims 12-17): after compute-first (claim 12), write a layer's data
+   into its device's memory (claim 13) while the device's occupancy stays under a threshold
+   (claim 14): its weights (claim 15), and its intermediate result when the successor runs on the
+   same device (claim 16); re-time everything (claim 17).
 3. :func:`remap` (claims 1-7): walk the layers in order; a "specific layer" is one whose successor
-   runs on another accelerator; tentatively move it to the successor's accelerator, re-run the
-   locality optimisation, and keep the move when the system total latency (the sum over devices of
-   each device's latency, claim 5) drops.
+   runs on another accelerator (claim 2); tentatively move it to the successor's accelerator
+   (claim 3) with its intermediate results in that accelerator's memory (claim 4), and keep the
+   move when the system total latency (the sum over devices of each device's latency, claim 5)
+   drops; after a kept move the memory optimisation runs again on the new mapping (claim 6); a
+   move that does not pay is skipped and the walk goes on to the next specific layer, once
+   (claim 7).
 
 Examples
 --------
@@ -30,6 +39,7 @@ True
 from __future__ import annotations
 
 import time
+from bisect import bisect_right, insort
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -50,6 +60,8 @@ __all__ = [
     "h2h",
     "LOCALITY_POLICIES",
     "OBJECTIVES",
+    "cleared_price",
+    "h2h_state",
     "finish",
 ]
 
@@ -69,23 +81,38 @@ class _Log:
 
 
 # ------------------------------------------------------------------------------------------ phase 1
+def cleared_price(ctx: Ctx, op: str, dev: str) -> tuple[float, dict[str, float]]:
+    """Claim 11's latency of ``op`` on ``dev`` with the device's memory cleared, and its parts.
+
+    All weights and intermediate results live in host memory, so the op streams its weights and
+    inputs in from the host (the cost model's non-resident price) and writes each output back to
+    the host (``transfer_s`` per hop, as the evaluator charges it).
+    """
+    total = float(ctx.cost.compute_s(ctx.ops[op], dev, weights_resident=False, inputs_resident=False))
+    wb = 0.0
+    if dev != ctx.host:
+        for t in ctx.outputs[op]:
+            wb += ctx.xfer(ctx.size[t], dev, ctx.host)
+    return total + wb, {"streamed_in_and_compute_s": total, "writeback_s": wb}
+
+
 def _compute_first(ctx: Ctx, log: _Log) -> State:
     ctx.require_support()
     st = State()
-    cost = ctx.cost
-    ops = ctx.ops
     groups = ctx.graph.generations()
-    for gi, group in enumerate(groups):
+    for gi, group in enumerate(groups):  # claim 9: groups of layers whose predecessors are mapped
         for o in sorted(group, key=ctx.pos.__getitem__):
-            cands = raise_if_unservable(ctx, o, ctx.candidates(o))
-            # claim 11: device memory cleared, weights and inputs in host memory
-            lat = {d: float(cost.compute_s(ops[o], d, weights_resident=False, inputs_resident=False)) for d in cands}
-            best = min(cands, key=lambda d: (lat[d], cands.index(d)))
+            cands = raise_if_unservable(ctx, o, ctx.candidates(o))  # claim 10: every device able to run it
+            priced = {d: cleared_price(ctx, o, d) for d in cands}
+            lat = {d: p[0] for d, p in priced.items()}
+            best = min(cands, key=lambda d: (lat[d], cands.index(d)))  # claim 8: the fastest
             st.device[o] = best
             others = ", ".join(f"{d} {lat[d] * 1e3:.3g} ms" for d in cands if d != best)
             log.add("map", o, None, lat[best], True,
-                    f"fastest with memory cleared: {best} {lat[best] * 1e3:.3g} ms" + (f" (vs {others})" if others else ""),
-                    {"device": {o: best}}, phase="compute_first", group=gi, candidates=lat, device=best)
+                    f"fastest with memory cleared (weights and inputs from host memory, output back to it): "
+                    f"{best} {lat[best] * 1e3:.3g} ms" + (f" (vs {others})" if others else ""),
+                    {"device": {o: best}}, phase="compute_first", metric="op_latency", group=gi, candidates=lat,
+                    parts={d: p[1] for d, p in priced.items()}, device=best)
     return st
 
 
@@ -128,7 +155,7 @@ def _locality(ctx: Ctx, st: State, log: _Log, threshold: float, policy: str | Ca
     occ = Occupancy(ctx, st)
     host = ctx.host
     total = objective_before
-    # the candidates, in layer order: each op's weights, then its output tensors (claims 19-21)
+    # the candidates, in layer order: each op's weights (claim 15), then its output tensors (claim 16)
     items: list[tuple[str, str]] = []
     for o in ctx.order:
         if ctx.weight[o] and st.device[o] != host and o not in st.w_res:
@@ -180,7 +207,7 @@ def _locality(ctx: Ctx, st: State, log: _Log, threshold: float, policy: str | Ca
         if ok:
             (st.w_res if kind == "w" else st.t_res).add(x)
             occ.used[d] += size
-        log.add(action, x, total, after, ok, reason, delta, phase="locality", **info)
+        log.add(action, x, total, after, ok, reason, delta, phase="locality", metric="total_latency", **info)
         total = after
     return total
 
@@ -215,9 +242,125 @@ class _Mover:
             for o in ctx.order:
                 self.load[st.device[o]] += ctx.op_term(o, st.device[o], o in st.w_res)
             self.makespan, _ = ctx.simulate(st, checkpoints=self.checkpoints, every=self.every)
+        # claim 6: the items that are not in device memory, per device, sorted by size, so that the
+        # memory a kept move frees is offered to exactly those that can now fit
+        self.out_idx = {t: j for o in ctx.order for j, t in enumerate(ctx.outputs[o])}
+        self.waiting: dict[str, list[tuple]] = {d: [] for d in ctx.devices}
+        self.listed: set[tuple] = set()
+        for o in ctx.order:
+            self.list_op(o, sort=False)
+        for lst in self.waiting.values():
+            lst.sort()
 
     def value(self) -> float:
         return self.total if self.objective == "total_latency" else self.makespan
+
+    # ------------------------------------------------------------ claim 6: memory optimisation again
+    def _list(self, kind: str, x: str, sort: bool = True) -> None:
+        ctx, st = self.ctx, self.st
+        if kind == "w":
+            d = st.device[x]
+            if d == ctx.host or not ctx.weight[x] or x in st.w_res:
+                return
+            key = (ctx.weight[x], ctx.pos[x], 0, 0, "w", x)
+        else:
+            p = ctx.producer[x]
+            if p is None:
+                return
+            d = st.device[p]
+            if d == ctx.host or x in st.t_res:
+                return
+            key = (ctx.size[x], ctx.pos[p], 1, self.out_idx[x], "t", x)
+        if (key, d) in self.listed:
+            return
+        self.listed.add((key, d))
+        if sort:
+            insort(self.waiting[d], key)
+        else:
+            self.waiting[d].append(key)
+
+    def list_op(self, op: str, sort: bool = True) -> None:
+        """(Re-)list what a moved op left outside device memory: its weights and the tensors it touches."""
+        self._list("w", op, sort)
+        for t in self.ctx.inputs[op]:
+            self._list("t", t, sort)
+        for t in self.ctx.outputs[op]:
+            self._list("t", t, sort)
+
+    def relocality(self, dev: str, log: "_Log", moved: list[str]) -> None:
+        """Claim 6: after a kept move, run the memory optimisation again on the new mapping.
+
+        Only the source device's memory was freed (the destination only filled up, and on every
+        other device occupancy and the transfer each item saves are unchanged: the moved ops' own
+        weights and tensors were re-decided with the move), so the pass re-offers, in layer order,
+        the items waiting on ``dev`` that fit under the threshold now. Items too large for the freed
+        memory would be refused by the threshold rule and get no step. Under ``total_latency`` every
+        kept item lowers the objective; under ``makespan`` an item is kept only if the makespan does
+        not rise (re-timed from the item's layer on, claim 6), so this never makes things worse.
+        """
+        ctx, st, occ, thr = self.ctx, self.st, self.occ, self.threshold
+        lst = self.waiting[dev]
+        free = thr * ctx.capacity[dev] - occ.used[dev]
+        k = bisect_right(lst, (free, float("inf")))
+        if k == 0:
+            return
+        host = ctx.host
+        done: set[tuple] = set()
+        for key in sorted(lst[:k], key=lambda x: x[1:4]):
+            kind, x = key[4], key[5]
+            if kind == "w":
+                stale = st.device[x] != dev or x in st.w_res
+            else:
+                stale = st.device[ctx.producer[x]] != dev or x in st.t_res
+            if stale:
+                done.add(key)
+                continue
+            before = self.value()
+            if kind == "w":
+                ok, reason, info = decide_weights(ctx, st, occ, x, thr)
+                if not ok:
+                    continue
+                gain = ctx.xfer(ctx.weight[x], host, dev)
+                size, first, delta, action = ctx.weight[x], ctx.pos[x], {"weights_add": [x]}, "keep_weights"
+                st.w_res.add(x)
+                if self.objective == "makespan":
+                    self.load[dev] -= gain
+            else:
+                gain = ctx.tensor_gain(x, st.device)
+                if gain <= 0:
+                    continue
+                ok, reason, info, gain = decide_tensor(ctx, st, occ, x, thr, gain=gain)
+                if not ok:
+                    continue
+                size, first, delta, action = ctx.size[x], ctx.pos[ctx.producer[x]], {"tensors_add": [x]}, "keep_tensor"
+                st.t_res.add(x)
+                self.tcache[x] = ctx.tensor_term(x, st.device, True)
+            occ.used[dev] += size
+            self.total -= gain
+            after = self.total
+            if self.objective == "makespan":
+                after = self.value_after(first)
+                if self.pruned or after > before * (1 + REL_EPS):
+                    (st.w_res if kind == "w" else st.t_res).discard(x)
+                    occ.used[dev] -= size
+                    self.total += gain
+                    if kind == "w":
+                        self.load[dev] += gain
+                    else:
+                        self.tcache[x] = ctx.tensor_term(x, st.device, False)
+                    log.add(action, x, before, after, False,
+                            f"claim 6: memory freed on {dev}, but keeping it would raise the makespan "
+                            f"{before * 1e3:.4g} -> {after * 1e3:.4g} ms", delta, phase="remap", metric="makespan",
+                            relocality=True, after_move=list(moved), bound_only=self.pruned, **info)
+                    continue
+                self.commit(first, after)
+            done.add(key)
+            log.add(action, x, before, after, True,
+                    f"claim 6: the remap of {', '.join(moved)} freed memory on {dev}; {reason}", delta, phase="remap",
+                    metric=self.objective, relocality=True, after_move=list(moved), **info)
+        if done:
+            self.waiting[dev] = [key for key in lst if key not in done]
+            self.listed.difference_update((key, dev) for key in done)
 
     def apply(self, op: str, dst: str) -> tuple[dict[str, Any], Callable[[], None], int]:
         ctx, st, occ = self.ctx, self.st, self.occ
@@ -401,6 +544,11 @@ def _remap(ctx: Ctx, st: State, log: _Log, objective: str, direction: str, max_p
                     f"{before * 1e3:.4g} ms (lower bound, not simulated)")
         return f"not better{f' with {k} layers' if k > 1 else ''}: {name} {before * 1e3:.4g} -> {after * 1e3:.4g} ms"
 
+    def kept(src: str, group: list[str]) -> None:
+        for x in group:
+            mv.list_op(x)
+        mv.relocality(src, log, group)  # claim 6
+
     passes = 0
     while True:
         passes += 1
@@ -418,7 +566,8 @@ def _remap(ctx: Ctx, st: State, log: _Log, objective: str, direction: str, max_p
                     if dp != d and all(dp != x for x, _ in targets):
                         targets.append((dp, "predecessor"))
             for dst, why in targets:
-                base = dict(phase="remap", pass_=passes, source=d, target=dst, via=why, objective=objective)
+                base = dict(phase="remap", pass_=passes, source=d, target=dst, via=why, objective=objective,
+                            metric=objective)
                 why_not = movable(o, dst)
                 if why_not is not None:
                     log.add("remap", o, mv.value(), None, False, why_not, {"device": {o: dst}}, **base)
@@ -429,6 +578,7 @@ def _remap(ctx: Ctx, st: State, log: _Log, objective: str, direction: str, max_p
                         delta, **base, bound_only=mv.pruned)
                 if ok:
                     improved = True
+                    kept(d, [o])
                     break
                 # beyond the patent: move the layer together with the run of predecessors it shares
                 # its device with (a single move cannot cross a chain of same-device layers)
@@ -446,6 +596,7 @@ def _remap(ctx: Ctx, st: State, log: _Log, objective: str, direction: str, max_p
                             delta, **base, ops=list(group), bound_only=mv.pruned)
                     if ok:
                         improved = True
+                        kept(d, group)
                         break
                 if improved and st.device[o] != d:
                     break
@@ -504,10 +655,14 @@ def map_compute_first(graph: OpGraph, system: System, *, cost: CostModel | None 
     """Phase 1: map every op to the device that runs it fastest with device memory cleared.
 
     Walks the graph in groups of ops whose predecessors are all mapped (``graph.generations()``,
-    claim 14); for each op prices every device the support table lets run it
-    (``system.candidates(op_type)``, claim 15) with weights and inputs in host memory (claim 11) and
-    maps it to the minimum (ties: the support table's priority). One ``map`` step per op with the
-    candidates' latencies in ``data["candidates"]``.
+    claim 9); for each op prices every device the support table lets run it
+    (``system.candidates(op_type)``, claim 10) with the device's memory cleared: weights and inputs
+    stream in from host memory and the output is written back to it (claim 11, see
+    :func:`cleared_price`); maps it to the minimum (claim 8; ties: the support table's priority).
+    One ``map`` step per op with the candidates' latencies in ``data["candidates"]`` and their parts
+    (compute with weights and inputs streamed in; output written back) in ``data["parts"]``.
+
+    **What it optimises:** each op's own latency, greedily, one op at a time (no look-ahead).
 
     Raises
     ------
@@ -533,8 +688,9 @@ def optimize_locality(result: MappingResult, *, occupancy_threshold: float = 0.9
 
     Walks the layers in order. An op's weights stay in its device's memory while the device's
     planned occupancy (resident weights + kept tensors) stays under ``occupancy_threshold``
-    (claims 19-20). An output tensor stays on-chip when a consumer runs on the same device
-    (claim 21) or when a direct device-to-device copy beats the round trip through host memory.
+    (claims 13-15). An output tensor stays on-chip when a consumer runs on the same device
+    (claim 16) or when a direct device-to-device copy beats the round trip through host memory.
+    **What it optimises:** the system total latency (claim 5), by the transfers each kept item saves.
     ``policy="knapsack"`` instead packs, per device, the items that save the most transfer time
     into the budget (H2H's variant). A callable ``policy(ctx, state, items, threshold)`` returns one
     bool per item. One ``keep_weights``/``keep_tensor`` step per decision, ``before``/``after`` the
@@ -556,26 +712,37 @@ def optimize_locality(result: MappingResult, *, occupancy_threshold: float = 0.9
 
 
 def remap(result: MappingResult, *, objective: str = "total_latency", direction: str = "successor",
-          max_passes: int | None = None, occupancy_threshold: float | None = None, group_size: int = 1) -> MappingResult:
+          max_passes: int | None = 1, occupancy_threshold: float | None = None, group_size: int = 1) -> MappingResult:
     """Phase 3: move "specific layers" to their successor's device when the objective drops.
 
     Walks the ops in order; an op whose successor runs on another device is a specific layer
     (claim 2). It is tentatively moved to that successor's device (claim 3; ``direction="both"``
     also tries its predecessors' devices), locality is re-run around it (its weights and the
-    tensors it reads and writes, claim 4), and the move is kept when the objective drops (claims
-    6-7): ``"total_latency"`` is the sum over devices of their busy time (claim 5), re-timed
-    incrementally from the moved op's own terms; ``"makespan"`` (H2H's rule) re-simulates only the
-    ops from the first one the move affects (claim 6), from a checkpoint, unless a lower bound (the
-    busiest device's compute plus weight-fetch time, kept incrementally) already rules the move out
-    (such steps carry ``data["bound_only"]``; ``after`` is then that bound). A makespan trial costs
-    O(ops after the checkpoint), so this objective is for graphs of a few thousand ops. ``max_passes=None``
-    repeats the walk until a pass changes nothing (the patent makes one pass: ``max_passes=1``).
+    tensors it reads and writes go to the new device's memory when they fit, claim 4), and the
+    move is kept when the objective drops (claim 6). After a kept move the memory optimisation
+    runs again (claim 6): the memory the move freed on its source device is offered, in layer
+    order, to the weights and tensors waiting there (``keep_weights``/``keep_tensor`` steps with
+    ``data["relocality"]``). A move that does not pay is skipped and the walk goes on (claim 7).
+
+    **What it optimises.** ``objective="total_latency"`` (the patent): the system total latency,
+    the sum over devices of their busy time (claim 5), re-timed incrementally from the moved op's
+    own terms. ``"makespan"`` (H2H's rule): the end-to-end time, re-simulated only from the first op
+    the move affects (claim 6), from a checkpoint, unless a lower bound (the busiest device's
+    compute plus weight-fetch time, kept incrementally) already rules the move out (such steps
+    carry ``data["bound_only"]``; ``after`` is then that bound). A makespan trial costs O(ops after
+    the checkpoint), so this objective is for graphs of a few thousand ops. Each step says in
+    ``data["metric"]`` which quantity its ``before``/``after`` are.
+
+    ``max_passes=1`` (default) walks the layers once, as the patent does (claim 7);
+    ``max_passes=None`` (an extension) repeats the walk until a pass changes nothing.
     ``group_size > 1`` goes beyond the patent: when moving the layer alone does not pay, it is moved
     together with up to ``group_size - 1`` predecessors that share its device (``remap_group``
     steps), which escapes the local minimum of a same-device chain that only pays to move whole.
 
     One ``remap`` step per candidate with ``data`` = source, target, why it was tried; rejected steps
-    say why: not better, does not fit memory, unsupported. Never worse than its input.
+    say why (not better, does not fit memory, unsupported) and keep in ``delta`` the placement and
+    residency changes the trial made (see :func:`~hetsched.mapping.evaluate_trial`). Never worse
+    than its input.
 
     >>> from hetsched.io.generators import fork_join
     >>> from hetsched.io.systems import toy_system
@@ -596,8 +763,14 @@ def remap(result: MappingResult, *, objective: str = "total_latency", direction:
 
 def h2h(graph: OpGraph, system: System, *, cost: CostModel | None = None, occupancy_threshold: float = 0.9,
         policy: str | Callable = "greedy", objective: str = "total_latency", direction: str = "successor",
-        max_passes: int | None = None, group_size: int = 1, contention: bool = True) -> MappingResult:
-    """Phases 1-3 in one call, with every step, evaluated once at the end.
+        max_passes: int | None = 1, group_size: int = 1, contention: bool = True) -> MappingResult:
+    """The seed-000 patent's mapper: phases 1-3 in one call, with every step, evaluated once at the end.
+
+    **What it optimises:** the patent's *system total latency* (claim 5: the sum over devices of
+    the time each spends computing and moving its own data, ``metrics["total_latency_s"]``), not
+    the end-to-end makespan; ``objective="makespan"`` switches the remap acceptance to H2H's
+    makespan rule. The options are those of :func:`optimize_locality` and :func:`remap`
+    (``max_passes=1``: the patent's single walk, claim 7; ``None``: repeat until stable).
 
     The result's steps start with the compute-first ``map`` steps (``data["phase"] ==
     "compute_first"``), then the locality steps, then the remap steps, so ``replay(k)`` walks from
@@ -617,6 +790,20 @@ def h2h(graph: OpGraph, system: System, *, cost: CostModel | None = None, occupa
         raise HetschedError(f"unknown objective {objective!r}; use one of {list(OBJECTIVES)}", field="objective")
     ctx = Ctx(graph, system, cost, contention=contention)
     log = _Log()
+    st, extra = h2h_state(ctx, log, occupancy_threshold=occupancy_threshold, policy=policy, objective=objective,
+                          direction=direction, max_passes=max_passes, group_size=group_size)
+    params = {"contention": contention, "occupancy_threshold": occupancy_threshold,
+              "policy": policy if isinstance(policy, str) else "custom", "objective": objective,
+              "direction": direction, "max_passes": max_passes, "group_size": group_size}
+    extra["h2h_runtime_s"] = time.perf_counter() - t0
+    return finish(ctx, st, log, phase="h2h", params=params, initial_state=EMPTY_STATE, extra_metrics=extra)
+
+
+def h2h_state(ctx: Ctx, log: _Log, *, occupancy_threshold: float = 0.9, policy: str | Callable = "greedy",
+              objective: str = "total_latency", direction: str = "successor", max_passes: int | None = 1,
+              group_size: int = 1) -> tuple[State, dict[str, float]]:
+    """The three phases on a prepared context, without the final evaluation: ``(state, metrics)``."""
+    t0 = time.perf_counter()
     st = _compute_first(ctx, log)
     t1 = time.perf_counter()
     cf_state = st.copy()
@@ -632,13 +819,6 @@ def h2h(graph: OpGraph, system: System, *, cost: CostModel | None = None, occupa
         delta = {"device": changed, "weights_remove": sorted(st.w_res), "tensors_remove": sorted(st.t_res)}
         st = cf_state
         log.add("revert", "all", final, cf_obj, True, "the optimised mapping is worse than compute-first: keep compute-first",
-                delta, phase="remap")
-    params = {"contention": contention, "occupancy_threshold": occupancy_threshold,
-              "policy": policy if isinstance(policy, str) else "custom", "objective": objective,
-              "direction": direction, "max_passes": max_passes, "group_size": group_size}
-    runtime = time.perf_counter() - t0
-    r = finish(ctx, st, log, phase="h2h", params=params, initial_state=EMPTY_STATE,
-               extra_metrics={f"compute_first_{objective}_s": cf_obj, "h2h_runtime_s": runtime,
-                              "compute_first_runtime_s": t1 - t0, "locality_runtime_s": t2 - t1,
-                              "remap_runtime_s": t3 - t2})
-    return r
+                delta, phase="remap", metric=objective)
+    return st, {f"compute_first_{objective}_s": cf_obj, "compute_first_runtime_s": t1 - t0,
+                "locality_runtime_s": t2 - t1, "remap_runtime_s": t3 - t2}

@@ -12,12 +12,19 @@ on top of one *insertion policy* (the earliest idle gap that fits, :meth:`_Sched
 
 The schedulers' own model is the classic one: computation ``cost.compute_s(op, device)`` (data
 resident), communication ``cost.transfer_s(bytes, src, dst)`` per edge tensor when the two ops sit on
-different devices, no link contention. ``rank_comm_average`` picks how the rank averages
-communication: ``"pairs"`` (Topcuoglu: over ordered pairs of distinct devices) or ``"saga"`` (as the
-SAGA library 2.x does: over its undirected network edges, self-links included, which cost 0), so
-that HEFT reproduces SAGA's schedule. The result is then priced like every other mapper by
-:func:`hetsched.evaluate` (with the greedy locality pass unless ``locality=False``, and the
-scheduler's start-time order); ``metrics["schedule_makespan_s"]`` keeps the scheduler's own figure.
+different devices, no link contention. ``rank_comm_average`` picks how the ranks are computed:
+``"pairs"`` (the papers: communication averaged over ordered pairs of distinct devices) or
+``"saga"`` (as the SAGA library 2.x computes them: communication averaged over its undirected
+network edges, self-links included, which cost 0; and, for CPOP, SAGA's downward rank
+(:func:`saga_downward_rank`) and its ``numpy.isclose`` test for the critical path), so that HEFT and
+CPOP reproduce SAGA's schedules (``tests/data/mapping_saga_golden.json``).
+
+**What they optimise:** the makespan *of their own model* (``metrics["schedule_makespan_s"]``):
+data already on the devices, no link contention, no host round trips. The result is then priced
+like every other mapper by :func:`hetsched.evaluate` (with the greedy locality pass unless
+``locality=False``, and the scheduler's start-time order), whose ``makespan_s`` and
+``total_latency_s`` can differ a lot from that figure. An empty graph gives an empty mapping with
+zero metrics.
 
 >>> from hetsched.io.generators import topcuoglu, topcuoglu_costs
 >>> from hetsched.io.systems import toy_system
@@ -34,7 +41,7 @@ import time
 from bisect import bisect_left
 from typing import Any, Callable, Mapping
 
-from ..cost import CostModel, RooflineCost
+from ..cost import CostModel
 from ..errors import HetschedError
 from ..graph import OpGraph
 from ..system import System
@@ -43,7 +50,7 @@ from .h2h import EMPTY_STATE, _Log, _locality, finish
 from .result import MappingResult
 
 __all__ = ["heft", "cpop", "peft", "list_schedule", "PRIORITIES", "SELECTORS", "upward_rank", "downward_rank",
-           "optimistic_cost_table", "schedule_parts"]
+           "saga_downward_rank", "optimistic_cost_table", "schedule_parts"]
 
 
 class _Parts:
@@ -71,32 +78,16 @@ class _Parts:
         self._tr = ctx.cost.transfer_s
         self._avg: dict[tuple[float, ...], float] = {}
         self._pair: dict[tuple[tuple[float, ...], str, str], float] = {}
-        # RooflineCost's transfer time is sum over hops of latency + bytes / bandwidth: inline it (same
-        # arithmetic in the same order, so bit-identical) instead of a method call and route lookup per edge
-        self._hops: dict[tuple[str, str], tuple[tuple[float, float], ...]] | None = None
-        if getattr(type(ctx.cost), "transfer_s", None) is RooflineCost.transfer_s:
-            sysm = ctx.system
-            self._hops = {(a, b): tuple((ln.latency_s, ln.bandwidth_Bps) for ln in sysm.route(a, b))
-                          for a in self.devices for b in self.devices if a != b}
 
     def comm(self, u: str, v: str, du: str, dv: str) -> float:
+        """Communication time of edge ``u -> v`` between two devices: the cost model's ``transfer_s``
+        of each tensor the edge carries (0 on the same device), cached per byte tuple and device pair."""
         if du == dv:
             return 0.0
         bs = self.edge_bytes[(u, v)]
         k = (bs, du, dv)
         c = self._pair.get(k)
-        if c is None and self._hops is not None:
-            c = 0.0
-            for b in bs:
-                t = 0
-                if b > 0:
-                    for lat, bw in self._hops[(du, dv)]:
-                        t += lat + b / bw
-                c += t
-            if len(bs) == 1:
-                c = t
-            self._pair[k] = c
-        elif c is None:
+        if c is None:
             tr = self._tr
             c = self._pair[k] = tr(bs[0], du, dv) if len(bs) == 1 else sum(tr(b, du, dv) for b in bs)
         return c
@@ -174,8 +165,25 @@ def _prio_upward(parts: _Parts) -> dict[str, Any]:
     return {"priority": upward_rank(parts)}
 
 
+def saga_downward_rank(parts: _Parts) -> dict[str, float]:
+    """SAGA 2.x's downward rank, for reproducing its CPOP: ``max_p (rank_d(p) + avg_c(p, i))`` plus the
+    op's *own* cost over the mean device speed (the harmonic mean of its execution times), where
+    Topcuoglu's eq. 6 adds the *predecessor's* mean execution time. Entry ops get 0."""
+    ctx = parts.ctx
+    r: dict[str, float] = {}
+    for o in ctx.order:
+        if not ctx.pred[o]:
+            r[o] = 0.0
+            continue
+        m = max(r[p] + parts.avg_comm(p, o) for p in ctx.pred[o])
+        e = parts.exec[o].values()
+        r[o] = m + len(e) / sum(1.0 / x if x > 0 else float("inf") for x in e)
+    return r
+
+
 def _prio_cpop(parts: _Parts) -> dict[str, Any]:
-    up, down = upward_rank(parts), downward_rank(parts)
+    up = upward_rank(parts)
+    down = saga_downward_rank(parts) if parts.mode == "saga" else downward_rank(parts)
     return {"priority": {o: up[o] + down[o] for o in up}, "upward": up}
 
 
@@ -232,7 +240,11 @@ class _Schedule:
     def place(self, o: str, d: str, finish: float, exec_s: float) -> None:
         start = finish - exec_s  # as SAGA records it, so the schedules agree to the last bit
         st, en = self.starts[d], self.ends[d]
+        # keep the intervals sorted by (start, end): a zero-length op starting where another starts
+        # goes first, so the ends stay sorted too (est reads the last end as the device's free time)
         i = bisect_left(st, start)
+        while i < len(st) and st[i] == start and en[i] < finish:
+            i += 1
         st.insert(i, start)
         en.insert(i, finish)
         self.dev[o] = d
@@ -284,8 +296,12 @@ def _cp_info(parts: _Parts, info: dict[str, Any]) -> None:
     prio = info["priority"]
     ctx = parts.ctx
     entries = [o for o in ctx.order if not ctx.pred[o]]
+    if not entries:  # an empty graph has no critical path
+        info["cp_ops"], info["cp_device"] = set(), None
+        return
     cp = max(prio[o] for o in entries)
-    tol = 1e-9 * max(1.0, abs(cp))
+    # "equal to the entry's priority" up to float noise; SAGA compares with numpy.isclose's defaults
+    tol = 1e-8 + 1e-5 * abs(cp) if parts.mode == "saga" else 1e-9 * max(1.0, abs(cp))
     cp_ops = {o for o in ctx.order if abs(prio[o] - cp) <= tol}
     devs = [d for d in parts.devices if all(d in parts.exec[o] for o in cp_ops)]
     if not devs:  # no single device runs the whole critical path: fall back to plain EFT for it
@@ -317,6 +333,22 @@ def list_schedule(graph: OpGraph, system: System, *, priority: str | Callable = 
     if loop not in ("static", "ready"):
         raise HetschedError(f"unknown loop {loop!r}; use 'static' or 'ready'", field="loop")
     ctx = Ctx(graph, system, cost)
+    log = _Log()
+    st, order, sched_makespan = list_state(ctx, log, priority=priority, selector=selector, loop=loop,
+                                           rank_comm_average=rank_comm_average, name=name)
+    sched_s = time.perf_counter() - t0
+    if locality:
+        _locality(ctx, st, log, occupancy_threshold, "greedy", ctx.total_latency(st))
+    params = {"priority": priority if isinstance(priority, str) else "custom",
+              "selector": selector if isinstance(selector, str) else "custom", "loop": loop,
+              "rank_comm_average": rank_comm_average, "locality": locality, "occupancy_threshold": occupancy_threshold}
+    return finish(ctx, st, log, phase=name, params=params, initial_state=EMPTY_STATE, order=order,
+                  extra_metrics={"schedule_makespan_s": sched_makespan, "schedule_runtime_s": sched_s})
+
+
+def list_state(ctx: Ctx, log: _Log, *, priority: str | Callable = "upward", selector: str | Callable = "eft",
+               loop: str = "static", rank_comm_average: str = "pairs", name: str = "list") -> tuple[State, list[str], float]:
+    """The list-scheduling loop on a prepared context: ``(placement state, start-time order, own makespan)``."""
     parts = _Parts(ctx, rank_comm_average)
     pf = PRIORITIES[priority] if isinstance(priority, str) else priority
     info = pf(parts)
@@ -326,13 +358,12 @@ def list_schedule(graph: OpGraph, system: System, *, priority: str | Callable = 
     prio = info["priority"]
     pos = ctx.pos
     sch = _Schedule(parts)
-    log = _Log()
     if loop == "static":
         seq = sorted(ctx.order, key=lambda o: (-prio[o], pos[o]))
         it = iter(seq)
         nxt = lambda: next(it, None)  # noqa: E731
         on_done = lambda o: None  # noqa: E731
-    else:  # "ready" (checked above)
+    else:  # "ready"
         indeg = {o: len(ctx.pred[o]) for o in ctx.order}
         heap = [(-prio[o], pos[o], o) for o in ctx.order if indeg[o] == 0]
         heapq.heapify(heap)
@@ -354,7 +385,8 @@ def list_schedule(graph: OpGraph, system: System, *, priority: str | Callable = 
         sch.place(o, d, f, ex)
         on_done(o)
         log.add("map", o, None, f, True, f"earliest finish on {d} at {f * 1e3:.4g} ms",
-                {"device": {o: d}}, phase=name, candidates=cands, priority=prio[o], device=d, start_s=f - ex)
+                {"device": {o: d}}, phase=name, metric="finish_time", candidates=cands, priority=prio[o], device=d,
+                start_s=f - ex)
     sched_makespan = max(sch.aft.values(), default=0.0)
     # a global order for the evaluator: by start time, kept topological
     indeg = {o: len(ctx.pred[o]) for o in ctx.order}
@@ -368,15 +400,7 @@ def list_schedule(graph: OpGraph, system: System, *, priority: str | Callable = 
             indeg[s] -= 1
             if indeg[s] == 0:
                 heapq.heappush(heap, (sch.ast[s], pos[s], s))
-    st = State(dict(sch.dev))
-    sched_s = time.perf_counter() - t0
-    if locality:
-        _locality(ctx, st, log, occupancy_threshold, "greedy", ctx.total_latency(st))
-    params = {"priority": priority if isinstance(priority, str) else "custom",
-              "selector": selector if isinstance(selector, str) else "custom", "loop": loop,
-              "rank_comm_average": rank_comm_average, "locality": locality, "occupancy_threshold": occupancy_threshold}
-    return finish(ctx, st, log, phase=name, params=params, initial_state=EMPTY_STATE, order=order,
-                  extra_metrics={"schedule_makespan_s": sched_makespan, "schedule_runtime_s": sched_s})
+    return State(dict(sch.dev)), order, sched_makespan
 
 
 def schedule_parts(graph: OpGraph, system: System, *, cost: CostModel | None = None, rank_comm_average: str = "pairs"):
@@ -387,6 +411,8 @@ def schedule_parts(graph: OpGraph, system: System, *, cost: CostModel | None = N
 def heft(graph: OpGraph, system: System, *, cost: CostModel | None = None, rank_comm_average: str = "pairs",
          locality: bool = True, occupancy_threshold: float = 0.9) -> MappingResult:
     """HEFT (Topcuoglu 2002): upward rank, then earliest finish time with insertion.
+
+    **What it optimises:** the makespan of the classic model (see the module docstring), greedily.
 
     ``rank_comm_average="saga"`` averages communication like SAGA 2.x (self-links included), so the
     schedule (``metrics["schedule_makespan_s"]``) matches SAGA's HEFT on related-machine instances.
@@ -406,6 +432,8 @@ def cpop(graph: OpGraph, system: System, *, cost: CostModel | None = None, rank_
     """CPOP (Topcuoglu 2002): priority = upward + downward rank; critical-path ops on the one device
     that runs the whole path fastest, others by earliest finish time.
 
+    **What it optimises:** the makespan of the classic model, keeping the critical path on one device.
+
     >>> from hetsched.io.generators import chain
     >>> from hetsched.io.systems import toy_system
     >>> cpop(chain(3), toy_system()).phase
@@ -419,6 +447,8 @@ def cpop(graph: OpGraph, system: System, *, cost: CostModel | None = None, rank_
 def peft(graph: OpGraph, system: System, *, cost: CostModel | None = None, rank_comm_average: str = "pairs",
          locality: bool = True, occupancy_threshold: float = 0.9) -> MappingResult:
     """PEFT (Arabnejad & Barbosa 2014): rank = mean optimistic cost; device = min EFT + OCT.
+
+    **What it optimises:** the makespan of the classic model, looking one step ahead with the OCT.
 
     >>> from hetsched.io.generators import chain
     >>> from hetsched.io.systems import toy_system

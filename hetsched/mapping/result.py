@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import pandas as pd
+
 from ..cost import CostModel
 from ..evaluate import Evaluation, Placement, evaluate
 from ..graph import OpGraph
@@ -23,7 +25,7 @@ from ..results import Result, Step
 from ..system import System
 from ._core import State
 
-__all__ = ["MappingResult", "evaluate_state", "state_placement"]
+__all__ = ["MappingResult", "Trial", "evaluate_state", "evaluate_trial", "state_placement"]
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -54,20 +56,15 @@ class MappingResult(Result):
     order: Sequence[str] | None = None
     phase: str = ""
 
-    def _apply(self, state: dict[str, Any], step: Step) -> None:  # pragma: no cover - replay is overridden
-        st = State.from_dict(state)
-        st.apply(step.delta)
-        state.update(st.as_dict())
+    # replay(k): {"device": {...}, "weights_resident": frozenset, "tensors_resident": frozenset}
+    def _replay_start(self) -> State:
+        return State.from_dict(self.initial_state)
 
-    def replay(self, k: int) -> dict[str, Any]:
-        """State after steps ``0..k``: ``{"device": {...}, "weights_resident": frozenset, "tensors_resident": frozenset}``."""
-        if not -1 <= k < len(self.steps):
-            raise IndexError(f"step {k} is outside -1..{len(self.steps) - 1}")
-        st = State.from_dict(self.initial_state)
-        for s in self.steps[: k + 1]:
-            if s.accepted:
-                st.apply(s.delta)
-        return st.as_dict()
+    def _apply(self, state: State, step: Step) -> None:
+        state.apply(step.delta)
+
+    def _replay_end(self, state: State) -> dict[str, Any]:
+        return state.as_dict()
 
     def phase_bounds(self) -> dict[str, tuple[int, int]]:
         """``{phase: (first_step, last_step)}`` from each step's ``data["phase"]``."""
@@ -77,6 +74,99 @@ class MappingResult(Result):
             a, _ = out.get(ph, (s.index, s.index))
             out[ph] = (a, s.index)
         return out
+
+
+@dataclass(frozen=True, eq=False)
+class Trial:
+    """What one step tried, drawn against the state it started from (see :func:`evaluate_trial`).
+
+    Attributes
+    ----------
+    step : Step
+        The step (accepted or refused).
+    before, after : Evaluation or None
+        The state before the step and the state the step tried (for an accepted step: the state
+        after it). ``before`` is ``None`` while nothing is mapped; ``after`` is ``None`` when the
+        step was refused before anything was tried (an unsupported op, a working set that does not
+        fit): ``why`` then says so.
+    busy : pandas.DataFrame
+        Per device: ``device, busy_before_s, busy_after_s, compute_before_s, compute_after_s,
+        transfer_before_s, transfer_after_s`` (empty when either side is missing).
+    moved : dict
+        ``{op: (from_device, to_device)}`` the trial moved.
+    residency : dict
+        The residency changes it made: ``weights_add``, ``weights_remove``, ``tensors_add``,
+        ``tensors_remove`` (claim 4: the moved layer's data in the new device's memory).
+    why : str
+        The step's reason.
+    """
+
+    step: Step
+    before: Evaluation | None
+    after: Evaluation | None
+    busy: Any
+    moved: dict[str, tuple[str | None, str]]
+    residency: dict[str, list[str]]
+    why: str
+
+
+def _evaluate_dict(result: MappingResult, st: dict[str, Any], order: Sequence[str] | None, options: dict) -> Evaluation | None:
+    dev = st["device"]
+    if not dev:
+        return None
+    g = result.graph
+    if len(dev) < g.n_ops:  # half-way through compute-first: time the ops mapped so far
+        g = g.subgraph([o for o in g.topological_order() if o in dev])
+        tres = {t for t in st["tensors_resident"] if t in g.tensors}
+        return evaluate(g, result.system, Placement(dev, st["weights_resident"], tres), cost=result.cost, **options)
+    return evaluate(g, result.system, state_placement(st), cost=result.cost, order=order, **options)
+
+
+def evaluate_trial(result: MappingResult, k: int, **options: Any) -> Trial:
+    """The placement step ``k`` tried, evaluated, beside the state before it (for drawing a trial).
+
+    A refused remap trial is logged with the placement it tried and the residency changes it made
+    (its ``delta``), so the trial can be drawn although it was not kept: graph colours and the Gantt
+    chart of ``after``, per-device busy time before and after (``busy``). For an accepted step
+    ``after`` is the state after it. ``options`` go to :func:`~hetsched.evaluate.evaluate` (memory
+    is not checked by default, as in :func:`evaluate_state`).
+
+    >>> from hetsched.io.generators import layered
+    >>> from hetsched.io.systems import toy_system
+    >>> from hetsched.mapping import h2h
+    >>> r = h2h(layered(4, 4, seed=1), toy_system(), direction="both")
+    >>> k = next(s.index for s in r.steps if s.action == "remap" and not s.accepted and s.after is not None)
+    >>> t = evaluate_trial(r, k)
+    >>> bool(abs(t.after.metrics["total_latency_s"] - r.steps[k].after) <= 1e-9 * r.steps[k].after)
+    True
+    >>> sorted(t.busy.columns)[:2], list(t.moved.values())[0][1] == r.steps[k].data["target"]
+    (['busy_after_s', 'busy_before_s'], True)
+    """
+    if not 0 <= k < len(result.steps):
+        raise IndexError(f"step {k} is outside 0..{len(result.steps) - 1}")
+    step = result.steps[k]
+    options.setdefault("check_memory", False)
+    prev = result.replay(k - 1)
+    before = _evaluate_dict(result, prev, None, options)
+    delta = step.delta or {}
+    moved = {o: (prev["device"].get(o), d) for o, d in dict(delta.get("device", {})).items() if prev["device"].get(o) != d}
+    residency = {key: list(delta.get(key, ())) for key in ("weights_add", "weights_remove", "tensors_add", "tensors_remove")}
+    after = None
+    if step.accepted or step.after is not None:
+        st = State.from_dict(prev)
+        st.apply(delta)
+        last = k == len(result.steps) - 1 and step.accepted
+        after = _evaluate_dict(result, st.as_dict(), result.order if last else None, options)
+    busy = pd.DataFrame()
+    if before is not None and after is not None:
+        b = before.per_device.set_index("device")
+        a = after.per_device.set_index("device")
+        busy = pd.DataFrame({
+            "busy_before_s": b["busy_s"], "busy_after_s": a["busy_s"],
+            "compute_before_s": b["compute_s"], "compute_after_s": a["compute_s"],
+            "transfer_before_s": b["transfer_s"], "transfer_after_s": a["transfer_s"],
+        }).fillna(0.0).rename_axis("device").reset_index()
+    return Trial(step, before, after, busy, moved, residency, step.reason)
 
 
 def state_placement(state: dict[str, Any]) -> Placement:
@@ -92,15 +182,6 @@ def evaluate_state(result: MappingResult, k: int, **options: Any) -> Evaluation 
     :func:`~hetsched.evaluate.evaluate` (memory is not checked by default: an intermediate state
     may be shown even if a later step repairs it).
     """
-    st = result.replay(k)
-    dev = st["device"]
-    if not dev:
-        return None
-    g = result.graph
     options.setdefault("check_memory", False)
-    if len(dev) < g.n_ops:
-        g = g.subgraph([o for o in g.topological_order() if o in dev])
-        tres = {t for t in st["tensors_resident"] if t in g.tensors}
-        return evaluate(g, result.system, Placement(dev, st["weights_resident"], tres), cost=result.cost, **options)
     order = result.order if result.order is not None and k == len(result.steps) - 1 else None
-    return evaluate(g, result.system, state_placement(st), cost=result.cost, order=order, **options)
+    return _evaluate_dict(result, result.replay(k), order, options)

@@ -18,7 +18,7 @@ and a buffered-pipeline simulator on the shared discrete-event core.
 True
 """
 
-from .buffered import BufferedResult, group_deps, simulate_buffered
+from .buffered import BufferedResult, group_deps, serial_timeline, simulate_buffered
 from .compare import BufferSweepResult, PartitionComparison, best_buffer_depth, compare_partitions
 from .core import MERGE_STRATEGIES, GroupEdge, MergeContext, PartitionResult, find_cycle_merge, partition_by_support
 from .support import (
@@ -38,6 +38,7 @@ __all__ = [
     "BufferedResult",
     "group_deps",
     "simulate_buffered",
+    "serial_timeline",
     "MERGE_STRATEGIES",
     "GroupEdge",
     "MergeContext",

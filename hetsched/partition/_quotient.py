@@ -15,7 +15,10 @@ slots start 2**32 apart and moved nodes are spread over the free interval to kee
 from __future__ import annotations
 
 import weakref
+from itertools import chain
 from typing import Any
+
+import numpy as np
 
 from ..graph import OpGraph
 
@@ -25,7 +28,7 @@ __all__ = ["GraphIndex", "graph_index", "Quotient"]
 class GraphIndex:
     """Ops numbered by their (deterministic) topological position, with int adjacency."""
 
-    __slots__ = ("names", "pos", "types", "preds", "succs", "tensors", "nx_ref", "__weakref__")
+    __slots__ = ("names", "pos", "types", "preds", "succs", "tensors", "loose", "weights", "_ws", "nx_ref", "__weakref__")
 
     def __init__(self, graph: OpGraph) -> None:
         graph.validate()
@@ -37,6 +40,7 @@ class GraphIndex:
         self.names = names
         self.pos = pos
         self.types = [ops[n].op_type for n in names]
+        self.weights = [ops[n].weight_bytes for n in names]
         gs, gp = graph._adjacency()  # plain lists, same order as graph.nx, no DiGraph needed
         at = pos.__getitem__  # map() keeps the lookups in C: a few hundred thousand edges at 100k ops
         self.preds = [list(map(at, gp[n])) for n in names]
@@ -44,12 +48,37 @@ class GraphIndex:
         # (tensor name, size, producer idx, consumer idxs) for tensors with a producer and a reader;
         # validate() above refused any op reading its own output, so no consumer is the producer
         tl = []
+        loose = []  # (size, op idxs) of graph inputs (their readers) and unread outputs (their producer)
         for t in graph.tensors.values():
             p = t.producer
             if p is None or not t.consumers:
+                loose.append((t.size_bytes, list(map(at, t.consumers)) if p is None else [pos[p]]))
                 continue
             tl.append((t.name, float(t.size_bytes), pos[p], list(map(at, t.consumers))))
         self.tensors = tl
+        self.loose = loose
+        self._ws = None
+
+    def working_set(self) -> np.ndarray:
+        """Bytes each op needs on its device while it runs (weights + inputs + outputs), by op index.
+
+        Built once per graph version with a few array passes (a loop over 100k ops and their
+        300k input edges would cost a third of a 100k-op partition).
+        """
+        if self._ws is None:
+            n = len(self.names)
+            tl = self.tensors
+            sizes = np.fromiter((t[1] for t in tl), float, len(tl))
+            prods = np.fromiter((t[2] for t in tl), np.int64, len(tl))
+            counts = np.fromiter(map(len, (t[3] for t in tl)), np.int64, len(tl))
+            readers = np.fromiter(chain.from_iterable(t[3] for t in tl), np.int64, int(counts.sum()))
+            ws = np.asarray(self.weights, dtype=float)
+            ws = ws + np.bincount(prods, sizes, n) + np.bincount(readers, np.repeat(sizes, counts), n)
+            for size, idxs in self.loose:
+                for i in idxs:
+                    ws[i] += size
+            self._ws = ws
+        return self._ws
 
 
 _INDEX: "weakref.WeakKeyDictionary[OpGraph, GraphIndex]" = weakref.WeakKeyDictionary()

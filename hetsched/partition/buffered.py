@@ -65,12 +65,13 @@ import pandas as pd
 from ..cost import CostModel, resolve_cost
 from ..des import Simulator
 from ..errors import HetschedError
-from ..results import Result, Step
+from ..results import Result, StepLog
 from ..system import System
-from ..timeline import make_timeline
-from .core import PartitionResult
+from ..timeline import TimelineBuilder
+from .capacity import check_backend_memory
+from .result import PartitionResult
 
-__all__ = ["BufferedResult", "simulate_buffered", "group_deps"]
+__all__ = ["BufferedResult", "simulate_buffered", "group_deps", "serial_timeline"]
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -88,7 +89,13 @@ class BufferedResult(Result):
         backend -> busy fraction of the makespan (launch + compute).
 
     ``steps``: one ``dispatch`` step per group job (which group, which input, when; ``data``
-    holds the wait before it), in the order they started.
+    holds its backend, start and end), in the order they started. ``replay(k)`` is the state when
+    job ``k`` starts: ``time_s``, ``running`` (backend -> ``(group, input)`` of the job it runs),
+    ``done`` (group -> inputs it has finished) and ``occupancy`` (buffer ``"<src>-><dst>"`` ->
+    items held, every cross-backend quotient edge listed); ``replay(-1)`` is time 0, nothing run.
+
+    An empty graph (no groups) gives ``makespan_s = 0``, zero latencies and
+    ``throughput_per_s = 0`` (no work, nothing measured), no rows and no steps.
     """
 
     partition: PartitionResult
@@ -100,6 +107,28 @@ class BufferedResult(Result):
         super().__post_init__()
         object.__setattr__(self, "utilisation", MappingProxyType(dict(self.utilisation)))
         object.__setattr__(self, "latency_s", tuple(self.latency_s))
+
+    def _replay(self, k: int) -> dict[str, Any]:
+        # computed from the log directly: the jobs started up to k and the occupancy log then
+        init = self.initial_state
+        occupancy = dict(init.get("occupancy", {}))
+        if k < 0:
+            return {"time_s": 0.0, "running": {}, "done": {}, "occupancy": occupancy}
+        now = self.steps[k]
+        t = float(now.data["start_s"])
+        running: dict[str, tuple[str, int]] = {}
+        done: dict[str, int] = {}
+        for s in self.steps[: k + 1]:
+            d = s.data
+            if d["end_s"] <= t and s.index != k:
+                done[s.subject] = done.get(s.subject, 0) + 1
+            elif d["start_s"] <= t:
+                running[d["backend"]] = (s.subject, d["input"])
+        n = now.data["n_occupancy"]
+        occ = self.occupancy
+        for b, items in zip(occ["buffer"].iloc[:n], occ["items"].iloc[:n]):
+            occupancy[b] = int(items)
+        return {"time_s": t, "running": running, "done": done, "occupancy": occupancy}
 
 
 def group_deps(partition: PartitionResult) -> list[tuple[str, str]]:
@@ -173,6 +202,8 @@ def simulate_buffered(
         ``n_inputs`` < 1, ``buffer_depth`` < 0, a bad ``rows`` or ``launch_s``.
     UnknownNameError
         A backend of the partition that is not a device of ``system``.
+    CapacityError
+        An op whose weights + inputs + outputs exceed its backend's memory (naming both).
 
     Examples
     --------
@@ -203,277 +234,327 @@ def _simulate(partition, system, n_inputs, buffer_depth, cost, launch_s, rows) -
         raise HetschedError(f"buffer_depth must be an integer >= 0, got {buffer_depth!r}", field="buffer_depth")
     if rows not in ("group", "op"):
         raise HetschedError(f"rows must be 'group' or 'op', got {rows!r}", field="rows")
-    graph = partition.graph
-    c = resolve_cost(cost, graph, system)
-    gnames = list(partition.groups)
-    G = len(gnames)
-    gidx = {g: i for i, g in enumerate(gnames)}
-    gback = [partition.group_backend[g] for g in gnames]
-    backends = list(dict.fromkeys(gback))
-    for b in backends:
-        system.device(b)
-    launch = _launch_table(launch_s, system, backends)
-    # per-op and per-group compute prices (resident: the copies are modelled as transfers)
-    op_s: list[list[tuple[str, float]]] = []
-    dur = []
-    for g in gnames:
-        b = partition.group_backend[g]
-        lst = [(o, float(c.compute_s(graph.op(o), b))) for o in partition.groups[g]]
-        op_s.append(lst)
-        dur.append(sum(t for _, t in lst))
-    # edges
-    E = len(partition.edges)
-    e_src = [gidx[e.src] for e in partition.edges]
-    e_dst = [gidx[e.dst] for e in partition.edges]
-    e_cross = [e.cross for e in partition.edges]
-    e_bytes = [e.bytes for e in partition.edges]
-    e_lane = [f"{e.src_backend}->{e.dst_backend}" if e.cross else "" for e in partition.edges]
-    e_dt = [float(c.transfer_s(e.bytes, e.src_backend, e.dst_backend)) if e.cross else 0.0 for e in partition.edges]
-    e_name = [f"{e.src}->{e.dst}" for e in partition.edges]
-    in_e: list[list[int]] = [[] for _ in range(G)]
-    out_x: list[list[int]] = [[] for _ in range(G)]  # cross out-edges (need a slot)
-    out_e: list[list[int]] = [[] for _ in range(G)]
-    in_x: list[list[int]] = [[] for _ in range(G)]  # cross in-edges (free a slot)
-    for k in range(E):
-        in_e[e_dst[k]].append(k)
-        out_e[e_src[k]].append(k)
-        if e_cross[k]:
-            out_x[e_src[k]].append(k)
-            in_x[e_dst[k]].append(k)
-    groups_of: dict[str, list[int]] = {b: [] for b in backends}
-    for i, b in enumerate(gback):
-        groups_of[b].append(i)
+    plan = _Plan(partition, system, cost, launch_s)
+    check_backend_memory(partition.graph, partition.assignment, system)
+    run = _Run(plan, n_inputs, buffer_depth, rows)
+    run.run()
+    return run.result(partition)
 
-    N = n_inputs
-    D = buffer_depth
-    serial = D == 0
-    sim = Simulator()
-    next_i = [0] * G
-    running = [False] * G
-    arrived = [0] * E
-    occ = [0] * E
-    busy = dict.fromkeys(backends, False)
-    heap: dict[str, list] = {b: [] for b in backends}
-    blocked: dict[str, set] = {b: set() for b in backends}
-    remaining = {b: len(groups_of[b]) * N for b in backends}
-    idle_kind: dict[str, str | None] = dict.fromkeys(backends)
-    idle_since = dict.fromkeys(backends, 0.0)
-    done_count = [0] * N
-    first_start = [math.inf] * N
-    last_end = [0.0] * N
-    admit = [1 if serial else N]
-    busy_s = dict.fromkeys(backends, 0.0)
-    lane_q: dict[str, list] = {}
-    lane_busy: dict[str, bool] = {}
-    steps: list[Step] = []
-    # timeline columns
-    T: dict[str, list] = {k: [] for k in ("lane", "group", "name", "kind", "start_s", "end_s", "op", "device", "stage", "microbatch", "bytes")}
-    occ_t: list[float] = []
-    occ_b: list[str] = []
-    occ_n: list[int] = []
 
-    def row(lane, grp, name, kind, s, e, op=None, dev=None, stage=None, mb=None, nbytes=None):
-        T["lane"].append(lane)
-        T["group"].append(grp)
-        T["name"].append(name)
-        T["kind"].append(kind)
-        T["start_s"].append(s)
-        T["end_s"].append(e)
-        T["op"].append(op)
-        T["device"].append(dev)
-        T["stage"].append(stage)
-        T["microbatch"].append(mb)
-        T["bytes"].append(nbytes)
+class _Plan:
+    """What the run needs, priced once: groups, backends, job durations, edges and their copies."""
 
-    def set_idle(b: str) -> None:
+    def __init__(self, partition: PartitionResult, system: System, cost: CostModel | None, launch_s) -> None:
+        graph = partition.graph
+        c = resolve_cost(cost, graph, system)
+        self.gnames = gnames = list(partition.groups)
+        self.G = G = len(gnames)
+        gidx = {g: i for i, g in enumerate(gnames)}
+        self.gback = gback = [partition.group_backend[g] for g in gnames]
+        self.backends = backends = list(dict.fromkeys(gback))
+        for b in backends:
+            system.device(b)
+        self.launch = _launch_table(launch_s, system, backends)
+        # per-op and per-group compute prices (resident: the copies are modelled as transfers)
+        self.op_s: list[list[tuple[str, float]]] = []
+        self.dur: list[float] = []
+        for g in gnames:
+            b = partition.group_backend[g]
+            lst = [(o, float(c.compute_s(graph.op(o), b))) for o in partition.groups[g]]
+            self.op_s.append(lst)
+            self.dur.append(sum(t for _, t in lst))
+        edges = partition.edges
+        self.E = E = len(edges)
+        self.e_src = [gidx[e.src] for e in edges]
+        self.e_dst = [gidx[e.dst] for e in edges]
+        self.e_cross = [e.cross for e in edges]
+        self.e_bytes = [e.bytes for e in edges]
+        # a channel per ordered backend pair (the model of the module docstring), not a link lane
+        self.e_lane = [f"{e.src_backend}->{e.dst_backend}" if e.cross else "" for e in edges]
+        self.e_dt = [float(c.transfer_s(e.bytes, e.src_backend, e.dst_backend)) if e.cross else 0.0 for e in edges]
+        self.e_name = [f"{e.src}->{e.dst}" for e in edges]
+        self.in_e: list[list[int]] = [[] for _ in range(G)]
+        self.out_x: list[list[int]] = [[] for _ in range(G)]  # cross out-edges (need a slot)
+        self.out_e: list[list[int]] = [[] for _ in range(G)]
+        self.in_x: list[list[int]] = [[] for _ in range(G)]  # cross in-edges (free a slot)
+        for k in range(E):
+            self.in_e[self.e_dst[k]].append(k)
+            self.out_e[self.e_src[k]].append(k)
+            if self.e_cross[k]:
+                self.out_x[self.e_src[k]].append(k)
+                self.in_x[self.e_dst[k]].append(k)
+        self.groups_of: dict[str, list[int]] = {b: [] for b in backends}
+        for i, b in enumerate(gback):
+            self.groups_of[b].append(i)
+
+
+class _Run:
+    """The event-driven run on the shared clock (:class:`hetsched.des.Simulator`).
+
+    Handlers: ``recheck`` (can a group's next job start? blocked on a full buffer?), ``dispatch``
+    (a free backend starts its ready job of lowest input index), ``start``/``finish`` of a job,
+    ``start_transfer``/``transfer_done`` of a copy, and ``set_idle`` (the backend's blocked/wait row).
+    """
+
+    def __init__(self, plan: _Plan, n_inputs: int, buffer_depth: int, rows: str) -> None:
+        self.p = plan
+        self.N = N = n_inputs
+        self.D = buffer_depth
+        self.serial = buffer_depth == 0
+        self.rows = rows
+        G, E, backends = plan.G, plan.E, plan.backends
+        self.sim = Simulator()
+        self.next_i = [0] * G
+        self.running = [False] * G
+        self.arrived = [0] * E
+        self.occ = [0] * E
+        self.busy = dict.fromkeys(backends, False)
+        self.heap: dict[str, list] = {b: [] for b in backends}
+        self.blocked: dict[str, set] = {b: set() for b in backends}
+        self.remaining = {b: len(plan.groups_of[b]) * N for b in backends}
+        self.idle_kind: dict[str, str | None] = dict.fromkeys(backends)
+        self.idle_since = dict.fromkeys(backends, 0.0)
+        self.done_count = [0] * N
+        self.first_start = [math.inf] * N
+        self.last_end = [0.0] * N
+        self.admit = 1 if self.serial else N
+        self.busy_s = dict.fromkeys(backends, 0.0)
+        self.lane_q: dict[str, list] = {}
+        self.lane_busy: dict[str, bool] = {}
+        self.steps = StepLog()
+        self.tb = TimelineBuilder()
+        self.occ_t: list[float] = []
+        self.occ_b: list[str] = []
+        self.occ_n: list[int] = []
+
+    # ------------------------------------------------------------------ recording
+    def _occupancy(self, k: int) -> None:
+        self.occ_t.append(self.sim.now)
+        self.occ_b.append(self.p.e_name[k])
+        self.occ_n.append(self.occ[k])
+
+    def set_idle(self, b: str) -> None:
         """Keep the backend's idle row (blocked / wait) in step with its state."""
-        if busy[b]:
+        if self.busy[b]:
             kind = None
-        elif blocked[b]:
+        elif self.blocked[b]:
             kind = "blocked"
-        elif remaining[b] > 0:
+        elif self.remaining[b] > 0:
             kind = "wait"
         else:
             kind = None
-        cur = idle_kind[b]
+        cur = self.idle_kind[b]
         if kind == cur:
             return
-        now = sim.now
-        if cur is not None and now > idle_since[b]:
-            row(b, b, "blocked on full buffer" if cur == "blocked" else "waiting for input", cur, idle_since[b], now, dev=b)
-        idle_kind[b] = kind
-        idle_since[b] = now
+        now = self.sim.now
+        if cur is not None and now > self.idle_since[b]:
+            self.tb.add(b, b, "blocked on full buffer" if cur == "blocked" else "waiting for input", cur,
+                        self.idle_since[b], now, device=b)
+        self.idle_kind[b] = kind
+        self.idle_since[b] = now
 
-    def recheck(g: int) -> None:
+    # ------------------------------------------------------------------ jobs
+    def recheck(self, g: int) -> None:
         """Queue group ``g``'s next job on its backend if it can start; track blocked-on-full."""
-        b = gback[g]
-        i = next_i[g]
-        if running[g] or i >= N or i >= admit[0]:
-            blocked[b].discard(g)
+        p = self.p
+        b = p.gback[g]
+        i = self.next_i[g]
+        blocked = self.blocked[b]
+        if self.running[g] or i >= self.N or i >= self.admit:
+            blocked.discard(g)
             return
-        for k in in_e[g]:
+        arrived = self.arrived
+        for k in p.in_e[g]:
             if arrived[k] <= i:
-                blocked[b].discard(g)
+                blocked.discard(g)
                 return
-        if not serial:
-            for k in out_x[g]:
+        if not self.serial:
+            occ, D = self.occ, self.D
+            for k in p.out_x[g]:
                 if occ[k] >= D:
-                    blocked[b].add(g)
+                    blocked.add(g)
                     return
-        blocked[b].discard(g)
-        heapq.heappush(heap[b], (i, g))
+        blocked.discard(g)
+        heapq.heappush(self.heap[b], (i, g))
 
-    def dispatch(b: str) -> None:
-        if not busy[b]:
-            h = heap[b]
+    def dispatch(self, b: str) -> None:
+        if not self.busy[b]:
+            h = self.heap[b]
             while h:
                 i, g = heapq.heappop(h)
-                if running[g] or next_i[g] != i:
+                if self.running[g] or self.next_i[g] != i:
                     continue  # stale entry
-                start(g, i)
+                self.start(g, i)
                 break
-        set_idle(b)
+        self.set_idle(b)
 
-    def start(g: int, i: int) -> None:
-        b = gback[g]
-        now = sim.now
-        busy[b] = True
-        running[g] = True
-        next_i[g] = i + 1
-        remaining[b] -= 1
-        if now < first_start[i]:
-            first_start[i] = now
-        set_idle(b)
-        for k in out_x[g]:
-            occ[k] += 1
-            occ_t.append(now)
-            occ_b.append(e_name[k])
-            occ_n.append(occ[k])
-        L = launch[b]
-        gname = gnames[g]
+    def start(self, g: int, i: int) -> None:
+        p = self.p
+        b = p.gback[g]
+        now = self.sim.now
+        self.busy[b] = True
+        self.running[g] = True
+        self.next_i[g] = i + 1
+        self.remaining[b] -= 1
+        if now < self.first_start[i]:
+            self.first_start[i] = now
+        self.set_idle(b)
+        for k in p.out_x[g]:
+            self.occ[k] += 1
+            self._occupancy(k)
+        L = p.launch[b]
+        gname = p.gnames[g]
+        add = self.tb.add
         if L > 0:
-            row(b, b, f"launch {gname}", "launch", now, now + L, op=None, dev=b, stage=g, mb=i)
+            add(b, b, f"launch {gname}", "launch", now, now + L, None, None, b, g, None, i)
         t = now + L
-        if rows == "op":
-            for o, d in op_s[g]:
-                row(b, b, o, "compute", t, t + d, op=o, dev=b, stage=g, mb=i)
+        if self.rows == "op":
+            for o, d in p.op_s[g]:
+                add(b, b, o, "compute", t, t + d, o, None, b, g, None, i)
                 t += d
             end = t
         else:
-            end = t + dur[g]
-            row(b, b, gname, "compute", t, end, op=gname, dev=b, stage=g, mb=i)
-        busy_s[b] += end - now
-        steps.append(
-            Step(len(steps), "dispatch", gname, None, end, True,
-                 f"{b} starts {gname} for input {i}", {}, {"input": i, "start_s": now, "end_s": end, "backend": b})
-        )
-        sim.at(end, finish, g, i)
+            end = t + p.dur[g]
+            add(b, b, gname, "compute", t, end, gname, None, b, g, None, i)
+        self.busy_s[b] += end - now
+        # the occupancy log up to here is the buffers' state when this job starts (for replay)
+        self.steps.append(("dispatch", gname, None, end, True, f"{b} starts {gname} for input {i}", {},
+                           {"input": i, "start_s": now, "end_s": end, "backend": b, "n_occupancy": len(self.occ_t)}))
+        self.sim.at(end, self.finish, g, i)
 
-    def finish(g: int, i: int) -> None:
-        b = gback[g]
-        now = sim.now
-        busy[b] = False
-        running[g] = False
-        if now > last_end[i]:
-            last_end[i] = now
+    def finish(self, g: int, i: int) -> None:
+        p = self.p
+        b = p.gback[g]
+        now = self.sim.now
+        self.busy[b] = False
+        self.running[g] = False
+        if now > self.last_end[i]:
+            self.last_end[i] = now
         touched = {b}
         # the consumer has read its inputs: free their slots (the producers may unblock)
-        for k in in_x[g]:
-            occ[k] -= 1
-            occ_t.append(now)
-            occ_b.append(e_name[k])
-            occ_n.append(occ[k])
-            p = e_src[k]
-            recheck(p)
-            touched.add(gback[p])
-        for k in out_e[g]:
-            if e_cross[k]:
-                lane = e_lane[k]
-                lane_q.setdefault(lane, []).append((k, i))
-                if not lane_busy.get(lane):
-                    start_transfer(lane)
+        for k in p.in_x[g]:
+            self.occ[k] -= 1
+            self._occupancy(k)
+            src = p.e_src[k]
+            self.recheck(src)
+            touched.add(p.gback[src])
+        for k in p.out_e[g]:
+            if p.e_cross[k]:
+                lane = p.e_lane[k]
+                self.lane_q.setdefault(lane, []).append((k, i))
+                if not self.lane_busy.get(lane):
+                    self.start_transfer(lane)
             else:
-                arrived[k] += 1
-                d = e_dst[k]
-                recheck(d)
-                touched.add(gback[d])
-        recheck(g)
-        done_count[i] += 1
-        if done_count[i] == G and serial and i + 1 < N:
-            admit[0] = i + 2
-            for h in range(G):
-                recheck(h)
-            touched.update(backends)
-        for bb in backends:
+                self.arrived[k] += 1
+                d = p.e_dst[k]
+                self.recheck(d)
+                touched.add(p.gback[d])
+        self.recheck(g)
+        self.done_count[i] += 1
+        if self.done_count[i] == p.G and self.serial and i + 1 < self.N:
+            self.admit = i + 2
+            for h in range(p.G):
+                self.recheck(h)
+            touched.update(p.backends)
+        for bb in p.backends:
             if bb in touched:
-                dispatch(bb)
+                self.dispatch(bb)
 
-    def start_transfer(lane: str) -> None:
-        q = lane_q[lane]
-        k, i = q.pop(0)
-        lane_busy[lane] = True
-        now = sim.now
-        end = now + e_dt[k]
-        row(lane, "links", e_name[k], "transfer", now, end, op=None, dev=None, stage=None, mb=i, nbytes=e_bytes[k])
-        sim.at(end, transfer_done, lane, k, i)
+    # ------------------------------------------------------------------ copies
+    def start_transfer(self, lane: str) -> None:
+        p = self.p
+        k, i = self.lane_q[lane].pop(0)
+        self.lane_busy[lane] = True
+        now = self.sim.now
+        end = now + p.e_dt[k]
+        self.tb.add(lane, "links", p.e_name[k], "transfer", now, end, None, None, None, None, None, i, p.e_bytes[k])
+        self.sim.at(end, self.transfer_done, lane, k, i)
 
-    def transfer_done(lane: str, k: int, i: int) -> None:
-        lane_busy[lane] = False
-        arrived[k] += 1
-        d = e_dst[k]
-        recheck(d)
-        if lane_q[lane]:
-            start_transfer(lane)
-        dispatch(gback[d])
+    def transfer_done(self, lane: str, k: int, i: int) -> None:
+        p = self.p
+        self.lane_busy[lane] = False
+        self.arrived[k] += 1
+        d = p.e_dst[k]
+        self.recheck(d)
+        if self.lane_q[lane]:
+            self.start_transfer(lane)
+        self.dispatch(p.gback[d])
 
-    def boot() -> None:
-        for g in range(G):
-            recheck(g)
-        for b in backends:
-            dispatch(b)
+    # ------------------------------------------------------------------ the run
+    def boot(self) -> None:
+        for g in range(self.p.G):
+            self.recheck(g)
+        for b in self.p.backends:
+            self.dispatch(b)
 
-    sim.at(0.0, boot)
-    sim.run()
-    makespan = sim.now
-    for b in backends:
-        set_idle(b)  # closes nothing unless something is left (it cannot be: see the docstring)
-        if idle_kind[b] is not None:  # pragma: no cover - guarded by the deadlock-freedom argument
-            raise HetschedError(f"buffered simulation stalled on backend {b!r}", device=b)
-    if any(n < G for n in done_count):  # pragma: no cover
-        raise HetschedError("buffered simulation ended with unfinished inputs", field="buffer_depth")
+    def run(self) -> None:
+        self.sim.at(0.0, self.boot)
+        self.sim.run()
+        for b in self.p.backends:
+            self.set_idle(b)  # closes nothing unless something is left (it cannot be: see the docstring)
+            if self.idle_kind[b] is not None:  # pragma: no cover - guarded by the deadlock-freedom argument
+                raise HetschedError(f"buffered simulation stalled on backend {b!r}", device=b)
+        if any(n < self.p.G for n in self.done_count):  # pragma: no cover
+            raise HetschedError("buffered simulation ended with unfinished inputs", field="buffer_depth")
 
-    tl = make_timeline(T)
-    lat = np.array([last_end[i] - first_start[i] for i in range(N)], dtype=float)
-    occupancy = pd.DataFrame({"time_s": occ_t, "buffer": occ_b, "items": occ_n})
-    util = {b: (busy_s[b] / makespan if makespan > 0 else 0.0) for b in backends}
-    kinds = tl["kind"].to_numpy(dtype=object)
-    span = (tl["end_s"] - tl["start_s"]).to_numpy(dtype=float)
-    metrics: dict[str, float] = {
-        "makespan_s": makespan,
-        "throughput_per_s": N / makespan if makespan > 0 else math.inf,
-        "latency_p50_s": float(np.percentile(lat, 50)),
-        "latency_p99_s": float(np.percentile(lat, 99)),
-        "latency_mean_s": float(lat.mean()),
-        "n_inputs": N,
-        "buffer_depth": D,
-        "n_groups": G,
-        "n_launches": G * N,
-        "n_transfers": int(sum(e_cross)) * N,
-        "bytes_copied": float(sum(e_bytes[k] for k in range(E) if e_cross[k])) * N,
-        "blocked_s": float(span[kinds == "blocked"].sum()),
-        "wait_s": float(span[kinds == "wait"].sum()),
-        "max_occupancy": int(max(occ_n, default=0)),
-        "n_events": sim.n_events,
-    }
-    for b in backends:
-        metrics[f"util.{b}"] = util[b]
-    return BufferedResult(
-        metrics=metrics,
-        timeline=tl,
-        steps=steps,
-        params={"n_inputs": N, "buffer_depth": D, "launch_s": dict(launch), "rows": rows},
-        partition=partition,
-        occupancy=occupancy,
-        latency_s=tuple(float(x) for x in lat),
-        utilisation=util,
-    )
+    def result(self, partition: PartitionResult) -> BufferedResult:
+        p, N = self.p, self.N
+        makespan = self.sim.now
+        tl = self.tb.build()
+        empty = p.G == 0
+        lat = np.array([0.0 if empty else self.last_end[i] - self.first_start[i] for i in range(N)], dtype=float)
+        occupancy = pd.DataFrame({"time_s": self.occ_t, "buffer": self.occ_b, "items": self.occ_n})
+        util = {b: (self.busy_s[b] / makespan if makespan > 0 else 0.0) for b in p.backends}
+        kinds = tl["kind"].to_numpy(dtype=object)
+        span = (tl["end_s"] - tl["start_s"]).to_numpy(dtype=float)
+        metrics: dict[str, float] = {
+            "makespan_s": makespan,
+            # an empty graph does no work: nothing flows, and nothing is measured (0, not inf)
+            "throughput_per_s": N / makespan if makespan > 0 else 0.0,
+            "latency_p50_s": float(np.percentile(lat, 50)),
+            "latency_p99_s": float(np.percentile(lat, 99)),
+            "latency_mean_s": float(lat.mean()),
+            "n_inputs": N,
+            "buffer_depth": self.D,
+            "n_groups": p.G,
+            "n_launches": p.G * N,
+            "n_transfers": int(sum(p.e_cross)) * N,
+            "bytes_copied": float(sum(p.e_bytes[k] for k in range(p.E) if p.e_cross[k])) * N,
+            "blocked_s": float(span[kinds == "blocked"].sum()),
+            "wait_s": float(span[kinds == "wait"].sum()),
+            "max_occupancy": int(max(self.occ_n, default=0)),
+            "n_events": self.sim.n_events,
+        }
+        for b in p.backends:
+            metrics[f"util.{b}"] = util[b]
+        return BufferedResult(
+            metrics=metrics,
+            timeline=tl,
+            steps=self.steps,
+            params={"n_inputs": N, "buffer_depth": self.D, "launch_s": dict(p.launch), "rows": self.rows},
+            initial_state={"time_s": 0.0, "running": {}, "done": {},
+                           "occupancy": {p.e_name[k]: 0 for k in range(p.E) if p.e_cross[k]}},
+            partition=partition,
+            occupancy=occupancy,
+            latency_s=tuple(float(x) for x in lat),
+            utilisation=util,
+        )
+
+
+def serial_timeline(partition: PartitionResult, *, system: System, cost: CostModel | None = None) -> pd.DataFrame:
+    """One input run serially through the aggregated ops: the timeline of a partition.
+
+    :func:`simulate_buffered` with ``n_inputs=1, buffer_depth=0, rows="op"``: each group's launch,
+    its ops one after the other on its backend, the copies between backends; seconds throughout.
+    :func:`~hetsched.partition.partition_by_support` gives its result this timeline (built on
+    first access) when it is called with a :class:`~hetsched.system.System`.
+
+    >>> from hetsched.io.generators import chain
+    >>> from hetsched.io.systems import toy_system
+    >>> from hetsched.partition import partition_by_support
+    >>> s = toy_system(); r = partition_by_support(chain(3), s)
+    >>> tl = serial_timeline(r, system=s)
+    >>> sorted(tl.loc[tl.kind == "compute", "op"]) == sorted(r.graph.ops)
+    True
+    """
+    return simulate_buffered(partition, system, n_inputs=1, buffer_depth=0, cost=cost, rows="op").timeline

@@ -23,6 +23,7 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -31,7 +32,7 @@ import pandas as pd
 from ..cost import CostModel
 from ..errors import HetschedError
 from ..graph import OpGraph
-from ..results import Result, Step
+from ..results import Result, Step, compare_results
 from ..system import SupportTable, System
 from .buffered import BufferedResult, simulate_buffered
 from .core import PartitionResult, partition_by_support
@@ -56,6 +57,9 @@ class PartitionComparison(Result):
         ``throughput_per_s, latency_p50_s, latency_p99_s, speedup_vs_best_single``.
     partitions, simulations : mapping
         variant -> its :class:`PartitionResult` / :class:`BufferedResult`.
+
+    ``long()`` gives the numbers in the house's long format (:func:`hetsched.results.compare_results`);
+    ``timeline`` is the patent's variant's run (``adjacent, buffered``).
     """
 
     frame: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_COLUMNS))
@@ -66,6 +70,10 @@ class PartitionComparison(Result):
         super().__post_init__()
         object.__setattr__(self, "partitions", MappingProxyType(dict(self.partitions)))
         object.__setattr__(self, "simulations", MappingProxyType(dict(self.simulations)))
+
+    def long(self) -> pd.DataFrame:
+        """``label, family, metric, value``: one row per variant and number (the house's compare format)."""
+        return compare_results(self.frame, label="variant", family="partition")
 
 
 def _single_backends(graph: OpGraph, table: SupportTable, enabled: Iterable[str] | None) -> list[str]:
@@ -128,7 +136,7 @@ def compare_partitions(
     """
     sysx = system if table is None else system.with_support(table)
     tab = sysx.support
-    rows: list[dict[str, Any]] = []
+    rows: dict[str, dict[str, Any]] = {}
     parts: dict[str, PartitionResult] = {}
     sims: dict[str, BufferedResult] = {}
     steps: list[Step] = []
@@ -139,22 +147,12 @@ def compare_partitions(
         parts[variant] = part
         sims[variant] = sim
         pm, sm = part.metrics, sim.metrics
-        rows.append(
-            {
-                "variant": variant,
-                "merge": part.params["merge"],
-                "buffer_depth": depth,
-                "n_groups": pm["n_groups"],
-                "n_cross_edges": pm["n_cross_edges"],
-                "n_copies": pm["n_copies"],
-                "bytes_copied": pm["bytes_copied"],
-                "n_launches": pm["n_launches"],
-                "makespan_s": sm["makespan_s"],
-                "throughput_per_s": sm["throughput_per_s"],
-                "latency_p50_s": sm["latency_p50_s"],
-                "latency_p99_s": sm["latency_p99_s"],
-            }
-        )
+        rows[variant] = {
+            "merge": part.params["merge"],
+            "buffer_depth": depth,
+            **{k: pm[k] for k in ("n_groups", "n_cross_edges", "n_copies", "bytes_copied", "n_launches")},
+            **{k: sm[k] for k in ("makespan_s", "throughput_per_s", "latency_p50_s", "latency_p99_s")},
+        }
         steps.append(
             Step(len(steps), "evaluate", variant, None, sm["makespan_s"], True,
                  f"{variant}: {pm['n_groups']} group(s), {pm['n_cross_edges']} cross-backend edge(s),"
@@ -179,10 +177,9 @@ def compare_partitions(
         part = partition_by_support(graph, sysx, merge="global", min_group_size=min_group_size,
                                     enabled=enabled, overrides=overrides, fallback=fb)
         run(f"global + min_group_size={min_group_size}, buffered", part, buffer_depth)
-    frame = pd.DataFrame(rows)
-    best_single = max((r["throughput_per_s"] for r in rows if r["variant"].startswith("single ")), default=0.0)
+    frame = compare_results(rows, metrics=_COLUMNS[1:-1], label="variant", wide=True)
+    best_single = max((r["throughput_per_s"] for v, r in rows.items() if v.startswith("single ")), default=0.0)
     frame["speedup_vs_best_single"] = frame["throughput_per_s"] / best_single if best_single else float("nan")
-    frame = frame[_COLUMNS]
     return PartitionComparison(
         metrics={
             "best_throughput_per_s": float(frame["throughput_per_s"].max()),
@@ -194,12 +191,19 @@ def compare_partitions(
         frame=frame,
         partitions=parts,
         simulations=sims,
+        timeline=_patent_run_timeline,
     )
+
+
+def _patent_run_timeline(cmp: PartitionComparison) -> pd.DataFrame:
+    """The comparison's timeline: the patent's own variant (adjacent merging, buffered backends)."""
+    return cmp.simulations["adjacent, buffered"].timeline
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class BufferSweepResult(Result):
-    """Outcome of :func:`best_buffer_depth`: ``best_depth`` and the sweep ``frame``."""
+    """Outcome of :func:`best_buffer_depth`: ``best_depth`` and the sweep ``frame``; ``timeline``: the
+    chosen depth's run (simulated again on first access)."""
 
     best_depth: int = 0
     frame: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -263,6 +267,9 @@ def best_buffer_depth(
         for i, (d, tp, ok) in enumerate(zip(frame["buffer_depth"], frame["throughput_per_s"], frame["within_tol"]))
     ]
     return BufferSweepResult(
+        # the chosen depth's run, simulated again only when someone looks at it
+        timeline=partial(_depth_timeline, partition=partition, system=system, n_inputs=n_inputs, depth=chosen,
+                         cost=cost, launch_s=launch_s),
         metrics={
             "best_depth": chosen,
             "best_throughput_per_s": best,
@@ -273,3 +280,9 @@ def best_buffer_depth(
         best_depth=chosen,
         frame=frame,
     )
+
+
+def _depth_timeline(_sweep: BufferSweepResult, *, partition: PartitionResult, system: System, n_inputs: int,
+                    depth: int, cost: CostModel | None, launch_s: Any) -> pd.DataFrame:
+    return simulate_buffered(partition, system, n_inputs=n_inputs, buffer_depth=depth, cost=cost,
+                             launch_s=launch_s).timeline

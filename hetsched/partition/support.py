@@ -56,14 +56,16 @@ _ROW_FIELDS = ("backend", "op_type", "priority")
 
 
 def _priority(v: Any, where: str) -> int:
+    """An integer >= 1, or 0 ("not supported": beats the backend's ``*`` row)."""
+    bad = f"{where}: priority must be an integer >= 1 (or 0: not supported), got {v!r}"
     if isinstance(v, bool):
-        raise FormatError(f"{where}: priority must be an integer >= 1, got {v!r}", field="priority")
+        raise FormatError(bad, field="priority")
     try:
         f = float(v)
     except (TypeError, ValueError):
-        raise FormatError(f"{where}: priority must be an integer >= 1, got {v!r}", field="priority") from None
-    if f != f or f < 1 or f != int(f):
-        raise FormatError(f"{where}: priority must be an integer >= 1, got {v!r}", field="priority")
+        raise FormatError(bad, field="priority") from None
+    if f != f or f < 0 or f != int(f):
+        raise FormatError(bad, field="priority")
     return int(f)
 
 
@@ -75,10 +77,13 @@ def support_table_from_rows(rows: Iterable[Mapping[str, Any]], *, source: str = 
 
     >>> support_table_from_rows([{"backend": "gpu", "op_type": "*", "priority": 1}]).rows()
     [('gpu', '*', 1)]
-    >>> support_table_from_rows([{"backend": "gpu", "op_type": "Conv", "priority": 0}])
+    >>> support_table_from_rows([{"backend": "gpu", "op_type": "*", "priority": 1},
+    ...                          {"backend": "gpu", "op_type": "Conv", "priority": 0}]).candidates("Conv")
+    []
+    >>> support_table_from_rows([{"backend": "gpu", "op_type": "Conv", "priority": -1}])
     Traceback (most recent call last):
     ...
-    hetsched.errors.FormatError: support table row 1: priority must be an integer >= 1, got 0
+    hetsched.errors.FormatError: support table row 1: priority must be an integer >= 1 (or 0: not supported), got -1
     """
     table: dict[str, dict[str, int]] = {}
     for i, row in enumerate(rows, start=1):
@@ -94,6 +99,9 @@ def support_table_from_rows(rows: Iterable[Mapping[str, Any]], *, source: str = 
             raise FormatError(f"{where}: unknown field(s) {extra}", field=extra[0])
         backend, op_type = str(row["backend"]).strip(), str(row["op_type"]).strip()
         prio = _priority(row["priority"], where)
+        if prio == 0 and op_type == "*":
+            raise FormatError(f"{where}: a wildcard '*' needs a priority >= 1 (leave it out to support nothing)",
+                              field="priority")
         r = table.setdefault(backend, {})
         if op_type in r:
             raise FormatError(f"{where}: duplicate entry for backend {backend!r} and op_type {op_type!r}", field="op_type")

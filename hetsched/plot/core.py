@@ -26,6 +26,7 @@ import numbers
 import zlib
 from typing import Any, Iterable, Mapping, Sequence
 
+import networkx as nx
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -48,6 +49,7 @@ __all__ = [
     "gantt",
     "memory_curve",
     "graph_view",
+    "block_view",
     "compare",
     "MAX_BARS",
 ]
@@ -656,6 +658,126 @@ def graph_view(
         showlegend=True, legend=dict(title=_text(legend)),
         xaxis=dict(title=_text("topological generation"), showgrid=False, zeroline=False,
                    range=[-0.5, max(0.5, n_gen - 0.5)]),
+        yaxis=dict(showgrid=False, zeroline=False, showticklabels=False),
+        height=height or 420, margin=dict(l=10, r=10, t=40 if title else 20, b=40),
+    )
+    layout["title"] = _text(title)
+    return figure_from_dicts(data, layout)
+
+
+def block_view(
+    graph,
+    blocks: Mapping[str, str] | None = None,
+    *,
+    expanded: Iterable[str] = (),
+    color_by: str | Mapping[str, str] = "op_type",
+    colors: Mapping[str, str] | None = None,
+    title: str | None = None,
+    height: int | None = None,
+    legend_title: str | None = None,
+) -> go.Figure:
+    """A big graph drawn as its blocks (layers, stages), some of them expanded into their ops.
+
+    Each collapsed block is one marker (its size grows with its op count) coloured by the label most
+    of its ops have (``color_by`` as in :func:`graph_view`); an expanded block shows its ops. Every
+    marker's ``customdata`` is ``"block:<name>"`` or ``"op:<name>"``, so a click can expand or
+    collapse it. Blocks come from :func:`hetsched.blocks.op_blocks` unless given.
+
+    >>> from hetsched.io.generators import resnet_like
+    >>> g = resnet_like(n_stages=2, blocks_per_stage=2)
+    >>> fig = block_view(g, expanded=["s0b0"])
+    >>> cds = [c for t in fig.data if t.customdata is not None for c in t.customdata]
+    >>> "block:s0b1" in cds, "block:s0b0" in cds, any(c.startswith("op:s0b0") for c in cds)
+    (True, False, True)
+    """
+    from ..blocks import op_blocks
+
+    blocks = dict(blocks) if blocks is not None else op_blocks(graph)
+    open_ = set(expanded)
+    node_of = {o: (f"op:{o}" if blocks[o] in open_ else f"block:{blocks[o]}") for o in graph.ops}
+    order = graph.topological_order()
+    members: dict[str, list[str]] = {}
+    for o in order:
+        members.setdefault(node_of[o], []).append(o)
+    dg = nx.DiGraph()
+    dg.add_nodes_from(members)
+    for t in graph.tensors.values():
+        if t.producer is None:
+            continue
+        a = node_of[t.producer]
+        for c in t.consumers:
+            b = node_of[c]
+            if a != b:
+                dg.add_edge(a, b)
+    if nx.is_directed_acyclic_graph(dg):
+        gens = list(nx.topological_generations(dg))
+        at = {o: i for i, o in enumerate(order)}
+        first = {n: at[ops[0]] for n, ops in members.items()}  # within a column: in op order
+        pos = {}
+        for gi, gen in enumerate(gens):
+            gen = sorted(gen, key=first.__getitem__)
+            for j, n in enumerate(gen):
+                pos[n] = (float(gi), j - (len(gen) - 1) / 2.0)
+    else:  # interleaved blocks: a left-to-right line in the order of their first op
+        pos = {n: (float(i), 0.0) for i, n in enumerate(members)}
+    if isinstance(color_by, str):
+        lab = {o: str(getattr(graph.op(o), color_by, graph.op(o).attrs.get(color_by, "?"))) for o in graph.ops}
+        legend = color_by
+    else:
+        lab = {o: str(color_by.get(o, "(unassigned)")) for o in graph.ops}
+        legend = "device"
+    legend = legend_title or legend
+
+    def node_label(n: str) -> str:
+        counts: dict[str, int] = {}
+        for o in members[n]:
+            counts[lab[o]] = counts.get(lab[o], 0) + 1
+        return max(counts, key=lambda k: (counts[k], k))
+
+    labels = {n: node_label(n) for n in members}
+    cmap = color_map(list(dict.fromkeys(labels.values())), base=colors)
+    edges = list(dg.edges)
+    ex = np.full(3 * len(edges), np.nan)
+    ey = np.full(3 * len(edges), np.nan)
+    if edges:
+        ex[0::3] = [pos[u][0] for u, _ in edges]
+        ex[1::3] = [pos[v][0] for _, v in edges]
+        ey[0::3] = [pos[u][1] for u, _ in edges]
+        ey[1::3] = [pos[v][1] for _, v in edges]
+    data = [dict(type="scatter", x=ex, y=ey, mode="lines", line=dict(color="#BBBBBB", width=1.5),
+                 hoverinfo="skip", showlegend=False, name="edges")]
+    by_label: dict[str, list[str]] = {}
+    for n in members:
+        by_label.setdefault(labels[n], []).append(n)
+    for key, nodes in by_label.items():
+        hover, sizes, symbols = [], [], []
+        for n in nodes:
+            ops = members[n]
+            fl = sum(float(graph.op(o).flops) for o in ops)
+            wb = sum(int(graph.op(o).weight_bytes) for o in ops)
+            mix = {}
+            for o in ops:
+                mix[lab[o]] = mix.get(lab[o], 0) + 1
+            if n.startswith("block:"):
+                parts = ", ".join(f"{k}: {v}" for k, v in sorted(mix.items(), key=lambda kv: -kv[1])[:4])
+                hover.append(f"<b>{n[6:]}</b> ({len(ops)} ops; click to expand)<br>{fl / 1e9:.3g} GFLOPs, "
+                             f"weights {_fmt_bytes(wb)}<br>{parts}")
+                sizes.append(10 + 4 * np.sqrt(len(ops)))
+                symbols.append("square")
+            else:
+                op = graph.op(ops[0])
+                hover.append(f"<b>{op.name}</b> ({blocks[op.name]}; click to collapse)<br>{op.op_type}<br>"
+                             f"{op.flops:.3g} FLOPs")
+                sizes.append(9)
+                symbols.append("circle")
+        data.append(dict(type="scatter", x=np.array([pos[n][0] for n in nodes]), y=np.array([pos[n][1] for n in nodes]),
+                         mode="markers", name=key, customdata=nodes, hovertext=hover, hoverinfo="text",
+                         marker=dict(color=cmap[key], size=sizes, symbol=symbols, line=dict(color="#333333", width=0.8))))
+    n_cols = 1 + max((p[0] for p in pos.values()), default=0)
+    layout = dict(
+        showlegend=True, legend=dict(title=_text(legend)),
+        xaxis=dict(title=_text("blocks in dependency order (click one to expand or collapse it)"), showgrid=False,
+                   zeroline=False, showticklabels=False, range=[-0.5, max(0.5, n_cols - 0.5)]),
         yaxis=dict(showgrid=False, zeroline=False, showticklabels=False),
         height=height or 420, margin=dict(l=10, r=10, t=40 if title else 20, b=40),
     )

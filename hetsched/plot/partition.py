@@ -49,13 +49,29 @@ def partition_view(result, *, colors: Mapping[str, str] | None = None, by: str =
 
 
 def quotient_view(result, *, colors: Mapping[str, str] | None = None, title: str | None = None,
-                  height: int | None = None) -> go.Figure:
+                  height: int | None = None, step: int | None = None) -> go.Figure:
     """The quotient graph: one node per aggregated op (size ~ its ops), edges labelled by bytes.
 
     Drawn left to right by topological generation of the quotient (a DAG by construction).
+    ``step``: the quotient after that step of the log (:meth:`PartitionResult.quotient_at`; groups
+    named by their first op), what a step walker shows for a merge decision.
+
+    >>> from hetsched.partition.examples import merge_outcomes
+    >>> from hetsched.partition import partition_by_support
+    >>> r = partition_by_support(*merge_outcomes())
+    >>> sum(len(t.x) for t in quotient_view(r, step=7).data if t.mode == "markers+text")  # one merge done
+    6
     """
-    Q = result.quotient
     import networkx as nx
+
+    if step is None:
+        Q = result.quotient
+    else:
+        Q = result.quotient_at(step)
+        for n in Q:
+            Q.nodes[n]["n_ops"] = len(Q.nodes[n]["ops"])
+        for u, v in Q.edges:
+            Q.edges[u, v]["cross"] = Q.nodes[u]["backend"] != Q.nodes[v]["backend"]
 
     gens = list(nx.topological_generations(Q))
     pos = {}
@@ -82,7 +98,8 @@ def quotient_view(result, *, colors: Mapping[str, str] | None = None, title: str
                         line=dict(color="#333333", width=0.5)),
             hovertext=[f"<b>{n}</b><br>{Q.nodes[n]['n_ops']} op(s)" for n in nodes], hoverinfo="text",
         ))
-    layout = dict(title=_text(title or "aggregated ops (the quotient graph)"),
+    layout = dict(title=_text(title or ("aggregated ops (the quotient graph)" if step is None
+                                        else f"the quotient graph after step {step}")),
                   xaxis=dict(title=_text("launch order (topological generation)"), showgrid=False, zeroline=False),
                   yaxis=dict(showgrid=False, zeroline=False, showticklabels=False),
                   height=height or 360, legend=dict(title=_text("backend")))
@@ -90,7 +107,7 @@ def quotient_view(result, *, colors: Mapping[str, str] | None = None, title: str
 
 
 def buffer_occupancy(result, *, buffers: Iterable[str] | None = None, title: str | None = None,
-                     height: int | None = None) -> go.Figure:
+                     height: int | None = None, at_s: float | None = None) -> go.Figure:
     """Items held in each cross-backend buffer over time (steps), with the buffer depth as a line.
 
     Parameters
@@ -98,6 +115,8 @@ def buffer_occupancy(result, *, buffers: Iterable[str] | None = None, title: str
     result : BufferedResult
     buffers : iterable of str, optional
         Buffer names (``"<src group>-><dst group>"``) to show; default all.
+    at_s : float, optional
+        Draw a cursor at this time (a step walker passes ``result.replay(k)["time_s"]``).
     """
     occ = result.occupancy
     depth = result.params.get("buffer_depth", 0)
@@ -118,6 +137,10 @@ def buffer_occupancy(result, *, buffers: Iterable[str] | None = None, title: str
     if depth:
         data.append(dict(type="scatter", x=[0, span * f], y=[depth, depth], mode="lines", name=f"depth {depth}",
                          line=dict(color="#D55E00", dash="dash")))
+    if at_s is not None:
+        top = max([depth, 1] + [int(v) for v in occ["items"]]) if len(occ) else max(depth, 1)
+        data.append(dict(type="scatter", x=[at_s * f, at_s * f], y=[0, top], mode="lines", name="now",
+                         line=dict(color="#333333", width=1)))
     layout = dict(title=_text(title or "buffer occupancy (items held: producer start -> consumer end)"),
                   xaxis=dict(title=_text(f"time ({unit})")), yaxis=dict(title=_text("items in buffer")),
                   height=height or 320, legend=dict(title=_text("buffer")))

@@ -1,5 +1,7 @@
-"""PipelinePanel in a real browser: move m, both Gantts redraw with more micro-batches; the
-Chrome trace of the result on screen downloads after one click on "prepare downloads"."""
+"""PipelinePanel in a real browser (notebook 03's last cell): the walker stands on the patent's
+central step; step clicks move the cursor of both Gantts and the text, each sending < 100 KB;
+jumps (cache change, phase) land where they say; moving m redraws both schedules; a refused value
+shows why and clears on the next valid one; the Chrome trace of the result on screen downloads."""
 
 from __future__ import annotations
 
@@ -8,38 +10,87 @@ import re
 from pathlib import Path
 
 import pytest
-from e2e_helpers import output_errors, screenshot, wait_for_plots
-from panel_helpers import _TITLE_JS, figure_title, panel_figure_indexes, step_click, wait_for_title_change
+from e2e_helpers import ARTIFACTS, output_errors, screenshot
+from panel_helpers import _TITLE_JS, figure_title, panel_figure_indexes, panel_text, step_click, wait_for_title_change
 
 NOTEBOOK = "03_pipeline"
+#: x of the last shape (the step cursor) of the i-th figure, as plotly.js drew it
+_CURSOR_JS = """i => { const el = document.querySelectorAll('.js-plotly-plot')[i];
+    const s = (el && el.layout && el.layout.shapes) || []; return s.length ? s[s.length - 1].x0 : null; }"""
+
+
+def _wait_text(page, words: str, timeout_s: float = 90.0) -> None:
+    page.wait_for_function("w => Array.from(document.querySelectorAll('.hetsched-panel')).pop().innerText.includes(w)",
+                           arg=words, timeout=timeout_s * 1000)
 
 
 @pytest.mark.e2e
-def test_pipeline_panel_move_m(voila_page):
+def test_pipeline_panel_walks_the_patents_cache_queue(voila_page):
     page = voila_page(NOTEBOOK)
-    wait_for_plots(page, 3)
     panel = page.locator(".hetsched-panel").last
     panel.wait_for()
-    a_i, b_i, _cache_i = panel_figure_indexes(page, 3)
+    a_i, b_i, patent_i, queues_i, stages_i = panel_figure_indexes(page, 5)
     assert output_errors(page) == []
-    title_a, title_b = figure_title(page, a_i), figure_title(page, b_i)
-    assert "m=10" in title_a and "m=10" in title_b
+    # the notebook left the walker on the last rank's forward micro-step r = 2: the send interval opens
+    text = panel_text(page)
+    assert "r = m mod p = 10 mod 4 = 2" in text and "send interval [r, r + (p + r)(v − 1)) = [2, 8)" in text
+    assert "step 16 of 160" in text and "inside the send interval [2, 8): it pushes 3F2" in text
+    title_a = figure_title(page, a_i)
+    assert "m=10" in title_a and "the patent's" in title_a and "m=10" in figure_title(page, b_i)
+    assert "split" in figure_title(page, stages_i) and "patent" in figure_title(page, patent_i)
+    for key in ("makespan_s", "bubble_fraction", "[paddle]"):
+        assert key not in text
+
+    # what a user sees at 1600 x 1000 with the panel scrolled to its top, then the whole panel
+    page.set_viewport_size({"width": 1600, "height": 1000})
+    page.wait_for_timeout(800)
+    panel.evaluate("el => el.scrollIntoView()")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "e2e_pipeline_panel_1600x1000.png"))
+    panel.locator("h4", has_text="The patent's cache queues").evaluate("el => el.scrollIntoView()")
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(ARTIFACTS / "e2e_pipeline_panel_patent_1600x1000.png"))
+
+    # step clicks: the text changes at each, the cursor of both Gantts as soon as the next action starts
+    # later (several ranks may start at one instant); only a patch travels
+    cur, clicks = page.evaluate(_CURSOR_JS, a_i), 0
+    while clicks < 6:
+        nbytes, before, after = step_click(page, panel, "next ▶")
+        clicks += 1
+        assert before != after and nbytes < 100_000, f"one time-step click sent {nbytes} bytes"
+        assert f"step {16 + clicks} of 160" in after
+        page.wait_for_timeout(300)
+        if page.evaluate(_CURSOR_JS, a_i) != cur:
+            break
+    assert page.evaluate(_CURSOR_JS, a_i) != cur, "the cursor never moved"
+    assert page.evaluate(_CURSOR_JS, a_i) == page.evaluate(_CURSOR_JS, b_i)  # one instant on the shared axis
+    # jumps: the next change of a cache queue, then the first steady-phase action
+    nbytes, before, after = step_click(page, panel, "cache change ▶")
+    assert nbytes < 100_000 and "cache queue (the patent's) of rank" in after
+    panel.get_by_role("button", name="steady", exact=True).click()
+    _wait_text(page, "in its steady phase")
+
+    # move m: both schedules redraw (r = m mod p = 0 at m = 16: nothing waits)
     slider = panel.locator(".widget-slider").filter(has_text="m (micro-batches)").locator(".noUi-handle, .ui-slider-handle").first
     slider.focus()
     for _ in range(6):
         page.keyboard.press("ArrowRight")  # m 10 -> 16, one step per key press
-    new_a = wait_for_title_change(page, title_a, a_i, timeout_s=90)
-    wait_for_title_change(page, title_b, b_i, timeout_s=90)
-    assert "m=1" in new_a and "m=10" not in new_a
-    screenshot(panel, "e2e_pipeline_panel_more_microbatches")
-    # a time-step click moves the cursor of both Gantts: a patch far below 100 KB, not new figures
+    wait_for_title_change(page, title_a, a_i, timeout_s=90)
     page.wait_for_function(f"() => ({_TITLE_JS})({a_i}).includes('m=16')", timeout=90_000)  # all six moves drawn
-    cursor = "() => Array.from(document.querySelectorAll('.hetsched-panel')).pop().innerText"
-    for _ in range(2):
-        nbytes, before, after = step_click(page, panel, "next ▶")
-        assert before != after and nbytes < 100_000, f"one time-step click sent {nbytes} bytes"
-    assert "action 3 of" in page.evaluate(cursor)
-    # downloads are built on demand (not on every recompute): one click, then the links
+    _wait_text(page, "r = m mod p = 16 mod 4 = 0")
+
+    # a refused value: said why, the figures kept; the next valid value clears it
+    box = panel.locator(".widget-text").filter(has_text="p (ranks)").locator("input")
+    box.fill("100000")
+    box.press("Enter")
+    _wait_text(page, "p (ranks) = 100000 is outside 2..64")
+    assert "m=16" in figure_title(page, a_i)
+    box.fill("8")
+    box.press("Enter")
+    page.wait_for_function(f"() => ({_TITLE_JS})({a_i}).includes('p=8')", timeout=90_000)
+    assert "is outside" not in panel_text(page)
+
+    # downloads are built on demand: one click, then the trace of the result on screen
     assert panel.locator("a[download]").count() == 0
     panel.get_by_role("button", name=re.compile("prepare downloads")).click()
     link = panel.locator('a[download="pipeline_A_trace.json"]')
@@ -47,9 +98,6 @@ def test_pipeline_panel_move_m(voila_page):
     with page.expect_download(timeout=60_000) as dl:
         link.click()
     trace = json.loads(Path(dl.value.path()).read_text())
-    mbs = [int(m.group(1)) for e in trace["traceEvents"] if (m := re.fullmatch(r"\d+F(\d+)", str(e.get("name", ""))))]
-    assert mbs and max(mbs) >= 10  # micro-batch 10 exists only after m moved past 10: the result on screen
-    for name in ("pipeline_B_trace.json", "pipeline_A_timeline.csv", "pipeline_metrics.csv"):
-        assert panel.locator(f'a[download="{name}"]').count() == 1
+    stages = {int(m.group(1)) for e in trace["traceEvents"] if (m := re.fullmatch(r"(\d+)F\d+", str(e.get("name", ""))))}
+    assert max(stages) == 15  # p = 8 ranks x v = 2 chunks: the result on screen
     assert output_errors(page) == []
-    screenshot(panel, "e2e_pipeline_panel_downloads_ready")

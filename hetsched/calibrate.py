@@ -1,0 +1,972 @@
+"""Calibrate costs on the local machine: measure the device, fit efficiency curves, compare with runs.
+
+``hetsched.calibrate(...)`` (this module is callable) and ``hetsched calibrate`` measure, with torch:
+
+1. the device's real **peak FLOP/s** (a large single-precision matrix product), **memory
+   bandwidth** (a copy far larger than the caches) and **launch overhead** (what the profiler
+   reports for a view op, which does no work);
+2. the **workloads** -- zoo models built in torch (:mod:`hetsched.io.torch_zoo`) or your own
+   modules -- run eagerly under ``torch.profiler``; :func:`hetsched.io.profile.load_profile` matches
+   every ATen call to an op of the imported graph, so each op gives one point
+   ``(work, measured time)``;
+3. a **sweep** of generic sizes per op type seen in the workloads (element-wise ops from 4 K to 8 M
+   elements, matrix products from 16 to 4096 rows, convolutions of four ResNet-like shapes at
+   three batch sizes...): fixed sizes, independent of any target graph, so that work sizes beyond
+   the workloads' are measured rather than extrapolated (caches fill, matrix kernels warm up).
+
+The fit is **shape-aware**: an op's *work* is its roofline time at the measured peak and bandwidth,
+``max(flops / peak, bytes / bandwidth)`` (bytes by the rules of :mod:`hetsched.cost`: views move
+nothing, gathers only their rows), and its *efficiency* is work over measured time, launch excluded.
+Per op type (op class when a type has too few points) the points are binned in ``log10(work)``
+and the median efficiency of each bin becomes a knot of a piecewise-linear
+:class:`~hetsched.cost.EfficiencyCurve`. A latency measured at batch 1 is thereby never reused at
+batch 8; the efficiency of the batch-8 op's work size is, which is why one calibration predicts
+other batch sizes and sequence lengths (``bench/bench_calibration.py`` measures how well).
+
+Timings are order statistics over ``repeats`` runs (``stat``: ``"median"`` by default; on a machine
+shared with other jobs ``"min"`` is the better estimate of the uncontended time, as contention only
+ever adds). Torch threads are pinned for the whole run (``threads``) and recorded.
+
+The result writes a **system YAML** (one ``cpu0`` device with the measured numbers; a ``gpu0`` and
+its host link when CUDA is present) and a **cost file** (``docs/formats.md``, section 5) that
+``evaluate``, every algorithm (``cost=path``), the CLI (``hetsched --cost FILE ...``) and the
+calibration panel accept.
+
+:func:`compare` sets a prediction against a measured profile: per-op ratios, the end-to-end ratio
+and both timelines (what :mod:`hetsched.plot.calibration` draws).
+
+>>> import hetsched
+>>> callable(hetsched.calibrate)
+True
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import replace as _replace
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .cost import CalibratedCost, CostModel, EfficiencyCurve, RooflineCost, model_id, resolve_cost, save_cost
+from .errors import HetschedError
+from .graph import OpGraph
+from .results import Result, Step
+from .system import Device, Link, System, op_class
+from .timeline import make_timeline
+
+__all__ = ["calibrate", "Calibration", "compare", "Comparison", "fit_curves", "DEFAULT_WORKLOADS", "sweep_graph",
+           "parse_workload",
+           "warm_allocator", "measure_peak_flops", "measure_bandwidth", "measure_launch"]
+
+#: The workloads ``hetsched calibrate`` runs by default: ResNet-50 at batch 1 and BERT-base at
+#: sequence length 64 (convolutions, normalisations, pooling; matrix products, attention, GELU).
+DEFAULT_WORKLOADS: tuple[tuple[str, dict], ...] = (("resnet50", {"batch": 1}), ("bert_base", {"batch": 1, "seq_len": 64}))
+MIN_POINTS_PER_TYPE = 4  # fewer points of one op type: its op class's curve prices it
+WORK = "sum"  # compute and traffic do not overlap on a CPU core (see CalibratedCost)
+MONOTONE = frozenset({"conv", "matmul"})  # op classes whose curves are non-decreasing in work
+BIN_DECADES = 0.25  # knot spacing of an efficiency curve, in decades of work
+
+
+# ---------------------------------------------------------------------------- results
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Calibration(Result):
+    """What :func:`calibrate` measured and fitted.
+
+    Attributes
+    ----------
+    system : System
+        The measured device(s), ready to save (:meth:`save`).
+    cost : CalibratedCost
+        Efficiency curves per device and op type/class.
+    points : DataFrame
+        Every measurement the fit used: ``source`` (workload name or ``sweep``), ``op``, ``op_type``,
+        ``key`` (the curve it went to), ``flops``, ``bytes``, ``work_s``, ``measured_s``,
+        ``efficiency``, ``predicted_s`` (by the fitted model) and ``ratio`` (predicted / measured).
+    profiles : dict
+        ``{workload: Profile}`` of the workload runs.
+    graphs : dict
+        ``{workload: OpGraph}`` imported from each workload.
+    metrics : dict
+        ``peak_flops``, ``mem_bandwidth_Bps``, ``launch_overhead_s``, ``n_points``, ``n_curves``,
+        ``fit_median_ratio``, ``fit_p10_ratio``, ``fit_p90_ratio`` (on the calibration points),
+        ``threads``, ``duration_s``, ``load_1min`` (the machine's load when it started).
+    timeline : DataFrame
+        The first workload's measured run.
+    steps : tuple
+        One per measurement and per fitted curve (what was measured, the numbers, why a curve is
+        keyed by type or by class).
+    """
+
+    system: System
+    cost: CalibratedCost
+    points: pd.DataFrame = field(default_factory=pd.DataFrame)
+    profiles: Mapping[str, Any] = field(default_factory=dict)
+    graphs: Mapping[str, OpGraph] = field(default_factory=dict)
+
+    def save(self, system_path: str | Path | None = None, cost_path: str | Path | None = None) -> None:
+        """Write the system YAML and/or the cost file."""
+        from .io.systems import save_system
+
+        if system_path is not None:
+            save_system(self.system, system_path)
+        if cost_path is not None:
+            save_cost(self.cost, cost_path)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Comparison(Result):
+    """A prediction set against a measured profile (see :func:`compare`).
+
+    Attributes
+    ----------
+    ops : DataFrame
+        ``op, op_type, measured_s, predicted_s, ratio`` (predicted / measured) per matched op.
+    measured : DataFrame
+        The measured timeline (the profile's).
+    predicted : DataFrame
+        The predicted timeline (``evaluate`` with every op on ``device``).
+    metrics : dict
+        ``measured_s`` (end to end: the profile's median iteration, or ``wall_s`` when given),
+        ``predicted_s``, ``e2e_ratio``, ``median_ratio``, ``p10_ratio``, ``p90_ratio``, ``n_ops``.
+    """
+
+    ops: pd.DataFrame = field(default_factory=pd.DataFrame)
+    measured: pd.DataFrame = field(default_factory=make_timeline)
+    predicted: pd.DataFrame = field(default_factory=make_timeline)
+
+    def trace(self, path: str | Path | None = None) -> dict:
+        """One Perfetto/Chrome trace with both runs: a ``measured`` and a ``predicted`` process."""
+        from .timeline import to_chrome_trace
+
+        both = pd.concat([self.measured.assign(group="measured", lane="measured " + self.measured["lane"].astype(str)),
+                          self.predicted.assign(group="predicted", lane="predicted " + self.predicted["lane"].astype(str))],
+                         ignore_index=True)
+        return to_chrome_trace(make_timeline(both), path, name="hetsched calibration")
+
+
+# ---------------------------------------------------------------------------- measuring
+def _torch():
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - CI installs torch
+        raise HetschedError("calibration needs torch: pip install 'hetsched[torch]' (or torch==2.13.0)",
+                            field="torch") from None
+    return torch
+
+
+def _stat_fn(stat: str) -> Callable[[Sequence[float]], float]:
+    fns = {"median": statistics.median, "min": min, "mean": statistics.fmean}
+    if stat not in fns:
+        raise HetschedError(f"stat must be one of {sorted(fns)}, got {stat!r}", field="stat")
+    return fns[stat]
+
+
+def _sync(dev: str) -> None:
+    if dev == "cuda":
+        _torch().cuda.synchronize()
+
+
+CLOCKS = ("profiler", "wall", "cpu")
+
+
+def _now(clock: str) -> Callable[[], float]:
+    if clock not in CLOCKS:
+        raise HetschedError(f"clock must be one of {', '.join(CLOCKS)}, got {clock!r}", field="clock")
+    return time.thread_time if clock == "cpu" else time.perf_counter
+
+
+def _time(fn: Callable[[], Any], repeats: int, stat: Callable, dev: str = "cpu", clock: str = "wall") -> float:
+    now = _now(clock)
+    fn()
+    _sync(dev)
+    ts = []
+    for _ in range(repeats):
+        t0 = now()
+        fn()
+        _sync(dev)
+        ts.append(now() - t0)
+    return float(stat(ts))
+
+
+def measure_peak_flops(dev: str = "cpu", *, n: int = 2048, repeats: int = 5, stat: str = "median",
+                       clock: str = "wall") -> float:
+    """FLOP/s of an ``n x n`` single-precision matrix product (what vendors quote as peak).
+
+    >>> measure_peak_flops(n=64, repeats=1) > 0
+    True
+    """
+    torch = _torch()
+    a, b = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
+    return 2.0 * n ** 3 / _time(lambda: a @ b, repeats, _stat_fn(stat), dev, clock)
+
+
+def measure_bandwidth(dev: str = "cpu", *, nbytes: int = 1 << 27, repeats: int = 5, stat: str = "median",
+                      clock: str = "wall") -> float:
+    """Bytes/s of a copy of ``nbytes`` (read + write), far larger than the caches (STREAM's copy).
+
+    >>> measure_bandwidth(nbytes=1 << 16, repeats=1) > 0
+    True
+    """
+    torch = _torch()
+    x = torch.ones(nbytes // 4, device=dev)
+    y = torch.empty_like(x)
+    return 2.0 * x.numel() * 4 / _time(lambda: y.copy_(x), repeats, _stat_fn(stat), dev, clock)
+
+
+def measure_launch(dev: str = "cpu", *, calls: int = 200, stat: str = "median", clock: str = "wall") -> float:
+    """Seconds of an op that does no work (a ``view``): the launch overhead, by the profiler or a clock.
+
+    >>> 0 < measure_launch(calls=10) < 1e-3
+    True
+    """
+    torch = _torch()
+    x = torch.ones(8, device=dev)
+    if clock != "profiler":
+        now = _now(clock)
+        ts = []
+        with torch.no_grad():
+            for _ in range(calls):
+                t0 = now()
+                x.view(2, 4)
+                ts.append(now() - t0)
+        return float(_stat_fn(stat)(ts))
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(calls):
+            x.view(2, 4)
+    durs = [e.cpu_time_total for e in prof.events() if e.name == "aten::view"]
+    if not durs:  # pragma: no cover - the profiler always records aten::view
+        return 0.0
+    return float(_stat_fn(stat)(durs)) * 1e-6
+
+
+def warm_allocator() -> bool:
+    """Keep glibc's allocator from returning freed memory to the OS (Linux/glibc; else a no-op).
+
+    With its defaults glibc unmaps (or trims) large freed blocks and the next allocation of that
+    size page-faults again: a ResNet-50 forward at batch 8 takes ~40 000 minor page faults on the
+    machine of ``bench/results/calibration.md`` (about 10 % of its time, none at batch 1), a cost
+    of the allocator's state, not of the ops, that no per-op model predicts. jemalloc and tcmalloc
+    (what PyTorch's CPU performance guide recommends) and GPU caching allocators keep the memory;
+    this sets glibc to do the same (``M_MMAP_THRESHOLD`` 32 MiB, ``M_TRIM_THRESHOLD`` 1 GiB) for
+    the calling process, for good. ``hetsched calibrate`` and the calibration benchmark call it
+    before measuring; call it in the process whose runs you compare with a calibrated prediction.
+
+    Returns whether the settings were applied.
+    """
+    import ctypes
+    import ctypes.util
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3  # glibc malloc.h
+        return bool(libc.mallopt(m_mmap_threshold, 32 << 20)) and bool(libc.mallopt(m_trim_threshold, 1 << 30))
+    except (OSError, AttributeError):  # pragma: no cover - not glibc
+        return False
+
+
+# ---------------------------------------------------------------------------- the sweep
+def _sweep_specs(types_seen: Iterable[str], quick: bool = False) -> list[tuple[str, str, dict]]:
+    """``(name, op_type, spec)`` of the generic sweep points for the op types seen (fixed sizes);
+    ``quick``: the smaller half of each range (for tests and demos)."""
+    seen = set(types_seen)
+    out: list[tuple[str, str, dict]] = []
+    # 4 K .. 8 M elements: above 32 MB glibc maps every allocation afresh (page faults on each call),
+    # which no model of that size pays once its allocator is warm
+    sizes = [1 << k for k in ((12, 14, 16, 18) if quick else (12, 14, 16, 18, 20, 22, 23))]
+    rows, ks, seqs = ((16, 64, 256), (768,), (16, 32, 64)) if quick else ((16, 64, 256, 1024, 4096), (768, 2048),
+                                                                           (16, 32, 64, 128, 256, 512))
+    conv_shapes, batches = (((128, 28), (512, 7)), (1,)) if quick else (((64, 56), (128, 28), (256, 14), (512, 7)), (1, 4, 16))
+    unary = {"Relu": "relu", "Gelu": "gelu", "Tanh": "tanh", "Sigmoid": "sigmoid", "Erf": "erf", "Exp": "exp",
+             "Neg": "neg", "Clip": "relu6"}
+    binary = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
+    for t, fn in unary.items():
+        if t in seen:
+            out += [(f"sweep/{t}/{n}", t, {"kind": "unary", "fn": fn, "n": n}) for n in sizes]
+    for t, fn in binary.items():
+        if t in seen:
+            out += [(f"sweep/{t}/{n}", t, {"kind": "binary", "fn": fn, "n": n}) for n in sizes]
+    if "BatchNormalization" in seen:
+        out += [(f"sweep/BatchNormalization/{n}", "BatchNormalization", {"kind": "bn", "n": n}) for n in sizes]
+    if "LayerNormalization" in seen:
+        out += [(f"sweep/LayerNormalization/{n}", "LayerNormalization", {"kind": "ln", "n": n}) for n in sizes]
+    if "Softmax" in seen:
+        out += [(f"sweep/Softmax/{n}", "Softmax", {"kind": "softmax", "n": n}) for n in sizes]
+    if "MaxPool" in seen:
+        out += [(f"sweep/MaxPool/{n}", "MaxPool", {"kind": "maxpool", "n": n}) for n in sizes]
+    if "GlobalAveragePool" in seen:
+        out += [(f"sweep/GlobalAveragePool/{n}", "GlobalAveragePool", {"kind": "gap", "n": n}) for n in sizes]
+    if "Gemm" in seen:
+        out += [(f"sweep/Gemm/{m}x{k}", "Gemm", {"kind": "linear", "m": m, "k": k, "n": k}) for k in ks for m in rows]
+    if "MatMul" in seen:
+        out += [(f"sweep/MatMul/{s}", "MatMul", {"kind": "bmm", "b": 12, "s": s, "d": 64}) for s in seqs]
+    if "Conv" in seen:
+        out += [(f"sweep/Conv/{c}x{h}x{k}/b{b}", "Conv", {"kind": "conv", "b": b, "c": c, "h": h, "k": k})
+                for c, h in conv_shapes for k in (1, 3) for b in batches]
+    return out
+
+
+def sweep_graph(types_seen: Iterable[str], quick: bool = False) -> tuple[OpGraph, dict[str, dict]]:
+    """The sweep as an OpGraph of independent ops (sizes, FLOPs and weights by the importer's rules)
+    and the specs to run them; its op names are the annotations :func:`load_profile` matches.
+
+    >>> g, specs = sweep_graph(["Relu", "Gemm"])
+    >>> g.op("sweep/Relu/4096").flops, g.op("sweep/Gemm/16x768").flops
+    (4096.0, 18886656.0)
+    """
+    from .io.flops import ELEMENTWISE_FLOPS
+
+    g = OpGraph("calibration-sweep")
+    specs: dict[str, dict] = {}
+    for name, t, sp in _sweep_specs(types_seen, quick):
+        kind, f4 = sp["kind"], 4
+        w = 0
+        if kind in ("unary", "binary", "bn", "ln", "softmax"):
+            n = sp["n"]
+            ins, outs = ([n, n] if kind == "binary" else [n]), [n]
+            flops = ELEMENTWISE_FLOPS.get(t, 1.0) * n
+            w = {"bn": 4 * 64, "ln": 2 * 768}.get(kind, 0) * f4
+        elif kind == "maxpool":
+            n = sp["n"]
+            hw = max(4, int(math.sqrt(n / 64)))
+            ins, outs = [64 * hw * hw], [64 * ((hw + 1) // 2) ** 2]
+            flops = 9.0 * outs[0]
+            sp = {**sp, "hw": hw}
+        elif kind == "gap":
+            n = sp["n"]
+            hw = max(1, int(math.sqrt(n / 256)))
+            ins, outs = [256 * hw * hw], [256]
+            flops = float(ins[0])
+            sp = {**sp, "hw": hw}
+        elif kind == "linear":
+            m, k, nn = sp["m"], sp["k"], sp["n"]
+            ins, outs = [m * k], [m * nn]
+            flops = 2.0 * m * k * nn + m * nn
+            w = (k * nn + nn) * f4
+        elif kind == "bmm":
+            b, s, d = sp["b"], sp["s"], sp["d"]
+            ins, outs = [b * s * d, b * d * s], [b * s * s]
+            flops = 2.0 * b * s * s * d
+        elif kind == "conv":
+            b, c, h, k = sp["b"], sp["c"], sp["h"], sp["k"]
+            ins, outs = [b * c * h * h], [b * c * h * h]
+            flops = 2.0 * b * c * h * h * c * k * k
+            w = c * c * k * k * f4
+        else:  # pragma: no cover - every kind is listed above
+            raise HetschedError(f"unknown sweep kind {kind!r}")
+        g.add_op(name, t, flops=float(flops), weight_bytes=int(w), attrs={"sweep": True})
+        for i, n_in in enumerate(ins):
+            g.add_tensor(f"{name}:in{i}", n_in * f4, consumers=[name])
+        for i, n_out in enumerate(outs):
+            g.add_tensor(f"{name}:out{i}", n_out * f4, producer=name, is_output=True)
+        specs[name] = sp
+    return g, specs
+
+
+def _sweep_callable(sp: dict, dev: str):
+    torch = _torch()
+    F = torch.nn.functional
+    kind = sp["kind"]
+    if kind == "unary":
+        x = torch.randn(sp["n"], device=dev)
+        fn = {"relu6": F.relu6, "gelu": F.gelu}.get(sp["fn"]) or getattr(torch, sp["fn"])
+        return lambda: fn(x)
+    if kind == "binary":
+        x, y = torch.randn(sp["n"], device=dev), torch.rand(sp["n"], device=dev) + 0.5
+        fn = getattr(torch, sp["fn"])
+        return lambda: fn(x, y)
+    if kind == "bn":
+        hw = max(1, int(math.sqrt(sp["n"] / 64)))
+        x = torch.randn(sp["n"] // (64 * hw * hw) or 1, 64, hw, hw, device=dev)
+        rm, rv, w, b = (torch.rand(64, device=dev) + 0.5 for _ in range(4))
+        return lambda: F.batch_norm(x, rm, rv, w, b, False)
+    if kind == "ln":
+        x = torch.randn(max(1, sp["n"] // 768), 768, device=dev)
+        w, b = torch.ones(768, device=dev), torch.zeros(768, device=dev)
+        return lambda: F.layer_norm(x, (768,), w, b)
+    if kind == "softmax":
+        x = torch.randn(max(1, sp["n"] // 128), 128, device=dev)
+        return lambda: torch.softmax(x, -1)
+    if kind == "maxpool":
+        x = torch.randn(1, 64, sp["hw"], sp["hw"], device=dev)
+        return lambda: F.max_pool2d(x, 3, 2, 1)
+    if kind == "gap":
+        x = torch.randn(1, 256, sp["hw"], sp["hw"], device=dev)
+        return lambda: F.adaptive_avg_pool2d(x, 1)
+    if kind == "linear":
+        x = torch.randn(sp["m"], sp["k"], device=dev)
+        lin = torch.nn.Linear(sp["k"], sp["n"]).to(dev)
+        return lambda: lin(x)
+    if kind == "bmm":
+        q = torch.randn(1, sp["b"], sp["s"], sp["d"], device=dev)
+        k = torch.randn(1, sp["b"], sp["d"], sp["s"], device=dev)
+        return lambda: torch.matmul(q, k)
+    if kind == "conv":
+        x = torch.randn(sp["b"], sp["c"], sp["h"], sp["h"], device=dev)
+        conv = torch.nn.Conv2d(sp["c"], sp["c"], sp["k"], padding=sp["k"] // 2, bias=False).to(dev).eval()
+        return lambda: conv(x)
+    raise HetschedError(f"unknown sweep kind {kind!r}")  # pragma: no cover
+
+
+def _profile_sweep(g: OpGraph, specs: Mapping[str, dict], dev: str, repeats: int, stat: str,
+                   clock: str = "profiler") -> dict[str, float]:
+    """``{sweep op: seconds}``: by the profiler (annotations matched by :func:`load_profile`) or a clock."""
+    torch = _torch()
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from .io.profile import load_profile
+
+    calls = {name: _sweep_callable(sp, dev) for name, sp in specs.items()}
+    # in a model an op reads what the previous op wrote, not what it read itself a moment ago:
+    # evict the caches (write 64 MiB) before each timed call so the sweep does not time warm re-reads
+    buf = torch.empty(1 << 24, device=dev)
+
+    def flush() -> None:
+        buf.fill_(1.0)
+
+    if clock != "profiler":
+        now = _now(clock)
+        fn_stat = _stat_fn(stat)
+        out = {}
+        with torch.no_grad():
+            for name, fn in calls.items():
+                fn()
+                ts = []
+                for _ in range(repeats):
+                    flush()
+                    t0 = now()
+                    fn()
+                    _sync(dev)
+                    ts.append(now() - t0)
+                out[name] = float(fn_stat(ts))
+        return out
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" else [])
+    with torch.no_grad():
+        for fn in calls.values():
+            fn()
+        with profile(activities=acts) as prof:
+            for _ in range(repeats):
+                for name, fn in calls.items():
+                    flush()
+                    with record_function(name):
+                        fn()
+                _sync(dev)
+        doc = _trace_of(prof)
+    return dict(load_profile(doc, g, device=dev, stat=stat).latency_s)
+
+
+def _trace_of(prof) -> dict:
+    import json
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(tmp)
+        return json.loads(Path(tmp).read_text())
+    finally:
+        os.unlink(tmp)
+
+
+# ---------------------------------------------------------------------------- fitting
+def _knots(lw: np.ndarray, eff: np.ndarray, bin_decades: float, monotone: bool = False) -> tuple[list[float], list[float]]:
+    """Median efficiency per bin of ``bin_decades`` in log10(work), from the smallest work up;
+    ``monotone``: made non-decreasing (pool-adjacent-violators, bins weighted by their points)."""
+    order = np.argsort(lw)
+    lw, eff = lw[order], eff[order]
+    ws, es, ns = [], [], []
+    i = 0
+    while i < len(lw):
+        j = i + 1
+        while j < len(lw) and lw[j] - lw[i] < bin_decades:
+            j += 1
+        ws.append(float(10 ** np.mean(lw[i:j])))
+        es.append(float(np.median(eff[i:j])))
+        ns.append(j - i)
+        i = j
+    if monotone:
+        es = _isotonic(es, ns)
+    return ws, es
+
+
+def _isotonic(y: Sequence[float], w: Sequence[float]) -> list[float]:
+    """Weighted least-squares non-decreasing fit (pool adjacent violators).
+
+    >>> [round(v, 4) for v in _isotonic([0.3, 0.7, 0.5, 0.2, 0.6], [1, 1, 1, 1, 1])]
+    [0.3, 0.4667, 0.4667, 0.4667, 0.6]
+    """
+    blocks: list[list[float]] = []  # [mean, weight, count]
+    for v, wt in zip(y, w):
+        blocks.append([float(v), float(wt), 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            m2, w2, c2 = blocks.pop()
+            m1, w1, c1 = blocks.pop()
+            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2, c1 + c2])
+    return [m for m, _, c in blocks for _ in range(c)]
+
+
+def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
+               bin_decades: float = BIN_DECADES) -> tuple[dict[str, EfficiencyCurve], list[Step], pd.Series]:
+    """Efficiency curves from points ``(source, op_type, work_s, efficiency)``.
+
+    One curve per op type with at least ``min_points`` points, else per op class, and a
+    ``default`` over every point. Within a curve the workload points (``source != "sweep"``: ops
+    timed inside real models) set the level where they exist -- their median per bin of
+    ``bin_decades`` decades of work is a knot; beyond the workloads' range of work the generic
+    sweep sets the *trend*: above the largest workload knot ``(w1, e1)`` a sweep knot at work ``w``
+    takes the workload's time at ``w1`` plus the time the sweep adds from ``w1`` to ``w``,
+    ``w / (w1 / e1 + w / e_sweep(w) - w1 / e_sweep(w1))``; below the smallest it scales the
+    efficiency by the sweep's ratio (clamped to 4x either way). Isolated micro-benchmarks run with
+    warm caches and fixed arguments (a division by a tensor, not by a Python number), so their
+    absolute efficiency is not the in-model one, but what more work costs is. A curve with no
+    workload point is the sweep's.
+
+    Returns ``(curves, steps, key)``: the curve key each point went to in ``key``.
+
+    >>> pts = pd.DataFrame({"source": ["m"] * 4 + ["sweep"] * 3 + ["m"],
+    ...                     "op_type": ["Conv"] * 7 + ["Relu"],
+    ...                     "work_s": [1e-5, 1.2e-5, 1e-4, 1.2e-4, 1e-4, 1e-3, 1e-2, 1e-6],
+    ...                     "efficiency": [0.2, 0.2, 0.4, 0.4, 0.8, 1.6, 1.6, 0.5]})
+    >>> curves, steps, key = fit_curves(pts)
+    >>> sorted(curves), key.tolist()[-2:]
+    (['Conv', 'default', 'elementwise'], ['Conv', 'elementwise'])
+    >>> [round(curves["Conv"](w), 3) for w in (1.1e-5, 1.1e-4, 1e-3, 1.0)]   # past 1e-4 the sweep's added time
+    [0.2, 0.402, 1.304, 1.564]
+    """
+    pts = points[(points["work_s"] > 0) & (points["efficiency"] > 0) & np.isfinite(points["efficiency"])]
+    if "source" not in pts:
+        pts = pts.assign(source="workload")
+    counts = pts["op_type"].value_counts()
+    key = pts["op_type"].where(pts["op_type"].map(counts) >= min_points, pts["op_type"].map(op_class))
+    curves: dict[str, EfficiencyCurve] = {}
+    steps: list[Step] = []
+    groups = [(k, pts[key == k]) for k in dict.fromkeys(key)] + [("default", pts)]
+    for k, sub in groups:
+        if not len(sub):
+            continue
+        is_sweep = (sub["source"] == "sweep").to_numpy()
+        lw = np.log10(sub["work_s"].to_numpy(float))
+        eff = sub["efficiency"].to_numpy(float)
+        # a compute-bound kernel does not get less efficient with more work; a drop across a class's
+        # bins comes from mixing shapes (a 3x3 convolution on a 2x2 image), which layer factors carry
+        mono = k in MONOTONE or op_class(k) in MONOTONE
+        ww, we = _knots(lw[~is_sweep], eff[~is_sweep], bin_decades, mono) if (~is_sweep).any() else ([], [])
+        sw, se = _knots(lw[is_sweep], eff[is_sweep], bin_decades, mono) if is_sweep.any() else ([], [])
+        how = "workload points" if ww else "sweep points"
+        if ww and len(sw) >= 2:
+            trend = EfficiencyCurve(sw, se)
+            lo, hi = ww[0], ww[-1]
+            t_hi = hi / we[-1]
+            above = []
+            for w in sw:
+                if w > hi * 10 ** bin_decades:
+                    # the workload's time at its largest size plus the time the sweep adds from there
+                    t = t_hi + w / trend(w) - hi / trend(hi)
+                    if t > t_hi:
+                        above.append((w, w / t))
+            below = [(w, we[0] * min(4.0, max(0.25, trend(w) / trend(lo)))) for w in sw if w < lo / 10 ** bin_decades]
+            if above or below:
+                how = f"workload points, the sweep's trend beyond them ({len(below)} knot(s) below, {len(above)} above)"
+            knots = [*below, *zip(ww, we), *above]
+        elif ww:
+            knots = list(zip(ww, we))
+        else:
+            knots = list(zip(sw, se))
+        curves[k] = EfficiencyCurve([w for w, _ in knots], [e for _, e in knots], n_points=len(sub))
+        why = ("its own curve: enough points of this op type" if k in counts.index
+               else "the default: every point" if k == "default" else f"op class {k!r}: types with fewer than {min_points} points")
+        es = [e for _, e in knots]
+        steps.append(Step(0, "fit_curve", k, after=float(np.median(eff)), accepted=True,
+                          reason=f"{len(sub)} point(s) ({int((~is_sweep).sum())} in workloads) -> {len(knots)} knot(s), "
+                                 f"efficiency {min(es):.3g}..{max(es):.3g}; {why}; level from {how}",
+                          data={"work_s": [w for w, _ in knots], "efficiency": es, "types": sorted(set(sub["op_type"]))}))
+    full_key = pd.Series(pd.NA, index=points.index, dtype=object)
+    full_key.loc[key.index] = key
+    return curves, steps, full_key
+
+
+def _work(op, nbytes: float, dev: Device, combine: str) -> float:
+    a, b = op.flops / dev.peak_flops_for(op.op_type), nbytes / dev.mem_bandwidth_Bps
+    return a + b if combine == "sum" else max(a, b)
+
+
+def _points(graph: OpGraph, latency: Mapping[str, float], ref: RooflineCost, dev: Device, launch_s: float,
+            source: str, combine: str = WORK) -> list[dict]:
+    rows = []
+    for o, t in latency.items():
+        op = graph.op(o)
+        nbytes, launch_only = ref.traffic_bytes(op)
+        if launch_only:
+            continue
+        work = _work(op, nbytes, dev, combine)
+        eff = work / (t - launch_s) if t > launch_s and work > 0 else float("nan")
+        rows.append({"source": source, "op": o, "op_type": op.op_type, "flops": op.flops, "bytes": nbytes,
+                     "work_s": work, "measured_s": t, "efficiency": eff})
+    return rows
+
+
+# ---------------------------------------------------------------------------- the entry point
+def _workload(w: Any) -> tuple[str, Any, tuple]:
+    """``(label, module, inputs)`` of a workload spec: a zoo name, ``(name, options)``, or ``(module, inputs)``."""
+    from .io.torch_zoo import torch_model
+
+    if isinstance(w, str):
+        w = (w, {})
+    if isinstance(w, (tuple, list)) and len(w) == 2 and isinstance(w[0], str) and isinstance(w[1], Mapping):
+        name, opts = w
+        opts = dict(opts)
+        m, x = torch_model(name, **opts)
+        size = ",".join(f"{k}={v}" for k, v in opts.items())
+        return (f"{name}({size})" if size else name), m, x
+    if isinstance(w, (tuple, list)) and len(w) in (2, 3):
+        label = w[2] if len(w) == 3 else type(w[0]).__name__
+        return str(label), w[0], tuple(w[1])
+    raise HetschedError(f"a workload is a zoo name, (name, options) or (module, inputs[, label]); got {w!r}",
+                        field="workloads")
+
+
+def parse_workload(spec: str) -> tuple[str, dict]:
+    """A workload from the command line: ``name[:option=value,...]`` (a zoo model with a torch twin).
+
+    >>> parse_workload("bert_base:seq_len=64,batch=1")
+    ('bert_base', {'seq_len': 64, 'batch': 1})
+    >>> parse_workload("resnet50:batch")
+    Traceback (most recent call last):
+    ...
+    hetsched.errors.HetschedError: workload 'resnet50:batch': options are option=integer, separated by commas
+    """
+    name, _, rest = spec.partition(":")
+    opts: dict[str, int] = {}
+    for part in filter(None, rest.split(",")):
+        k, eq, v = part.partition("=")
+        try:
+            if not eq:
+                raise ValueError
+            opts[k.strip()] = int(v)
+        except ValueError:
+            raise HetschedError(f"workload {spec!r}: options are option=integer, separated by commas",
+                                field="workloads") from None
+    return name.strip(), opts
+
+
+def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cpu", repeats: int = 7,
+              warmup: int = 2, stat: str = "median", clock: str = "wall", threads: int | None = None,
+              sweep: bool | str = True,
+              system_name: str = "local", system_path: str | Path | None = None,
+              cost_path: str | Path | None = None, progress: Callable[[str], None] | None = None) -> Calibration:
+    """Measure this machine and fit a shape-aware cost model (see the module notes).
+
+    Parameters
+    ----------
+    workloads : sequence
+        Zoo names (``"resnet50"``), ``(name, options)`` (``("bert_base", {"seq_len": 64})``) or
+        ``(module, example_inputs[, label])`` of your own (an ``nn.Module`` in eval mode).
+    device : {"cpu", "cuda"}
+        ``cuda`` also calibrates the host CPU's peaks and the host link (both devices in the system);
+        the workloads run on the GPU.
+    repeats, warmup : int
+        Profiled and unprofiled runs per workload and per sweep point.
+    stat : {"median", "min", "mean"}
+        Over the repeats (``min`` on a shared, loaded machine).
+    clock : {"wall", "cpu", "profiler"}
+        How ops are timed: ``wall`` -- each FX node of the workload's program timed as it runs
+        (:func:`hetsched.io.profile.time_torch`); ``cpu`` -- the same with the thread's CPU time,
+        which ignores time spent waiting for a core on a loaded machine (needs ``threads=1``);
+        ``profiler`` -- the eager module under ``torch.profiler``, events matched to the ops by
+        :func:`~hetsched.io.profile.load_profile` (wall clock; the only one for CUDA kernels).
+    threads : int, optional
+        Torch intra-op threads for the whole run (default: torch's current setting); restored after.
+    sweep : bool or "quick"
+        Add the generic size sweep to the workloads' points (``"quick"``: its smaller half, for
+        tests and demos).
+    system_name : str
+        The name of the system written (the cost file is made for it).
+    system_path, cost_path : path, optional
+        Where to write the system YAML and the cost file.
+    progress : callable, optional
+        Called with a line of text at each stage (the CLI prints them).
+
+    Returns
+    -------
+    Calibration
+
+    Examples
+    --------
+    >>> import torch
+    >>> r = calibrate([(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU()).eval(), (torch.randn(4, 64),), "mlp")],
+    ...               repeats=2, warmup=1, threads=1, sweep=False, system_name="doc")
+    >>> r.system.device_names, sorted(r.profiles), r.metrics["n_points"]
+    (['cpu0'], ['mlp'], 2.0)
+    """
+    torch = _torch()
+    t_start = time.perf_counter()
+    if device not in ("cpu", "cuda"):
+        raise HetschedError(f"device must be 'cpu' or 'cuda', got {device!r}", field="device")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise HetschedError("device='cuda' but torch sees no CUDA device", field="device")
+    if not isinstance(repeats, int) or repeats < 1:
+        raise HetschedError(f"repeats must be a positive integer, got {repeats!r}", field="repeats")
+    _stat_fn(stat)
+    _now(clock)
+    if device == "cuda" and clock != "profiler":
+        raise HetschedError("device='cuda' needs clock='profiler' (kernels run asynchronously)", field="clock")
+    if sweep not in (True, False, "quick"):
+        raise HetschedError(f"sweep must be True, False or 'quick', got {sweep!r}", field="sweep")
+    if not workloads and not sweep:
+        raise HetschedError("nothing to measure: give workloads or keep the sweep", field="workloads")
+    say = progress or (lambda _m: None)
+    resolved = [_workload(w) for w in workloads]  # bad specs fail before minutes of measuring
+    prev_threads = torch.get_num_threads()
+    if threads is not None:
+        if not isinstance(threads, int) or threads < 1:
+            raise HetschedError(f"threads must be a positive integer, got {threads!r}", field="threads")
+        torch.set_num_threads(threads)
+    try:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        steps: list[Step] = []
+        n_threads = torch.get_num_threads()
+        if clock == "cpu" and n_threads != 1:
+            raise HetschedError(f"clock='cpu' times one thread: calibrate with threads=1, not {n_threads}", field="threads")
+        dev_t = device
+        mclock = "wall" if clock == "profiler" else clock
+
+        def step(action: str, subject: str, value: float, reason: str) -> None:
+            steps.append(Step(len(steps), action, subject, after=float(value), accepted=True, reason=reason))
+            say(reason)
+
+        say(f"calibrating {device} with {n_threads} torch thread(s), {clock} clock, 1-min load {load:.1f}")
+        peak = measure_peak_flops(dev_t, repeats=repeats, stat=stat, clock=mclock)
+        step("measure_peak_flops", dev_t, peak, f"peak: {peak / 1e9:.1f} GFLOP/s (2048^3 single-precision matrix product)")
+        bw = measure_bandwidth(dev_t, repeats=repeats, stat=stat, clock=mclock)
+        step("measure_bandwidth", dev_t, bw, f"memory bandwidth: {bw / 1e9:.1f} GB/s (128 MiB copy, read + write)")
+        launch = measure_launch(dev_t, stat=stat, clock=clock)
+        step("measure_launch", dev_t, launch, f"launch overhead: {launch * 1e6:.2f} us (a view op, no work; {clock} clock)")
+
+        devices, links = [], []
+        mem_bytes = _ram_bytes()
+        host_attrs = {"cpu": _cpu_name(), "threads": n_threads, "torch": str(torch.__version__),
+                      "calibrated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                      "source": "hetsched.calibrate: measured peak (sgemm), copy bandwidth, launch of a view op"}
+        name = "gpu0" if device == "cuda" else "cpu0"
+        if device == "cuda":
+            hp, hb = measure_peak_flops("cpu", repeats=repeats, stat=stat), measure_bandwidth("cpu", repeats=repeats, stat=stat)
+            devices.append(Device("cpu0", "cpu", {"default": hp}, mem_bytes, hb, measure_launch("cpu", stat=stat),
+                                  attrs=host_attrs))
+            props = torch.cuda.get_device_properties(0)
+            devices.append(Device("gpu0", "gpu", {"default": peak}, int(props.total_memory), bw, launch,
+                                  attrs={"gpu": props.name, "torch": str(torch.__version__), "calibrated": host_attrs["calibrated"]}))
+            pcie = _measure_h2d(repeats, stat)
+            links.append(Link("cpu0", "gpu0", pcie, 0.0, attrs={"source": "hetsched.calibrate: pinned host-to-device copy"}))
+            step("measure_link", "cpu0->gpu0", pcie, f"host link: {pcie / 1e9:.1f} GB/s (pinned 64 MiB copy)")
+        else:
+            devices.append(Device("cpu0", "cpu", {"default": peak}, mem_bytes, bw, launch, attrs=host_attrs))
+        system = System(devices, links, host="cpu0", name=system_name,
+                        meta={"source": "hetsched.calibrate", "load_1min": load})
+        dev = system.device(name)
+        ref = RooflineCost(system)
+
+        rows: list[dict] = []
+        profiles: dict[str, Any] = {}
+        graphs: dict[str, OpGraph] = {}
+        types_seen: set[str] = set()
+        view_times: dict[str, list[float]] = {}
+        from .io.profile import load_profile, profile_torch, time_torch
+        from .io.torch_import import load_torch
+
+        for label, module, inputs in resolved:
+            if device == "cuda":
+                module = module.to("cuda")
+                inputs = tuple(x.to("cuda") if hasattr(x, "to") else x for x in inputs)
+            t0 = time.perf_counter()
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # ATen ops without a FLOP rule: priced as memory-bound
+                g = load_torch(module, inputs, name=label)
+            if clock == "profiler":
+                doc = profile_torch(module, inputs, repeats=repeats, warmup=warmup, annotate=False)
+                prof = load_profile(doc, g, device=name, stat=stat)
+            else:
+                prof = time_torch(module, inputs, g, repeats=repeats, warmup=warmup, clock=clock, stat=stat,
+                                  device=name)
+            profiles[label], graphs[label] = prof, g
+            types_seen |= {g.op(o).op_type for o in prof.latency_s}
+            bound = ref.bind(g)
+            for o, t in prof.latency_s.items():
+                if bound.traffic_bytes(g.op(o))[1]:
+                    view_times.setdefault(g.op(o).op_type, []).append(t)
+            new = _points(g, prof.latency_s, bound, dev, launch, label)
+            rows += new
+            step("profile_workload", label, prof.metrics["match_rate"],
+                 f"{label}: {g.n_ops} ops, {prof.metrics['match_rate']:.0%} matched, {len(new)} point(s), "
+                 f"iteration {prof.metrics['iteration_s'] * 1e3:.1f} ms ({time.perf_counter() - t0:.1f} s)")
+        all_views = [t for ts in view_times.values() for t in ts]
+        launch_by_type = {t: float(statistics.median(ts)) for t, ts in view_times.items() if len(ts) >= 3}
+        if len(all_views) >= 5:
+            # the views of the workloads cost what a launch costs *inside a model* (dispatch, no work)
+            launch = float(statistics.median(all_views))
+            step("measure_launch", "workload views", launch,
+                 f"launch overhead: {launch * 1e6:.2f} us (median of {len(all_views)} view ops of the workloads; "
+                 + ", ".join(f"{t} {v * 1e6:.2f} us" for t, v in sorted(launch_by_type.items())) + ")")
+            for r in rows:
+                t = r["measured_s"]
+                r["efficiency"] = r["work_s"] / (t - launch) if t > launch and r["work_s"] > 0 else float("nan")
+            system = system.with_devices({name: _replace(system.device(name), launch_overhead_s=launch)})
+            dev = system.device(name)
+        if sweep:
+            sg, specs = sweep_graph(types_seen or {"Relu", "Add", "Gemm", "MatMul", "Conv"}, quick=sweep == "quick")
+            if specs:
+                t0 = time.perf_counter()
+                lat = _profile_sweep(sg, specs, dev_t, repeats, stat, clock)
+                new = _points(sg, lat, ref.bind(sg), dev, launch, "sweep")
+                rows += new
+                step("sweep", "generic sizes", float(len(new)),
+                     f"sweep: {len(new)} point(s) over {len({r['op_type'] for r in new})} op type(s) "
+                     f"({time.perf_counter() - t0:.1f} s)")
+        points = pd.DataFrame(rows, columns=["source", "op", "op_type", "flops", "bytes", "work_s", "measured_s", "efficiency"])
+        curves, fit_steps, key = fit_curves(points)
+        if not curves:
+            raise HetschedError("no measurement above the launch overhead: nothing to fit", field="workloads")
+        for s in fit_steps:
+            steps.append(Step(len(steps), s.action, s.subject, s.before, s.after, s.accepted, s.reason, s.delta, s.data))
+        spec = {"peak_flops": peak, "mem_bandwidth_Bps": bw, "launch_overhead_s": launch,
+                "launch_by_type": launch_by_type, "curves": curves, "work": WORK}
+        curve_only = CalibratedCost(system, {name: spec})
+        layers: dict[str, dict[str, dict]] = {}
+        for label, g in graphs.items():
+            bound, model = curve_only.bind(g), model_id(g)
+            rows_l = layers.setdefault(model, {})
+            for o, t in profiles[label].latency_s.items():
+                op = g.op(o)
+                pred_o = bound.curve_s(op, dev)
+                if pred_o > 0 and t > 0:
+                    rows_l[o] = {"op_type": op.op_type, "weight_bytes": int(op.weight_bytes), "factor": t / pred_o}
+        step("layer_factors", "workloads", float(sum(len(v) for v in layers.values())),
+             f"layer factors: {sum(len(v) for v in layers.values())} op(s) of {len(layers)} model(s) keep what they "
+             "measured relative to the curves (applied to the same layers at other sizes)")
+        cost = CalibratedCost(system, {name: {**spec, "layers": layers}},
+                              meta={"machine": _cpu_name(), "platform": platform.platform(), "threads": n_threads,
+                                    "torch": str(torch.__version__), "stat": stat, "clock": clock, "repeats": repeats,
+                                    "load_1min": load,
+                                    "workloads": list(profiles), "sweep": sweep,
+                                    "date": host_attrs["calibrated"], "python": sys.version.split()[0]})
+        points["key"] = key
+        pred = []
+        for r in points.itertuples():  # by the curves alone: how well they fit (layer factors make it exact)
+            hit = cost.curve_for(name, r.op_type)
+            pred.append(launch + r.work_s / hit[1](r.work_s) if hit else float("nan"))
+        points["predicted_s"] = pred
+        points["ratio"] = points["predicted_s"] / points["measured_s"]
+        ratios = points["ratio"].dropna()
+        q = ratios.quantile([0.1, 0.5, 0.9]) if len(ratios) else pd.Series([float("nan")] * 3, index=[0.1, 0.5, 0.9])
+        duration = time.perf_counter() - t_start
+        metrics = {"peak_flops": peak, "mem_bandwidth_Bps": bw, "launch_overhead_s": launch, "n_points": float(len(points)),
+                   "n_curves": float(len(curves)), "fit_median_ratio": float(q[0.5]), "fit_p10_ratio": float(q[0.1]),
+                   "fit_p90_ratio": float(q[0.9]), "threads": float(n_threads), "duration_s": duration, "load_1min": load}
+        first = next(iter(profiles.values()), None)
+        result = Calibration(system=system, cost=cost, points=points, profiles=profiles, graphs=graphs, metrics=metrics,
+                             timeline=first.timeline if first is not None else make_timeline([]), steps=steps,
+                             params={"workloads": list(profiles), "device": device, "repeats": repeats, "warmup": warmup,
+                                     "stat": stat, "clock": clock, "threads": n_threads, "sweep": sweep, "system_name": system_name})
+        result.save(system_path, cost_path)
+        say(f"done in {duration:.1f} s: {len(curves)} curve(s) from {len(points)} point(s)")
+        return result
+    finally:
+        torch.set_num_threads(prev_threads)
+
+
+def _measure_h2d(repeats: int, stat: str) -> float:  # pragma: no cover - needs a GPU
+    torch = _torch()
+    x = torch.ones(1 << 24).pin_memory()
+    return x.numel() * 4 / _time(lambda: x.to("cuda", non_blocking=True), repeats, _stat_fn(stat), "cuda")
+
+
+def _ram_bytes() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return 2**34
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:  # pragma: no cover
+        pass
+    return platform.processor() or platform.machine()
+
+
+# ---------------------------------------------------------------------------- simulated vs measured
+def compare(profile, cost: CostModel | str | Path | None, system: System, *, device: str | None = None,
+            wall_s: float | None = None) -> Comparison:
+    """Predict the profiled graph with ``cost`` on ``system`` and set it against the measurement.
+
+    Every op runs on ``device`` (default: the profile's) in the measured order; the prediction is
+    :func:`hetsched.evaluate`'s timeline. ``wall_s`` (an unprofiled end-to-end time) replaces the
+    profile's median iteration as the measured end-to-end time when given.
+
+    >>> from hetsched.io.generators import chain
+    >>> from hetsched.io.systems import toy_system
+    >>> from hetsched.io.profile import load_profile
+    >>> from hetsched import evaluate
+    >>> from hetsched.timeline import to_chrome_trace
+    >>> g, s = chain(4), toy_system()
+    >>> p = load_profile(to_chrome_trace(evaluate(g, s, {o: "gpu0" for o in g}).timeline), g, device="gpu0")
+    >>> c = compare(p, None, s)
+    >>> round(c.metrics["median_ratio"], 6), c.metrics["n_ops"]
+    (1.0, 4.0)
+    """
+    from .evaluate import evaluate
+
+    g = profile.graph
+    dev = device or profile.device
+    system.device(dev)
+    order = [o for o in profile.timeline.sort_values("start_s")["op"]] if len(profile.timeline) else list(g.ops)
+    order += [o for o in g.topological_order() if o not in set(order)]
+    try:
+        ev = evaluate(g, system, {o: dev for o in g.ops}, cost=cost, order=order, check_memory=False, check_support=False)
+    except HetschedError:
+        ev = evaluate(g, system, {o: dev for o in g.ops}, cost=cost, check_memory=False, check_support=False)
+    pred_tl = ev.timeline
+    comp = pred_tl[pred_tl["kind"] == "compute"]
+    pred = dict(zip(comp["op"], comp["end_s"] - comp["start_s"]))
+    rows = [{"op": o, "op_type": g.op(o).op_type, "measured_s": t, "predicted_s": pred.get(o, float("nan"))}
+            for o, t in profile.latency_s.items()]
+    ops = pd.DataFrame(rows, columns=["op", "op_type", "measured_s", "predicted_s"])
+    ops["ratio"] = ops["predicted_s"] / ops["measured_s"]
+    r = ops["ratio"].replace([np.inf, -np.inf], np.nan).dropna()
+    q = r.quantile([0.1, 0.5, 0.9]) if len(r) else pd.Series([float("nan")] * 3, index=[0.1, 0.5, 0.9])
+    measured = float(wall_s) if wall_s is not None else float(profile.metrics.get("iteration_s", float("nan")))
+    predicted = float(ev.metrics["makespan_s"])
+    metrics = {"measured_s": measured, "predicted_s": predicted, "e2e_ratio": predicted / measured if measured else float("nan"),
+               "median_ratio": float(q[0.5]), "p10_ratio": float(q[0.1]), "p90_ratio": float(q[0.9]),
+               "n_ops": float(len(ops))}
+    cm = resolve_cost(cost, g, system)
+    return Comparison(ops=ops, measured=profile.timeline, predicted=pred_tl, metrics=metrics, timeline=pred_tl,
+                      params={"device": dev, "cost": type(cm).__name__, "graph": g.name})
+
+
+class _CallableModule(types.ModuleType):
+    """``hetsched.calibrate(...)`` calls :func:`calibrate`; ``hetsched.calibrate.compare`` etc. stay reachable."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Calibration:
+        return calibrate(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

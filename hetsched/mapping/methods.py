@@ -1,0 +1,131 @@
+"""Every mapper by name (:data:`METHODS`, with what each optimises) and the comparison table.
+
+>>> from hetsched.io.generators import chain
+>>> from hetsched.io.systems import toy_system
+>>> METHODS["heft"].optimises, METHODS["h2h"].optimises
+('makespan', 'total_latency')
+>>> compare(chain(3), toy_system(), ["h2h", "search"])[["method", "optimises"]].values.tolist()
+[['h2h', 'total_latency'], ['search', 'total_latency']]
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Sequence
+
+import pandas as pd
+
+from ..cost import CostModel
+from ..errors import HetschedError
+from ..graph import OpGraph
+from ..system import System
+from .baselines import brute_force, fastest_single_device
+from .h2h import h2h, map_compute_first
+from .ilp import map_ilp
+from .listsched import cpop, heft, peft
+from .result import MappingResult
+from .search import map_search
+
+__all__ = ["METHODS", "compare"]
+
+
+class _Method:
+    """A mapper with fixed defaults that passes every other keyword through (and names a bad one).
+
+    ``optimises`` names the quantity the method minimises (``total_latency``, ``makespan``, or
+    ``op_latency`` for compute-first's greedy choice); ``description`` says it in one line.
+
+    >>> m = METHODS["h2h_makespan"]
+    >>> m.defaults["objective"], "locality" in m.options
+    ('makespan', False)
+    """
+
+    def __init__(self, fn: Callable[..., MappingResult], description: str, optimises: str, **defaults: object) -> None:
+        import inspect
+
+        self.fn, self.defaults = fn, defaults
+        self.description, self.optimises = description, optimises
+        self.options = tuple(p.name for p in inspect.signature(fn).parameters.values()
+                             if p.kind is inspect.Parameter.KEYWORD_ONLY)
+        self.__name__ = getattr(fn, "__name__", "method")
+        self.__doc__ = fn.__doc__
+
+    def __call__(self, graph: OpGraph, system: System, **options: object) -> MappingResult:
+        bad = sorted(k for k in options if k not in self.options)
+        if bad:
+            raise HetschedError(f"{self.__name__} has no option(s) {bad}; it takes {list(self.options)}", field=bad[0])
+        return self.fn(graph, system, **{**self.defaults, **options})
+
+    def __repr__(self) -> str:
+        extra = "".join(f", {k}={v!r}" for k, v in self.defaults.items())
+        return f"<mapping method {self.__name__}{extra}>"
+
+
+_CLASSIC = ("the makespan of the classic list-scheduling model (data already on the devices, no link "
+            "contention); the evaluator then adds the host round trips and contention")
+
+#: name -> mapper ``f(graph, system, *, cost=None, **options)``; the options are the function's own
+#: keyword arguments (an unknown one is an error naming it, never silently dropped).
+METHODS: dict[str, _Method] = {
+    "compute_first": _Method(map_compute_first, "seed 000 phase 1: each op on the device that runs it fastest with "
+                             "device memory cleared (its own latency, greedily)", "op_latency"),
+    "h2h": _Method(h2h, "the seed-000 patent: compute-first, keep data on-chip, one walk of single-layer remaps; "
+                   "minimises the system total latency (sum of the devices' busy time)", "total_latency"),
+    "h2h_makespan": _Method(h2h, "h2h with H2H's acceptance rule (both directions): minimises the makespan",
+                            "makespan", objective="makespan", direction="both"),
+    "h2h_plus": _Method(h2h, "h2h extended: remaps in both directions, moves of up to 4 same-device layers, "
+                        "repeated walks; system total latency", "total_latency",
+                        direction="both", group_size=4, max_passes=None),
+    "heft": _Method(heft, "HEFT (Topcuoglu 2002): " + _CLASSIC, "makespan"),
+    "cpop": _Method(cpop, "CPOP (Topcuoglu 2002), critical path on one device: " + _CLASSIC, "makespan"),
+    "peft": _Method(peft, "PEFT (Arabnejad & Barbosa 2014), optimistic cost table: " + _CLASSIC, "makespan"),
+    "fastest_single_device": _Method(fastest_single_device, "every op on the one device with the lowest makespan",
+                                     "makespan"),
+    "search": _Method(map_search, "improvement search from the best of h2h, HEFT and the single devices: cluster "
+                      "moves, swaps, residency re-decided after each move, restarts; system total latency",
+                      "total_latency"),
+    "search_makespan": _Method(map_search, "the improvement search on the makespan", "makespan", objective="makespan"),
+    "ilp": _Method(map_ilp, "MILP over placement and residency (HiGHS): the optimal system total latency, or the "
+                   "best found with a proven bound and gap", "total_latency"),
+    "ilp_makespan": _Method(map_ilp, "the MILP on the makespan (the evaluator's op order): optimal, or bounded",
+                            "makespan", objective="makespan"),
+    "brute_force": _Method(brute_force, "every placement, each with its best residency: the optimal system total "
+                           "latency (tiny graphs)", "total_latency", objective="total_latency"),
+    "brute_force_makespan": _Method(brute_force, "every placement, simulated: the best makespan over placements "
+                                    "(tiny graphs)", "makespan", objective="makespan"),
+}
+
+COLUMNS = ["method", "makespan_s", "total_latency_s", "energy_J", "bytes_moved", "runtime_s", "optimises", "status"]
+
+
+def compare(graph: OpGraph, system: System, methods: Sequence[str | Callable] | None = None, *,
+            cost: CostModel | None = None) -> pd.DataFrame:
+    """Run several mappers on one instance, one row each.
+
+    Columns: ``method, makespan_s, total_latency_s, energy_J, bytes_moved, runtime_s`` (all from
+    :func:`hetsched.evaluate`), ``optimises`` (the quantity the method minimises, from
+    :data:`METHODS`; empty for a callable) and ``status`` (the ILP's ``optimal``/``feasible``/
+    ``fallback``, else empty). ``methods`` are names from :data:`METHODS` or callables
+    ``f(graph, system, cost=...)`` returning a :class:`MappingResult`. Default: compute-first, h2h,
+    HEFT, CPOP, PEFT, fastest single device, the search, and brute force when the graph has at most
+    8 ops. An empty graph gives one row of zeros per method.
+    """
+    if methods is None:
+        methods = ["compute_first", "h2h", "heft", "cpop", "peft", "fastest_single_device", "search"]
+        if graph.n_ops <= 8:
+            methods.append("brute_force")
+    rows = []
+    for m in methods:
+        if isinstance(m, str):
+            if m not in METHODS:
+                raise HetschedError(f"unknown method {m!r}; use one of {sorted(METHODS)} or a callable", field="methods")
+            f, name, opt = METHODS[m], m, METHODS[m].optimises
+        else:
+            f, name, opt = m, getattr(m, "__name__", "custom"), ""
+        t0 = time.perf_counter()
+        r = f(graph, system, cost=cost)
+        rt = time.perf_counter() - t0
+        rows.append({"method": name, "makespan_s": r.metrics["makespan_s"], "total_latency_s": r.metrics["total_latency_s"],
+                     "energy_J": r.metrics["energy_J"], "bytes_moved": r.metrics["bytes_moved"], "runtime_s": rt,
+                     "optimises": opt, "status": str(r.params.get("status", ""))})
+    return pd.DataFrame(rows, columns=COLUMNS)

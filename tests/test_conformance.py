@@ -1,0 +1,243 @@
+"""The result contract, checked over every family's results (issue 21).
+
+Every algorithm returns a frozen result with ``metrics`` (numbers), ``params``, ``steps`` (a
+replayable decision log) and a ``timeline`` in the one format, in seconds, non-empty where the
+family has a schedule. One case per public result-returning function; each check is its own test,
+so a failure names the family and the broken promise. Nothing here is skipped: a family that does
+not conform yet fails here until its owner fixes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pytest
+
+from hetsched.cost import RooflineCost
+from hetsched.io.generators import chain, fork_join, layered
+from hetsched.io.systems import toy_system
+from hetsched.results import LazySteps, Result
+from hetsched.timeline import check_timeline
+
+
+@dataclasses.dataclass
+class Case:
+    """How to make one family's result and what its replay and timeline promise."""
+
+    make: Callable[[], Result]
+    graph: Any = None  # for check_timeline's dependency check (op rows)
+    deps: Callable[[Result], Sequence] | None = None  # or pairs on the op column
+    schedule: bool = True  # the family has a schedule: its timeline is not empty
+    seconds: Callable[[Result], None] | None = None  # how to tell its times are seconds (default: makespan_s)
+    rerun: Callable[[Result], None] | None = None  # replay(k) equals re-running the algorithm up to k
+
+
+def _merge_graph():
+    from hetsched.partition.examples import merge_outcomes
+
+    return merge_outcomes()
+
+
+MG, MS = _merge_graph()
+LG = layered(3, 3, seed=4)
+TS = toy_system()
+
+
+# ---------------------------------------------------------------- per-family "re-run to k" checks
+def _mapping_rerun(r):
+    from hetsched.mapping import map_compute_first
+
+    st = r.replay(r.n_steps - 1)
+    assert st["device"] == dict(r.placement.device)
+    assert set(st["weights_resident"]) == set(r.placement.weights_resident)
+    assert set(st["tensors_resident"]) == set(r.placement.tensors_resident)
+    if r.phase == "h2h":  # running only the first phase gives the state at that phase's last step
+        _, last = r.phase_bounds()["compute_first"]
+        cf = map_compute_first(r.graph, r.system)
+        assert r.replay(last)["device"] == dict(cf.placement.device)
+
+
+def _partition_rerun(r):
+    from hetsched.partition import partition_by_support
+
+    n = r.graph.n_ops  # one marking step per op comes first
+    unmerged = partition_by_support(r.graph, MS, merge=None)
+    st = r.replay(n - 1)
+    assert st["backend"] == dict(unmerged.assignment) and all(k == v for k, v in st["group"].items())
+    end = r.replay(r.n_steps - 1)
+    assert end["backend"] == dict(r.assignment)
+    blocks: dict[str, set] = {}
+    for op, rep in end["group"].items():
+        blocks.setdefault(rep, set()).add(op)
+    assert sorted(map(sorted, blocks.values())) == sorted(sorted(v) for v in r.groups.values())
+
+
+def _buffered_rerun(r):
+    for k, s in enumerate(r.steps):
+        st = r.replay(k)
+        assert st["time_s"] == s.data["start_s"] and st["running"][s.data["backend"]] == (s.subject, s.data["input"])
+
+
+def _memory_rerun(r):
+    assert tuple(r.replay(r.n_steps - 1)["order"]) == tuple(r.order)
+
+
+def _executor_rerun(r):
+    assert set(r.replay(r.n_steps - 1)) == set(r.kinds)
+
+
+def _pipeline_rerun(r):
+    last = r.replay(r.n_steps - 1)
+    assert last["time_s"] == max(float(x) for x in r.start_s)
+    assert r.replay(-1)["done"] == 0
+
+
+# ---------------------------------------------------------------- per-family "times are seconds" checks
+def _priced_by_the_cost_model(r):
+    """A partition's serial run: every op's row lasts what the cost model prices it at."""
+    cost = RooflineCost(MS, r.graph)
+    comp = r.timeline[r.timeline.kind == "compute"]
+    assert len(comp)
+    for op, dev, s, e in zip(comp["op"], comp["device"], comp["start_s"], comp["end_s"]):
+        assert e - s == pytest.approx(cost.compute_s(op, dev), rel=1e-9)
+
+
+def _comparison_seconds(r):
+    best = r.simulations["adjacent, buffered"]
+    assert r.timeline["end_s"].max() == pytest.approx(best.metrics["makespan_s"])
+
+
+def _policy_seconds(r):
+    assert r.timeline["end_s"].max() == pytest.approx(r.results["patent"].metrics["makespan_s"])
+
+
+def _sweep_seconds(r):
+    assert r.timeline["end_s"].max() > 0 and len(r.timeline[r.timeline.kind == "compute"])
+
+
+def _cases() -> dict[str, Case]:
+    from hetsched import executor as ex
+    from hetsched import mapping as mp
+    from hetsched import memory as mem
+    from hetsched import partition as pa
+    from hetsched import pipeline as pp
+
+    g_map = chain(6, seed=2)
+    part = pa.partition_by_support(MG, MS)
+    fj = fork_join(3, 2, seed=1)
+    sched = pp.interleaved_1f1b(4, 2, 8)
+    return {
+        "mapping.h2h": Case(lambda: mp.h2h(g_map, TS), graph=g_map, rerun=_mapping_rerun),
+        "mapping.heft": Case(lambda: mp.heft(LG, TS), graph=LG, rerun=_mapping_rerun),
+        "mapping.remap": Case(lambda: mp.remap(mp.map_compute_first(g_map, TS)), graph=g_map, rerun=_mapping_rerun),
+        "mapping.brute_force": Case(lambda: mp.brute_force(chain(4, seed=1), TS), graph=chain(4, seed=1),
+                                    rerun=_mapping_rerun),
+        "partition.partition_by_support": Case(lambda: pa.partition_by_support(MG, MS), graph=MG,
+                                               seconds=_priced_by_the_cost_model, rerun=_partition_rerun),
+        "partition.simulate_buffered": Case(lambda: pa.simulate_buffered(part, MS, n_inputs=4, buffer_depth=2, rows="op"),
+                                            graph=MG, rerun=_buffered_rerun),
+        "partition.compare_partitions": Case(lambda: pa.compare_partitions(MG, MS, n_inputs=4), seconds=_comparison_seconds),
+        "partition.best_buffer_depth": Case(lambda: pa.best_buffer_depth(part, MS, n_inputs=6, depths=(1, 2)),
+                                            seconds=_sweep_seconds),
+        "pipeline.simulate": Case(lambda: pp.simulate(sched, costs={"F": 1e-3, "B": 2e-3}),
+                                  deps=lambda r: pp.timeline_deps(r.schedule), rerun=_pipeline_rerun),
+        "memory.order_bfs": Case(lambda: mem.order_bfs(LG), rerun=_memory_rerun),
+        "memory.optimize_order": Case(lambda: mem.optimize_order(LG, method="heuristic"), rerun=_memory_rerun),
+        "executor.simulate": Case(lambda: ex.simulate(fj, streams="patent", threads="patent", pool_size=2),
+                                  graph=fj, rerun=_executor_rerun),
+        "executor.compare_policies": Case(lambda: ex.compare_policies(fj), seconds=_policy_seconds),
+    }
+
+
+CASES = _cases()
+_MADE: dict[str, Result] = {}
+
+
+def result(name: str) -> Result:
+    if name not in _MADE:
+        _MADE[name] = CASES[name].make()
+    return _MADE[name]
+
+
+NAMES = sorted(CASES)
+
+
+# ---------------------------------------------------------------- shape
+@pytest.mark.parametrize("name", NAMES)
+def test_shape(name):
+    r = result(name)
+    assert isinstance(r, Result)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.metrics = {}
+    with pytest.raises(TypeError):
+        r.metrics["x"] = 1.0
+    bad = {k: v for k, v in r.metrics.items()
+           if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(float(v))}
+    assert not bad, f"metrics that are not finite numbers: {bad}"
+    assert isinstance(r.params, Mapping) and isinstance(r.initial_state, Mapping)
+    assert isinstance(r.steps, Sequence)
+    n = len(r.steps)
+    for k in sorted({0, n // 2, n - 1}) if n else ():
+        s = r.steps[k]
+        assert s.index == k and isinstance(s.action, str) and isinstance(s.reason, str) and s.reason
+    assert r.steps_frame().shape == (n, 7)
+
+
+# ---------------------------------------------------------------- one log, one replay
+@pytest.mark.parametrize("name", NAMES)
+def test_uses_the_shared_step_log_and_replay_hooks(name):
+    """Steps are a tuple or the shared LazySteps; the state comes from the replay hooks
+    (``_replay_start``/``_apply``/``_replay_end`` or ``_replay``), never an override of ``replay``."""
+    r = result(name)
+    assert isinstance(r.steps, (tuple, LazySteps)), f"steps are a {type(r.steps).__name__}, not the shared log"
+    assert type(r).replay is Result.replay, f"{type(r).__name__} overrides replay() instead of its hooks"
+
+
+# ---------------------------------------------------------------- replay
+@pytest.mark.parametrize("name", NAMES)
+def test_replay(name):
+    r = result(name)
+    n = r.n_steps
+    for k in (-2, n):
+        with pytest.raises(IndexError):
+            r.replay(k)
+    for k in sorted({-1, 0, n // 3, n // 2, n - 1}):
+        if k < n:
+            st = r.replay(k)
+            assert isinstance(st, dict)
+            assert r.replay(k) == st  # a pure function of the log
+    # re-running the algorithm logs the same decisions, so its replay(k) is the same state
+    again = CASES[name].make()
+    assert again.n_steps == n
+    for k in sorted({-1, n // 2, n - 1}):
+        if k < n:
+            assert again.replay(k) == r.replay(k)
+    if CASES[name].rerun is not None:
+        CASES[name].rerun(r)
+
+
+# ---------------------------------------------------------------- timeline
+@pytest.mark.parametrize("name", NAMES)
+def test_timeline(name):
+    case = CASES[name]
+    r = result(name)
+    tl = r.timeline
+    if case.deps is not None:
+        check_timeline(tl, deps=case.deps(r))
+    else:
+        check_timeline(tl, case.graph)
+    if not case.schedule:
+        return
+    assert len(tl), "the family has a schedule but its timeline is empty"
+    if case.seconds is not None:
+        case.seconds(r)
+        return
+    # times are seconds: the timeline ends at the makespan the metrics report in seconds
+    assert "makespan_s" in r.metrics, "a timeline in seconds comes with metrics['makespan_s']"
+    work = tl[tl.kind != "alloc"]
+    assert float(work["end_s"].max()) == pytest.approx(r.metrics["makespan_s"], rel=1e-9)
+    assert not np.allclose(work["end_s"] - work["start_s"], 1.0), "every row lasts exactly 1: step units, not seconds"

@@ -1,0 +1,108 @@
+"""The shared result machinery (issue 21): one step log, one lazy-steps class, replay hooks, lazy
+timelines, one long-format comparison."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pandas as pd
+import pytest
+
+from hetsched.io.generators import chain
+from hetsched.io.systems import toy_system
+from hetsched.results import LazySteps, Result, Step, StepLog, StepView, compare_results
+from hetsched.timeline import make_timeline
+
+
+def test_step_log_freezes_into_lazy_steps():
+    log = StepLog()
+    assert log.add("mark", "a", delta={"a": "gpu0"}) == 0
+    log.append(("merge", "a+b", 2.0, 1.0, False, "cycle", {}, {"via": "d"}))
+    r = Result(steps=log, initial_state={"a": "cpu0"})
+    assert isinstance(r.steps, LazySteps) and len(r.steps) == 2
+    assert r.steps[1] == Step(1, "merge", "a+b", 2.0, 1.0, False, "cycle", {}, {"via": "d"})
+    assert [s.index for s in r.steps] == [0, 1] and r.steps[-1].index == 1
+    assert [s.subject for s in r.steps[0:2]] == ["a", "a+b"]
+    assert r.replay(1) == {"a": "gpu0"} and r.replay(-1) == {"a": "cpu0"}
+    assert r.steps_frame()["accepted"].tolist() == [True, False]
+    with pytest.raises(IndexError):
+        r.steps[2]
+
+
+def test_function_built_steps_and_the_apply_hook():
+    @dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+    class Counter(Result):
+        def _replay_start(self):
+            return {"n": 0, "seen": []}
+
+        def _apply(self, state, step):
+            state["n"] += step.delta["inc"]
+            state["seen"].append(step.index)
+
+        def _replay_end(self, state):
+            return {"n": state["n"], "last": state["seen"][-1] if state["seen"] else None}
+
+    steps = LazySteps(n=4, make=lambda i: Step(i, "inc", str(i), accepted=i != 2, delta={"inc": i}))
+    r = Counter(steps=steps)
+    assert r.replay(3) == {"n": 0 + 1 + 3, "last": 3}
+    assert r.replay(-1) == {"n": 0, "last": None}
+    # a raw log hands the hook a read-only view with the same attributes
+    log = StepLog()
+    for i in range(3):
+        log.add("inc", str(i), delta={"inc": i})
+    views = list(LazySteps(log.freeze().raw()).accepted(2))
+    assert all(isinstance(v, StepView) for v in views) and views[2].delta == {"inc": 2} and views[2].index == 2
+    assert Counter(steps=log).replay(2) == {"n": 3, "last": 2}
+
+
+def test_timeline_may_be_built_on_first_access():
+    calls = []
+
+    def build(result):
+        calls.append(result)
+        return make_timeline([dict(lane="x", group="x", name="a", kind="compute", start_s=0.0, end_s=1.0)])
+
+    r = Result(timeline=build)
+    assert not calls
+    assert len(r.timeline) == 1 and calls == [r]
+    assert r.timeline is r.timeline and len(calls) == 1  # built once, then kept
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.timeline = pd.DataFrame()
+    assert Result().timeline.empty
+
+
+def test_compare_results_long_and_wide():
+    from hetsched.mapping import h2h, heft
+    from hetsched.memory import order_bfs
+
+    g, s = chain(5, seed=1), toy_system()
+    res = {"h2h": h2h(g, s), "heft": heft(g, s)}
+    long = compare_results(res, metrics=["makespan_s", "total_latency_s"])
+    assert list(long.columns) == ["label", "family", "metric", "value"]
+    assert long["family"].unique().tolist() == ["mapping"] and len(long) == 4
+    assert long.set_index(["label", "metric"]).loc[("heft", "makespan_s"), "value"] == res["heft"].metrics["makespan_s"]
+    # results of different families in one table, with a frame from a family compare function
+    mem = order_bfs(g)
+    frame = pd.DataFrame({"policy": ["serial", "patent"], "makespan_s": [2.0, 1.0], "status": ["ok", "ok"]})
+    both = compare_results([{"bfs": mem}, frame, res])
+    assert set(both["family"]) == {"memory", "", "mapping"}
+    assert "status" not in set(both["metric"])  # numbers only in the long form
+    wide = compare_results(both, wide=True, metrics=["makespan_s", "peak_bytes"])
+    assert wide.set_index("label").loc["patent", "makespan_s"] == 1.0
+    assert math.isnan(wide.set_index("label").loc["patent", "peak_bytes"])
+    assert wide.set_index("label").loc["bfs", "peak_bytes"] == mem.metrics["peak_bytes"]
+
+
+def test_partition_comparison_speaks_the_long_format():
+    from hetsched.partition import compare_partitions
+
+    s = toy_system()
+    s = s.with_support(s.support.with_priority("gpu0", "Conv", 2))
+    cmp = compare_partitions(chain(6), s, n_inputs=4)
+    long = cmp.long()
+    f = cmp.frame.set_index("variant")
+    for (v, m), val in long.set_index(["label", "metric"])["value"].items():
+        assert f.loc[v, m] == pytest.approx(val, nan_ok=True)
+    assert set(long["family"]) == {"partition"} and "merge" not in set(long["metric"])
+    assert cmp.timeline.equals(cmp.simulations["adjacent, buffered"].timeline)
