@@ -482,12 +482,6 @@ class MemoryPanel(Panel):
     def graph(self) -> hs.OpGraph:
         return self._session_graph(_default_graph)
 
-    def load(self, graph: Any = None, system: Any = None) -> bool:
-        """Show ``graph``; a panel pinned to a graph at construction is pinned to this one instead."""
-        if graph is not None and self._fixed_graph is not None:
-            self._fixed_graph = graph
-        return super().load(graph, system)
-
     # -- refusing bad values ---------------------------------------------------------
     def _refusal(self, name: str, new: Any) -> HetschedError | None:
         """Why a new value of ``name`` cannot be used (``None``: it can)."""
