@@ -1,224 +1,660 @@
-"""MemoryPanel (seed 002): operator orders and their memory curves, the peak, the fine-tune moves.
+"""MemoryPanel: which operator runs first, and what that does to the peak memory (operator ordering).
 
-The panel calls :func:`hetsched.memory.optimize_order` (the patent
-``../shared/seeds/002_1bc531f15903fea6.txt``: an ILP under the user's time limit, else a
-tensor-lifetime-aware BFS and a memory-aware DFS, the lower one fine-tuned at the peak step; plus
-the exact DP of Serenity, MLSys 2020, and the PyTorch Inductor / XLA orders as baselines). It
-overlays the memory curves of several orders with the lower bound
-(:func:`hetsched.memory.lower_bound`), lists the tensors live at the peak step
-(:func:`hetsched.memory.lifetimes`), and a step slider walks the method's moves (``result.steps``:
-the candidates S3 compares, then the fine-tune moves of S4), redrawing the curve of the order
-after each move (``result.replay(k)["order"]``).
+The panel calls :func:`hetsched.memory.optimize_order`: the patent's flow (an integer programme
+under the user's time limit; if it does not prove an order optimal in time, a tensor-lifetime-aware
+BFS and a memory-aware DFS, the lower one fine-tuned at its peak step), the programmes alone, our
+methods, the exact search and the compiler baselines. It draws the memory curve of the order next
+to the ILP's status, bound and gap, overlays other orders and the lower bound, and lists the
+tensors live at the peak.
+
+A :class:`~hetsched.widgets.walker.DecisionWalker` walks ``result.steps`` (the ILP attempt, each
+BFS pick, each DFS push and pop, the pick of the lower order, each fine-tune move) without
+re-running anything: :func:`hetsched.memory.walk_state` replays the log to the step, and each step
+is told in plain words with the patent claim that decided it, beside a small table of its numbers
+(ASAP/ALAP and priority of a pick, the DFS window and stack, a move's peak before and after).
 
 >>> from hetsched.io.generators import randwire_ws
->>> p = MemoryPanel(graph=randwire_ws(20, seed=0))
->>> p.state.method
-'patent-heuristic'
+>>> p = MemoryPanel(graph=randwire_ws(20, seed=0), method="patent-heuristic")
 >>> p.result.peak_bytes >= p.result.lower_bound_bytes
 True
->>> p.state.time_limit_s = -1; "time limit" in p.message.value
-True
+>>> p.state.time_limit_s = -1; "refused" in p.message.value, p.state.time_limit_s
+(True, 2.0)
 """
 
 from __future__ import annotations
 
 import html
-from typing import Any
+import math
+import re
+from typing import Any, Mapping
 
 import ipywidgets as W
 import pandas as pd
-import plotly.graph_objects as go
 import traitlets
 
 import hetsched as hs
 import hetsched.memory as mem
 from hetsched.errors import HetschedError
-from hetsched.plot import bytes_unit, memory_curve
+from hetsched.io import csv_safe
+from hetsched.plot import format_value, group_colors
+from hetsched.plot.memory import live_bars, walk_curves
+from hetsched.results import Step
 
-from .base import Panel, Session, StepWalker
+from .base import Panel, Session
+from .walker import DecisionWalker
 
-__all__ = ["MemoryPanel", "MemoryState"]
+__all__ = ["MemoryPanel", "MemoryState", "METHODS", "PHASES", "SCENARIO", "describe_step", "step_table",
+           "list_label"]
 
-_METHODS = list(mem.STRATEGIES)
-_DEFAULT_OVERLAY = ("kahn", "bfs", "dfs")
+#: method key -> (short name for legends and lists, one line shown under the chooser)
+METHODS: dict[str, tuple[str, str]] = {
+    "patent": ("the patent's flow",
+               "The patent's flow: its integer programme gets the time limit; if it does not prove an order "
+               "optimal in time, BFS and DFS run and the lower one is fine-tuned at its peak step (claims 1, 6-9)."),
+    "ilp-patent": ("the patent's ILP",
+                   "The patent's integer programme alone: yes/no variables A[e,t] (tensor e is created at step t) "
+                   "and P[e,t] (it is kept at step t), claim 4. The solver starts from our portfolio's order."),
+    "ilp-cumulative": ("cumulative ILP",
+                       "Ours: an integer programme with Z[v,t] = 'op v has run by step t'. Fewer equivalent "
+                       "solutions, so the solver proves optimality sooner; it starts from our portfolio's order."),
+    "patent-heuristic": ("patent BFS/DFS + fine-tune",
+                         "The patent's fallback alone (no ILP): BFS and DFS, the lower one fine-tuned at its "
+                         "peak step (claims 6-9)."),
+    "bfs": ("BFS (patent)", "The patent's tensor-lifetime-aware breadth-first order alone (claim 7)."),
+    "dfs": ("DFS (patent)", "The patent's memory-aware depth-first order over chains of ops alone (claim 8)."),
+    "auto": ("ours: fallback, then ILP",
+             "Ours: the patent's BFS/DFS + fine-tune first, then the cumulative programme started from that "
+             "order within the time limit; the lower order wins."),
+    "heuristic": ("portfolio (ours)",
+                  "Ours: the patent's traversals, our greedy, every compiler order and a beam search, each "
+                  "fine-tuned, then a short exact-search polish."),
+    "lifetime-greedy": ("lifetime greedy (ours)",
+                        "Ours: run next the op that leaves the fewest bytes allocated, lifetimes breaking ties."),
+    "exact": ("exact search",
+              "The proven optimum: a search over sets of executed ops from both ends (Serenity, MLSys 2020), "
+              "within the time limit."),
+    "given": ("given order", "The order the ops are listed in."),
+    "kahn": ("Kahn's order", "A plain topological order (Kahn's algorithm): what a naive runtime runs."),
+    "inductor_lpmf": ("Inductor LPMF", "PyTorch Inductor's least-peak-memory-first order."),
+    "inductor_bfs": ("Inductor BFS", "PyTorch Inductor's breadth-first order."),
+    "inductor_dfs": ("Inductor DFS", "PyTorch Inductor's depth-first order."),
+    "xla_list": ("XLA list", "XLA's list scheduler (its default memory scheduler's first candidate)."),
+    "xla_dfs": ("XLA DFS", "XLA's depth-first scheduler."),
+    "xla_post_order": ("XLA post-order", "XLA's post-order scheduler."),
+}
+for _k, _why in mem.STRATEGIES.items():  # a method added to the core later still shows up
+    if _k not in METHODS and _k != "ilp":  # "ilp" is "ilp-cumulative" under another name
+        METHODS[_k] = (_k, _why)
+
+_METHOD_KEYS = list(METHODS)
+#: orders that may be overlaid: never one that spends the time limit (it would run on every recompute)
+_OVERLAY_KEYS = [k for k in _METHOD_KEYS if k not in mem.SOLVER_METHODS]
+_DEFAULT_OVERLAY = ("kahn", "bfs", "dfs", "heuristic")
+#: one colour per overlay order, whichever are shown (the group palette: never a device colour)
+_OVERLAY_COLORS = group_colors(METHODS[k][0] for k in _OVERLAY_KEYS)
+
+#: step phases (``step.data["phase"]``) in plain words: the jump buttons and the step list
+PHASES = {"S2": "ILP", "S31": "BFS", "S32": "DFS", "S4-pick": "pick the lower", "S4": "fine-tune",
+          "portfolio": "candidates", "polish": "polish", "exact": "exact search", "start": "start", "final": "end"}
+#: the claim of the patent that decides each phase (cited in each step's explanation)
+_CLAIMS = {"S2": "claims 1-5", "S31": "claim 7", "S32": "claim 8", "S4-pick": "claim 1", "S4": "claim 9"}
+
+#: the set-up where the panel's point shows (the default of a panel shown alone and the memory
+#: scenario): the ILP runs out of time, the patent's traversals end well above the lower bound,
+#: one fine-tune move lowers the peak, and our portfolio reaches the bound
+SCENARIO = {
+    "graph": ("layered", dict(n_layers=6, width=4, seed=0)),
+    "method": "patent", "time_limit_s": 2.0, "overlay": _DEFAULT_OVERLAY,
+    "notice": "The ILP does not finish in 2 s, so the patent falls back to BFS and DFS; the fine-tune lowers the "
+              "DFS order's peak, yet it stays about 35% above the lower bound that our portfolio reaches.",
+}
+
+
+def _default_graph() -> hs.OpGraph:
+    from hetsched.io import generators
+
+    name, kw = SCENARIO["graph"]
+    return getattr(generators, name)(**kw)
 
 
 class MemoryState(traitlets.HasTraits):
-    method = traitlets.Enum(_METHODS, default_value="patent-heuristic")
+    method = traitlets.Enum(_METHOD_KEYS, default_value="patent")
     time_limit_s = traitlets.Float(2.0)
     overlay = traitlets.Tuple(default_value=_DEFAULT_OVERLAY)  # other orders drawn for comparison
-    step = traitlets.Int(0)  # view: moves applied (0 = the method's first order)
+    step = traitlets.Int(0)  # view: decisions done (0 = before the first)
     top = traitlets.Int(20)  # view: tensors listed at the peak
 
 
+# ----------------------------------------------------------------------------- words
+def _b(x: Any) -> str:
+    return format_value(x, "peak_bytes")
+
+
+_RAW_BYTES = re.compile(r"\b(\d{3,})(?:\.\d+)? ?(?:B|bytes)\b")
+_CODES = {"S2": "ILP", "S31": "BFS", "S32": "DFS", "S3": "BFS/DFS", "S4": "fine-tune"}
+
+
+def plain(text: str) -> str:
+    """A core message in plain words: byte counts in readable units, the patent's step codes named.
+
+    >>> plain("S3: BFS peak 10445072 B, DFS peak 8883777 B")
+    'BFS/DFS: BFS peak 9.96 MiB, DFS peak 8.47 MiB'
+    >>> plain("S2 skipped: the ILP would have 3760646 variables")
+    'ILP skipped: the ILP would have 3,760,646 variables'
+    """
+    text = _RAW_BYTES.sub(lambda m: _b(int(m.group(1))), str(text)).replace("incumbent", "best order")
+    text = re.sub(r"\b\d{5,}\b", lambda m: f"{int(m.group(0)):,}", text)  # 3760646 variables -> 3,760,646
+    return re.sub(r"\b(S2|S31|S32|S3|S4)\b", lambda m: _CODES[m.group(1)], text)
+
+
+def _bound(x: Any) -> str:
+    """A solver's proven bound; HiGHS reports -inf until it has proved one."""
+    return "none yet" if x is None or not math.isfinite(float(x)) else _b(x)
+
+
+def _solver_gap(x: Any) -> str:
+    return "–" if x is None else f"{x:.1%}" if math.isfinite(float(x)) else "unknown (no bound yet)"
+
+
+def _verdict(ok: bool, yes: str = "kept", no: str = "refused") -> str:
+    return (f"<span style='color:#1B5E20;font-weight:600'>{yes}</span>" if ok
+            else f"<span style='color:#B00020;font-weight:600'>{no}</span>")
+
+
+def _code(x: Any) -> str:
+    return f"<code>{html.escape(str(x))}</code>"
+
+
+def _names(xs: Any, limit: int = 8) -> str:
+    xs = list(xs or ())
+    more = f" … (+{len(xs) - limit})" if len(xs) > limit else ""
+    return ", ".join(html.escape(str(x)) for x in xs[:limit]) + more
+
+
+_ILP_STATUS = {"optimal": "finished: order proven optimal", "skipped": "not built (too large)",
+               "time limit (incumbent not proven)": "time limit reached: best order not proven",
+               "time limit (no solution)": "time limit reached: no order found",
+               "time limit (process killed)": "time limit reached: solver stopped", "no solution": "no order found"}
+
+
+def _ilp_status(status: str) -> str:
+    return _ILP_STATUS.get(status, status)
+
+
+def list_label(step: Step) -> str:
+    """One line of the decision list (plain text: the list shows it verbatim).
+
+    >>> from hetsched.results import Step
+    >>> list_label(Step(4, "free_earlier", "t1", before=2**21, after=2**20, data={"phase": "S4"}))
+    '5 ✓ fine-tune: free t1 earlier: peak 2 MiB → 1 MiB'
+    """
+    d = step.data or {}
+    ph = d.get("phase")
+    head = f"{step.index + 1} {'✓' if step.accepted else '✗'}"
+    if ph == "S2":
+        return f"{head} ILP ({d.get('formulation', '')}): {d.get('status', '')}"
+    if ph == "S31":
+        return f"{head} BFS runs {step.subject} (live {_b(d.get('live_bytes'))})"
+    if ph == "S32":
+        return (f"{head} DFS {step.action} {step.subject} (priority {_b(d.get('priority'))})" if step.action == "push"
+                else f"{head} DFS pop {step.subject}: {len(d.get('ops', ()))} op(s) into the order")
+    if ph == "S4":
+        verb = "free" if step.action == "free_earlier" else "create"
+        when = "earlier" if step.action == "free_earlier" else "later"
+        return f"{head} fine-tune: {verb} {step.subject} {when}: peak {_b(step.before)} → {_b(step.after)}"
+    if ph == "S4-pick":
+        return f"{head} pick {str(step.subject).upper() if step.subject in ('bfs', 'dfs') else step.subject} ({_b(step.after)})"
+    cost = f": {_b(step.before)} → {_b(step.after)}" if step.before is not None and step.after is not None else ""
+    return f"{head} {PHASES.get(ph, ph or '')} {step.action} {step.subject}{cost}"
+
+
+def describe_step(step: Step, *, n_steps: int | None = None, n_ops: int | None = None) -> str:
+    """What one decision did, in plain words (HTML), citing the claim of the patent that decided it.
+
+    >>> from hetsched.results import Step
+    >>> s = Step(7, "free_earlier", "x:out", before=3 * 2**20, after=2 * 2**20, accepted=True,
+    ...          data={"phase": "S4", "peak_step": 4, "moved": ["c"], "tensor_bytes": 2**20})
+    >>> t = describe_step(s); "claim 9" in t and "3 MiB → 2 MiB" in t and "kept" in t
+    True
+    """
+    d = step.data or {}
+    ph = d.get("phase")
+    claim = _CLAIMS.get(ph)
+    where = f"<b>step {step.index + 1}{f' of {n_steps}' if n_steps else ''}</b> · {html.escape(PHASES.get(ph, str(ph or '')))}"
+    where += f" <i>({claim})</i>" if claim else " <i>(ours, not in the patent)</i>" if ph in ("portfolio", "polish") else ""
+    if ph == "S2":
+        form = "the patent's A/P" if d.get("formulation") == "patent" else f"the {html.escape(str(d.get('formulation')))}"
+        lim = d.get("time_limit_s")
+        if step.index > 0:  # ours ("auto"): the ILP runs after the fallback, started from its order
+            what = (f"{form} integer programme, started from the fallback's order, ran for up to {lim:g} s: "
+                    f"{html.escape(_ilp_status(str(d.get('status'))))} (proven bound {_bound(d.get('bound_bytes'))}) — "
+                    f"{_verdict(step.accepted, 'its lower order is taken', 'the fallback order stays')}.")
+        elif d.get("status") == "skipped":
+            what = (f"{form} integer programme is not built: {html.escape(plain(step.reason))}. Claim 1: without "
+                    f"a solution within the time limit, go on to the BFS and DFS traversals.")
+        elif step.accepted:
+            what = (f"{form} integer programme finished within {lim:g} s and proved its order optimal "
+                    f"(peak {_b(step.after)}): claim 1 outputs that order; nothing else runs.")
+        else:
+            found = f"its best order so far peaks at {_b(step.after)} but is not proven optimal" if step.after else \
+                "it found no order"
+            what = (f"{form} integer programme ran for the {lim:g} s time limit: {html.escape(_ilp_status(str(d.get('status'))))}; "
+                    f"{found} (proven bound {_bound(d.get('bound_bytes'))}). Claim 1: the solve did not finish in time, "
+                    f"so the patent drops it and goes on to the BFS and DFS traversals.")
+        return f"{where}: {what}"
+    if ph == "S31":
+        ru = d.get("runner_up")
+        nxt = (f" The runner-up was {_code(ru['op'])} (must run by step {ru['priority'][0]})." if ru else
+               " No other op was ready.")
+        return (f"{where}: of the {d.get('frontier')} op(s) ready to run, the BFS runs {_code(step.subject)}: it has the "
+                f"highest priority. It can run at step {d.get('asap')} at the earliest (ASAP) and must run by step "
+                f"{d.get('alap')} (ALAP); its outputs are expected to stay allocated for "
+                f"{_b(d.get('held_byte_steps'))}·steps. The op that must run soonest goes first, then the one whose "
+                f"outputs are held least.{nxt} Live memory while it runs: {_b(d.get('live_bytes'))}.")
+    if ph == "S32":
+        w = d.get("window")
+        stack = ", ".join(str(x) for x in d.get("stack", ()))
+        if step.action == "push":
+            return (f"{where}: the DFS pushes window {w} ({_names(d.get('ops'), 4)}) on its stack: among the "
+                    f"unvisited windows it waits for, it has the highest priority, {_b(d.get('priority'))} = the "
+                    f"memory its cone needs ({_b(d.get('cum_peak_bytes'))}) minus what it leaves live "
+                    f"({_b(d.get('result_bytes'))}); the biggest need goes first. Stack (top last): {stack} "
+                    f"(depth {d.get('stack_depth')}).")
+        return (f"{where}: window {w} waits for nothing left unvisited, so it leaves the stack and its "
+                f"{len(d.get('ops', ()))} op(s) ({_names(d.get('ops'), 4)}) join the order. Stack now (top last): "
+                f"{stack or 'empty'}.")
+    if ph == "S4-pick":
+        if "bfs_peak_bytes" in d:
+            b, f = d["bfs_peak_bytes"], d["dfs_peak_bytes"]
+            return (f"{where}: BFS peaks at {_b(b)}, DFS at {_b(f)}: the {str(step.subject).upper()} order has the "
+                    f"lower peak and goes on to the fine-tune.")
+        return f"{where}: {html.escape(plain(step.reason))}; its order ({_b(step.after)}) goes on to the fine-tune."
+    if ph == "S4":
+        size = _b(d.get("tensor_bytes"))
+        moved = _names(d.get("moved"), 5)
+        if step.action == "free_earlier":
+            tried = (f"free {_code(step.subject)} ({size}) earlier by running its remaining reader(s) and what they "
+                     f"need ({moved}) before the peak op")
+        else:
+            tried = (f"create {_code(step.subject)} ({size}) later by running its producer and what depends on it "
+                     f"({moved}) after the peak op")
+        pk = (f"peak {_b(step.before)} → {_b(step.after)}")
+        if step.accepted and (step.after or 0) < (step.before or 0):
+            why = "the peak drops"
+        elif step.accepted:
+            why = (f"the peak stays but is reached at {d.get('peak_steps_after')} step(s) instead of "
+                   f"{d.get('peak_steps_before')} (ours: it lets a later move lower it)")
+        else:
+            why = "the peak would not drop"
+        return (f"{where}: at the peak step {d.get('peak_step')}, try to {tried}. Simulated: {pk} — "
+                f"{_verdict(step.accepted)}: {why}.")
+    cost = f" ({_b(step.before)} → {_b(step.after)})" if step.before is not None and step.after is not None else ""
+    return (f"{where}: {html.escape(step.action)} {_code(step.subject)}{cost} — {_verdict(step.accepted)}: "
+            f"{html.escape(plain(step.reason))}")
+
+
+def _table(head: list[str], rows: list[list[Any]]) -> str:
+    th = "".join(f"<th style='text-align:left;padding:2px 10px 2px 0'>{html.escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td style='padding:2px 10px 2px 0'>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table class='hetsched-step-table' style='border-collapse:collapse'><tr>{th}</tr>{body}</table>"
+
+
+def step_table(step: Step | None) -> str:
+    """The numbers of one decision as a small HTML table (names escaped).
+
+    >>> from hetsched.results import Step
+    >>> s = Step(0, "pick", "a<b>", data={"phase": "S31", "asap": 0, "alap": 2, "held_byte_steps": 10.0,
+    ...          "priority": [2, 10.0, 0], "frontier": 2, "live_bytes": 5,
+    ...          "runner_up": {"op": "c", "priority": [3, 4.0, 1]}})
+    >>> t = step_table(s); "a&lt;b&gt;" in t and "runner-up" in t
+    True
+    """
+    if step is None:
+        return ""
+    d = step.data or {}
+    ph = d.get("phase")
+    if ph == "S31":
+        rows = [["runs now", _code(step.subject), d.get("asap"), d.get("alap"), f"{_b(d.get('held_byte_steps'))}·steps"]]
+        ru = d.get("runner_up")
+        if ru:
+            p = ru.get("priority", [None, None, None])
+            rows.append(["runner-up", _code(ru.get("op")), p[2], p[0], f"{_b(p[1])}·steps"])
+        return _table(["", "op", "earliest step (ASAP)", "latest step (ALAP)", "outputs held (estimate)"], rows) + \
+            f"<div style='color:#555'>{d.get('frontier')} op(s) were ready; priority = earliest ALAP first, then " \
+            f"fewest byte-steps held, then earliest ASAP.</div>"
+    if ph == "S32":
+        rows = [[f"window {d.get('window')}", _names(d.get("ops"), 6), _b(d.get("cum_peak_bytes")),
+                 _b(d.get("result_bytes")), _b(d.get("priority"))]]
+        stack = " ▸ ".join(str(x) for x in d.get("stack", ())) or "empty"
+        return _table(["", "ops", "cone needs", "leaves live", "priority"], rows) + (
+            f"<div>stack (top last): {html.escape(stack)} · reads {_names(d.get('tensors_in'), 6) or '–'} · "
+            f"writes {_names(d.get('tensors_out'), 6) or '–'}</div>")
+    if ph == "S4":
+        ch = d.get("curve_changed")
+        rows = [[_code(step.subject), _b(d.get("tensor_bytes")),
+                 "free earlier" if step.action == "free_earlier" else "create later", _names(d.get("moved"), 6),
+                 f"{_b(step.before)} → {_b(step.after)}", f"{d.get('peak_steps_before')} → {d.get('peak_steps_after')}",
+                 f"{ch[0]}–{ch[1]}" if ch else "none", _verdict(step.accepted)]]
+        return _table(["tensor", "size", "move", "ops moved", "peak", "steps at the peak", "steps changed", ""], rows)
+    if ph == "S2":
+        gap = d.get("solver_gap")
+        rows = [[html.escape(str(d.get("formulation"))), html.escape(_ilp_status(str(d.get("status")))),
+                 _b(step.after) if step.after else "–", _bound(d.get("bound_bytes")),
+                 _solver_gap(gap), f"{int(d['n_vars']):,}" if d.get("n_vars") else "–",
+                 format_value(d.get("solve_s"), "solve_s")]]
+        return _table(["formulation", "status", "best order found", "proven bound", "solver gap", "variables",
+                       "solve time"], rows)
+    if step.before is None and step.after is None:
+        return ""
+    return _table(["decision", "on", "before", "after", ""],
+                  [[html.escape(step.action), _code(step.subject), _b(step.before), _b(step.after),
+                    _verdict(step.accepted)]])
+
+
+def _ilp_info(r: mem.OrderResult) -> dict[str, Any] | None:
+    """What the result says about an ILP it ran (``None``: the method runs none)."""
+    s2 = next((s for s in r.steps if (s.data or {}).get("phase") == "S2"), None)
+    if s2 is not None:
+        d = s2.data
+        return {"formulation": d.get("formulation"), "status": _ilp_status(str(d.get("status"))),
+                "proven": s2.accepted, "found": s2.after, "bound": d.get("bound_bytes"), "gap": d.get("solver_gap"),
+                "n_vars": d.get("n_vars"), "n_cons": r.metrics.get("ilp_n_constraints"), "solve_s": d.get("solve_s"),
+                "solver": d.get("solver"), "skipped": d.get("status") == "skipped",
+                # ours starts the solver from the fallback's order; the patent's flow starts it cold
+                "warm": "the fallback's order" if s2.index > 0 else ""}
+    if r.method.startswith("ilp-"):
+        m = r.metrics
+        status = {"optimal": "finished: order proven optimal", "feasible": "time limit: best order not proven",
+                  "fallback": "no better order from the solver: the starting order is kept"}.get(r.status, r.status)
+        return {"formulation": r.params.get("formulation", r.method[4:].split("-")[0]), "status": status,
+                "proven": r.status == "optimal", "found": r.peak_bytes if r.status != "fallback" else None,
+                "bound": r.bound_bytes, "gap": m.get("solver_gap"), "n_vars": m.get("n_vars"),
+                "n_cons": m.get("n_constraints"), "solve_s": m.get("solve_s"), "solver": r.solver,
+                "warm": "our portfolio's order" if r.params.get("warm_start") else "", "skipped": False}
+    return None
+
+
+# ----------------------------------------------------------------------------- the panel
+class _MemoryWalker(DecisionWalker):
+    """The house walker, its phase buttons named in plain words (ILP, BFS, DFS, fine-tune)."""
+
+    def set_steps(self, steps):
+        super().set_steps(steps)
+        # same values (the walker jumps by them), plain labels; the buttons stay unselected
+        self.phases.options = [(PHASES.get(v, v), v) for v in ["start", *self._phase_first, "final"]]
+        self.phases.value = None
+
+
+def _link(state: traitlets.HasTraits, name: str, ctl: W.Widget) -> None:
+    """Link a control to a trait so that a value the control rejects cannot break the link.
+
+    A plain ``link`` raises ``TraitError: Broken link`` (or the control's own error) when the
+    panel refuses a value and puts the previous one back while the link is still updating; here
+    the control is told the trait's value when it can show it, and the trait hears the user's edits.
+    """
+    syncing = [False]
+
+    def to_ctl(change):
+        syncing[0] = True
+        try:
+            ctl.value = change["new"]
+        except traitlets.TraitError:
+            pass  # a value the control cannot show; the panel refuses it and restores the last good one
+        finally:
+            syncing[0] = False
+
+    def to_state(change):
+        if not syncing[0]:
+            setattr(state, name, change["new"])
+
+    to_ctl({"new": getattr(state, name)})
+    state.observe(to_ctl, names=name)
+    ctl.observe(to_state, names="value")
+
+
 class MemoryPanel(Panel):
-    """Seed 002 on the session's graph.
+    """Operator ordering for peak memory on the session's graph, one decision at a time.
 
     Parameters
     ----------
     session : Session, optional
     graph : OpGraph, optional
-        Fix the panel to this graph instead of following the session.
+        Fix the panel to this graph instead of following the session (a session without a graph
+        gets the scenario's graph, see :data:`SCENARIO`).
+    method, time_limit_s, overlay : optional
+        Start values of the controls (default: the patent's flow, 2 s, Kahn/BFS/DFS/portfolio).
     """
 
     VIEW_TRAITS = ("step", "top")
 
-    def __init__(self, session: Session | None = None, *, graph=None, **kw: Any) -> None:
+    def __init__(self, session: Session | None = None, *, graph=None, method: str | None = None,
+                 time_limit_s: float | None = None, overlay: tuple[str, ...] | None = None, **kw: Any) -> None:
         state = MemoryState()
+        if method is not None:
+            state.method = method
+        if time_limit_s is not None:
+            state.time_limit_s = time_limit_s
+        if overlay is not None:
+            state.overlay = tuple(overlay)
         style = {"description_width": "initial"}
-        method = W.Dropdown(options=_METHODS, description="method", style=style)
-        limit = W.FloatText(description="ILP time limit (s)", style=style, layout=W.Layout(width="200px"))
-        overlay = W.SelectMultiple(options=[m for m in _METHODS if m not in ("auto", "ilp", "exact")],
-                                   description="overlay orders", style=style, rows=5)
-        for ctl, name in ((method, "method"), (limit, "time_limit_s"), (overlay, "overlay")):
-            W.link((state, name), (ctl, "value"))
+        method_ctl = W.Dropdown(options=[(self._method_option(k), k) for k in _METHOD_KEYS], description="method",
+                                style=style, layout=W.Layout(width="420px"))
+        limit = W.FloatText(description="ILP time limit (s)", style=style, layout=W.Layout(width="220px"),
+                            tooltip="how long the integer programme (and the exact search) may run")
+        over = W.SelectMultiple(options=[(METHODS[k][0], k) for k in _OVERLAY_KEYS], description="compare with",
+                                style=style, rows=4, layout=W.Layout(width="330px"))
+        top = W.BoundedIntText(min=1, max=200, description="tensors listed", style=style, layout=W.Layout(width="170px"))
+        for ctl, name in ((method_ctl, "method"), (limit, "time_limit_s"), (over, "overlay"), (top, "top")):
+            _link(state, name, ctl)
         self.method_help = W.HTML()
-        self.walker = StepWalker(state, "step", description="move")
-        self.step_text = W.HTML()
+        self.walker = _MemoryWalker(state, "step", description="step", label=list_label)
+        self.step_text = W.HTML(layout=W.Layout(min_height="2.8em"))
+        self.step_table = W.HTML()
         self.summary = W.HTML()
-        self.controls = W.HBox([W.VBox([method, limit, self.method_help]), overlay])
-        self.control_widgets = {"method": method, "time_limit_s": limit, "overlay": overlay}
+        self.ilp_box = W.HTML(layout=W.Layout(flex="0 1 320px", min_width="260px", padding="0 0 0 12px"))
+        self.ilp_box.add_class("hetsched-ilp")
+        self.controls = W.VBox([W.HBox([W.VBox([method_ctl, W.HBox([limit, top])]), over],
+                                      layout=W.Layout(flex_flow="row wrap", align_items="flex-start")),
+                                self.method_help])
+        self.control_widgets = {"method": method_ctl, "time_limit_s": limit, "overlay": over, "top": top}
         self._fixed_graph = graph
+        self._reverting = False
         self._overlay_cache: dict[tuple, mem.OrderResult] = {}
+        self._overlay_graph: Any = None
+        self._pending: tuple[Any, dict] | None = None
+        self._shown_graph: Any = None
+        self._overlays: dict[str, mem.OrderResult] = {}
         super().__init__(state, session=session, follow_session=graph is None, autostart=False, **kw)
-        self.children = [self.controls, self.status, self.summary, self.walker, self.step_text,
-                         self.figure_view("curves"), self.figure_view("live"), self.download_area]
+        # the curve takes the width the ILP card leaves (both wrap under each other on a narrow screen)
+        curves = W.Box([self.figure_view("curves")], layout=W.Layout(flex="1 1 600px", min_width="0"))
+        self.children = [self.controls, self.status, self.summary, self.walker, self.step_text, self.step_table,
+                         W.HBox([curves, self.ilp_box], layout=W.Layout(flex_flow="row wrap", width="100%")),
+                         self.figure_view("live"), self.download_area]
         self._start()
+
+    @staticmethod
+    def _method_option(k: str) -> str:
+        short = METHODS[k][0]
+        return {"ilp-patent": "the patent's ILP (A/P variables)", "ilp-cumulative": "cumulative ILP (Z variables, ours)",
+                "patent": "the patent's flow: ILP, else BFS/DFS + fine-tune"}.get(k, short)
 
     @property
     def graph(self) -> hs.OpGraph:
-        from hetsched.io.generators import randwire_ws
+        return self._session_graph(_default_graph)
 
-        return self._session_graph(lambda: randwire_ws(20, seed=0))
+    # -- refusing bad values ---------------------------------------------------------
+    def _refusal(self, name: str, new: Any) -> HetschedError | None:
+        """Why a new value of ``name`` cannot be used (``None``: it can)."""
+        if name == "time_limit_s":
+            try:
+                x = float(new)
+            except (TypeError, ValueError):
+                x = math.nan
+            if not (0.0 < x < math.inf):
+                return HetschedError(f"ILP time limit {new!r} s refused: it must be a positive number of seconds; "
+                                     f"the previous limit is kept", field="time_limit_s")
+        elif name == "overlay":
+            bad = [x for x in new if x not in _OVERLAY_KEYS]
+            if bad:
+                solver = [x for x in bad if x in mem.SOLVER_METHODS]
+                why = (f"{solver[0]!r} runs a solver for the whole time limit on every recompute; choose it as the "
+                       f"method instead" if solver else f"{bad[0]!r} is not an order this panel can draw; choose "
+                       f"from {', '.join(_OVERLAY_KEYS)}")
+                return HetschedError(f"overlay refused: {why}; the previous overlays are kept", field="overlay")
+        elif name == "step" and self.result is not None:
+            n = self.result.n_steps
+            if not 0 <= new <= n:
+                return HetschedError(f"step {new} refused: this result has decisions 0..{n}", field="step")
+        elif name == "top" and new < 1:
+            return HetschedError(f"tensors listed {new} refused: list at least 1", field="top")
+        return None
+
+    def _on_change(self, change: Mapping[str, Any]) -> None:
+        if self._reverting:
+            return
+        err = self._refusal(change["name"], change["new"])
+        if err is not None:
+            # keep the last good value (and the control showing it): a bad value must not stick and
+            # break every later recompute
+            self._reverting = True
+            try:
+                setattr(self.state, change["name"], change["old"])
+            finally:
+                self._reverting = False
+            self.show_error(err)
+            return
+        super()._on_change(change)
 
     # -- Panel -------------------------------------------------------------------
     def compute(self) -> mem.OrderResult:
         st = self.state
-        if not st.time_limit_s > 0:
-            raise HetschedError(f"the ILP time limit must be positive (seconds), got {st.time_limit_s}",
-                                field="time_limit_s")
-        return mem.optimize_order(self.graph, method=st.method, time_limit_s=st.time_limit_s)
-
-    def on_result(self, r: mem.OrderResult) -> None:
-        self.walker.set_count(r.n_steps)
-        self.method_help.value = f"<i>{html.escape(mem.STRATEGIES.get(self.state.method, ''))}</i>"
-        # view traits set here do not redraw on their own (Panel.on_result)
-        self.state.step = r.n_steps
-
-    def overlays(self) -> dict[str, mem.OrderResult]:
-        """The overlay orders' results (cached per graph)."""
         g = self.graph
+        r = mem.optimize_order(g, method=st.method, time_limit_s=st.time_limit_s)
+        self._pending = (g, self._overlay_results(g))
+        return r
+
+    def _overlay_results(self, g: hs.OpGraph) -> dict[str, mem.OrderResult]:
+        """The overlay orders' results, cached per graph (and time limit, for the portfolio's budget)."""
+        if self._overlay_graph is not g:
+            self._overlay_cache, self._overlay_graph = {}, g
         out = {}
         for m in self.state.overlay:
-            key = (id(g), g.n_ops, m)
+            key = (m, self.state.time_limit_s if m in ("heuristic", "patent-heuristic") else None)
             if key not in self._overlay_cache:
                 self._overlay_cache[key] = mem.optimize_order(g, method=m, time_limit_s=self.state.time_limit_s)
             out[m] = self._overlay_cache[key]
         return out
 
-    def order_at(self, k: int | None = None) -> tuple[str, ...]:
-        """The order after the first ``k`` moves (``k = 0``: before any move: the graph's order)."""
-        r = self.result
+    def on_result(self, r: mem.OrderResult) -> None:
+        if self._pending is not None:
+            self._shown_graph, self._overlays = self._pending
+            self._pending = None
+        self.method_help.value = f"<i>{html.escape(METHODS[self.state.method][1])}</i>"
+        self.walker.set_steps(r.steps)
+        # view traits set here do not redraw on their own (Panel.on_result)
+        self.state.step = r.n_steps
+
+    def walk(self, k: int | None = None) -> dict[str, Any]:
+        """What is drawn after ``k`` decisions (default: the walker's step): :func:`hetsched.memory.walk_state`."""
         k = self.state.step if k is None else k
+        return mem.walk_state(self._shown_graph, self.result, k - 1)
+
+    def order_at(self, k: int | None = None) -> tuple[str, ...]:
+        """The order after ``k`` decisions (a traversal's prefix while it is being built)."""
+        return tuple(self.walk(k)["order"])
+
+    def _current_label(self, r: mem.OrderResult, w: Mapping[str, Any], k: int) -> str:
         if k >= r.n_steps:
-            return tuple(r.order)
-        st = r.replay(k - 1)
-        order = st.get("order")
-        return tuple(order) if order else tuple(self.graph.topological_order())
+            return METHODS.get(self.state.method, (r.method,))[0]
+        s = w["step"]
+        ph = (s.data or {}).get("phase") if s is not None else None
+        if s is None or (ph == "S2" and not s.accepted):
+            return "given order"
+        return {"S2": "ILP order", "S31": "BFS order", "S32": "DFS order",
+                "S4-pick": f"{str(s.subject).upper()} order (picked)", "S4": "order being fine-tuned",
+                "portfolio": "best candidate", "polish": "polished order"}.get(ph, "order")
 
-    def _curves_fig(self, r: mem.OrderResult):
-        g = self.graph
-        k = self.state.step
-        frames = []
-        for m, res in self.overlays().items():
-            c = res.curve[["step", "bytes"]].copy()
-            c["order"] = f"{m} (peak {_b(res.peak_bytes)})"
-            frames.append(c)
-        order = self.order_at(k)
-        cur = mem.memory_curve(g, order)
-        peak = int(cur["bytes"].max()) if len(cur) else 0
-        label = r.method if k >= r.n_steps else f"{r.method} after {k} of {r.n_steps} moves"
-        c = cur[["step", "bytes"]].copy()
-        c["order"] = f"{label} (peak {_b(peak)})"
-        frames.append(c)
-        frame = pd.concat(frames, ignore_index=True)
-        fig = memory_curve(frame, x="step", by="order", lower_bound=r.lower_bound_bytes,
-                           title=f"{g.name}: live memory per step of each order")
-        # the panel's own order drawn thicker, its peak step marked
-        for t in fig.data:
-            if t.name == c["order"].iat[0]:
-                t.line.width = 4
-        if len(cur):
-            pstep = int(cur["bytes"].to_numpy().argmax())
-            unit, f = bytes_unit(max(peak, r.lower_bound_bytes))
-            fig.add_trace(go.Scatter(x=[pstep], y=[peak * f], mode="markers", marker=dict(size=12, symbol="x", color="#D00000"),
-                                     name="peak", hovertext=[f"peak {_b(peak)} at step {pstep} ({order[pstep]})"],
-                                     hoverinfo="text"))
-        fig.update_layout(height=380)
-        return fig
+    def _curves_fig(self, r: mem.OrderResult, w: Mapping[str, Any], k: int):
+        overlays = {METHODS[m][0]: res for m, res in self._overlays.items()}
+        return walk_curves(w, overlays=overlays, lower_bound=r.lower_bound_bytes, label=self._current_label(r, w, k),
+                           colors=_OVERLAY_COLORS, title="live memory at each step of the order")
 
-    def live_at_peak(self, order: tuple[str, ...] | None = None) -> pd.DataFrame:
-        """Tensors live at the peak step of ``order``: ``tensor, bytes, alloc_step, free_step`` (largest first)."""
-        g = self.graph
-        order = self.order_at() if order is None else order
-        cur = mem.memory_curve(g, order)
-        if not len(cur):
-            return pd.DataFrame(columns=["tensor", "bytes", "alloc_step", "free_step"])
-        pstep = int(cur["bytes"].to_numpy().argmax())
-        lt = mem.lifetimes(g, order)
-        live = lt[(lt["alloc_step"] <= pstep) & (lt["free_step"] >= pstep)]
-        return live.sort_values(["bytes", "tensor"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    def _live_fig(self, w: Mapping[str, Any]):
+        s = w["step"]
+        hl = [s.subject] if s is not None and (s.data or {}).get("phase") == "S4" else []
+        live = w["live"]
+        what = "so far " if w["partial"] else ""
+        title = (f"tensors live at the peak {what}(step {w['peak_step']}: {len(live)} tensors, "
+                 f"{_b(int(live['bytes'].sum()) if len(live) else 0)})")
+        return live_bars(live, top=self.state.top, highlight=hl, title=title)
 
-    def _live_fig(self, r: mem.OrderResult):
-        live = self.live_at_peak()
-        top = live.head(max(1, self.state.top))
-        unit, f = bytes_unit(float(top["bytes"].max()) if len(top) else 0)
-        fig = go.Figure(go.Bar(
-            x=(top["bytes"].astype(float) * f).tolist(), y=top["tensor"].astype(str).tolist(), orientation="h",
-            marker_color="#0072B2",
-            hovertext=[f"{t}: {_b(b)}, live steps {a}–{e}" for t, b, a, e in
-                       zip(top["tensor"], top["bytes"], top["alloc_step"], top["free_step"])],
-            hoverinfo="text"))
-        fig.update_layout(title=f"tensors live at the peak ({len(live)} tensors, {_b(int(live['bytes'].sum()))}; "
-                                f"largest {len(top)} shown)",
-                          xaxis_title=f"size ({unit})", yaxis=dict(autorange="reversed", type="category"),
-                          template="plotly_white", height=max(260, 60 + 18 * len(top)),
-                          margin=dict(l=10, r=10, t=40, b=40))
-        return fig
+    def _summary_html(self, r: mem.OrderResult) -> str:
+        g = self._shown_graph
+        gap = (f"gap <b>{r.gap:.1%}</b>" if r.gap > 0 else "gap <b>0%</b>: no order can be lower (optimal)")
+        return (
+            f"<div><b>{html.escape(g.name or 'graph')}</b> ({g.n_ops} ops) · <b>{html.escape(METHODS[self.state.method][0])}</b>: "
+            f"peak <b>{_b(r.peak_bytes)}</b> · lower bound {_b(r.lower_bound_bytes)} · {gap} · "
+            f"{format_value(r.runtime_s, 'runtime_s')}</div>"
+            f"<div style='color:#555;font-size:0.92em'>How: {html.escape(plain(r.why))}</div>")
 
-    def _render_text(self, r: mem.OrderResult) -> None:
-        self.summary.value = (
-            f"<b>{html.escape(self.graph.name)}</b> ({self.graph.n_ops} ops): <b>{html.escape(r.method)}</b> peak "
-            f"<b>{_b(r.peak_bytes)}</b>, lower bound {_b(r.lower_bound_bytes)} (gap {r.gap:.1%}); status {r.status}"
-            f"{f', solver {html.escape(r.solver)}' if r.solver else ''}; {r.runtime_s * 1e3:.3g} ms. "
-            f"<i>{html.escape(r.why)}</i>"
-        )
-        k = self.state.step
-        if r.n_steps == 0:
-            self.step_text.value = "this method makes no moves to step through (its order is final at once)"
-        elif k == 0:
-            self.step_text.value = f"<b>move 0</b>: before any move; {r.n_steps} follow"
+    def _ilp_html(self, r: mem.OrderResult) -> str:
+        info = _ilp_info(r)
+        rows = []
+        if info is None:
+            rows.append("<b>ILP</b>: this method runs none (pick the patent's flow or one of the ILPs).")
         else:
-            s = r.steps[k - 1]
-            verdict = ("<span style='color:#1B5E20'>kept</span>" if s.accepted
-                       else "<span style='color:#B00020'>not kept</span>")
-            ba = (f"; peak {_b(s.before)} → {_b(s.after)}" if s.before is not None and s.after is not None else "")
-            self.step_text.value = (f"<b>move {k} of {r.n_steps}</b> ({html.escape(s.action)} "
-                                    f"<code>{html.escape(str(s.subject))}</code>){ba} — {verdict}: {html.escape(s.reason)}")
+            form = "the patent's A/P" if info["formulation"] == "patent" else "cumulative Z"
+            warm = f", started from {info['warm']}" if info["warm"] else ""
+            rows.append(f"<b>ILP</b> ({html.escape(form)} variables{warm})")
+            rows.append(f"status: <b>{html.escape(info['status'])}</b>")
+            if not info["skipped"]:
+                rows.append(f"best order it found: {_b(info['found']) if info['found'] else 'none'}")
+                rows.append(f"bound it proved: {_bound(info['bound'])}")
+                if info["gap"] is not None:
+                    rows.append(f"solver gap: {_solver_gap(info['gap'])} <span style='color:#555'>(best found − bound) "
+                                f"÷ best found</span>")
+                size = ", ".join(x for x in (f"{int(info['n_vars']):,} variables" if info["n_vars"] else "",
+                                             f"{int(info['n_cons']):,} constraints" if info["n_cons"] else "") if x)
+                if size:
+                    rows.append(size)
+                if info["solve_s"] is not None:
+                    rows.append(f"solve time: {format_value(info['solve_s'], 'solve_s')} of "
+                                f"{format_value(self.state.time_limit_s, 'time_limit_s')}")
+                if self.state.method == "patent" and not info["proven"] and info["found"]:
+                    rows.append("<i>not proven in time, so the patent's flow drops this order and falls back to "
+                                "BFS/DFS</i>")
+        rows.append("<hr style='margin:4px 0'><b>This order</b>")
+        rows.append(f"peak: <b>{_b(r.peak_bytes)}</b>")
+        rows.append(f"lower bound: {_b(r.lower_bound_bytes)}")
+        rows.append(f"gap: <b>{r.gap:.1%}</b>" + (" (proven optimal)" if r.gap <= 0 or r.status == "optimal" else ""))
+        rows.append("<span style='color:#555;font-size:0.92em'>gap = (peak − best bound) ÷ best bound; the best "
+                    "bound is the larger of the lower bound (no order of this graph can go below it) and a bound a "
+                    "solver proved</span>")
+        return "<div style='line-height:1.5'>" + "<br>".join(rows) + "</div>"
+
+    def _step_html(self, r: mem.OrderResult, k: int) -> tuple[str, str]:
+        if r.n_steps == 0:
+            return ("this method makes its order in one go: there are no decisions to step through", "")
+        if k == 0:
+            return (f"<b>before the first decision</b> ({r.n_steps} follow): the graph's given order is drawn. "
+                    f"Use ▶, the jump buttons or the list.", "")
+        s = r.steps[k - 1]
+        return describe_step(s, n_steps=r.n_steps), step_table(s)
 
     def render(self, r: mem.OrderResult) -> None:
-        self.show_figure("curves", self._curves_fig(r))
-        self.show_figure("live", self._live_fig(r))
-        self._render_text(r)
+        k = self.state.step
+        w = self.walk(k)
+        self.show_figure("curves", self._curves_fig(r, w, k))
+        self.show_figure("live", self._live_fig(w))
+        self.summary.value = self._summary_html(r)
+        self.ilp_box.value = self._ilp_html(r)
+        self.step_text.value, self.step_table.value = self._step_html(r, k)
 
     def download_items(self, r: mem.OrderResult):
-        return [(pd.DataFrame({"step": range(len(r.order)), "op": list(r.order)}), "memory_order.csv"),
-                (r.curve, "memory_curve.csv"), (self.live_at_peak(tuple(r.order)), "memory_live_at_peak.csv"),
-                (r.steps_frame(), "memory_moves.csv"), (hs.timeline.to_chrome_trace(r.timeline), "memory_trace.json")]
-
-
-def _b(x: float | None) -> str:
-    if x is None:
-        return "–"
-    u, f = bytes_unit(x)
-    return f"{x * f:.3g} {u}"
+        g = self._shown_graph
+        _step, live = mem.live_at_peak(g, r.order)
+        # names come from user files: formula-safe cells (issue 20)
+        return [(csv_safe(pd.DataFrame({"step": range(len(r.order)), "op": list(r.order)})), "memory_order.csv"),
+                (csv_safe(r.curve), "memory_curve.csv"), (csv_safe(live), "memory_live_at_peak.csv"),
+                (csv_safe(r.steps_frame()), "memory_moves.csv"),
+                (hs.timeline.to_chrome_trace(r.timeline), "memory_trace.json")]

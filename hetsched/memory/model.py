@@ -433,12 +433,17 @@ def walk_state(graph: OpGraph, result: "OrderResult", k: int) -> dict[str, Any]:
     >>> g = fork_join(2, 2); r = order_bfs(g)
     >>> w = walk_state(g, r, 2); w["partial"], list(w["order"]), len(w["curve"])
     (True, ['fork', 'b0_0', 'b1_0'], 3)
+    >>> from hetsched.memory import order_dfs
+    >>> d = order_dfs(g); d.steps[0].action, walk_state(g, d, 0)["order"]   # pushed, nothing popped yet
+    ('push', ())
     """
     state = result.replay(k)
     step = result.steps[k] if k >= 0 else None
     phase = (step.data or {}).get("phase") if step is not None else None
     key = {"S31": "bfs_order", "S32": "dfs_order"}.get(phase or "")
-    order = state.get(key) if key else None
+    # during a traversal its prefix is what is drawn, even while still empty (the DFS pushes
+    # windows before its first pop): the complete "order" then is another method's order
+    order = tuple(state.get(key) or ()) if key else None
     partial = order is not None and len(order) < len(result.order)
     if not partial:
         order = state.get("order") or result.order

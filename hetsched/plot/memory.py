@@ -18,9 +18,16 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .core import PALETTE, _text, bytes_unit, figure_from_dicts, memory_curve
+from .core import GROUP_PALETTE, PALETTE, _hline, _text, bytes_unit, figure_from_dicts, memory_curve
 
-__all__ = ["order_curves", "lifetime_chart", "live_bars", "walk_curves"]
+__all__ = ["order_curves", "lifetime_chart", "live_bars", "walk_curves", "CURRENT_COLOR", "HIGHLIGHT_COLOR", "FONT_PX"]
+
+#: the order being walked is drawn thick in this colour; overlays take the group palette
+CURRENT_COLOR = PALETTE[0]
+#: what the current step is about (the tensor a fine-tune move tries, the peak marker)
+HIGHLIGHT_COLOR = "#D55E00"
+#: figure text size (projector-friendly, issue 22)
+FONT_PX = 14
 
 
 def order_curves(results: Mapping[str, Any] | Sequence[Any], *, capacity: float | None = None,
@@ -74,9 +81,11 @@ def _fmt(x: float) -> str:
     return f"{x * f:.3g} {unit}"
 
 
-def live_bars(live: pd.DataFrame, *, top: int = 20, title: str | None = None) -> go.Figure:
+def live_bars(live: pd.DataFrame, *, top: int = 20, title: str | None = None,
+              highlight: Sequence[str] = ()) -> go.Figure:
     """Horizontal bars of the tensors live at a step (:func:`hetsched.memory.live_at` /
-    :func:`~hetsched.memory.live_at_peak`), largest first, the largest ``top`` shown.
+    :func:`~hetsched.memory.live_at_peak`), largest first, the largest ``top`` shown; the tensors
+    named in ``highlight`` (e.g. the one a fine-tune move tries) stand out in another colour.
 
     >>> from hetsched.io.generators import fork_join
     >>> from hetsched.memory import live_at_peak
@@ -85,28 +94,35 @@ def live_bars(live: pd.DataFrame, *, top: int = 20, title: str | None = None) ->
     True
     """
     shown = live.head(max(1, int(top)))
+    hl = {str(t) for t in highlight}
     unit, f = bytes_unit(float(shown["bytes"].max()) if len(shown) else 0.0)
     total = int(live["bytes"].sum()) if len(live) else 0
     bar = dict(
         type="bar", orientation="h", x=(shown["bytes"].astype(float) * f).tolist(), y=shown["tensor"].astype(str).tolist(),
-        marker=dict(color=PALETTE[0]),
+        # one colour per bar, always a list: a step that highlights another tensor patches colours only
+        marker=dict(color=[HIGHLIGHT_COLOR if t in hl else CURRENT_COLOR for t in shown["tensor"].astype(str)]),
         hovertext=[f"{t}: {_fmt(b)}, live steps {a}-{e}" for t, b, a, e in
                    zip(shown["tensor"], shown["bytes"], shown["alloc_step"], shown["free_step"])],
         hoverinfo="text")
     layout = dict(title=_text(title or f"tensors live at the peak ({len(live)} tensors, {_fmt(total)}; "
                                        f"largest {len(shown)} shown)"),
                   xaxis=dict(title=_text(f"size ({unit})")), yaxis=dict(autorange="reversed", type="category"),
-                  height=max(260, 60 + 18 * len(shown)), margin=dict(l=10, r=10, t=40, b=40))
+                  height=max(260, 60 + 22 * len(shown)), margin=dict(l=10, r=10, t=50, b=40), font=dict(size=FONT_PX))
     return figure_from_dicts([bar], layout)
 
 
 def walk_curves(state: Mapping[str, Any], *, overlays: Mapping[str, Any] | None = None,
-                lower_bound: float | None = None, label: str = "order", title: str | None = None) -> go.Figure:
+                lower_bound: float | None = None, label: str = "order", title: str | None = None,
+                colors: Mapping[str, str] | None = None, height: int = 400) -> go.Figure:
     """The memory curve a step walker shows: ``state`` from :func:`hetsched.memory.walk_state`.
 
     The current order (a traversal's prefix while it is being built) is drawn thick, each overlay
-    (``{name: OrderResult}``) thin, the lower bound dashed, the peak step marked, and the steps a
-    fine-tune move changed shaded.
+    (``{name: OrderResult}``) thin in its colour (``colors[name]``, else the group palette), the
+    lower bound dashed, the peak step marked, and the steps a fine-tune move changed shaded.
+
+    The traces are the same from step to step (the overlays, the current order, the peak marker,
+    empty while a traversal has placed no op yet), so a walker's step click patches arrays and
+    names instead of rebuilding the figure.
 
     >>> from hetsched.io.generators import fork_join
     >>> from hetsched.memory import order_bfs, walk_state
@@ -115,27 +131,53 @@ def walk_curves(state: Mapping[str, Any], *, overlays: Mapping[str, Any] | None 
     >>> [t.name.split(" ")[0] for t in fig.data]
     ['bfs', 'order', 'peak']
     """
-    frames = []
-    for name, res in (overlays or {}).items():
-        frames.append(res.curve[["step", "bytes"]].assign(order=f"{name} (peak {_fmt(res.peak_bytes)})"))
+    overlays = dict(overlays or {})
+    colors = dict(colors or {})
     cur = state["curve"]
     what = f"{label} so far" if state.get("partial") else label
-    cur_name = f"{what} (peak {_fmt(state['peak_bytes'])})"
-    frames.append(cur[["step", "bytes"]].assign(order=cur_name))
-    frame = pd.concat(frames, ignore_index=True)
-    fig = memory_curve(frame, x="step", by="order", lower_bound=lower_bound, title=title)
-    for t in fig.data:
-        if t.name == cur_name:
-            t.line.width = 4
-    unit, f = bytes_unit(max(float(state["peak_bytes"]), float(lower_bound or 0.0)))
-    if len(cur):
-        p = int(state["peak_step"])
-        fig.add_trace(go.Scatter(x=[p], y=[state["peak_bytes"] * f], mode="markers",
-                                 marker=dict(size=12, symbol="x", color="#D00000"), name="peak",
-                                 hovertext=[f"peak {_fmt(state['peak_bytes'])} at step {p} ({state['order'][p]})"],
-                                 hoverinfo="text"))
+    cur_name = f"{what} (peak {_fmt(state['peak_bytes'])})" if len(cur) else f"{what} (no op placed yet)"
+    # one unit for everything drawn (overlays too: it does not jump between steps while they are shown)
+    ymax = max([float(r.peak_bytes) for r in overlays.values()] + [float(state["peak_bytes"])])
+    unit, f = bytes_unit(ymax)
+    # plain dicts, one figure built at the end: validating each edit of a built figure cost more than
+    # the walk itself on every step click
+    data = []
+    for i, (name, res) in enumerate(overlays.items()):
+        data.append(_step_line(res.curve, f"{name} (peak {_fmt(res.peak_bytes)})", f, unit,
+                               color=colors.get(name, GROUP_PALETTE[i % len(GROUP_PALETTE)]), width=2, opacity=0.85))
+    data.append(_step_line(cur, cur_name, f, unit, color=CURRENT_COLOR, width=4))
+    p = int(state["peak_step"])
+    has = len(cur) > 0
+    data.append(dict(
+        type="scatter", x=[p] if has else [], y=[state["peak_bytes"] * f] if has else [], mode="markers",
+        marker=dict(size=14, symbol="x", color=HIGHLIGHT_COLOR), name="peak",
+        hovertext=[f"peak {_fmt(state['peak_bytes'])} at step {p} ({state['order'][p]})"] if has else [],
+        hoverinfo="text"))
+    shapes, notes = [], []
+    if lower_bound is not None:
+        sh, an = _hline(float(lower_bound) * f, dict(color="#009E73", dash="dash"),
+                        f"lower bound {float(lower_bound) * f:.3g} {unit}")
+        shapes.append(sh)
+        notes.append(an)
     ch = state.get("changed")
-    if ch:
-        fig.add_vrect(x0=ch[0] - 0.5, x1=ch[1] + 0.5, fillcolor="#F0E442", opacity=0.25, line_width=0,
-                      annotation_text="changed by this move", annotation_position="top left")
-    return fig
+    if ch:  # what fig.add_vrect(..., annotation_text=..., annotation_position="top left") makes
+        step = state.get("step")
+        kept = step is None or step.accepted
+        shapes.append(dict(type="rect", xref="x", x0=ch[0] - 0.5, x1=ch[1] + 0.5, yref="y domain", y0=0, y1=1,
+                           fillcolor="#F0E442" if kept else "#BDBDBD", opacity=0.25, line=dict(width=0)))
+        # a refused move leaves the order (and the curve) as it was: say so where it would have acted
+        notes.append(dict(showarrow=False, text="changed by this move" if kept else "the refused move would change these steps",
+                          x=ch[0] - 0.5, xanchor="left", xref="x", y=1, yanchor="top", yref="y domain"))
+    layout = dict(xaxis=dict(title=_text("step")), yaxis=dict(title=_text(f"live memory ({unit})")),
+                  title=_text(title), height=height, font=dict(size=FONT_PX), shapes=shapes, annotations=notes,
+                  legend=dict(orientation="h", yanchor="top", y=-0.18, x=0),
+                  margin=dict(l=10, r=10, t=50 if title else 20, b=60))
+    return figure_from_dicts(data, layout)
+
+
+def _step_line(curve: pd.DataFrame, name: str, f: float, unit: str, *, color: str, width: float,
+               opacity: float = 1.0) -> dict:
+    """One order's live bytes per step as a step line (the level holds from each step to the next)."""
+    return dict(type="scatter", x=curve["step"].to_numpy(float), y=curve["bytes"].to_numpy(float) * f, mode="lines",
+                name=name, opacity=opacity, line=dict(color=color, width=width, shape="hv"),
+                hovertemplate=f"step %{{x:.0f}}<br>%{{y:.4g}} {unit}<extra>{name}</extra>")
