@@ -616,11 +616,13 @@ def controls_from_spec(state: traitlets.HasTraits, spec: Iterable[Mapping[str, A
 
 
 def link_clamped(state: traitlets.HasTraits, name: str, ctl: W.Widget) -> None:
-    """Link a bounded control (slider) to a trait without letting the control's clamping write back.
+    """Link a control (slider, bounded box) to a trait without letting the control's clamping write back.
 
     With a plain ``link``, setting the trait outside the control's range makes the control clamp
-    and write the clamped value back, hiding a bad input instead of reporting it. Here the trait
-    wins: only the user's edits of the control flow back.
+    and write the clamped value back, hiding a bad input instead of reporting it, and a value the
+    control rejects breaks the link ("TraitError: Broken link"). Here the trait wins: only the
+    user's edits of the control flow back, and a value the control cannot show is left to the
+    panel to refuse.
 
     >>> class S(traitlets.HasTraits):
     ...     m = traitlets.Int(5)
@@ -636,6 +638,11 @@ def link_clamped(state: traitlets.HasTraits, name: str, ctl: W.Widget) -> None:
         syncing[0] = True
         try:
             ctl.value = change["new"]
+        except traitlets.TraitError:
+            # a value the control cannot show (NaN in a bounded box, a choice it lacks): the panel
+            # refuses it with a message and restores the last good one; a plain link would raise
+            # "TraitError: Broken link" here and leave the bad value in place (issue 20)
+            pass
         finally:
             syncing[0] = False
 

@@ -40,7 +40,7 @@ from hetsched.plot import format_value, group_colors
 from hetsched.plot.memory import live_bars, walk_curves
 from hetsched.results import Step
 
-from .base import Panel, Session
+from .base import Panel, Session, link_clamped
 from .walker import DecisionWalker
 
 __all__ = ["MemoryPanel", "MemoryState", "METHODS", "PHASES", "SCENARIO", "describe_step", "step_table",
@@ -375,43 +375,6 @@ def _ilp_info(r: mem.OrderResult) -> dict[str, Any] | None:
 
 
 # ----------------------------------------------------------------------------- the panel
-class _MemoryWalker(DecisionWalker):
-    """The house walker, its phase buttons named in plain words (ILP, BFS, DFS, fine-tune)."""
-
-    def set_steps(self, steps):
-        super().set_steps(steps)
-        # same values (the walker jumps by them), plain labels; the buttons stay unselected
-        self.phases.options = [(PHASES.get(v, v), v) for v in ["start", *self._phase_first, "final"]]
-        self.phases.value = None
-
-
-def _link(state: traitlets.HasTraits, name: str, ctl: W.Widget) -> None:
-    """Link a control to a trait so that a value the control rejects cannot break the link.
-
-    A plain ``link`` raises ``TraitError: Broken link`` (or the control's own error) when the
-    panel refuses a value and puts the previous one back while the link is still updating; here
-    the control is told the trait's value when it can show it, and the trait hears the user's edits.
-    """
-    syncing = [False]
-
-    def to_ctl(change):
-        syncing[0] = True
-        try:
-            ctl.value = change["new"]
-        except traitlets.TraitError:
-            pass  # a value the control cannot show; the panel refuses it and restores the last good one
-        finally:
-            syncing[0] = False
-
-    def to_state(change):
-        if not syncing[0]:
-            setattr(state, name, change["new"])
-
-    to_ctl({"new": getattr(state, name)})
-    state.observe(to_ctl, names=name)
-    ctl.observe(to_state, names="value")
-
-
 class MemoryPanel(Panel):
     """Operator ordering for peak memory on the session's graph, one decision at a time.
 
@@ -445,9 +408,9 @@ class MemoryPanel(Panel):
                                 style=style, rows=4, layout=W.Layout(width="330px"))
         top = W.BoundedIntText(min=1, max=200, description="tensors listed", style=style, layout=W.Layout(width="170px"))
         for ctl, name in ((method_ctl, "method"), (limit, "time_limit_s"), (over, "overlay"), (top, "top")):
-            _link(state, name, ctl)
+            link_clamped(state, name, ctl)
         self.method_help = W.HTML()
-        self.walker = _MemoryWalker(state, "step", description="step", label=list_label)
+        self.walker = DecisionWalker(state, "step", description="step", label=list_label, phase_labels=PHASES)
         self.step_text = W.HTML(layout=W.Layout(min_height="2.8em"))
         self.step_table = W.HTML()
         self.summary = W.HTML()

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import ipywidgets as W
 import traitlets
@@ -92,13 +92,16 @@ class DecisionWalker(W.VBox):
         What a group is called on screen (``"device"``, ``"rank"``...).
     label : callable, optional
         ``Step -> str`` for the list (default :func:`step_label`).
+    phase_labels : dict, optional
+        Words shown for phase keys (and for ``start``/``final``) on the jump buttons.
     """
 
     def __init__(self, state: traitlets.HasTraits, name: str = "step", *, description: str = "decision",
                  phase_key: str = "phase", group_key: str | None = None, group_label: str = "device",
-                 label: Callable[[Step], str] | None = None) -> None:
+                 label: Callable[[Step], str] | None = None, phase_labels: Mapping[str, str] | None = None) -> None:
         self._state, self._name = state, name
         self.phase_key, self.group_key, self.group_label = phase_key, group_key, group_label
+        self.phase_labels = dict(phase_labels or {})
         self._label = label or (lambda s: step_label(s, group_key=group_key))
         self.steps: Sequence[Step] = ()
         self._phase_first: dict[str, int] = {}
@@ -151,7 +154,8 @@ class DecisionWalker(W.VBox):
         self._phase_first = first
         self._syncing = True
         try:
-            self.phases.options = [("start", "start"), *[(p, p) for p in first], ("final", "final")]
+            lab = self.phase_labels
+            self.phases.options = [(lab.get(p, p), p) for p in ("start", *first, "final")]
             self.phases.value = None
             if self.group_key:
                 self.group.options = sorted(groups, key=_natural)
