@@ -43,6 +43,8 @@ _LAZY = {
     "timeline": "hetsched.timeline",
     "sweep": "hetsched.sweep",
     "calibrate": "hetsched.calibrate",  # a callable module: hetsched.calibrate(...) runs the calibration
+    "scenarios": "hetsched.scenarios",
+    "blocks": "hetsched.blocks",
 }
 
 

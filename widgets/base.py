@@ -198,8 +198,13 @@ class Panel(W.VBox):
         self.message = W.HTML("", layout=W.Layout(min_height="1.5em"))
         self.busy = W.HTML("")
         self.busy.add_class("hetsched-busy")
-        # the line under a panel's controls: the busy badge, then the error (if any)
-        self.status = W.HBox([self.busy, self.message], layout=W.Layout(min_height="1.5em", align_items="center"))
+        # what this tab shows when nothing was loaded (its scenario) and what to notice in it
+        self.scenario_note = W.HTML("")
+        self.scenario_note.add_class("hetsched-scenario")
+        # the lines under a panel's controls: the scenario, the busy badge, then the error (if any)
+        self.status = W.VBox([self.scenario_note,
+                              W.HBox([self.busy, self.message], layout=W.Layout(min_height="1.5em", align_items="center"))])
+        self._own: tuple[Any, Any] | None = None  # (graph, system) of this tab's scenario, built once
         self.active = bool(active)
         self.stale = False
         self.downloads = W.HTML("")
@@ -244,8 +249,7 @@ class Panel(W.VBox):
             self._mark_stale()
 
     def _on_session(self, change: Mapping[str, Any]) -> None:
-        if change["new"] is None:
-            return
+        # a graph or system loaded, or taken back (None: the tab returns to its own scenario)
         if self.active:
             self.refresh()
         else:
@@ -460,33 +464,84 @@ class Panel(W.VBox):
             self.message.value = error_html(HetschedError(f"{type(e).__name__}: {e}"))
             return False
         self.message.value = ""
+        self._update_scenario_note()
         self.n_updates += 1
         return True
 
     # -- shared inputs -------------------------------------------------------------
     _fixed_graph: Any = None
     _fixed_system: Any = None
+    #: the dashboard tab this panel is (its scenario in :data:`hetsched.scenarios.TAB_SCENARIO`)
+    TAB: str | None = None
+
+    def own_scenario(self) -> Any:
+        """This tab's :class:`~hetsched.scenarios.Scenario` (``None`` for a panel without one)."""
+        from hetsched.scenarios import SCENARIOS, TAB_SCENARIO
+
+        key = TAB_SCENARIO.get(self.TAB or "")
+        return SCENARIOS.get(key) if key else None
+
+    def uses_own_scenario(self) -> bool:
+        """Whether the panel shows its tab's scenario (nothing pinned or loaded into the session)."""
+        return self._fixed_graph is None and self.session.graph is None and self.own_scenario() is not None
+
+    def _own_inputs(self) -> tuple[Any, Any]:
+        if self._own is None:
+            self._own = self.own_scenario().load()
+        return self._own
 
     def _session_graph(self, default: Any) -> Any:
-        """The graph this panel works on: one pinned at construction, else the session's.
+        """The graph this panel works on: one pinned at construction, else the session's, else the
+        tab's own scenario (or ``default()`` for a panel without one).
 
-        A session without a graph gets ``default()`` (so a panel shown alone has something to draw).
+        Nothing is written into the session: each tab of a dashboard shows its own example until
+        the user loads a graph (Graph tab, scenario picker, :meth:`load`), which every tab follows.
         """
         if self._fixed_graph is not None:
             return self._fixed_graph
-        if self.session.graph is None:
-            self.session.graph = default()
-        return self.session.graph
+        if self.session.graph is not None:
+            return self.session.graph
+        if self.own_scenario() is not None:
+            return self._own_inputs()[0]
+        if self._own is None:
+            self._own = (default(), None)
+        return self._own[0]
 
     def _session_system(self) -> Any:
-        """The system: one pinned at construction, else the session's (the toy system when unset)."""
+        """The system: one pinned at construction, else the session's, else the tab's scenario's
+        when the graph is the scenario's too, else the toy system."""
         if self._fixed_system is not None:
             return self._fixed_system
-        if self.session.system is None:
-            import hetsched as hs
+        if self.session.system is not None:
+            return self.session.system
+        if self.uses_own_scenario():
+            return self._own_inputs()[1]
+        import hetsched as hs
 
-            self.session.system = hs.toy_system()
-        return self.session.system
+        return hs.toy_system()
+
+    def _update_scenario_note(self) -> None:
+        """Say which example the tab shows and what to notice in it (or the picked scenario's notice)."""
+        import html as _html
+
+        sc, own = None, False
+        if self.uses_own_scenario():
+            sc, own = self.own_scenario(), True
+        elif getattr(self.session, "scenario", None):
+            from hetsched.scenarios import SCENARIOS
+
+            picked = SCENARIOS.get(self.session.scenario)
+            sc = picked if picked is not None and picked.tab == self.TAB else None
+        if sc is None:
+            text = ""
+        else:
+            where = (" This tab's own example: load a graph in the Graph tab (or pick a scenario) to schedule yours."
+                     if own else "")
+            text = (f"<div style='padding:4px 8px;border-left:4px solid #0072B2;background:#F3F8FC'>"
+                    f"<b>{_html.escape(sc.title)}</b>. What to notice: {_html.escape(sc.notice)}"
+                    f"<i>{_html.escape(where)}</i></div>")
+        if self.scenario_note.value != text:
+            self.scenario_note.value = text
 
     def show_error(self, err: BaseException) -> None:
         self.message.value = error_html(err)
@@ -696,3 +751,5 @@ class Session(traitlets.HasTraits):
 
     graph = traitlets.Any(None, allow_none=True)
     system = traitlets.Any(None, allow_none=True)
+    #: the scenario the graph and system came from (``None``: loaded by the user, or nothing yet)
+    scenario = traitlets.Unicode(None, allow_none=True)

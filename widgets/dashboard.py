@@ -1,7 +1,9 @@
 """Dashboard: tabs over every panel, all sharing one :class:`~hetsched.widgets.Session`.
 
-The Graph tab loads a graph (bundled, generated or uploaded) into the session; every other tab
-follows the session and recomputes on its own inputs. ``make app`` serves
+Until the user loads something, every tab shows its own scenario (:mod:`hetsched.scenarios`: a set-up
+where that family's point shows, with a line saying what to notice). The Graph tab loads a graph
+(bundled, generated or uploaded) into the session, and the scenario picker loads a scenario's graph,
+machine and settings; from then on every tab schedules that graph. ``make app`` serves
 ``notebooks/dashboard.ipynb`` (which shows one ``Dashboard()``) with Voila.
 
 >>> d = Dashboard(tabs=("graph", "executor"))
@@ -11,6 +13,10 @@ follows the session and recomputes on its own inputs. ``make app`` serves
 True
 >>> d.panels["executor"].result is None            # a hidden tab computes when first shown
 True
+>>> d.show("executor").graph.name                  # its own scenario: nothing was loaded
+'executor_thread_rules'
+>>> _ = d.apply_scenario("memory"); d.tabs.selected_index, d.session.graph.name
+(1, 'layered-6x4-s0')
 """
 
 from __future__ import annotations
@@ -29,10 +35,10 @@ __all__ = ["Dashboard", "PANELS"]
 #: tab key -> (title, module, class); the order of the tabs
 PANELS: dict[str, tuple[str, str, str]] = {
     "graph": ("Graph", "graph_panel", "GraphPanel"),
-    "backends": ("Backends (seed 003)", "backend_panel", "BackendPanel"),
-    "mapping": ("Mapping (seed 000)", "mapping_panel", "MappingPanel"),
-    "pipeline": ("Pipeline (seed 001)", "pipeline_panel", "PipelinePanel"),
-    "memory": ("Memory (seed 002)", "memory_panel", "MemoryPanel"),
+    "backends": ("Backends", "backend_panel", "BackendPanel"),
+    "mapping": ("Mapping", "mapping_panel", "MappingPanel"),
+    "pipeline": ("Pipeline", "pipeline_panel", "PipelinePanel"),
+    "memory": ("Memory", "memory_panel", "MemoryPanel"),
     "executor": ("Executor", "executor_panel", "ExecutorPanel"),
 }
 
@@ -54,9 +60,13 @@ class Dashboard(W.VBox):
         Key -> panel (a tab whose panel could not be built shows why instead).
     """
 
-    def __init__(self, tabs: Iterable[str] | None = None, *, graph: Any = None, system: Any = None, **kw: Any) -> None:
+    def __init__(self, tabs: Iterable[str] | None = None, *, graph: Any = None, system: Any = None,
+                 scenario: str | None = None, **kw: Any) -> None:
+        from hetsched.scenarios import SCENARIOS
+
         self.session = Session()
-        self.session.system = system if system is not None else hs.toy_system()
+        if system is not None:
+            self.session.system = system
         keys = list(tabs) if tabs is not None else list(PANELS)
         unknown = [k for k in keys if k not in PANELS]
         if unknown:
@@ -77,15 +87,59 @@ class Dashboard(W.VBox):
             except Exception as e:  # one broken tab must not take the app down
                 panel = W.HTML(error_html(hs.errors.HetschedError(f"{cls} is not available: {type(e).__name__}: {e}")))
             self.panels[key] = panel
-            self.titles.append(title.split(" (")[0])
+            self.titles.append(title)
             children.append(panel)
+        if graph is not None and "graph" not in self.panels:
+            self.session.graph = graph
         self.tabs = W.Tab(children=children)
         self.tabs.titles = tuple(PANELS[k][0] for k in keys)
         self.tabs.observe(self._on_tab, names="selected_index")
-        intro = W.HTML("<div class='hetsched-intro'>Load a graph in the first tab; every other tab schedules it "
-                       "on the loaded system. A tab computes when it is shown.</div>")
-        super().__init__([intro, self.tabs], **kw)
+        options = [("each tab's own example", "")] + [(f"{sc.title} ({PANELS[sc.tab][0]} tab)", k)
+                                                      for k, sc in SCENARIOS.items() if sc.tab in self.panels]
+        self.scenario = W.Dropdown(options=options, value="", description="scenario",
+                                   style={"description_width": "initial"}, layout=W.Layout(width="640px"))
+        self.scenario.observe(lambda ch: self.apply_scenario(ch["new"]), names="value")
+        intro = W.HTML("<div class='hetsched-intro'>Each tab starts on an example where its algorithm has something "
+                       "to show. Pick a scenario, or load your own graph in the Graph tab: every tab then schedules "
+                       "it. A tab computes when it is shown.</div>")
+        super().__init__([intro, self.scenario, self.tabs], **kw)
         self.add_class("hetsched-dashboard")
+        if scenario:
+            self.scenario.value = scenario
+
+    def apply_scenario(self, key: str | None) -> Any:
+        """Load scenario ``key`` (its graph, machine and settings), show its tab and return its panel;
+        ``None`` or ``""`` takes the loaded graph back (each tab shows its own example again)."""
+        from hetsched.scenarios import scenario as get
+
+        if not key:
+            with self.session.hold_trait_notifications():
+                self.session.scenario = None
+                self.session.graph = None
+                self.session.system = None
+            gp = self.panels.get("graph")
+            if hasattr(gp, "show_scenario"):
+                gp.show_scenario()
+            return None
+        sc = get(key)
+        graph, system = sc.load()
+        panel = self.panels.get(sc.tab)
+        if hasattr(panel, "state"):
+            with panel.hold():
+                for name, value in sc.settings.items():
+                    if panel.state.has_trait(name):
+                        setattr(panel.state, name, value)
+        self.session.scenario = key
+        gp = self.panels.get("graph")
+        if hasattr(gp, "load"):
+            gp.load(graph, system)  # shown in the Graph tab and published to every tab
+        else:
+            with self.session.hold_trait_notifications():
+                self.session.system = system
+                self.session.graph = graph
+        if self.scenario.value != key and key in {v for _l, v in self.scenario.options}:
+            self.scenario.value = key
+        return self.show(sc.tab) if sc.tab in self.panels else panel
 
     def _on_tab(self, change: dict) -> None:
         """Show one tab: it recomputes if its inputs changed while hidden; the others stop computing."""

@@ -223,6 +223,7 @@ class ExecutorPanel(Panel):
     only redraws: the Gantt's outline trace, cursor and title, the rule bars' outline and the text.
     """
 
+    TAB = "executor"
     VIEW_TRAITS = ("step", "metric", "color_by")
 
     def __init__(self, session: Session | None = None, *, graph=None, **kw: Any) -> None:
@@ -272,7 +273,6 @@ class ExecutorPanel(Panel):
         self.summary = W.HTML()
         self.summary.add_class("hetsched-summary")
         self._fixed_graph = graph
-        self._default: Any = None
         self._cmp_key = self._cmp = None
         self._kinds_key = self._kinds = self._default_kinds = None
         self._drawn: dict[str, Any] = {}
@@ -290,22 +290,9 @@ class ExecutorPanel(Panel):
     @property
     def graph(self):
         """The graph shown: one pinned at construction (or by :meth:`load`), else the session's, else
-        the bundled ``executor_thread_rules`` (not written into the session: other tabs keep theirs)."""
-        if self._fixed_graph is not None:
-            return self._fixed_graph
-        if self.session.graph is not None:
-            return self.session.graph
-        if self._default is None:
-            import hetsched as hs
-
-            self._default = hs.load_graph(DEFAULT_GRAPH)
-        return self._default
-
-    def load(self, graph=None, system=None) -> bool:
-        """Show ``graph``; a panel pinned to a graph is pinned to the new one (not left on the old)."""
-        if graph is not None and self._fixed_graph is not None:
-            self._fixed_graph = graph
-        return super().load(graph, system)
+        the executor scenario's ``executor_thread_rules`` (not written into the session: other tabs
+        keep theirs)."""
+        return self._session_graph(lambda: None)
 
     def _on_change(self, change) -> None:
         if change["name"] != "preset":  # the preset acts through the cost fields it sets

@@ -64,19 +64,22 @@ class GraphPanel(Panel):
         Shared with the other panels of a dashboard; the loaded graph is published there.
     """
 
+    TAB = "graph"
     VIEW_TRAITS = ("color_by", "view", "expanded")  # never reloads (a bad upload stays rejected)
     #: graphs with more ops than this are drawn as blocks when the view is "auto"
     BLOCKS_ABOVE = 150
 
     def __init__(self, session: Session | None = None, **kw: Any) -> None:
         self.session = session or Session()
-        if self.session.system is None:
-            self.session.system = hs.toy_system()
         state = GraphState()
         names = bundled_graphs()
         if names:
             state.bundled = names[0]
         self._loaded = None  # the graph as built, before colouring
+        # the tab starts on its scenario's graph, which other tabs do not follow: only a graph the
+        # user picks (or load()) is published to the session
+        self._user = False
+        self._scenario_state(state, names)
         src = W.ToggleButtons(options=[("bundled", "bundled"), ("generator", "generator"), ("upload", "upload")],
                               description="source")
         bundled = W.Dropdown(options=names or [""], description="graph")
@@ -100,10 +103,31 @@ class GraphPanel(Panel):
         self.figures["graph"].on_click(self._on_click)
         self._start()
 
+    def _scenario_state(self, state: GraphState, names: list[str]) -> None:
+        """Set the controls to this tab's scenario (its bundled graph, its settings)."""
+        sc = self.own_scenario()
+        if sc.bundled in names:
+            state.source, state.bundled = "bundled", sc.bundled
+        for k, v in sc.settings.items():
+            setattr(state, k, v)
+
+    def show_scenario(self) -> bool:
+        """Back to this tab's own example (what the dashboard does when its picker is reset)."""
+        self._user = False
+        with self.hold():
+            self._scenario_state(self.state, bundled_graphs())
+        return self.refresh()
+
+    def _on_change(self, change) -> None:
+        if change["name"] not in self.VIEW_TRAITS and not self._in_refresh:
+            self._user = True  # the user picked a graph: every tab schedules it from now on
+        super()._on_change(change)
+
     # -- public API -------------------------------------------------------------
     def load(self, graph: hs.OpGraph, system: hs.System | None = None) -> None:
-        """Show a graph (and optionally a system) built elsewhere."""
+        """Show a graph (and optionally a system) built elsewhere; every tab follows it."""
         graph.validate()
+        self._user = True
         if system is not None:
             self.session.system = system
         self._in_refresh = True  # on_result's view changes draw once, below
@@ -170,7 +194,7 @@ class GraphPanel(Panel):
                 self.toggle_block(op_blocks(self.result)[op])
 
     def _figure(self, g: hs.OpGraph):
-        sysm = self.session.system
+        sysm = self._session_system()
         colors, legend = None, "op type"
         color_by: Any = "op_type"
         if self.state.color_by == "device" and sysm is not None:
@@ -194,7 +218,8 @@ class GraphPanel(Panel):
     def render(self, g: hs.OpGraph) -> None:
         self.show_figure("graph", self._figure(g))
         self._render_summary(g)
-        self.session.graph = g
+        if self._user:
+            self.session.graph = g
 
     def _render_summary(self, g: hs.OpGraph) -> None:
         s = g.summary()

@@ -43,7 +43,7 @@ from hetsched.results import Step
 from .base import Panel, Session, link_clamped
 from .walker import DecisionWalker
 
-__all__ = ["MemoryPanel", "MemoryState", "METHODS", "PHASES", "SCENARIO", "describe_step", "step_table",
+__all__ = ["MemoryPanel", "MemoryState", "METHODS", "PHASES", "describe_step", "step_table",
            "list_label"]
 
 #: method key -> (short name for legends and lists, one line shown under the chooser)
@@ -98,24 +98,6 @@ PHASES = {"S2": "ILP", "S31": "BFS", "S32": "DFS", "S4-pick": "pick the lower", 
           "portfolio": "candidates", "polish": "polish", "exact": "exact search", "start": "start", "final": "end"}
 #: the claim of the patent that decides each phase (cited in each step's explanation)
 _CLAIMS = {"S2": "claims 1-5", "S31": "claim 7", "S32": "claim 8", "S4-pick": "claim 1", "S4": "claim 9"}
-
-#: the set-up where the panel's point shows (the default of a panel shown alone and the memory
-#: scenario): the ILP runs out of time, the patent's traversals end well above the lower bound,
-#: one fine-tune move lowers the peak, and our portfolio reaches the bound
-SCENARIO = {
-    "graph": ("layered", dict(n_layers=6, width=4, seed=0)),
-    "method": "patent", "time_limit_s": 2.0, "overlay": _DEFAULT_OVERLAY,
-    "notice": "The ILP does not finish in 2 s, so the patent falls back to BFS and DFS; the fine-tune lowers the "
-              "DFS order's peak, yet it stays about 35% above the lower bound that our portfolio reaches.",
-}
-
-
-def _default_graph() -> hs.OpGraph:
-    from hetsched.io import generators
-
-    name, kw = SCENARIO["graph"]
-    return getattr(generators, name)(**kw)
-
 
 class MemoryState(traitlets.HasTraits):
     method = traitlets.Enum(_METHOD_KEYS, default_value="patent")
@@ -383,11 +365,12 @@ class MemoryPanel(Panel):
     session : Session, optional
     graph : OpGraph, optional
         Fix the panel to this graph instead of following the session (a session without a graph
-        gets the scenario's graph, see :data:`SCENARIO`).
+        gets the memory scenario's graph, :data:`hetsched.scenarios.SCENARIOS` ``["memory"]``).
     method, time_limit_s, overlay : optional
         Start values of the controls (default: the patent's flow, 2 s, Kahn/BFS/DFS/portfolio).
     """
 
+    TAB = "memory"
     VIEW_TRAITS = ("step", "top")
 
     def __init__(self, session: Session | None = None, *, graph=None, method: str | None = None,
@@ -443,7 +426,7 @@ class MemoryPanel(Panel):
 
     @property
     def graph(self) -> hs.OpGraph:
-        return self._session_graph(_default_graph)
+        return self._session_graph(lambda: None)
 
     # -- refusing bad values ---------------------------------------------------------
     def _refusal(self, name: str, new: Any) -> HetschedError | None:

@@ -223,6 +223,7 @@ class PipelinePanel(Panel):
         Where the costs come from (default ``pp.PARAMS["source"]``).
     """
 
+    TAB = "pipeline"
     VIEW_TRAITS = ("step",)
 
     def __init__(self, session: Session | None = None, *, source: str | None = None, **kw: Any) -> None:
