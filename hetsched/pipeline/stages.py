@@ -60,7 +60,7 @@ from ..errors import CapacityError, HetschedError, ScheduleError, UnsupportedOpE
 from ..graph import OpGraph
 from ..results import Result, Step
 from ..system import System
-from ..timeline import make_timeline
+from ..timeline import TimelineBuilder
 from .costs import StageCosts
 from .ir import Schedule
 
@@ -602,25 +602,24 @@ def _build(pb: _Problem, graph: OpGraph, system: System, devices: list[str], cut
 
 def _one_microbatch_timeline(pb: _Problem, F, Bk, send, gsend, act) -> pd.DataFrame:
     """One micro-batch through the stages: forward down, backward up (what each stage costs, drawn)."""
-    rows, t = [], 0.0
+    tb, t = TimelineBuilder(), 0.0
     S = pb.S
     for s in range(S):
-        rows.append(dict(lane=f"rank {int(pb.rank[s])}", group="pipeline", name=f"{s}F0", kind="compute", start_s=t, end_s=t + F[s],
-                         op=f"{s}F", device=pb.dev[s], stage=s, microbatch=0))
+        rank = int(pb.rank[s])
+        tb.add(f"rank {rank}", "pipeline", f"{s}F0", "compute", t, t + F[s], op=f"{s}F", device=pb.dev[s], stage=s, microbatch=0)
         t += F[s]
         if s < S - 1 and pb.rank[s] != pb.rank[s + 1] and send[s] > 0:
-            rows.append(dict(lane=f"p2p {int(pb.rank[s])}->{int(pb.rank[s + 1])}", group="p2p", name=f"{s}F0", kind="transfer",
-                             start_s=t, end_s=t + send[s], bytes=float(act[s]), stage=s, microbatch=0))
+            tb.add(f"p2p {rank}->{int(pb.rank[s + 1])}", "p2p", f"{s}F0", "transfer", t, t + send[s], stage=s, microbatch=0,
+                   bytes=float(act[s]))
             t += send[s]
     for s in range(S - 1, -1, -1):
-        rows.append(dict(lane=f"rank {int(pb.rank[s])}", group="pipeline", name=f"{s}B0", kind="compute", start_s=t, end_s=t + Bk[s],
-                         op=f"{s}B", device=pb.dev[s], stage=s, microbatch=0))
+        rank = int(pb.rank[s])
+        tb.add(f"rank {rank}", "pipeline", f"{s}B0", "compute", t, t + Bk[s], op=f"{s}B", device=pb.dev[s], stage=s, microbatch=0)
         t += Bk[s]
         if s > 0 and pb.rank[s] != pb.rank[s - 1] and gsend[s] > 0:
-            rows.append(dict(lane=f"p2p {int(pb.rank[s])}->{int(pb.rank[s - 1])}", group="p2p", name=f"{s}B0", kind="transfer",
-                             start_s=t, end_s=t + gsend[s], stage=s, microbatch=0))
+            tb.add(f"p2p {rank}->{int(pb.rank[s - 1])}", "p2p", f"{s}B0", "transfer", t, t + gsend[s], stage=s, microbatch=0)
             t += gsend[s]
-    return make_timeline(rows)
+    return tb.build()
 
 
 def stage_costs(graph: OpGraph, system: System, *, devices: Sequence[str], p: int, v: int = 1, schedule: Any = None,
