@@ -646,7 +646,7 @@ def default_devices(system: System, p: int) -> list[str]:
     """The device of each of ``p`` ranks: the system's own plan (``meta["pipeline_ranks"][p]``), else
     its devices other than the host in order, repeated when there are fewer than ``p``.
 
-    >>> from hetsched.whatif import resolve_system
+    >>> from hetsched.io.resolve import resolve_system
     >>> default_devices(resolve_system("pipeline_a100_v100_u280"), 4)
     ['gpu0', 'gpu4', 'fpga0', 'gpu1']
     >>> default_devices(resolve_system("toy"), 3)
@@ -682,7 +682,7 @@ def simulate_model(graph: OpGraph | str | None = None, system: System | str | No
     >>> run.split.n_stages, run.result.schedule.name, run.result.metrics["makespan_s"] > 8 * run.split.metrics["max_stage_s"]
     (4, '1f1b', True)
     """
-    from ..whatif import resolve_graph, resolve_system
+    from ..io.resolve import resolve_graph, resolve_system
     from .schedules import make_schedule
     from .simulate import simulate
 
