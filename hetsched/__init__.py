@@ -12,6 +12,8 @@ The core is pure Python (no Jupyter imports). Data flows one way::
 True
 >>> hs.pipeline.interleaved_1f1b(2, 2, 4).p  # families load on first use
 2
+>>> hs.compare_results({"a": ev.metrics}).metric.tolist()[:1]  # any results side by side, one long table
+['makespan_s']
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from .errors import HetschedError
 from .evaluate import Evaluation, Placement, evaluate
 from .graph import Op, OpGraph, Tensor
 from .io import load_graph, load_system, save_graph, toy_system
-from .results import Result, Step
+from .results import Result, Step, compare_results
 from .system import Device, Link, SupportTable, System
 from .timeline import check_timeline, make_timeline, to_chrome_trace
 
@@ -86,6 +88,7 @@ __all__ = [
     "evaluate",
     "Result",
     "Step",
+    "compare_results",
     "check_timeline",
     "make_timeline",
     "to_chrome_trace",

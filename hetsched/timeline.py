@@ -111,7 +111,9 @@ class TimelineBuilder:
     so a timeline is built one way: column by column (a dict per row is the slow part at 100k
     rows), every column of :data:`COLUMNS` present. ``flow`` may be given as a
     list that the caller keeps extending (a later reader adds its arrow id to the producer's row):
-    it is joined with commas, duplicates dropped, when the frame is built.
+    it is joined with commas, duplicates dropped, when the frame is built. A simulator that
+    computes its rows as arrays (the pipeline's million actions) adds them in blocks with
+    :meth:`extend`; rows keep the order they were added in.
 
     >>> tb = TimelineBuilder()
     >>> tb.add("gpu0", "gpu0", "a", "compute", 0.0, 1.0, op="a")
@@ -121,11 +123,14 @@ class TimelineBuilder:
     (2, 'x>b,x>c')
     """
 
-    __slots__ = ("_cols", "_append")
+    __slots__ = ("_cols", "_append", "_blocks", "_n_blocks")
 
     def __init__(self) -> None:
         self._cols: list[list] = [[] for _ in COLUMNS]
         self._append = [c.append for c in self._cols]
+        # rows added before the current ones, as (column arrays, made of add()ed rows) (see extend)
+        self._blocks: list[tuple[list[np.ndarray], bool]] = []
+        self._n_blocks = 0
 
     def add(self, lane: Any, group: Any, name: Any, kind: str, start_s: float, end_s: float, op: Any = None,
             tensor: Any = None, device: Any = None, stage: Any = None, chunk: Any = None, microbatch: Any = None,
@@ -155,16 +160,91 @@ class TimelineBuilder:
         """
         return list(self._append)
 
+    def extend(self, lane: Any, group: Any, name: Any, kind: Any, start_s: Any, end_s: Any, op: Any = None,
+               tensor: Any = None, device: Any = None, stage: Any = None, chunk: Any = None, microbatch: Any = None,
+               bytes: Any = None, flow: Any = None) -> None:  # noqa: A002 - the column's name
+        """A block of rows at once: ``start_s`` and ``end_s`` are arrays of one length ``k``; every
+        other column is an array of length ``k`` or one value for the whole block.
+
+        Numbers stay numeric arrays and text stays object arrays (``None`` where missing; a builder
+        with blocks gives object columns, not pandas' inferred strings), so a million rows never
+        become Python objects one by one. ``flow`` entries here are final strings (or ``None``).
+
+        >>> tb = TimelineBuilder()
+        >>> tb.add("rank 0", "pipeline", "0F0", "compute", 0.0, 1.0)
+        >>> tb.extend(np.array(["rank 0", "rank 1"], dtype=object), "pipeline", "bubble", "bubble",
+        ...           np.array([1.0, 0.0]), np.array([2.0, 2.0]), stage=np.nan)
+        >>> tl = tb.build(); len(tb), tl["lane"].tolist(), int(tl["stage"].isna().sum())
+        (3, ['rank 0', 'rank 0', 'rank 1'], 3)
+        """
+        t0 = np.asarray(start_s, dtype=float)
+        t1 = np.asarray(end_s, dtype=float)
+        k = len(t0)
+        if t1.shape != (k,):
+            raise ValueError(f"extend: start_s has {k} rows, end_s {t1.shape}")
+        self._flush()
+        block = []
+        for c, v in zip(COLUMNS, (lane, group, name, kind, t0, t1, op, tensor, device, stage, chunk, microbatch, bytes, flow)):
+            if np.ndim(v) == 0:
+                # one value for the block: labels (and None) as objects, numbers as numbers
+                a = np.full(k, v, dtype=object if v is None or isinstance(v, str) or c in _LABELS else None)
+            else:
+                a = np.asarray(v)
+                if len(a) != k:
+                    raise ValueError(f"extend: column {c!r} has {len(a)} rows, not {k}")
+                if a.dtype.kind in "US" or (c in _LABELS and a.dtype != object):
+                    a = a.astype(object)
+            block.append(a)
+        self._blocks.append((block, False))
+        self._n_blocks += k
+
+    def _flush(self) -> None:
+        """Move the rows added one by one into a block (the appenders keep working: same lists).
+
+        Their ``flow`` lists stay lists (a caller may still extend them) until :meth:`build`.
+        """
+        n = len(self._cols[0])
+        if n:
+            self._blocks.append((self._row_arrays(), True))
+            self._n_blocks += n
+            for col in self._cols:
+                col.clear()
+
+    def _row_arrays(self) -> list[np.ndarray]:
+        # fromiter: numpy never reads a tuple or a flow list as a row of its own
+        return [np.asarray(col, dtype=float) if c in ("start_s", "end_s") else np.fromiter(col, dtype=object, count=len(col))
+                for c, col in zip(COLUMNS, self._cols)]
+
     def __len__(self) -> int:
-        return len(self._cols[0])
+        return self._n_blocks + len(self._cols[0])
 
     def build(self) -> pd.DataFrame:
         """The rows as a timeline frame (see :func:`make_timeline`)."""
-        cols = dict(zip(COLUMNS, self._cols))
-        flows = cols["flow"]
-        if any(isinstance(f, list) for f in flows):
-            cols["flow"] = [(",".join(dict.fromkeys(f)) or None) if isinstance(f, list) else f for f in flows]
-        return make_timeline(cols)
+        if not self._blocks:
+            cols = dict(zip(COLUMNS, self._cols))
+            cols["flow"] = _joined_flows(cols["flow"])
+            return make_timeline(cols)
+        blocks = list(self._blocks)
+        if self._cols[0]:  # rows added one by one after the last block (left where they are)
+            blocks.append((self._row_arrays(), True))
+        j = COLUMNS.index("flow")
+        out = {}
+        for i, c in enumerate(COLUMNS):
+            parts = [b[i] for b, _ in blocks]
+            if i == j:
+                parts = [np.fromiter(_joined_flows(list(p)), dtype=object, count=len(p)) if rows else p
+                         for p, (_, rows) in zip(parts, blocks)]
+            col = np.concatenate(parts)
+            # object Series: pandas would otherwise infer (slow, at a million rows) string columns
+            out[c] = pd.Series(col, dtype=object) if col.dtype == object else col
+        return make_timeline(out)
+
+
+def _joined_flows(flows: list) -> list:
+    """``flow`` entries given as growing lists of ids, joined with commas (duplicates dropped)."""
+    if any(isinstance(f, list) for f in flows):
+        return [(",".join(dict.fromkeys(f)) or None) if isinstance(f, list) else f for f in flows]
+    return flows
 
 
 def _fail(kind: str, message: str, **details: Any) -> None:

@@ -94,6 +94,15 @@ def _pipeline_rerun(r):
     last = r.replay(r.n_steps - 1)
     assert last["time_s"] == max(float(x) for x in r.start_s)
     assert r.replay(-1)["done"] == 0
+    # the state at step k is the run at the k-th start: every earlier start has happened
+    k = r.n_steps // 2
+    st = r.replay(k)
+    assert st["time_s"] == r.steps[k].before and st["done"] <= k
+
+
+def _split_rerun(r):
+    # one step per stage in cut order: its units are exactly the cut's
+    assert [s.data["first_unit"] for s in r.steps] + [r.steps[-1].data["last_unit"] + 1] == list(r.cuts)
 
 
 # ---------------------------------------------------------------- per-family "times are seconds" checks
@@ -113,6 +122,17 @@ def _comparison_seconds(r):
 
 def _policy_seconds(r):
     assert r.timeline["end_s"].max() == pytest.approx(r.results["patent"].metrics["makespan_s"])
+
+
+def _split_seconds(r):
+    """One micro-batch through a split: each compute row lasts its stage's priced F or B time, and the
+    rows run back to back (so the span is their sum)."""
+    tl, ps = r.timeline, r.per_stage.set_index("stage")
+    comp = tl[tl.kind == "compute"]
+    for op, st, s, e in zip(comp["op"], comp["stage"], comp["start_s"], comp["end_s"]):
+        assert e - s == pytest.approx(ps.loc[st, "f_s" if op.endswith("F") else "b_s"], rel=1e-12)
+    assert tl["end_s"].max() > 0
+    assert tl["end_s"].max() == pytest.approx((tl["end_s"] - tl["start_s"]).sum(), rel=1e-12)
 
 
 def _sweep_seconds(r):
@@ -145,7 +165,16 @@ def _cases() -> dict[str, Case]:
                                             seconds=_sweep_seconds),
         "pipeline.simulate": Case(lambda: pp.simulate(sched, costs={"F": 1e-3, "B": 2e-3}),
                                   deps=lambda r: pp.timeline_deps(r.schedule), rerun=_pipeline_rerun),
+        "pipeline.simulate[lockstep, sender cache]": Case(
+            lambda: pp.simulate(pp.interleaved_1f1b(4, 2, 10), costs={"F": 1e-3, "B": 2e-3, "activation_bytes": 1e6},
+                                comm={"latency_s": 1e-4, "bandwidth_Bps": 1e9, "lockstep": True}, cache="sender"),
+            deps=lambda r: pp.timeline_deps(r.schedule), rerun=_pipeline_rerun),
+        "pipeline.split_stages": Case(lambda: pp.split_stages(chain(8, seed=1), TS, devices=["gpu0", "cpu0"], p=2),
+                                      # one micro-batch: forward down the stages, backward back up
+                                      deps=lambda r: pp.timeline_deps(pp.one_f_one_b(len(r.cuts) - 1, 1)),
+                                      seconds=_split_seconds, rerun=_split_rerun),
         "memory.order_bfs": Case(lambda: mem.order_bfs(LG), rerun=_memory_rerun),
+        "memory.order_patent": Case(lambda: mem.order_patent(LG), rerun=_memory_rerun),
         "memory.optimize_order": Case(lambda: mem.optimize_order(LG, method="heuristic"), rerun=_memory_rerun),
         "executor.simulate": Case(lambda: ex.simulate(fj, streams="patent", threads="patent", pool_size=2),
                                   graph=fj, rerun=_executor_rerun),

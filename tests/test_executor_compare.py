@@ -34,6 +34,19 @@ def test_frame_shape_and_lower_bound(runs):
             assert not r.violations(g), (name, label)
 
 
+def test_long_form_is_the_frame_in_the_house_format(runs):
+    """Issue 21: the comparison's numbers as ``label, family, metric, value``, read from each run."""
+    g, cmp = runs["executor_d2h_branch"]
+    long = cmp.long()
+    assert list(long.columns) == ["label", "family", "metric", "value"] and set(long["family"]) == {"executor"}
+    got = long.set_index(["label", "metric"])["value"]
+    for label, r in cmp.results.items():
+        for k in ("makespan_s", "lb_s", "n_events", "n_streams"):
+            assert got[(label, k)] == float(r.metrics[k])
+    assert set(long.loc[long.label == "lower bound", "metric"]) == {"makespan_s", "lb_s", "gap_to_lb"}
+    assert long["value"].notna().all()
+
+
 def test_patent_buys_overlap_of_blocking_host_work(runs):
     g, cmp = runs["executor_d2h_branch"]
     mk = _mk(cmp)

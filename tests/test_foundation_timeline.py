@@ -6,6 +6,7 @@ import json
 import math
 from collections import defaultdict
 
+import numpy as np
 import pytest
 
 from hetsched.errors import TimelineViolation
@@ -223,3 +224,27 @@ def test_trace_of_evaluations():
             assert_trace_rules(tr)
             n_x = sum(1 for e in tr["traceEvents"] if e["ph"] == "X")
             assert n_x == int((ev.timeline["kind"] != "alloc").sum())
+
+
+def test_timeline_builder_blocks_keep_the_row_order_and_late_flows():
+    """extend() adds rows as arrays between rows added one by one; a flow list given to add() and
+    extended after a block still ends up joined in its row (issue 21: one builder for every family)."""
+    from hetsched.timeline import TimelineBuilder
+
+    tb = TimelineBuilder()
+    f: list[str] = ["a>b"]
+    tb.add("r0", "p", "a", "compute", 0.0, 1.0, op="a", flow=f)
+    tb.extend(np.array(["r0", "r1"], dtype=object), "p", np.array(["b", "c"], dtype=object), "compute",
+              np.array([1.0, 0.0]), np.array([2.0, 3.0]), stage=np.array([1.0, 2.0]), bytes=4.0)
+    f.append("a>c")
+    tb.add("r1", "p", "d", "compute", 3.0, 4.0, op="d")
+    assert len(tb) == 4
+    tl = tb.build()
+    check_timeline(tl)
+    assert tl["name"].tolist() == ["a", "b", "c", "d"]
+    assert tl["flow"].iloc[0] == "a>b,a>c" and tl["flow"].iloc[1] is None
+    assert tl["bytes"].tolist()[1:3] == [4.0, 4.0] and np.isnan(tl["bytes"].iloc[0])
+    assert tl["op"].tolist() == ["a", None, None, "d"] and tl["op"].dtype == object
+    assert tl["stage"].iloc[1:3].tolist() == [1.0, 2.0]
+    with pytest.raises(ValueError, match="column 'name' has 1 rows, not 2"):
+        tb.extend("r0", "p", ["x"], "compute", np.zeros(2), np.ones(2))

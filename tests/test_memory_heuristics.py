@@ -112,6 +112,12 @@ def test_compare_orders_frame():
     hv = df.set_index("method")
     assert hv.loc["heuristic", "vs_best_compiler"] <= 1.0
     assert (df["vs_lower_bound"] >= 1.0 - 1e-12).all()
+    # the long form is the same numbers in the house's format (issue 21); text columns stay wide
+    long = compare_orders(g, long=True)
+    assert list(long.columns) == ["label", "family", "metric", "value"] and set(long["family"]) == {"memory"}
+    got = long[long.metric == "peak_bytes"].set_index("label")["value"]
+    assert got.to_dict() == hv["peak_bytes"].astype(float).to_dict()
+    assert list(df.columns) == ["method", "peak_bytes", "vs_lower_bound", "vs_best_compiler", "runtime_s", "status", "chose"]
 
 
 def test_heuristic_close_to_exact_on_small_graphs():

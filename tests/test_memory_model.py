@@ -201,6 +201,11 @@ def test_timeline_is_in_seconds_priced_by_the_cost_model():
     tl = order_timeline(g, r.order, device="cpu0")
     assert tl[tl["kind"] == "compute"]["end_s"].max() > comp["end_s"].max()
     assert int(memory_usage(tl)["bytes"].max()) == r.peak_bytes
+    # makespan_s: the span of the timeline, the sum of the ops' prices, the same for every order
+    assert r.metrics["makespan_s"] == comp["end_s"].max() == pytest.approx(sum(want))
+    other = optimize_order(g, method="heuristic")
+    assert other.metrics["makespan_s"] == pytest.approx(r.metrics["makespan_s"])
+    assert optimize_order(OpGraph("empty"), method="heuristic").metrics["makespan_s"] == 0.0
 
 
 def test_empty_graph():

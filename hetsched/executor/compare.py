@@ -34,7 +34,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from ..graph import OpGraph
-from ..results import Result
+from ..results import Result, compare_results
 from .simulate import ExecutorResult, _prepare, _simulate_prepared
 
 _PREPARE_OPTIONS = ("kinds", "rules", "placement", "system", "cost", "kernels", "sync_copy_devices")
@@ -61,10 +61,23 @@ class PolicyComparison(Result):
     ``metrics`` holds the speed-ups that matter: ``patent_vs_one_thread`` (makespan of
     multi-stream one thread / patent) and ``nimble_vs_patent`` (patent / Nimble + patent). Draw it
     with :func:`hetsched.plot.executor.policy_bars` (the figure lives with the views, not here).
+    ``long()`` gives the frame's numbers in the house's long format
+    (:func:`hetsched.results.compare_results`).
     """
 
     frame: pd.DataFrame = field(default_factory=pd.DataFrame)
     results: Mapping[str, ExecutorResult] = field(default_factory=dict)
+
+    def long(self) -> pd.DataFrame:
+        """``label, family, metric, value``: one row per policy and number (the house's compare format;
+        the ``lower bound`` row has only its times, so it has no rows for the counts).
+
+        >>> from hetsched.executor.graphs import d2h_branch_graph
+        >>> lf = compare_policies(d2h_branch_graph(8, 4)).long()
+        >>> lf[lf.label == "lower bound"]["metric"].tolist()
+        ['makespan_s', 'lb_s', 'gap_to_lb']
+        """
+        return compare_results(self.frame, label="policy", family="executor").dropna(subset=["value"]).reset_index(drop=True)
 
 
 def _speedup(slow_s: float, fast_s: float) -> float:
@@ -110,7 +123,7 @@ def compare_policies(
     """
     policies = dict(policies or POLICIES)
     results: dict[str, ExecutorResult] = {}
-    rows = []
+    rows: dict[str, dict[str, Any]] = {}
     # validating the graph and pricing its ops do not depend on the policy: once for all runs
     shared = {k: options.pop(k) for k in _PREPARE_OPTIONS if k in options}
     prep = _prepare(graph, costs=costs, **shared) if policies else None
@@ -119,13 +132,12 @@ def compare_policies(
                                **options)
         results[label] = r
         m = r.metrics
-        rows.append({"policy": label, "streams": sp, "threads": tp, **{k: m[k] for k in _COLUMNS[3:]}})
+        rows[label] = {"streams": sp, "threads": tp, **{k: m[k] for k in _COLUMNS[3:]}}
     # each run's bound depends only on its thread count; the smallest one bounds every run
     lb = min((r.metrics["lb_s"] for r in results.values()), default=0.0)
-    rows.append({"policy": "lower bound", "streams": "-", "threads": "-", "makespan_s": lb, "lb_s": lb,
-                 "gap_to_lb": 0.0})
-    frame = pd.DataFrame(rows, columns=_COLUMNS)
-    mk = {r["policy"]: r["makespan_s"] for r in rows}
+    rows["lower bound"] = {"streams": "-", "threads": "-", "makespan_s": lb, "lb_s": lb, "gap_to_lb": 0.0}
+    frame = compare_results(rows, metrics=_COLUMNS[1:], label="policy", wide=True)
+    mk = {k: r["makespan_s"] for k, r in rows.items()}
     metrics: dict[str, float] = {f"makespan_s[{k}]": v for k, v in mk.items()}
     for key, slow, fast in (("patent_vs_one_thread", "multi-stream, one thread", "patent"),
                             ("nimble_vs_patent", "patent", "Nimble streams + patent"),

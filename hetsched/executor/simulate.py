@@ -46,8 +46,8 @@ import pandas as pd
 from ..des import Simulator
 from ..errors import HetschedError, UnknownNameError
 from ..graph import OpGraph
-from ..results import Result, Step
-from ..timeline import make_timeline
+from ..results import Result, StepLog
+from ..timeline import TimelineBuilder
 from .costs import ExecCosts, executor_system, op_durations, resolve_exec_costs
 from .events import edge_ordering, plan_events
 from .kinds import ASYNC_KINDS, COPY_KINDS, DEVICE_KINDS, OP_KINDS, SYNC_KINDS, resolve_ops
@@ -227,10 +227,11 @@ class _Run:
             self.sdev.setdefault(st, devices[n])
         self.waiters: dict[str, list[Callable[[float], None]]] = {}
         # outputs
-        self.cols: dict[str, list] = {k: [] for k in ("lane", "group", "name", "kind", "start_s", "end_s", "op", "device", "flow", "tensor")}
+        self.tb = TimelineBuilder()
+        self.end_s = 0.0  # the latest row end (the makespan)
         self.thread_rows: list[list[tuple[float, float]]] = [[] for _ in range(nt)]
         self.host_busy = [0.0] * nt
-        self.steps: list[Step] = []
+        self.steps = StepLog()
         self.thread_of: dict[str, int] = {}
         self.op_start: dict[str, float] = {}
         self.op_end: dict[str, float] = {}
@@ -246,17 +247,9 @@ class _Run:
 
     # ------------------------------------------------------------------ rows
     def _row(self, lane, group, name, kind, s, e, op=None, device=None, flow=None, tensor=None):
-        c = self.cols
-        c["lane"].append(lane)
-        c["group"].append(group)
-        c["name"].append(name)
-        c["kind"].append(kind)
-        c["start_s"].append(s)
-        c["end_s"].append(e)
-        c["op"].append(op)
-        c["device"].append(device)
-        c["flow"].append(flow)
-        c["tensor"].append(tensor)
+        self.tb.add(lane, group, name, kind, s, e, op=op, tensor=tensor, device=device, flow=flow)
+        if e > self.end_s:
+            self.end_s = e
 
     def _host_row(self, t, name, kind, s, e, op=None, flow=None):
         self._row(self.tname[t], "host", name, kind, s, e, op, self.host, flow)
@@ -275,8 +268,8 @@ class _Run:
             where = (f"; its kernel goes to {st} ({self.stream_why[op]})" if st is not None
                      else f"; runs on the host ({self.host})")
             kfb = self.kernel_fallbacks.get(op)
-            self.steps.append(Step(
-                len(self.steps), "dispatch", op, accepted=True,
+            self.steps.add(
+                "dispatch", op, accepted=True,
                 reason=(f"RULE FALLBACK: " if fb else "") + reason + where + (f"; kernel fallback: {kfb}" if kfb else ""),
                 delta={op: self.tname[t]},
                 data={"time_s": self.sim.now, "thread": t, "inline": inline, "trigger": trigger,
@@ -284,7 +277,7 @@ class _Run:
                       "handoff": handoff, "kind": self.kind[op], "rule": rule, "claim": claim,
                       "fallback": fb, "stream": st, "stream_rule": self.stream_why.get(op),
                       "device": self.dev[op], "kernel_fallback": kfb},
-            ))
+            )
 
     def _check_thread(self, t, op):
         if not isinstance(t, int) or not 0 <= t < self.nt:
@@ -695,8 +688,7 @@ def _simulate_prepared(graph: OpGraph, prep: _Prepared, *, streams: Any = "singl
     okey = skey and events is None and ("ordering", *skey, prune_events)
     ordering = prep.cached(okey or None, lambda: edge_ordering(graph, kinds=kinds, streams=smap, events=ev,
                                                                reduction=red)).copy()
-    tl_cols = run.cols
-    end_all = max(max(tl_cols["end_s"], default=0.0), 0.0)
+    end_all = run.end_s
     # idle rows: the gaps on every host thread's lane
     for t, rows in enumerate(run.thread_rows):
         rows.sort()
@@ -707,9 +699,7 @@ def _simulate_prepared(graph: OpGraph, prep: _Prepared, *, streams: Any = "singl
             cur = max(cur, e)
         if end_all > cur + 1e-15:
             run._row(run.tname[t], "host", "idle", "idle", cur, end_all, device=host)
-    # object columns up front: pandas 3 would otherwise infer (slow) arrow strings, then convert back
-    tl = make_timeline(pd.DataFrame({k: pd.Series(v, dtype=float if k in ("start_s", "end_s") else object)
-                                     for k, v in tl_cols.items()}))
+    tl = run.tb.build()
 
     lb = dict(prep.cached(("lb", plan.n_threads), lambda: lower_bound(graph, kinds, durations, devices, c, plan.n_threads)))
     makespan = end_all

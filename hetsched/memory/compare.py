@@ -12,6 +12,7 @@ from typing import Callable
 import pandas as pd
 
 from ..graph import OpGraph
+from ..results import compare_results
 from .baselines import BASELINES, inductor_order, order_baseline, xla_order
 from .heuristics import order_bfs, order_dfs, order_lifetime_greedy
 from .model import OrderResult, lower_bound
@@ -19,19 +20,26 @@ from .portfolio import order_patent_heuristic, order_portfolio
 
 __all__ = ["compare_orders"]
 
+_COLUMNS = ["method", "peak_bytes", "vs_lower_bound", "vs_best_compiler", "runtime_s", "status", "chose"]
 
-def compare_orders(graph: OpGraph, methods: dict[str, Callable[[OpGraph], OrderResult]] | None = None) -> pd.DataFrame:
+
+def compare_orders(graph: OpGraph, methods: dict[str, Callable[[OpGraph], OrderResult]] | None = None, *,
+                   long: bool = False) -> pd.DataFrame:
     """Every baseline and our methods on one graph: one row per method.
 
-    Columns: ``method, peak_bytes, vs_lower_bound, vs_best_compiler, runtime_s, status``, where
-    ``vs_best_compiler`` is the peak over the best of the Inductor and XLA choices.
+    Columns: ``method, peak_bytes, vs_lower_bound, vs_best_compiler, runtime_s, status, chose``,
+    where ``vs_best_compiler`` is the peak over the best of the Inductor and XLA choices and
+    ``chose`` the order a method settled on (a portfolio names its winner). ``long=True`` gives
+    the numbers in the house's long format instead (:func:`hetsched.results.compare_results`:
+    ``label, family, metric, value``; the text columns are left out).
 
     >>> from hetsched.io.generators import fork_join
     >>> df = compare_orders(fork_join(3, 2))
     >>> {"kahn", "inductor", "xla", "heuristic"} <= set(df["method"])
     True
+    >>> compare_orders(fork_join(3, 2), long=True).query("label == 'kahn'")["metric"].tolist()
+    ['peak_bytes', 'vs_lower_bound', 'vs_best_compiler', 'runtime_s']
     """
-    rows = []
     runs: dict[str, Callable[[OpGraph], OrderResult]] = {name: (lambda g, nm=name: order_baseline(g, nm)) for name in BASELINES}
     runs["inductor"] = inductor_order
     runs["xla"] = xla_order
@@ -44,14 +52,11 @@ def compare_orders(graph: OpGraph, methods: dict[str, Callable[[OpGraph], OrderR
     lb = lower_bound(graph)
     results = {k: f(graph) for k, f in runs.items()}
     best_comp = min(results["inductor"].peak_bytes, results["xla"].peak_bytes)
-    for k, r in results.items():
-        rows.append({
-            "method": k,
-            "peak_bytes": r.peak_bytes,
-            "vs_lower_bound": r.peak_bytes / lb if lb else float("nan"),
-            "vs_best_compiler": r.peak_bytes / best_comp if best_comp else float("nan"),
-            "runtime_s": r.runtime_s,
-            "status": r.status,
-            "chose": r.method,
-        })
-    return pd.DataFrame(rows)
+    rows = {k: {"peak_bytes": r.peak_bytes,
+                "vs_lower_bound": r.peak_bytes / lb if lb else float("nan"),
+                "vs_best_compiler": r.peak_bytes / best_comp if best_comp else float("nan"),
+                "runtime_s": r.runtime_s,
+                "status": r.status,
+                "chose": r.method} for k, r in results.items()}
+    frame = compare_results(rows, metrics=_COLUMNS[1:], label="method", wide=True)
+    return compare_results(frame, label="method", family="memory") if long else frame

@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -37,7 +38,7 @@ import pandas as pd
 from ..errors import GraphError, HetschedError, ScheduleError, UnknownNameError, name_list
 from ..graph import OpGraph
 from ..results import Result, Step
-from ..timeline import make_timeline
+from ..timeline import TimelineBuilder
 
 __all__ = [
     "OrderResult",
@@ -623,11 +624,19 @@ class OrderResult(Result):
     why : str
         Which path ran and why, in plain words.
 
-    The timeline is in seconds (:func:`order_timeline`): one ``compute`` row per op, back to back
-    on ``gpu0`` of the toy system, priced by the roofline model, and one ``alloc`` row per storage
-    (from the start of its allocation step to the end of its free step), so
-    :func:`~hetsched.timeline.memory_usage` peaks at ``peak_bytes``; ``curve`` keeps the per-step
-    view. ``steps`` are the decisions, each with ``data["phase"]`` (``S2``, ``S31``, ``S32``,
+    metrics : dict
+        ``peak_bytes``, ``lower_bound_bytes``, ``gap``, ``runtime_s``, ``n_ops``, ``weight_bytes``,
+        ``bound_bytes`` when a bound is known, and a method's own counts; ``makespan_s`` is the span
+        of the timeline: the ops run one at a time on the timeline's device, priced by the cost
+        model. It is the same for every order of a graph (an order changes when memory is live,
+        not how long the ops take), so it gives the figures a time axis and is not something any
+        method optimises or a comparison of orders should rank by.
+
+    The timeline is in seconds (:func:`order_timeline`, built on first access): one ``compute``
+    row per op, back to back on ``gpu0`` of the toy system, priced by the roofline model, and one
+    ``alloc`` row per storage (from the start of its allocation step to the end of its free step),
+    so :func:`~hetsched.timeline.memory_usage` peaks at ``peak_bytes``; ``curve`` keeps the
+    per-step view. ``steps`` are the decisions, each with ``data["phase"]`` (``S2``, ``S31``, ``S32``,
     ``S4-pick``, ``S4``, ``portfolio``, ``polish``, ``exact``): the ILP attempt; the traversals'
     ``pick`` (BFS) and ``push``/``pop`` (DFS) steps; one ``candidate`` step per order a portfolio
     tried (accepted when it beats the best so far) and a ``pick`` step (the order that goes to the
@@ -703,29 +712,23 @@ def _timeline(m: _Mem, arr: np.ndarray, dur: np.ndarray | None = None, device: s
     if dur is None:
         dur, device = _durations(m)
     n = m.n
-    names = [m.names[i] for i in arr]
+    names = np.array(m.names + [None], dtype=object)  # index -1 (no producer: a graph input) -> None
     a, f = m.spans(arr) if n else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    k = m.S
-    d = dur[arr] if n else np.zeros(0)
-    ends = np.cumsum(d)
+    ends = np.cumsum(dur[arr]) if n else np.zeros(0)
     # exactly the previous end, so a free and the next allocation meet at one instant
     starts = np.concatenate([[0.0], ends[:-1]]) if n else np.zeros(0)
+    tb = TimelineBuilder()
+    ops = names[arr]
+    tb.extend(device, device, ops, "compute", starts, ends, op=ops, device=device, bytes=np.nan)
     # a storage lives from the start of its allocation step to the end of its free step
-    a_s = starts[a] if n else np.zeros(0)
-    f_s = ends[f] if n else np.zeros(0)
-    cols = {
-        "lane": [device] * n + [f"{device} memory"] * k,
-        "group": [device] * (n + k),
-        "name": names + list(m.s_names),
-        "kind": ["compute"] * n + ["alloc"] * k,
-        "start_s": np.concatenate([starts, a_s]),
-        "end_s": np.concatenate([ends, f_s]),
-        "op": names + [m.names[p] if p >= 0 else None for p in m.prod.tolist()],
-        "tensor": [None] * n + list(m.s_names),
-        "device": [device] * (n + k),
-        "bytes": np.concatenate([np.full(n, np.nan), m.size.astype(float)]),
-    }
-    return make_timeline(cols)
+    s_names = np.array(m.s_names, dtype=object)
+    tb.extend(f"{device} memory", device, s_names, "alloc", starts[a] if n else np.zeros(0), ends[f] if n else np.zeros(0),
+              op=names[m.prod], tensor=s_names, device=device, bytes=m.size.astype(float))
+    return tb.build()
+
+
+def _result_timeline(m: _Mem, arr: np.ndarray, _result: "OrderResult") -> pd.DataFrame:
+    return _timeline(m, arr)
 
 
 def order_timeline(graph: OpGraph, order: Sequence[str], *, system=None, cost=None, device: str | None = None) -> pd.DataFrame:
@@ -777,9 +780,13 @@ def _make_result(
     best_lb = max(float(lb), float(bound) if bound is not None else 0.0)
     gap = (peak - best_lb) / best_lb if best_lb > 0 else 0.0
     order = tuple(m.names[i] for i in arr)
+    dur, _dev = _durations(m)
+    # the span of the timeline: its last compute row ends at this cumulative sum, bit for bit
+    makespan = float(np.cumsum(dur[arr])[-1]) if len(arr) else 0.0
     runtime = time.perf_counter() - t0
     metrics = {
         "peak_bytes": float(peak),
+        "makespan_s": makespan,
         "lower_bound_bytes": float(lb),
         "gap": float(gap),
         "runtime_s": float(runtime),
@@ -803,7 +810,7 @@ def _make_result(
         runtime_s=float(runtime),
         why=why,
         metrics=metrics,
-        timeline=_timeline(m, arr),
+        timeline=partial(_result_timeline, m, arr),  # built on first access: a portfolio makes many results
         steps=steps,
         params=dict(params or {}),
         initial_state={"order": init},

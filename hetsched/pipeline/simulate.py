@@ -50,16 +50,16 @@ Examples
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence as _SeqABC
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
 from ..errors import ScheduleError
-from ..results import Result, Step
-from ..timeline import make_timeline
+from ..results import LazySteps, Result, Step
+from ..timeline import TimelineBuilder
 from .costs import P2P, StageCosts
 from .deps import checked_dependencies, walk
 from .ir import B, F, I, KINDS, W, Schedule
@@ -93,39 +93,25 @@ def _txt(s: Schedule, i: int) -> str:
     return f"{s.stage[i]}{KINDS[s.kind[i]]}{s.microbatch[i]}"
 
 
-class _LazySteps(_SeqABC):
-    """``steps`` built on demand: one :class:`Step` per action start, in time order."""
-
-    def __init__(self, res: "PipelineResult") -> None:
-        self._r = res
-
-    def __len__(self) -> int:
-        return len(self._r._order)
-
-    def __getitem__(self, k):
-        if isinstance(k, slice):
-            return [self[i] for i in range(*k.indices(len(self)))]
-        if k < 0:
-            k += len(self)
-        if not 0 <= k < len(self):
-            raise IndexError(k)
-        r = self._r
-        i = int(r._order[k])
-        s = r.schedule
-        rank = int(r._rank[i])
-        st, en = float(r.start_s[i]), float(r.end_s[i])
-        prev_end = float(r.end_s[i - 1]) if i > s.offsets[rank] else 0.0
-        d = int(r._dep[i])
-        tol = 1e-12 * max(1.0, en)
-        if st > prev_end + tol and d >= 0 and r._ready[i] >= st - tol:
-            why = f"rank {rank} idle {st - prev_end:.4g} s waiting for {_txt(s, d)}"
-        elif st > prev_end + tol and r.params.get("lockstep"):
-            why = f"rank {rank} idle {st - prev_end:.4g} s blocked in its lock-step exchange"
-        elif st > prev_end + tol:
-            why = f"rank {rank} idle {st - prev_end:.4g} s"
-        else:
-            why = f"rank {rank} runs it as soon as its previous action ends"
-        return Step(k, "start", _txt(s, i), before=st, after=en, accepted=True, reason=why, data={"rank": rank, "start_s": st, "end_s": en})
+def _start_step(s: Schedule, order: np.ndarray, rank: np.ndarray, start: np.ndarray, end: np.ndarray, dep: np.ndarray,
+                ready: np.ndarray, lockstep: bool, k: int) -> Step:
+    """Step ``k`` of a run: the ``k``-th action start in time order, and why it started then
+    (made on access: a million-action run logs a million starts)."""
+    i = int(order[k])
+    r = int(rank[i])
+    st, en = float(start[i]), float(end[i])
+    prev_end = float(end[i - 1]) if i > s.offsets[r] else 0.0
+    d = int(dep[i])
+    tol = 1e-12 * max(1.0, en)
+    if st > prev_end + tol and d >= 0 and ready[i] >= st - tol:
+        why = f"rank {r} idle {st - prev_end:.4g} s waiting for {_txt(s, d)}"
+    elif st > prev_end + tol and lockstep:
+        why = f"rank {r} idle {st - prev_end:.4g} s blocked in its lock-step exchange"
+    elif st > prev_end + tol:
+        why = f"rank {r} idle {st - prev_end:.4g} s"
+    else:
+        why = f"rank {r} runs it as soon as its previous action ends"
+    return Step(k, "start", _txt(s, i), before=st, after=en, accepted=True, reason=why, data={"rank": r, "start_s": st, "end_s": en})
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -164,13 +150,9 @@ class PipelineResult(Result):
     _msg: dict = field(repr=False)  # per message arrays: src, dst, xs, xe, bytes, blocked_s
     _queue: tuple = field(repr=False)  # (holder rank, t0, t1, item index) of cached items
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not self.steps:
-            object.__setattr__(self, "steps", _LazySteps(self))
-
-    def replay(self, k: int) -> dict[str, Any]:
-        """State at the start of the ``k``-th action (``k = -1``: before anything runs).
+    def _replay(self, k: int) -> dict[str, Any]:
+        """State at the start of the ``k``-th action (``k = -1``: before anything runs), computed
+        from the run's arrays (what runs at an instant is not a fold of earlier steps).
 
         Keys: ``time_s``, ``running`` (rank -> action text), ``done`` (actions finished),
         ``in_flight`` (rank -> activations held, chunk units), ``queues`` (rank -> cached items,
@@ -183,8 +165,6 @@ class PipelineResult(Result):
         (1.0, {0: '0F1', 1: '1F0'}, {0: 2, 1: 1})
         """
         n = len(self._order)
-        if not -1 <= k < n:
-            raise IndexError(f"step {k} is outside -1..{n - 1}")
         s = self.schedule
         t = -math.inf if k < 0 else float(self.start_s[self._order[k]])
         started = np.zeros(n, bool) if k < 0 else (self.start_s <= t)
@@ -436,7 +416,7 @@ def simulate(schedule: Schedule, *, costs: StageCosts | Mapping | None = None, c
         "bytes_moved": float(nbytes.sum()),
     }
     order = np.lexsort((rank, start))
-    tl = _timeline(s, start, end, rank, src, dst, xs, xe, nbytes, makespan) if timeline else make_timeline([])
+    tl = _timeline(s, start, end, rank, src, dst, xs, xe, nbytes, makespan) if timeline else TimelineBuilder().build()
     return PipelineResult(
         schedule=s,
         start_s=start,
@@ -446,6 +426,7 @@ def simulate(schedule: Schedule, *, costs: StageCosts | Mapping | None = None, c
         timeline=tl,
         params={"schedule": s.name, "p": s.p, "v": s.v, "m": s.m, "costs": cost, "comm": link, "cache": cache, "lockstep": link.lockstep},
         initial_state={"time_s": 0.0},
+        steps=LazySteps(n=n, make=partial(_start_step, s, order, rank, start, end, dep, ready, bool(link.lockstep))),
         _order=order,
         _rank=rank,
         _dep=dep,
@@ -462,21 +443,17 @@ def _timeline(s: Schedule, start, end, rank, src, dst, xs, xe, nbytes, makespan)
     op_cats = np.array([f"{q // 4}{KINDS[q % 4]}" for q in range(s.n_stages * 4)], dtype=object)
     lane_names = np.array([f"rank {r}" for r in range(s.p)], dtype=object)
     stage64 = s.stage.astype(np.int64)
-    cols = {
-        "lane": [lane_names[rank]], "group": [np.full(n, "pipeline", dtype=object)], "name": [names],
-        "kind": [np.full(n, "compute", dtype=object)], "start_s": [start], "end_s": [end], "op": [op_cats[opcode]],
-        "stage": [stage64.astype(float)], "chunk": [(stage64 // s.p).astype(float)], "microbatch": [s.microbatch.astype(float)],
-        "bytes": [np.full(n, np.nan)],
-    }
-
-    def add(lane, group, name, kind, t0, t1, op, stage, chunk, mb, nb):
-        k = len(t0)
-        for key, val in (("lane", lane), ("group", group), ("name", name), ("kind", kind), ("op", op)):
-            cols[key].append(val if isinstance(val, np.ndarray) else np.full(k, val, dtype=object))
-        cols["start_s"].append(t0)
-        cols["end_s"].append(t1)
-        for key, val in (("stage", stage), ("chunk", chunk), ("microbatch", mb), ("bytes", nb)):
-            cols[key].append(np.asarray(val, float) if np.ndim(val) else np.full(k, np.nan))
+    tb = TimelineBuilder()  # rows in blocks of arrays: compute, transfers, bubbles
+    flow = None
+    if len(dst) and n <= FLOW_LIMIT:
+        # arrows in Perfetto: producer -> transfer -> consumer share the producer's action text
+        fl = [""] * n
+        for a, b in zip(src.tolist(), dst.tolist()):
+            fl[a] = names[a] if not fl[a] else fl[a] + "," + names[a]
+            fl[b] = names[a] if not fl[b] else fl[b] + "," + names[a]
+        flow = np.array([f or None for f in fl], dtype=object)
+    tb.extend(lane_names[rank], "pipeline", names, "compute", start, end, op=op_cats[opcode], stage=stage64.astype(float),
+              chunk=(stage64 // s.p).astype(float), microbatch=s.microbatch.astype(float), bytes=np.nan, flow=flow)
 
     # transfers: one row per cross-rank input, on its link lane (extra lanes when they overlap)
     if len(dst):
@@ -508,8 +485,11 @@ def _timeline(s: Schedule, start, end, rank, src, dst, xs, xe, nbytes, makespan)
         lane_key = link * 64 + np.minimum(subo, 63)
         uniq, inv = np.unique(lane_key, return_inverse=True)
         lane_lab = np.array([f"p2p {u // 64 // s.p}->{u // 64 % s.p}" + (f" #{u % 64 + 1}" if u % 64 else "") for u in uniq.tolist()], dtype=object)
-        add(lane_lab[inv], "p2p", names[pi], "transfer", ts, te, None, stage64[pi], stage64[pi] // s.p, s.microbatch[pi], nbytes)
+        tb.extend(lane_lab[inv], "p2p", names[pi], "transfer", ts, te, stage=stage64[pi].astype(float),
+                  chunk=(stage64[pi] // s.p).astype(float), microbatch=s.microbatch[pi].astype(float),
+                  bytes=np.asarray(nbytes, float), flow=names[pi] if flow is not None else None)
     # bubbles: idle gaps on each rank lane, from 0 to the makespan
+    nan = np.nan
     prev_end = np.concatenate([[0.0], end[:-1]]) if n else np.zeros(0)
     first = np.zeros(n, bool)
     first[s.offsets[:-1][np.diff(s.offsets) > 0]] = True
@@ -517,27 +497,14 @@ def _timeline(s: Schedule, start, end, rank, src, dst, xs, xe, nbytes, makespan)
     tol = 1e-9 * max(1.0, makespan)
     g = np.flatnonzero(start - prev_end > tol)
     if len(g):
-        add(lane_names[rank[g]], "pipeline", "bubble", "bubble", prev_end[g], start[g], None, None, None, None, None)
+        tb.extend(lane_names[rank[g]], "pipeline", "bubble", "bubble", prev_end[g], start[g], stage=nan, chunk=nan, microbatch=nan, bytes=nan)
     last = s.offsets[1:][np.diff(s.offsets) > 0] - 1
     tail = last[makespan - end[last] > tol]
     if len(tail):
-        add(lane_names[rank[tail]], "pipeline", "bubble", "bubble", end[tail], np.full(len(tail), makespan), None, None, None, None, None)
+        tb.extend(lane_names[rank[tail]], "pipeline", "bubble", "bubble", end[tail], np.full(len(tail), makespan),
+                  stage=nan, chunk=nan, microbatch=nan, bytes=nan)
     idle_ranks = np.flatnonzero(np.diff(s.offsets) == 0)
     if len(idle_ranks) and makespan > 0:
-        add(lane_names[idle_ranks], "pipeline", "bubble", "bubble", np.zeros(len(idle_ranks)), np.full(len(idle_ranks), makespan), None, None, None, None, None)
-    # object Series keep pandas 3 from inferring (slow) arrow strings that make_timeline would undo
-    df = pd.DataFrame({k: (pd.Series(np.concatenate(v), dtype=object) if k in ("lane", "group", "name", "kind", "op") else np.concatenate(v)) for k, v in cols.items()})
-    for c in ("tensor", "device"):
-        df[c] = None
-    df["flow"] = None
-    if len(dst) and n <= FLOW_LIMIT:
-        # arrows in Perfetto: producer -> transfer -> consumer share the producer's action text
-        flow = [""] * n
-        for a, b in zip(src.tolist(), dst.tolist()):
-            flow[a] = names[a] if not flow[a] else flow[a] + "," + names[a]
-            flow[b] = names[a] if not flow[b] else flow[b] + "," + names[a]
-        col = np.full(len(df), None, dtype=object)
-        col[:n] = [f or None for f in flow]
-        col[n : n + len(dst)] = names[src]
-        df["flow"] = pd.Series(col, dtype=object)
-    return make_timeline(df)
+        tb.extend(lane_names[idle_ranks], "pipeline", "bubble", "bubble", np.zeros(len(idle_ranks)), np.full(len(idle_ranks), makespan),
+                  stage=nan, chunk=nan, microbatch=nan, bytes=nan)
+    return tb.build()

@@ -60,7 +60,7 @@ from ..errors import CapacityError, HetschedError, ScheduleError, UnsupportedOpE
 from ..graph import OpGraph
 from ..results import Result, Step
 from ..system import System
-from ..timeline import make_timeline
+from ..timeline import TimelineBuilder
 from .costs import StageCosts
 from .ir import Schedule
 
@@ -602,25 +602,24 @@ def _build(pb: _Problem, graph: OpGraph, system: System, devices: list[str], cut
 
 def _one_microbatch_timeline(pb: _Problem, F, Bk, send, gsend, act) -> pd.DataFrame:
     """One micro-batch through the stages: forward down, backward up (what each stage costs, drawn)."""
-    rows, t = [], 0.0
+    tb, t = TimelineBuilder(), 0.0
     S = pb.S
     for s in range(S):
-        rows.append(dict(lane=f"rank {int(pb.rank[s])}", group="pipeline", name=f"{s}F0", kind="compute", start_s=t, end_s=t + F[s],
-                         op=f"{s}F", device=pb.dev[s], stage=s, microbatch=0))
+        rank = int(pb.rank[s])
+        tb.add(f"rank {rank}", "pipeline", f"{s}F0", "compute", t, t + F[s], op=f"{s}F", device=pb.dev[s], stage=s, microbatch=0)
         t += F[s]
         if s < S - 1 and pb.rank[s] != pb.rank[s + 1] and send[s] > 0:
-            rows.append(dict(lane=f"p2p {int(pb.rank[s])}->{int(pb.rank[s + 1])}", group="p2p", name=f"{s}F0", kind="transfer",
-                             start_s=t, end_s=t + send[s], bytes=float(act[s]), stage=s, microbatch=0))
+            tb.add(f"p2p {rank}->{int(pb.rank[s + 1])}", "p2p", f"{s}F0", "transfer", t, t + send[s], stage=s, microbatch=0,
+                   bytes=float(act[s]))
             t += send[s]
     for s in range(S - 1, -1, -1):
-        rows.append(dict(lane=f"rank {int(pb.rank[s])}", group="pipeline", name=f"{s}B0", kind="compute", start_s=t, end_s=t + Bk[s],
-                         op=f"{s}B", device=pb.dev[s], stage=s, microbatch=0))
+        rank = int(pb.rank[s])
+        tb.add(f"rank {rank}", "pipeline", f"{s}B0", "compute", t, t + Bk[s], op=f"{s}B", device=pb.dev[s], stage=s, microbatch=0)
         t += Bk[s]
         if s > 0 and pb.rank[s] != pb.rank[s - 1] and gsend[s] > 0:
-            rows.append(dict(lane=f"p2p {int(pb.rank[s])}->{int(pb.rank[s - 1])}", group="p2p", name=f"{s}B0", kind="transfer",
-                             start_s=t, end_s=t + gsend[s], stage=s, microbatch=0))
+            tb.add(f"p2p {rank}->{int(pb.rank[s - 1])}", "p2p", f"{s}B0", "transfer", t, t + gsend[s], stage=s, microbatch=0)
             t += gsend[s]
-    return make_timeline(rows)
+    return tb.build()
 
 
 def stage_costs(graph: OpGraph, system: System, *, devices: Sequence[str], p: int, v: int = 1, schedule: Any = None,
@@ -647,7 +646,7 @@ def default_devices(system: System, p: int) -> list[str]:
     """The device of each of ``p`` ranks: the system's own plan (``meta["pipeline_ranks"][p]``), else
     its devices other than the host in order, repeated when there are fewer than ``p``.
 
-    >>> from hetsched.whatif import resolve_system
+    >>> from hetsched.io.resolve import resolve_system
     >>> default_devices(resolve_system("pipeline_a100_v100_u280"), 4)
     ['gpu0', 'gpu4', 'fpga0', 'gpu1']
     >>> default_devices(resolve_system("toy"), 3)
@@ -683,7 +682,7 @@ def simulate_model(graph: OpGraph | str | None = None, system: System | str | No
     >>> run.split.n_stages, run.result.schedule.name, run.result.metrics["makespan_s"] > 8 * run.split.metrics["max_stage_s"]
     (4, '1f1b', True)
     """
-    from ..whatif import resolve_graph, resolve_system
+    from ..io.resolve import resolve_graph, resolve_system
     from .schedules import make_schedule
     from .simulate import simulate
 
