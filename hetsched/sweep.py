@@ -28,6 +28,7 @@ import itertools
 import json
 import os
 import pickle
+import random
 import select
 import sqlite3
 import sys
@@ -155,6 +156,22 @@ class SweepCache:
         return conn
 
     def _open(self) -> sqlite3.Connection:
+        """Open (and on first use create) the store; retried while another process is creating it.
+
+        Two processes opening a new store at once can meet SQLite's lock-upgrade deadlock (one
+        switches the file to WAL while the other reads it): SQLite then answers "database is
+        locked" at once instead of waiting, so the whole open is retried within the busy timeout.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                return self._open_once()
+            except _Busy as e:
+                if time.monotonic() > deadline:
+                    raise self._busy(e.error) from None
+                time.sleep(0.05 + 0.1 * random.random())
+
+    def _open_once(self) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(self.store_path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as e:
@@ -164,7 +181,7 @@ class SweepCache:
             if bad != ["ok"]:
                 raise _Corrupt(f"integrity check: {'; '.join(map(str, bad[:3]))}")
             self._check_ours(conn)  # before the first write: another program's database stays untouched
-            if conn.execute("PRAGMA journal_mode=WAL").fetchone()[0].lower() != "wal":
+            if conn.execute("PRAGMA journal_mode=WAL").fetchall()[0][0].lower() != "wal":
                 raise HetschedError(f"sweep store {str(self.store_path)!r}: SQLite refused WAL mode", field="cache")
             conn.execute("PRAGMA synchronous=FULL")  # a committed point survives a power cut too
             conn.execute("BEGIN IMMEDIATE")
@@ -181,6 +198,8 @@ class SweepCache:
                 raise
         except sqlite3.OperationalError as e:
             conn.close()
+            if "locked" in str(e) or "busy" in str(e):
+                raise _Busy(e) from None
             raise self._busy(e) from None
         except sqlite3.DatabaseError as e:  # "file is not a database", "database disk image is malformed"
             conn.close()
@@ -192,7 +211,7 @@ class SweepCache:
 
     def _check_ours(self, conn: sqlite3.Connection) -> bool:
         """True for an empty database (a new store); a database of anything else is a ``FormatError``."""
-        app = conn.execute("PRAGMA application_id").fetchone()[0]
+        app = conn.execute("PRAGMA application_id").fetchall()[0][0]
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if app == 0 and not tables:
             return True
@@ -395,6 +414,14 @@ class SweepCache:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+class _Busy(Exception):
+    """SQLite said "locked" while the store was being opened (retried, see ``SweepCache._open``)."""
+
+    def __init__(self, error: sqlite3.OperationalError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class _Corrupt(Exception):
