@@ -275,7 +275,7 @@ class BackendPanel(Panel):
             setup,
             W.HBox([W.HTML("<b>backends</b>&nbsp;"), self.checkbox_box], layout=W.Layout(align_items="center")),
             grid,
-            merge, W.HBox([mgs, fallback], layout=W.Layout(flex_flow="row wrap")),
+            W.HBox([merge, mgs, fallback], layout=W.Layout(flex_flow="row wrap", align_items="center")),
             W.HBox([depth, n_in, self.launch_text], layout=W.Layout(flex_flow="row wrap")),
         ])
         self.control_widgets = {"setup": setup, "merge": merge, "min_group_size": mgs, "fallback": fallback,

@@ -26,7 +26,7 @@ import networkx as nx
 import numpy as np
 import plotly.graph_objects as go
 
-from .core import (IDLE, KIND_COLORS, MAX_BARS, NEUTRAL, _gantt_parts, _layout, _lighten, _text, color_map,
+from .core import (IDLE, MAX_BARS, NEUTRAL, _gantt_parts, _layout, _lighten, _text, color_map,
                    figure_from_dicts, graph_view, group_colors, time_unit)
 
 __all__ = ["partition_view", "buffer_occupancy", "quotient_view", "marked_graph_view", "quotient_walk_view",
@@ -191,6 +191,23 @@ def buffer_occupancy(result, *, buffers: Iterable[str] | None = None, title: str
 _STATIC: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
 
 
+def _edge_points(p: tuple[float, float], q: tuple[float, float]) -> tuple[list[float], list[float]]:
+    """Three points of an edge: straight between neighbouring generations, an arc over the ones it skips.
+
+    Why: in a layered drawing a skip edge (``a -> c`` beside ``a -> d -> c``) would run straight
+    over the ops in between and vanish into the chain, and it is exactly the edge that makes a merge
+    cyclic.
+    """
+    span = q[0] - p[0]
+    lift = 0.0 if abs(span) <= 1 else min(0.3 * abs(span), 1.2)
+    return [p[0], (p[0] + q[0]) / 2, q[0]], [p[1], (p[1] + q[1]) / 2 + lift, q[1]]
+
+
+def _height(widest: int, base: int) -> int:
+    """A figure height for a drawing whose widest generation has ``widest`` nodes (no empty band)."""
+    return int(min(base, 240 + 40 * max(1, widest)))
+
+
 def _static(result) -> dict:
     """What does not change along the log (positions, hover texts, candidates), once per result."""
     st = _STATIC.get(result)
@@ -220,17 +237,17 @@ def _static(result) -> dict:
                      + f"<br>ends in {html.escape(str(result.group_of.get(o, '–')))} on "
                        f"{html.escape(str(result.assignment.get(o, '–')))}")
     edges = list(g.nx.edges)
-    ex = np.full(3 * len(edges), np.nan, dtype=np.float32)
-    ey = np.full(3 * len(edges), np.nan, dtype=np.float32)
-    if edges:
-        ex[0::3] = [pos[u][0] for u, _ in edges]
-        ex[1::3] = [pos[v][0] for _, v in edges]
-        ey[0::3] = [pos[u][1] for u, _ in edges]
-        ey[1::3] = [pos[v][1] for _, v in edges]
+    geom = {(u, v): _edge_points(pos[u], pos[v]) for u, v in edges}
+    ex = np.full(4 * len(edges), np.nan, dtype=np.float32)
+    ey = np.full(4 * len(edges), np.nan, dtype=np.float32)
+    for i, e in enumerate(edges):
+        ex[4 * i:4 * i + 3], ey[4 * i:4 * i + 3] = geom[e]
+    gens = g.generations()
     st = {
-        "ops": ops, "pos": pos, "edges": edges, "ex": ex, "ey": ey, "hover": hover, "marks": marks,
+        "ops": ops, "pos": pos, "edges": edges, "geom": geom, "ex": ex, "ey": ey, "hover": hover, "marks": marks,
+        "widest": max((len(x) for x in gens), default=1),
         "backends": backends, "x": np.array([pos[o][0] for o in ops], dtype=np.float32),
-        "y": np.array([pos[o][1] for o in ops], dtype=np.float32), "n_gen": len(g.generations()),
+        "y": np.array([pos[o][1] for o in ops], dtype=np.float32), "n_gen": len(gens),
         "group_colors": group_colors(list(result.groups)), "group_size": {k: len(v) for k, v in result.groups.items()},
     }
     _STATIC[result] = st
@@ -372,19 +389,22 @@ def marked_graph_view(result, step: int | None = None, *, by: str = "backend", c
     focus_ops = [o for o in focus_ops if o in pos]
     cx: list = []
     cy: list = []
+    geom = st["geom"]
     for u, v in st["edges"]:
         bu, bv = backend.get(u), backend.get(v)
         if bu is not None and bv is not None and bu != bv:
-            cx += [pos[u][0], pos[v][0], None]
-            cy += [pos[u][1], pos[v][1], None]
+            xs, ys = geom[u, v]
+            cx += [*xs, None]
+            cy += [*ys, None]
     n = len(ops)
     size = 16 if n <= 40 else (12 if n <= 120 else (7 if n <= 600 else 4))
     marker_type = "scatter" if n <= MAX_BARS else "scattergl"
-    ex_ = [pos[focus_edge[0]][0], pos[focus_edge[1]][0]] if focus_edge and all(o in pos for o in focus_edge) else []
-    ey_ = [pos[focus_edge[0]][1], pos[focus_edge[1]][1]] if ex_ else []
+    fe = tuple(focus_edge) if focus_edge else None
+    ex_, ey_ = geom[fe] if fe in geom else ([], [])
     data = [
-        dict(type="scattergl", x=st["ex"], y=st["ey"], mode="lines", line=dict(color="#BBBBBB", width=1 if n > 200 else 1.5),
-             hoverinfo="skip", showlegend=False, name="edges"),
+        # WebGL only when SVG would be slow: a WebGL canvas lies above the SVG traces and would grey the copies over
+        dict(type="scatter" if len(st["edges"]) <= MAX_BARS else "scattergl", x=st["ex"], y=st["ey"], mode="lines",
+             line=dict(color="#BBBBBB", width=1 if n > 200 else 1.5), hoverinfo="skip", showlegend=False, name="edges"),
         dict(type="scatter", x=np.asarray(cx, dtype=np.float32) if cx else [], y=np.asarray(cy, dtype=np.float32) if cy else [],
              mode="lines", line=dict(color=CROSS, width=3), name="copies between backends", hoverinfo="skip"),
         dict(type="scatter", x=ex_, y=ey_, mode="lines", line=dict(color=FOCUS, width=5), name="edge tried",
@@ -409,7 +429,7 @@ def marked_graph_view(result, step: int | None = None, *, by: str = "backend", c
         xaxis=dict(title=_text("topological generation"), showgrid=False, zeroline=False,
                    range=[-0.5, max(0.5, st["n_gen"] - 0.5)]),
         yaxis=dict(showgrid=False, zeroline=False, showticklabels=False),
-        height=height or 420, margin=dict(l=10, r=10, t=50, b=40),
+        height=height or _height(st["widest"], 440), margin=dict(l=10, r=10, t=50, b=40),
         title=_text(title or f"the graph after decision {k + 1} of {n_steps}"),
     )
     return figure_from_dicts(data, layout)
@@ -433,8 +453,8 @@ def quotient_walk_view(result, step: int | None = None, *, colors: Mapping[str, 
     >>> r = partition_by_support(*merge_outcomes())
     >>> k = next(s.index for s in r.steps if s.data.get("outcome") == "cycle")
     >>> fig = quotient_walk_view(r, k)
-    >>> fig.data[2].name, len([x for x in fig.data[2].x if x is not None])   # stem -> d -> c
-    ('path that would close a cycle', 4)
+    >>> fig.data[2].name, len([x for x in fig.data[2].x if x is None])   # two edges: stem -> d -> c
+    ('path that would close a cycle', 2)
     """
     st = _static(result)
     n_steps = len(result.steps)
@@ -468,8 +488,9 @@ def quotient_walk_view(result, step: int | None = None, *, colors: Mapping[str, 
     for u, v in H.edges:
         kind = "path" if (u, v) in path else ("cross" if Q.nodes[u]["backend"] != Q.nodes[v]["backend"] else "same")
         xs, ys = lines[kind]
-        xs += [pos[u][0], pos[v][0], None]
-        ys += [pos[u][1], pos[v][1], None]
+        px, py = _edge_points(pos[u], pos[v])
+        xs += [*px, None]
+        ys += [*py, None]
     nodes = list(H)
     n_ops = {n: len(Q.nodes[n]["ops"]) for n in nodes}
     labels = {n: _group_label(result, n, n_ops[n]) for n in nodes}
@@ -505,12 +526,18 @@ def quotient_walk_view(result, step: int | None = None, *, colors: Mapping[str, 
                          marker=dict(color=cmap[b], size=12)))
     shown_note = "" if H is Q else f" ({len(nodes)} of {total} shown: around this decision)"
     layout = dict(title=_text(title or f"aggregated ops after decision {k + 1} of {n_steps}{shown_note}"), font=FONT,
-                  xaxis=dict(title=_text("launch order (topological generation)"), showgrid=False, zeroline=False),
+                  xaxis=dict(title=_text("launch order (topological generation)"), showgrid=False, zeroline=False,
+                             dtick=1),
                   yaxis=dict(showgrid=False, zeroline=False, showticklabels=False),
-                  height=height or 360, margin=dict(l=10, r=10, t=50, b=40), legend=dict(title=_text("backend")))
+                  height=height or _height(max((len(x) for x in gens), default=1), 400),
+                  margin=dict(l=10, r=10, t=50, b=40), legend=dict(title=_text("backend")))
     return figure_from_dicts(data, layout)
 
 
+#: colours of what is not an aggregated op's work: a copy as the graphs draw copies, idle time in greys
+#: (waiting light, blocked dark), launches in a yellow no group and no early device wears
+RUN_COLORS = {"launch": "#F0E442", "copy between backends": CROSS, "waiting for input": IDLE,
+              "blocked: output buffer full": "#616161"}
 #: what each part of a buffered run is called on screen (the Gantt's legend)
 _RUN_PARTS = {"launch": "launch", "transfer": "copy between backends", "wait": "waiting for input",
               "blocked": "blocked: output buffer full"}
@@ -556,8 +583,7 @@ def runs_gantt(serial, buffered, *, cursor_s: float | None = None, title: str | 
     if not by_group:  # hundreds of legend entries (and traces) help nobody: the backend's colour, named
         tl["part"] = [buffered.partition.group_backend.get(p, p) for p in tl["part"]]
     colors = {**(group_colors(groups) if by_group else color_map(list(dict.fromkeys(buffered.partition.group_backend.values())))),
-              "launch": KIND_COLORS["launch"], "copy between backends": KIND_COLORS["transfer"],
-              "waiting for input": IDLE, "blocked: output buffer full": KIND_COLORS["blocked"]}
+              **RUN_COLORS}
     m_s, m_b = serial.metrics, buffered.metrics
     data, layout = _gantt_parts(tl, color_by="part", colors=colors, lanes=lanes, cursor_s=cursor_s,
                                 label_by="microbatch", height=height or max(300, 70 + 30 * len(lanes)),
