@@ -72,11 +72,12 @@ OUTCOMES = {"merged": "merged", "cycle": "refused: would create a cycle", "diffe
             "not_adjacent": "not adjacent"}
 _PHASE = {"mark": "marking", "merge": "merging", "fallback": "fallback", "dispatch": "buffering"}
 _CSS = """<style>
-.hetsched-prio input { text-align: center; }
-.hetsched-prio-exact input { font-weight: 600; background: #FFFFFF; }
-.hetsched-prio-wildcard input { font-style: italic; background: #EAF2FB; }
-.hetsched-prio-excluded input { font-weight: 600; color: #B00020; background: #FBE9E7; }
-.hetsched-prio-absent input { background: #F0F0F0; }
+.hetsched-backend-panel .hetsched-prio input[type="text"] { text-align: center; }
+.hetsched-backend-panel .hetsched-prio-exact input[type="text"] { font-weight: 600; background: #FFFFFF !important; }
+.hetsched-backend-panel .hetsched-prio-wildcard input[type="text"] { font-style: italic; background: #EAF2FB !important; }
+.hetsched-backend-panel .hetsched-prio-excluded input[type="text"] { font-weight: 600; color: #B00020 !important;
+  background: #FBE9E7 !important; }
+.hetsched-backend-panel .hetsched-prio-absent input[type="text"] { background: #F0F0F0 !important; }
 .hetsched-backend-panel .hetsched-step { font-size: 15px; line-height: 1.45; }
 </style>"""
 _GRID_LEGEND = (
@@ -459,7 +460,7 @@ class BackendPanel(Panel):
             cb.observe(lambda ch, b=b: self._on_checkbox(b, ch["new"]), names="value")
             self.checkboxes[b] = cb
         self.checkbox_box.children = list(self.checkboxes.values())
-        cmap = color_map(backends)
+        cmap = color_map(s.device_names)  # the colours every figure gives the devices
         cells: list[W.Widget] = [W.HTML("<b>op type</b>")]
         cells += [W.HTML(f"<b style='color:{cmap.get(b, '#000')}'>{_esc(b)}</b>") for b in backends]
         self.grid_cells = {}
