@@ -174,8 +174,10 @@ def describe_step(v: BackendView, k: int) -> str:
     what = f"edge <b>{_esc(edge[0])} → {_esc(edge[1])}</b>" if edge else f"the groups of <b>{ga}</b> and <b>{gb}</b>"
     merging = f"{head} · <i>merging</i>: "
     if out == "merged":
-        mode = ("" if d.get("mode") == "adjacent" else
-                " (not neighbours: no path leaves one and comes back into the other; global merging, beyond the patent)")
+        mode = {"global": " (not neighbours: no path leaves one and comes back into the other; global merging, "
+                          "beyond the patent)",
+                "after-fallback": " (after the small groups went to the fallback, its groups merge again)",
+                }.get(d.get("mode"), "")
         return (f"{merging}{what}, both on {be} → {ok.format('merged')}: the groups of <b>{ga}</b> and <b>{gb}</b> "
                 f"become one aggregated op, launched once instead of twice{mode} (claim 2; paragraph 47). Aggregated "
                 f"ops so far: {n0} → {s.after:.0f}.")
