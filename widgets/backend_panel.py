@@ -208,8 +208,8 @@ def _describe_dispatch(v: BackendView, j: int) -> str:
     depth = int(b.params.get("buffer_depth", 0))
     running = "; ".join(f"{_esc(be)} runs {_esc(g)} (input {i})" for be, (g, i) in sorted(st["running"].items()))
     occ = ", ".join(f"{_esc(n)} {c}/{depth}" for n, c in st["occupancy"].items()) if depth else ""
-    why = ("buffers let the backends work on different inputs at once (claim 3; paragraph 50)" if depth else
-           "no buffers: one input at a time goes through the whole graph, the backends wait for each other "
+    why = ("Buffers let the backends work on different inputs at once (claim 3; paragraph 50)" if depth else
+           "No buffers: one input at a time goes through the whole graph, the backends wait for each other "
            "(the serial prior art of paragraph 3)")
     return (f"at {_t(d['start_s'])} <b>{_esc(d['backend'])}</b> starts <b>{_esc(s.subject)}</b> for input "
             f"{d['input']} (launch, then its ops; done at {_t(d['end_s'])}). Now: {running or 'nothing running'}"

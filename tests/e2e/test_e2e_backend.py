@@ -4,7 +4,7 @@ under 100 KB), jump to the buffered run (the Gantt's cursor moves), switch a bac
 from __future__ import annotations
 
 import pytest
-from e2e_helpers import output_errors, plot_signature, screenshot, wait_for_change, wait_for_plots
+from e2e_helpers import ARTIFACTS, output_errors, plot_signature, screenshot, wait_for_change, wait_for_plots
 from panel_helpers import figure_title, panel_figure_indexes, step_click, wait_for_title_change
 
 NOTEBOOK = "02_partition"
@@ -49,7 +49,16 @@ def test_backend_panel_walk_and_toggle(voila_page):
         assert after != before and nbytes < 100_000, f"one step click sent {nbytes} bytes"
     page.wait_for_function(f"([i, x0]) => ({_CURSOR_JS})(i) !== x0", arg=[gantt_i, x0], timeout=90_000)
     assert "buffering" in step.inner_text() and "input" in step.inner_text()
-    screenshot(panel, "e2e_backend_panel_walk_1600x1000")
+    # what a 1600x1000 screen shows of the panel, and the whole panel (plots below the fold drawn too)
+    panel.scroll_into_view_if_needed()
+    page.evaluate("el => el.scrollIntoView()", panel.element_handle())
+    page.wait_for_timeout(500)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "e2e_backend_panel_1600x1000.png"))
+    page.set_viewport_size({"width": 1600, "height": int(panel.bounding_box()["height"]) + 100})
+    page.wait_for_timeout(1500)
+    screenshot(panel, "e2e_backend_panel_walk")
+    page.set_viewport_size({"width": 1600, "height": 1000})
     # switch the FPGA off: everything on the GPU, one aggregated op less story, recoloured
     graph_before = plot_signature(page, graph_i)
     panel.get_by_role("checkbox", name="fpga0").click()
