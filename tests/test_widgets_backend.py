@@ -378,9 +378,13 @@ def test_hidden_panel_computes_when_shown():
     session.system = hs.toy_system()
     p = BackendPanel(session=session, active=False)
     assert p.result is None
+    cells = p.grid_cells
     session.graph = chain(4)
+    session.graph = chain(5)
     assert p.result is None and p.stale
-    assert p.activate() and set(p.result.partition.assignment) == {"op0", "op1", "op2", "op3"}
+    assert p.grid_cells is cells  # no widgets built for graphs a hidden tab never showed
+    assert p.activate() and set(p.result.partition.assignment) == {f"op{i}" for i in range(5)}
+    assert {t for (_b, t) in p.grid_cells} == {"Conv", "Relu"} and p.n_updates == 1
 
 
 def test_loaded_setup_without_a_graph_says_so():

@@ -517,10 +517,25 @@ class BackendPanel(Panel):
     def _on_checkbox(self, backend: str, on: bool) -> None:
         self.state.enabled = [b for b in self.checkboxes if (self.checkboxes[b].value if b != backend else on)]
 
+    def _inputs_changed(self) -> None:
+        """The set-up's graph or system changed: rebuild the checkboxes and the grid now if the panel is
+        shown, else when it is next shown (a hidden tab sends no widgets for graphs nobody looks at)."""
+        if self.active:
+            self._build_inputs()
+        else:
+            self._inputs_dirty = True
+
+    def activate(self) -> bool:
+        if getattr(self, "_inputs_dirty", False):
+            self._inputs_dirty = False
+            with self.hold():  # its edits (enabled, priorities) mark the panel stale; activate recomputes once
+                self._build_inputs()
+        return super().activate()
+
     def _on_change(self, change) -> None:
         if change["name"] == "setup":
             with self.hold():
-                self._build_inputs()
+                self._inputs_changed()
                 super()._on_change(change)
             return
         super()._on_change(change)
@@ -531,7 +546,7 @@ class BackendPanel(Panel):
         with self.hold():  # the set-up, the grid and the recompute: one recompute at the end
             if self.state.setup != "loaded":
                 self.state.setup = "loaded"  # the tab follows what the user loads
-            self._build_inputs()
+            self._inputs_changed()
             self._held.add("compute")
 
     def _effective_table(self):
