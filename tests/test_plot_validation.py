@@ -41,6 +41,12 @@ def _rows(n: int) -> list[dict]:
                  bytes=(1000.0 * i if i % 4 else None), microbatch=(i if i % 5 else None)) for i in range(n)]
 
 
+def _big_runs(s):
+    """Serial and buffered runs of many small groups: beyond MAX_BARS rows, coloured by backend."""
+    p = partition_by_support(chain(30), s, merge=None)
+    return runs_gantt(simulate_buffered(p, s, n_inputs=12, buffer_depth=0), simulate_buffered(p, s, n_inputs=12, buffer_depth=2))
+
+
 def _figures():
     """(name, builder call) pairs covering every builder and its branches."""
     s = toy_system()
@@ -104,6 +110,7 @@ def _figures():
         ("quotient_walk_view running", lambda: quotient_walk_view(part, running={next(iter(part.groups)): 2})),
         ("runs_gantt", lambda: runs_gantt(simulate_buffered(part, s2, n_inputs=3, buffer_depth=0),
                                           simulate_buffered(part, s2, n_inputs=3, buffer_depth=2), cursor_s=1e-4)),
+        ("runs_gantt WebGL, by backend", lambda: _big_runs(s2)),
         ("order_curves", lambda: order_curves({"bfs": bfs, "dfs": dfs}, capacity=1e6)),
         ("lifetime_chart", lambda: lifetime_chart(bfs)),
     ]

@@ -398,14 +398,16 @@ def marked_graph_view(result, step: int | None = None, *, by: str = "backend", c
             cy += [*ys, None]
     n = len(ops)
     size = 16 if n <= 40 else (12 if n <= 120 else (7 if n <= 600 else 4))
-    marker_type = "scatter" if n <= MAX_BARS else "scattergl"
+    # the big traces in WebGL on a large graph (SVG redraws of thousands of points are slow), all of them
+    # together: a WebGL canvas lies above the SVG traces and would grey SVG copies over with its edges
+    big = "scattergl" if n > 300 or len(st["edges"]) > 600 else "scatter"
+    marker_type = big
     fe = tuple(focus_edge) if focus_edge else None
     ex_, ey_ = geom[fe] if fe in geom else ([], [])
     data = [
-        # WebGL only when SVG would be slow: a WebGL canvas lies above the SVG traces and would grey the copies over
-        dict(type="scatter" if len(st["edges"]) <= MAX_BARS else "scattergl", x=st["ex"], y=st["ey"], mode="lines",
+        dict(type=big, x=st["ex"], y=st["ey"], mode="lines",
              line=dict(color="#BBBBBB", width=1 if n > 200 else 1.5), hoverinfo="skip", showlegend=False, name="edges"),
-        dict(type="scatter", x=np.asarray(cx, dtype=np.float32) if cx else [], y=np.asarray(cy, dtype=np.float32) if cy else [],
+        dict(type=big, x=np.asarray(cx, dtype=np.float32) if cx else [], y=np.asarray(cy, dtype=np.float32) if cy else [],
              mode="lines", line=dict(color=CROSS, width=3), name="copies between backends", hoverinfo="skip"),
         dict(type="scatter", x=ex_, y=ey_, mode="lines", line=dict(color=FOCUS, width=5), name="edge tried",
              hoverinfo="skip", showlegend=False),
@@ -589,6 +591,17 @@ def runs_gantt(serial, buffered, *, cursor_s: float | None = None, title: str | 
                                 label_by="microbatch", height=height or max(300, 70 + 30 * len(lanes)),
                                 title=title or (f"serial {m_s['throughput_per_s']:.4g} inputs/s vs buffered "
                                                 f"{m_b['throughput_per_s']:.4g} inputs/s (depth {m_b.get('buffer_depth', 0):.0f})"))
+    if any(t["type"] == "scattergl" for t in data):
+        # thousands of bars drawn as WebGL segments: lanes as numbers on a labelled axis, times in float32,
+        # both binary on the wire (the lane names repeated per point were most of a redraw's bytes)
+        cats = list(layout["yaxis"]["categoryarray"])
+        at = {c: float(i) for i, c in enumerate(cats)}
+        for t in data:
+            if t["type"] == "scattergl":
+                t["y"] = np.array([at.get(v, np.nan) if v is not None else np.nan for v in t["y"]], dtype=np.float32)
+                t["x"] = np.asarray(t["x"], dtype=np.float32)
+        layout["yaxis"] = dict(tickmode="array", tickvals=list(range(len(cats))), ticktext=cats,
+                               range=[-0.5, len(cats) - 0.5], zeroline=False)
     layout["legend"] = dict(title=_text("aggregated op / activity" if by_group else "backend / activity"))
     layout["font"] = FONT
     layout["meta"] = {"time_factor": time_unit(float(tl["end_s"].max()) if len(tl) else 0.0)[1]}
