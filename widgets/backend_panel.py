@@ -49,7 +49,7 @@ import hetsched as hs
 import hetsched.partition as pt
 from hetsched.errors import HetschedError
 from hetsched.io import csv_safe
-from hetsched.plot import color_map, group_colors, time_unit
+from hetsched.plot import color_map, format_value, group_colors, time_unit
 from hetsched.plot.partition import buffer_occupancy, marked_graph_view, quotient_walk_view, runs_gantt, with_cursor
 from hetsched.results import Step
 
@@ -693,7 +693,7 @@ class BackendPanel(Panel):
                                                     focus_ops=focus_ops, focus_edge=() if bj is not None else None,
                                                     title=gtitle))
         self.show_figure("quotient", quotient_walk_view(part, pk, colors=cmap, quotient=Q, running=running))
-        gantt = self._show_once("gantt", id(v), lambda: runs_gantt(v.serial, buf, cursor_s=0.0))
+        gantt = self._show_once("gantt", id(v), lambda: runs_gantt(v.serial, buf, cursor_s=0.0, colors=cmap))
         self.show_figure("gantt", with_cursor(gantt, t))
         occ = self._show_once("buffers", id(v), lambda: buffer_occupancy(
             buf, at_s=0.0, title="items in each buffer between backends (the line: now)" if buf.params.get("buffer_depth")
@@ -726,7 +726,8 @@ class BackendPanel(Panel):
             + f"; serial <b>{ms['throughput_per_s']:.4g} inputs/s</b>, "
             + (f"buffered (depth {depth}) <b>{m['throughput_per_s']:.4g} inputs/s</b> (× {gain:.2f}); "
                if depth else "no buffers (depth 0); ")
-            + f"latency p50 {_t(m['latency_p50_s'])}; {m['bytes_copied'] / 2**20:.3g} MiB copied per run."
+            + f"latency p50 {_t(m['latency_p50_s'])}; {format_value(m['bytes_copied'], 'bytes_copied_bytes')} copied "
+              f"between backends in the run."
         )
         gcol = group_colors(list(p.groups))
         cmap = color_map(v.system.device_names)
@@ -734,9 +735,9 @@ class BackendPanel(Panel):
             f"<tr><td><span style='display:inline-block;width:12px;height:12px;background:{gcol[gname]}'></span> "
             f"{_esc(gname)}</td><td style='color:{cmap.get(p.group_backend[gname], '#000')}'>{_esc(p.group_backend[gname])}"
             f"</td><td>{len(ops)}</td><td>{_esc(', '.join(ops[:5]))}{' …' if len(ops) > 5 else ''}</td></tr>"
-            for gname, ops in list(p.groups.items())[:40]
+            for gname, ops in list(p.groups.items())[:20]
         )
-        more = f"<div>… and {len(p.groups) - 40} more aggregated ops (prepare the downloads)</div>" if len(p.groups) > 40 else ""
+        more = f"<div>… and {len(p.groups) - 20} more aggregated ops (prepare the downloads)</div>" if len(p.groups) > 20 else ""
         self.groups_html.value = (
             "<table class='hetsched-groups' style='font-size:14px'><tr><th>aggregated op</th><th>backend</th><th>ops</th>"
             "<th>first ops</th></tr>" + rows + "</table>" + more

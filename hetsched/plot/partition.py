@@ -408,7 +408,8 @@ def marked_graph_view(result, step: int | None = None, *, by: str = "backend", c
         dict(type=big, x=st["ex"], y=st["ey"], mode="lines",
              line=dict(color="#BBBBBB", width=1 if n > 200 else 1.5), hoverinfo="skip", showlegend=False, name="edges"),
         dict(type=big, x=np.asarray(cx, dtype=np.float32) if cx else [], y=np.asarray(cy, dtype=np.float32) if cy else [],
-             mode="lines", line=dict(color=CROSS, width=3), name="copies between backends", hoverinfo="skip"),
+             mode="lines", line=dict(color=CROSS if n <= 300 else "rgba(213, 94, 0, 0.45)", width=3 if n <= 300 else 1.2),
+             name="copies between backends", hoverinfo="skip"),
         dict(type="scatter", x=ex_, y=ey_, mode="lines", line=dict(color=FOCUS, width=5), name="edge tried",
              hoverinfo="skip", showlegend=False),
         dict(type=marker_type, x=st["x"], y=st["y"], mode="markers+text" if n <= 40 else "markers", name="ops",
@@ -439,14 +440,15 @@ def marked_graph_view(result, step: int | None = None, *, by: str = "backend", c
 
 def quotient_walk_view(result, step: int | None = None, *, colors: Mapping[str, str] | None = None,
                        quotient: nx.DiGraph | None = None, running: Mapping[str, int] | None = None,
-                       max_nodes: int = 60, title: str | None = None, height: int | None = None) -> go.Figure:
+                       max_nodes: int = 60, max_focus: int = 24, title: str | None = None,
+                       height: int | None = None) -> go.Figure:
     """The quotient graph (one node per aggregated op so far) after decision ``step``, the decision's
     groups outlined and, for a merge refused because it would create a cycle, the path that would
     close it drawn in red.
 
     A group is named by its final name (``gpu0#1``) once it holds all its ops, else by its first op
     (``a +2``: two more ops). Above ``max_nodes`` groups only the decision's groups, the cycle path and
-    their neighbours are drawn (the title says how many of how many). ``running``: ``{final group
+    some of their neighbours (``max_focus`` nodes in all) are drawn (the title says how many of how many). ``running``: ``{final group
     name: input}`` of jobs running in a buffered run (outlined and labelled with the input).
     The trace structure is the same for every step.
 
@@ -473,7 +475,8 @@ def quotient_walk_view(result, step: int | None = None, *, colors: Mapping[str, 
     total = Q.number_of_nodes()
     if total > max_nodes:
         near = [y for x in keep for y in (*Q.predecessors(x), *Q.successors(x))]
-        shown = list(dict.fromkeys([*keep, *near]))[:max_nodes]
+        # a hub's hundred neighbours would hide the decision: a few of each side
+        shown = list(dict.fromkeys([*keep, *near]))[:max(len(keep), min(max_nodes, max_focus))]
         if not shown:  # nothing in focus (before the first decision): the first groups
             shown = list(Q)[:max_nodes]
         H = Q.subgraph(shown)
@@ -546,14 +549,15 @@ _RUN_PARTS = {"launch": "launch", "transfer": "copy between backends", "wait": "
 
 
 def runs_gantt(serial, buffered, *, cursor_s: float | None = None, title: str | None = None,
-               height: int | None = None, max_groups: int = 12) -> go.Figure:
+               height: int | None = None, max_groups: int = 12, colors: Mapping[str, str] | None = None) -> go.Figure:
     """The serial run (``buffer_depth=0``) and the buffered run of the same partition on one time axis.
 
     Lanes ``serial · gpu0``... above ``buffered · gpu0``...; each aggregated op's work in its group
     colour (:func:`~hetsched.plot.core.group_colors`), launches, copies and waits in their kind's
     colour, every bar labelled with its input. ``cursor_s``: a time marked on the axis (a walker's
     position in the buffered run). Beyond ``max_groups`` aggregated ops the work is coloured by
-    backend instead (one legend entry per group would not be read).
+    backend instead (one legend entry per group would not be read), ``colors`` giving the backends'
+    colours (default: :func:`~hetsched.plot.core.color_map` over them).
 
     >>> from hetsched.partition.examples import merge_outcomes
     >>> from hetsched.partition import partition_by_support, simulate_buffered
@@ -584,8 +588,8 @@ def runs_gantt(serial, buffered, *, cursor_s: float | None = None, title: str | 
     by_group = len(groups) <= max_groups
     if not by_group:  # hundreds of legend entries (and traces) help nobody: the backend's colour, named
         tl["part"] = [buffered.partition.group_backend.get(p, p) for p in tl["part"]]
-    colors = {**(group_colors(groups) if by_group else color_map(list(dict.fromkeys(buffered.partition.group_backend.values())))),
-              **RUN_COLORS}
+    backends = list(dict.fromkeys(buffered.partition.group_backend.values()))
+    colors = {**(group_colors(groups) if by_group else color_map(backends, base=colors)), **RUN_COLORS}
     m_s, m_b = serial.metrics, buffered.metrics
     data, layout = _gantt_parts(tl, color_by="part", colors=colors, lanes=lanes, cursor_s=cursor_s,
                                 label_by="microbatch", height=height or max(300, 70 + 30 * len(lanes)),
