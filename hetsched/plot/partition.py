@@ -398,9 +398,10 @@ def marked_graph_view(result, step: int | None = None, *, by: str = "backend", c
             cy += [*ys, None]
     n = len(ops)
     size = 16 if n <= 40 else (12 if n <= 120 else (7 if n <= 600 else 4))
-    # the big traces in WebGL on a large graph (SVG redraws of thousands of points are slow), all of them
-    # together: a WebGL canvas lies above the SVG traces and would grey SVG copies over with its edges
-    big = "scattergl" if n > 300 or len(st["edges"]) > 600 else "scatter"
+    # the big traces in WebGL only beyond MAX_BARS points (a WebGL redraw costs more than an SVG one up to
+    # there: measured on a step click of the 1k-op graph), all of them together: a WebGL canvas lies above
+    # the SVG traces and would grey SVG copies over with its edges
+    big = "scattergl" if n > MAX_BARS or len(st["edges"]) > 2 * MAX_BARS else "scatter"
     marker_type = big
     fe = tuple(focus_edge) if focus_edge else None
     ex_, ey_ = geom[fe] if fe in geom else ([], [])
