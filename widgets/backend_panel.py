@@ -44,6 +44,7 @@ from typing import Any
 
 import ipywidgets as W
 import traitlets
+from ipywidgets.widgets.widget_string import HTMLStyle, TextStyle
 
 import hetsched as hs
 import hetsched.partition as pt
@@ -464,12 +465,16 @@ class BackendPanel(Panel):
         self.checkbox_box.children = list(self.checkboxes.values())
         cmap = color_map(s.device_names)  # the colours every figure gives the devices
         cells: list[W.Widget] = [W.HTML("<b>op type</b>")]
-        cells += [W.HTML(f"<b style='color:{cmap.get(b, '#000')}'>{_esc(b)}</b>") for b in backends]
+        # one layout and one style shared by every cell: each widget's own would travel to the browser
+        # (~2 KB a cell: a few hundred KB for the op types of a real model)
+        cell_layout, cell_style, label_style, label_layout = W.Layout(width="76px"), TextStyle(), HTMLStyle(), W.Layout()
+        cells += [W.HTML(f"<b style='color:{cmap.get(b, '#000')}'>{_esc(b)}</b>", style=label_style, layout=label_layout)
+                  for b in backends]
         self.grid_cells = {}
         for t in op_types:
-            cells.append(W.HTML(_esc(t)))
+            cells.append(W.HTML(_esc(t), style=label_style, layout=label_layout))
             for b in backends:
-                box = W.Text(continuous_update=False, layout=W.Layout(width="76px"))
+                box = W.Text(continuous_update=False, layout=cell_layout, style=cell_style)
                 box.add_class("hetsched-prio")
                 box.observe(lambda ch, b=b, t=t: self._on_cell(b, t, ch["new"]), names="value")
                 self.grid_cells[(b, t)] = box
