@@ -133,7 +133,7 @@ def main() -> int:
             b.measure("Backends: untick / tick gpu0", [cb] * REPEAT, CONTROL)
             p.locator(".jupyter-widget-Collapse-header, .p-Collapse-header, .lm-Collapse-header").first.click()
             page.wait_for_timeout(500)
-            cells = p.locator(".widget-gridbox input[type=number]")
+            cells = p.locator(".widget-gridbox input[type=text]")
 
             def edit(i):
                 def run():
@@ -142,6 +142,7 @@ def main() -> int:
                     c.press("Enter")
                 return run
             b.measure("Backends: priority edit (one grid cell)", [edit(i % 4) for i in range(REPEAT)], CONTROL)
+            b.measure("Backends: step next (one click)", [click(p, "next ▶")] * REPEAT, STEP)
 
             # Mapping
             b.measure("Mapping: show the tab (first compute)", [lambda: b.tab("Mapping")], CONTROL)

@@ -29,7 +29,8 @@ from hetsched.plot import MAX_BARS, compare, gantt, graph_view, memory_curve
 from hetsched.plot.core import block_view, figure_from_dicts
 from hetsched.plot.executor import executor_gantt, ordering_bars, policy_bars, rule_bars
 from hetsched.plot.memory import lifetime_chart, order_curves
-from hetsched.plot.partition import buffer_occupancy, partition_view, quotient_view
+from hetsched.plot.partition import (buffer_occupancy, marked_graph_view, partition_view, quotient_view,
+                                     quotient_walk_view, runs_gantt)
 from hetsched.plot.pipeline import cache_depth, schedule_gantt, schedule_grid, stage_costs_figure
 from hetsched.timeline import make_timeline
 
@@ -38,6 +39,12 @@ def _rows(n: int) -> list[dict]:
     return [dict(lane=f"l{i % 3}", group="g", name=f"n{i}", kind=("compute", "transfer", "wait")[i % 3],
                  start_s=i * 1e-6, end_s=i * 1e-6 + 5e-7, op=(f"o{i}" if i % 2 else None),
                  bytes=(1000.0 * i if i % 4 else None), microbatch=(i if i % 5 else None)) for i in range(n)]
+
+
+def _big_runs(s):
+    """Serial and buffered runs of many small groups: beyond MAX_BARS rows, coloured by backend."""
+    p = partition_by_support(chain(30), s, merge=None)
+    return runs_gantt(simulate_buffered(p, s, n_inputs=12, buffer_depth=0), simulate_buffered(p, s, n_inputs=12, buffer_depth=2))
 
 
 def _figures():
@@ -98,6 +105,14 @@ def _figures():
         ("buffer_occupancy", lambda: buffer_occupancy(simulate_buffered(part, s2, n_inputs=5, buffer_depth=3))),
         ("buffer_occupancy with a cursor", lambda: buffer_occupancy(simulate_buffered(part, s2, n_inputs=5, buffer_depth=3),
                                                                     at_s=1e-4)),
+        ("marked_graph_view, marking", lambda: marked_graph_view(part, 3)),
+        ("marked_graph_view by group, merging", lambda: marked_graph_view(part, part.n_steps - 2, by="group")),
+        ("marked_graph_view before the first decision", lambda: marked_graph_view(part, -1)),
+        ("quotient_walk_view focused", lambda: quotient_walk_view(part, part.n_steps // 2, max_nodes=5)),
+        ("quotient_walk_view running", lambda: quotient_walk_view(part, running={next(iter(part.groups)): 2})),
+        ("runs_gantt", lambda: runs_gantt(simulate_buffered(part, s2, n_inputs=3, buffer_depth=0),
+                                          simulate_buffered(part, s2, n_inputs=3, buffer_depth=2), cursor_s=1e-4)),
+        ("runs_gantt WebGL, by backend", lambda: _big_runs(s2)),
         ("order_curves", lambda: order_curves({"bfs": bfs, "dfs": dfs}, capacity=1e6)),
         ("lifetime_chart", lambda: lifetime_chart(bfs)),
         ("executor_gantt step walk, by op", lambda: executor_gantt(ex.simulate(ex.graphs.thread_rules_graph(), streams="patent",

@@ -22,6 +22,7 @@ from .buffered import BufferedResult, group_deps, serial_timeline, simulate_buff
 from .compare import BufferSweepResult, PartitionComparison, best_buffer_depth, compare_partitions
 from .core import MERGE_STRATEGIES, GroupEdge, MergeContext, PartitionResult, find_cycle_merge, partition_by_support
 from .support import (
+    edit_support,
     load_support_table,
     priorities_from_cost,
     rank_backends,
@@ -49,6 +50,7 @@ __all__ = [
     "save_support_table",
     "support_table_frame",
     "support_table_from_rows",
+    "edit_support",
     "rank_backends",
     "priorities_from_cost",
 ]

@@ -9,7 +9,8 @@ merging and the minimal-neighbourhood rule; it never shows the cycle guard or wh
   runs through the fpga op ``d``: one group ``{a, c}`` would both feed and read ``d``;
 * **different backend**: every gpu <-> fpga edge (``a -> d``, ``d -> c``, ``c -> e``...);
 * **not adjacent**: the gpu groups of ``c`` and ``tail`` are separated by the fpga ops (the
-  patent's figure; ``merge="global"`` joins them instead);
+  patent's figure; ``merge="global"`` tries them, and refuses: each pair would close a cycle
+  through the fpga ops);
 * **buffered vs serial**: the gpu and fpga groups alternate along the graph, so with buffers
   (``buffer_depth >= 1``) the backends work on different inputs at once and the throughput beats
   the serial run (``buffer_depth=0``).

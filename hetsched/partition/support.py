@@ -50,6 +50,7 @@ __all__ = [
     "support_table_frame",
     "rank_backends",
     "priorities_from_cost",
+    "edit_support",
 ]
 
 _ROW_FIELDS = ("backend", "op_type", "priority")
@@ -186,6 +187,32 @@ def _from_yaml(d: Any, source: str) -> SupportTable:
         for op_type, prio in row.items():
             rows.append({"backend": backend, "op_type": op_type, "priority": prio})
     return support_table_from_rows(rows, source=source)
+
+
+def edit_support(table: SupportTable, edits: Mapping[tuple[str, str], int | None]) -> SupportTable:
+    """A copy of ``table`` with grid edits applied: ``{(backend, op_type): priority or None}``.
+
+    An integer writes an explicit entry (``0``: "not supported", which beats the backend's ``*``
+    row); ``None`` removes the explicit entry, so the cell falls back to the backend's ``*`` row (or
+    to "not listed"). This is what a priority grid needs beyond
+    :meth:`~hetsched.system.SupportTable.with_priority`, which cannot take an entry back out. A bad
+    priority raises :class:`~hetsched.errors.SystemError_` naming the backend and op type.
+
+    >>> t = SupportTable({"gpu": {"*": 1}, "fpga": {"Conv": 1}})
+    >>> e = edit_support(t, {("gpu", "Conv"): 0, ("fpga", "Relu"): 2})
+    >>> e.lookup("gpu", "Conv"), e.lookup("gpu", "Relu"), e.candidates("Relu")
+    ((None, 'excluded'), (1, 'wildcard'), ['gpu', 'fpga'])
+    >>> edit_support(e, {("gpu", "Conv"): None}).lookup("gpu", "Conv")   # back to the wildcard
+    (1, 'wildcard')
+    """
+    d = table.as_dict()
+    for (backend, op_type), prio in edits.items():
+        row = d.setdefault(backend, {})
+        if prio is None:
+            row.pop(op_type, None)
+        else:
+            row[op_type] = prio
+    return SupportTable(d)
 
 
 def support_table_frame(table: SupportTable | System) -> pd.DataFrame:
