@@ -300,3 +300,15 @@ def test_load_on_a_pinned_panel_shows_the_new_graph():
 
     p = MemoryPanel(graph=chain(4))
     assert p.load(chain(7)) and p.graph.n_ops == 7 and len(p.result.order) == 7
+
+
+def test_download_csvs_are_formula_safe():
+    """An op named like a spreadsheet formula must not run as one when a panel's CSV is opened."""
+    import pandas as pd
+
+    from hetsched.widgets.base import download_link
+
+    link = download_link(pd.DataFrame({"op": ["=HYPERLINK(\"http://x\")", "@SUM(A1)", "conv1"], "t_s": [-1.5, 2.0, 3.0]}),
+                         "ops.csv")
+    text = base64.b64decode(re.search(r'base64,([^"]+)"', link).group(1)).decode()
+    assert "'=HYPERLINK" in text and "'@SUM" in text and "-1.5" in text and "\n=" not in text and "\n@" not in text

@@ -230,6 +230,7 @@ class BackendPanel(Panel):
         Pin the panel to these (the set-up is then "the given graph and system").
     """
 
+    TAB = "backends"
     VIEW_TRAITS = ("color_by", "step")
 
     def __init__(self, session: Session | None = None, *, graph=None, system=None, **kw: Any) -> None:
@@ -296,7 +297,6 @@ class BackendPanel(Panel):
         self.next_outcome.on_click(lambda _b: self.jump_to_outcome(self.outcome.value, +1))
         self.walker.jumps.children = (*self.walker.jumps.children, self.outcome, self.prev_outcome, self.next_outcome)
         self._fixed_graph, self._fixed_system = graph, system
-        self._example: tuple | None = None
         self._grid_key: Any = None
         self._grid_table: Any = None
         self._grid_sync = False
@@ -313,11 +313,8 @@ class BackendPanel(Panel):
 
     # -- inputs ------------------------------------------------------------------------
     def _example_pair(self) -> tuple:
-        if self._example is None:
-            from hetsched.partition.examples import merge_outcomes
-
-            self._example = merge_outcomes()
-        return self._example
+        """The example set-up: this tab's scenario (``hetsched.scenarios``, "backends")."""
+        return self._own_inputs()
 
     @property
     def graph(self) -> hs.OpGraph:

@@ -75,7 +75,10 @@ def download_link(payload: bytes | str | pd.DataFrame | Mapping, filename: str, 
     True
     """
     if isinstance(payload, pd.DataFrame):
-        data, mime = payload.to_csv(index=False).encode(), "text/csv"
+        from hetsched.io import to_csv_safe
+
+        # cells starting with =, +, -, @ would run as formulas in a spreadsheet (issue 20)
+        data, mime = to_csv_safe(payload).encode(), "text/csv"
     elif isinstance(payload, Mapping):
         data, mime = json.dumps(payload).encode(), "application/json"
     elif isinstance(payload, str):
