@@ -34,7 +34,8 @@ def test_pipeline_panel_walks_the_patents_cache_queue(voila_page):
     # the notebook left the walker on the last rank's forward micro-step r = 2: the send interval opens
     text = panel_text(page)
     assert "r = m mod p = 10 mod 4 = 2" in text and "send interval [r, r + (p + r)(v − 1)) = [2, 8)" in text
-    assert "step 16 of 160" in text and "inside the send interval [2, 8): it pushes 3F2" in text
+    # (which step that is depends on the priced stage times: the notebook finds it by its action)
+    assert re.search(r"step \d+ of 160", text) and "inside the send interval [2, 8): it pushes 3F2" in text
     title_a = figure_title(page, a_i)
     assert "m=10" in title_a and "the patent's" in title_a and "m=10" in figure_title(page, b_i)
     assert "split" in figure_title(page, stages_i) and "patent" in figure_title(page, patent_i)
@@ -54,11 +55,12 @@ def test_pipeline_panel_walks_the_patents_cache_queue(voila_page):
     # step clicks: the text changes at each, the cursor of both Gantts as soon as the next action starts
     # later (several ranks may start at one instant); only a patch travels
     cur, clicks = page.evaluate(_CURSOR_JS, a_i), 0
+    first = int(re.search(r"step (\d+) of 160", panel_text(page)).group(1))
     while clicks < 6:
         nbytes, before, after = step_click(page, panel, "next ▶")
         clicks += 1
         assert before != after and nbytes < 100_000, f"one time-step click sent {nbytes} bytes"
-        assert f"step {16 + clicks} of 160" in after
+        assert f"step {first + clicks} of 160" in after
         page.wait_for_timeout(300)
         if page.evaluate(_CURSOR_JS, a_i) != cur:
             break
