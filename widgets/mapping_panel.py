@@ -66,10 +66,12 @@ __all__ = ["MappingPanel", "MappingState", "describe_step", "mapping_scenario", 
 BASELINES = ["compute_first", "heft", "cpop", "peft", "fastest_single_device"]
 #: mappers that look for the best mapping, per objective (the search, then the ILP)
 BEST = {"total_latency": ["h2h_plus", "search", "ilp"], "makespan": ["search_makespan", "ilp_makespan"]}
-#: the ILP's wall-time budget in the panel
+#: the ILP's wall-time budget when asked for (the button)
 ILP_TIME_LIMIT_S = 10.0
 #: graphs up to this size get the search and the ILP at once (objective total latency); bigger ones on request
 AUTO_BEST_OPS = 100
+#: the ILP's budget when it runs unasked (a graph shown for the first time must not wait long)
+AUTO_ILP_LIMIT_S = 5.0
 #: the row of this panel's own result in the comparison
 THIS = "this_panel"
 _METRICS = [("system total latency", "total_latency_s"), ("makespan", "makespan_s"), ("energy", "energy_J"),
@@ -420,17 +422,17 @@ class MappingPanel(Panel):
             self._runs, self._rows, self._runs_key, self._pos = {}, {}, key, None
         self._run(BASELINES)
         if g.n_ops <= AUTO_BEST_OPS and st.objective == "total_latency":
-            self._run(BEST[st.objective])
+            self._run(BEST[st.objective], ilp_limit_s=AUTO_ILP_LIMIT_S)
         return r
 
-    def _run(self, methods: Sequence[str]) -> None:
+    def _run(self, methods: Sequence[str], *, ilp_limit_s: float = ILP_TIME_LIMIT_S) -> None:
         import time
 
         g, s = self.graph, self.system
         for m in methods:
             if m in self._runs:
                 continue
-            opts = {"time_limit_s": ILP_TIME_LIMIT_S} if m.startswith("ilp") else {}
+            opts = {"time_limit_s": ilp_limit_s} if m.startswith("ilp") else {}
             t0 = time.perf_counter()
             self._runs[m] = (mp.METHODS[m](g, s, **opts), time.perf_counter() - t0)
 
@@ -458,8 +460,9 @@ class MappingPanel(Panel):
         self._rows = {k: v for k, v in self._rows.items() if k[0] != THIS}
         self._compare_key = None
         # the walker reads each step's plain phase ("stage") and the device it is about ("about")
-        self.walker.set_steps([dataclasses.replace(s, data={**s.data, "stage": stage_of(s), "about": _about(s)})
-                               for s in r.steps])
+        # (built directly: dataclasses.replace is several times slower over thousands of steps)
+        self.walker.set_steps([Step(s.index, s.action, s.subject, s.before, s.after, s.accepted, s.reason, s.delta,
+                                    {**s.data, "stage": stage_of(s), "about": _about(s)}) for s in r.steps])
         self.state.step = r.n_steps  # the final mapping first; walk back from there
 
     def trial(self, k: int | None = None) -> mp.Trial | None:
@@ -471,7 +474,7 @@ class MappingPanel(Panel):
         key = (id(r), k)
         if key not in self._trials:
             self._trials[key] = mp.evaluate_trial(r, k - 1)
-            while len(self._trials) > 32:
+            while len(self._trials) > 8:  # each holds two evaluations (timelines): keep few
                 self._trials.popitem(last=False)
         else:
             self._trials.move_to_end(key)

@@ -28,7 +28,7 @@ def test_mapping_panel_walks_the_central_step(voila_page):
     assert "as tried (refused)" in figure_title(page, graph)
     assert "as tried (refused)" in figure_title(page, gantt)
     assert "as tried" in figure_title(page, busy)
-    assert "How far is the patent from the best mapping?" in text and "ILP (optimal)" in page.evaluate(
+    assert "How far is the patent from the best mapping?" in text and "ILP (" in page.evaluate(
         "i => JSON.stringify(document.querySelectorAll('.js-plotly-plot')[i].data.map(t => t.x))", _compare)
     assert not _RAW.search(text), _RAW.search(text)
 
