@@ -106,7 +106,8 @@ def placement_graph(graph, placement: Mapping[str, str], devices: Sequence[str],
     -----
     Trace order is fixed: edges, ops, tried layer, data kept / released, then one legend-only trace
     per device and one for unassigned ops. Only ``marker.color`` of ``ops``, the hover texts and the
-    two highlight traces depend on the placement.
+    two highlight traces depend on the placement. Beyond 300 ops the edges and ops are WebGL traces:
+    redrawing a thousand SVG markers took a browser 100-160 ms per step, WebGL 20-40 ms.
     """
     pos = pos if pos is not None else _layout(graph)
     devices = [str(d) for d in devices]
@@ -122,14 +123,14 @@ def placement_graph(graph, placement: Mapping[str, str], devices: Sequence[str],
     edges = list(graph.nx.edges)
     ex, ey = _edge_lines(edges, pos)
     size = 12 if n <= 60 else (7 if n <= 600 else 4)
-    marker_type = "scatter" if n <= MAX_BARS else "scattergl"
+    marker_type = "scatter" if n <= 300 else "scattergl"
     objs = graph.ops
     hover = [f"<b>{o}</b><br>{objs[o].op_type}<br>on {placement.get(o, 'no device yet')}<br>"
              f"{objs[o].flops:.3g} FLOPs, weights {_fmt_bytes(objs[o].weight_bytes) or '0 B'}" for o in ops]
     mv = [o for o in dict.fromkeys(moved) if o in pos]
     rs = [o for o in dict.fromkeys(residency) if o in pos and o not in set(mv)]
     data: list[dict] = [
-        dict(type="scattergl" if len(edges) > 4 * MAX_BARS else "scatter", x=ex, y=ey, mode="lines",
+        dict(type=marker_type, x=ex, y=ey, mode="lines",
              line=dict(color="#BBBBBB", width=1 if n > 200 else 1.5), hoverinfo="skip", showlegend=False, name="edges"),
         dict(type=marker_type, x=xs, y=ys, mode="markers", name="ops", showlegend=False, customdata=ops,
              marker=dict(color=code, colorscale=_device_scale(labels, cmap), cmin=-0.5, cmax=len(labels) - 0.5,
@@ -176,7 +177,7 @@ def mapping_gantt(timeline: pd.DataFrame, devices: Sequence[str], *, colors: Map
     unit : (str, float), optional
         The time unit and factor (default: chosen from the timeline's span).
     webgl : bool, optional
-        Draw the hover markers with WebGL (default: when there are more than 600 bars). A caller
+        Draw the traces with WebGL (default: when there are more than 600 bars). A caller
         stepping through states of one graph fixes it, so the trace types stay the same.
 
     >>> from hetsched.timeline import make_timeline
@@ -217,27 +218,28 @@ def mapping_gantt(timeline: pd.DataFrame, devices: Sequence[str], *, colors: Map
     is_dev = np.fromiter((ln in lane_y and lane_y[ln] < len(devices) and k != "transfer"
                           for ln, k in zip(lanes_all, kinds)), dtype=bool, count=n)
     lane_w = 14 if len(lane_y) <= 8 else 8
+    webgl = n > 600 if webgl is None else webgl
+    kind = "scattergl" if webgl else "scatter"  # redrawing ~1k SVG segments and markers per step is slow
     data: list[dict] = []
     for d in devices:
         x, _y = segments(np.flatnonzero(is_dev & (y_all == lane_y[d])))
         # a device's bars all sit on its lane: y0 with a vanishing step instead of a y array (half
         # the bytes of a step's update; plotly.js reads dy=0 as "unset" and would use 1)
-        data.append(dict(type="scatter", x=x, y0=lane_y[d], dy=1e-12, mode="lines", name=d, legendgroup=d,
+        data.append(dict(type=kind, x=x, y0=lane_y[d], dy=1e-12, mode="lines", name=d, legendgroup=d,
                          line=dict(color=cmap[d], width=lane_w), hoverinfo="skip"))
     x, y = segments(np.flatnonzero(~is_dev))
-    data.append(dict(type="scatter", x=x, y=y, mode="lines", name="data transfer",
+    data.append(dict(type=kind, x=x, y=y, mode="lines", name="data transfer",
                      line=dict(color=TRANSFER_COLOR, width=lane_w), hoverinfo="skip"))
     hl = set(highlight)
     hix = np.flatnonzero(np.fromiter(((o in hl or nm in hl) for o, nm in zip(ops, names)), dtype=bool, count=n)) \
         if hl and n else np.zeros(0, dtype=np.intp)
     x, y = segments(hix)
-    data.append(dict(type="scatter", x=x, y=y, mode="lines", name="layer in question",
+    data.append(dict(type=kind, x=x, y=y, mode="lines", name="layer in question",
                      line=dict(color="#D00000", width=max(3, lane_w // 3)), hoverinfo="skip"))
     hover = [f"<b>{nm}</b><br>{ln}<br>{k}: {a:.4g}–{b:.4g} {u}"
              + (f"<br>{_fmt_bytes(by)}" if by is not None and by == by else "")
              for nm, ln, k, a, b, by in zip(names, lanes_all, kinds, s_all.tolist(), e_all.tolist(), nbytes)]
-    webgl = n > 600 if webgl is None else webgl
-    data.append(dict(type="scattergl" if webgl else "scatter", x=((s_all + e_all) / 2).astype(np.float32), y=y_all.astype(np.float32),
+    data.append(dict(type=kind, x=((s_all + e_all) / 2).astype(np.float32), y=y_all.astype(np.float32),
                      mode="markers", name="bars", showlegend=False, marker=dict(size=6, color="rgba(0,0,0,0)"),
                      hovertext=hover, hoverinfo="text"))
     ticks = devices + links
