@@ -463,3 +463,17 @@ def test_step_plain_reads_without_markup(scenario):
     scenario.state.step = 1
     assert "<" not in scenario.step_plain and "decision 1 of" in scenario.step_plain
     assert not math.isnan(scenario.result.metrics["total_latency_s"])
+
+
+def test_walking_reuses_neighbouring_states_and_draws_the_same(scenario):
+    """Stepping one decision at a time reuses evaluations; every trial equals a fresh one, both ways."""
+    r = scenario.result
+    a = r.phase_bounds()["remap"][0]
+    ks = list(range(a - 2, r.n_steps + 1)) + list(range(r.n_steps - 1, a - 3, -1))  # forward, then back
+    assert any(r.steps[k - 1].accepted for k in ks) and any(not r.steps[k - 1].accepted for k in ks)
+    for k in ks:
+        scenario.state.step = k
+        got, fresh = scenario.trial(k), mp.evaluate_trial(r, k - 1)
+        assert got.busy.equals(fresh.busy), k
+        assert got.before.metrics == fresh.before.metrics, k
+        assert (got.after is None) == (fresh.after is None) and (got.after is None or got.after.metrics == fresh.after.metrics), k

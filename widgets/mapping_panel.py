@@ -375,6 +375,7 @@ class MappingPanel(Panel):
         self._runs_key: Any = None
         self._rows: dict[tuple, dict] = {}
         self._trials: OrderedDict = OrderedDict()  # (id(result), k) -> Trial, a small LRU
+        self._states: OrderedDict = OrderedDict()  # (id(result), i) -> Evaluation of the state before decision i
         self._pos: tuple[Any, dict] | None = None
         self.comparison: pd.DataFrame | None = None
         super().__init__(state, session=session, follow_session=graph is None and system is None,
@@ -456,6 +457,7 @@ class MappingPanel(Panel):
 
     def on_result(self, r: mp.MappingResult) -> None:
         self._trials.clear()
+        self._states.clear()
         # rows of earlier results of this panel go (an id may be reused by a new result)
         self._rows = {k: v for k, v in self._rows.items() if k[0] != THIS}
         self._compare_key = None
@@ -473,9 +475,22 @@ class MappingPanel(Panel):
             return None
         key = (id(r), k)
         if key not in self._trials:
-            self._trials[key] = mp.evaluate_trial(r, k - 1)
-            while len(self._trials) > 8:  # each holds two evaluations (timelines): keep few
-                self._trials.popitem(last=False)
+            i = k - 1
+            # a walker steps one decision at a time: one of the two states a trial is drawn against
+            # is a state the neighbouring trial evaluated (one evaluation per prev/next click, not two)
+            st = self._states
+            kept = r.steps[i].accepted
+            tr = mp.evaluate_trial(r, i, before=st.get((id(r), i)), after=st.get((id(r), i + 1)) if kept else None)
+            self._trials[key] = tr
+            if tr.before is not None:  # S(j): the state after the first j decisions
+                st[(id(r), i)] = tr.before
+                if i + 1 < r.n_steps:  # the last state is timed in the result's own order: not shared
+                    st[(id(r), i + 1)] = tr.after if kept else tr.before
+                if i > 0 and not r.steps[i - 1].accepted:
+                    st[(id(r), i - 1)] = tr.before  # a refused decision left the state as it was
+            for cache in (self._trials, self._states):
+                while len(cache) > 8:  # each holds evaluations (timelines): keep few
+                    cache.popitem(last=False)
         else:
             self._trials.move_to_end(key)
         return self._trials[key]
