@@ -155,7 +155,12 @@ def main() -> int:
                     p.get_by_role("button", name="◀ prev", exact=True).first.click()
             b.measure("Mapping: 5 quick prev clicks", [five] * 3, dict(STEP, median_s=0.5, worst_s=1.0, bytes=500_000),
                       note="target: 5 step clicks' budget")
-            b.measure("Mapping: change the objective", [click(p, "makespan"), click(p, "total_latency")] * 2, CONTROL)
+            b.measure("Mapping: jump to the previous / next kept decision", [click(p, "◀ accepted"), click(p, "accepted ▶")] * 2,
+                      STEP)
+            b.measure("Mapping: keep tensors resident (the comparison re-timed)",
+                      [lambda: p.get_by_role("checkbox", name="keep tensors resident", exact=False).first.click()] * 2,
+                      CONTROL)
+            b.measure("Mapping: change the objective", [click(p, "makespan"), click(p, "system total latency")] * 2, CONTROL)
 
             # Pipeline
             # each of these recomputes and redraws both Gantts: wait for a draw (under load the first frame can

@@ -112,6 +112,16 @@ def main() -> None:
             stepper(mp_.state, "step", [n // 5, n // 2, (4 * n) // 5, n - 1, n]))
     measure("MappingPanel", "change the occupancy threshold (h2h re-run; baselines cached)",
             toggler(mp_.state, "occupancy_threshold", 0.9, 0.5))
+    mp_.state.step = n // 2
+    flip = [False]
+
+    def jump_kept():
+        flip[0] = not flip[0]
+        mp_.walker.jump("accepted", +1 if flip[0] else -1)
+    measure("MappingPanel", "jump to the next / previous kept decision (walker)", jump_kept)
+    measure("MappingPanel", "keep tensors resident on / off (the comparison re-timed, no h2h re-run)",
+            toggler(mp_.state, "keep_resident", True, False),
+            note="each mapping re-timed once per result, then cached")
     measure_downloads("MappingPanel", mp_)
 
     # BackendPanel

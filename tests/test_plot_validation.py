@@ -28,6 +28,7 @@ from hetsched.partition import partition_by_support, simulate_buffered
 from hetsched.plot import MAX_BARS, compare, gantt, graph_view, memory_curve
 from hetsched.plot.core import block_view, figure_from_dicts
 from hetsched.plot.executor import executor_gantt, ordering_bars, policy_bars, rule_bars
+from hetsched.plot.mapping import busy_bars, mapping_gantt, method_bars, placement_graph
 from hetsched.plot.memory import lifetime_chart, order_curves
 from hetsched.plot.partition import (buffer_occupancy, marked_graph_view, partition_view, quotient_view,
                                      quotient_walk_view, runs_gantt)
@@ -121,6 +122,15 @@ def _figures():
         ("rule_bars current", lambda: rule_bars(ex.simulate(ex.graphs.thread_rules_graph(), streams="patent", threads="patent",
                                                             pool_size=2), current="claim5-async-async")),
         ("policy_bars share", lambda: policy_bars(ex.compare_policies(inc), "device_busy_frac", current="serial")),
+        ("placement_graph partial, highlights", lambda: placement_graph(g, dict(list(h2h.placement.device.items())[:5]),
+                                                                        s.device_names, moved=["L0_0"], residency=["L0_1"],
+                                                                        title="p")),
+        ("mapping_gantt trial", lambda: mapping_gantt(mp.evaluate_trial(h2h, h2h.n_steps - 1).after.timeline, s.device_names,
+                                                      highlight=["L0_0"], title="g", webgl=True)),
+        ("mapping_gantt empty", lambda: mapping_gantt(make_timeline([]), s.device_names)),
+        ("busy_bars", lambda: busy_bars(mp.evaluate_trial(h2h, h2h.n_steps - 1).busy, s.device_names, title="b")),
+        ("method_bars", lambda: method_bars(frame.assign(optimises=["makespan", "total_latency", "makespan"]), "makespan_s",
+                                            highlight="h2h", title="m")),
     ]
 
 

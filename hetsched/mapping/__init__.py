@@ -26,7 +26,7 @@ from .baselines import brute_force, fastest_single_device
 from .listsched import PRIORITIES, SELECTORS, cpop, downward_rank, heft, list_schedule, optimistic_cost_table, peft, upward_rank
 from .search import map_search
 from .ilp import map_ilp
-from .methods import METHODS, compare
+from .methods import METHODS, compare, comparison_row
 from .result import MappingResult, Trial, evaluate_state, evaluate_trial, state_placement
 
 __all__ = [
@@ -55,5 +55,6 @@ __all__ = [
     "fastest_single_device",
     "brute_force",
     "compare",
+    "comparison_row",
     "METHODS",
 ]

@@ -6,6 +6,10 @@
 ('makespan', 'total_latency')
 >>> compare(chain(3), toy_system(), ["h2h", "search"])[["method", "optimises"]].values.tolist()
 [['h2h', 'total_latency'], ['search', 'total_latency']]
+>>> r = METHODS["h2h"](chain(3), toy_system())
+>>> row = comparison_row(r, "h2h", keep_tensors_resident=True)     # the same mapping, no host round trip
+>>> row["total_latency_s"] <= r.metrics["total_latency_s"], row["keep_tensors_resident"]
+(True, True)
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import pandas as pd
 
 from ..cost import CostModel
 from ..errors import HetschedError
+from ..evaluate import evaluate
 from ..graph import OpGraph
 from ..system import System
 from .baselines import brute_force, fastest_single_device
@@ -26,7 +31,7 @@ from .listsched import cpop, heft, peft
 from .result import MappingResult
 from .search import map_search
 
-__all__ = ["METHODS", "compare"]
+__all__ = ["METHODS", "compare", "comparison_row"]
 
 
 class _Method:
@@ -67,9 +72,9 @@ _CLASSIC = ("the makespan of the classic list-scheduling model (data already on 
 #: name -> mapper ``f(graph, system, *, cost=None, **options)``; the options are the function's own
 #: keyword arguments (an unknown one is an error naming it, never silently dropped).
 METHODS: dict[str, _Method] = {
-    "compute_first": _Method(map_compute_first, "seed 000 phase 1: each op on the device that runs it fastest with "
+    "compute_first": _Method(map_compute_first, "the patent's phase 1: each op on the device that runs it fastest with "
                              "device memory cleared (its own latency, greedily)", "op_latency"),
-    "h2h": _Method(h2h, "the seed-000 patent: compute-first, keep data on-chip, one walk of single-layer remaps; "
+    "h2h": _Method(h2h, "the mapping patent (H2H): compute-first, keep data on-chip, one walk of single-layer remaps; "
                    "minimises the system total latency (sum of the devices' busy time)", "total_latency"),
     "h2h_makespan": _Method(h2h, "h2h with H2H's acceptance rule (both directions): minimises the makespan",
                             "makespan", objective="makespan", direction="both"),
@@ -99,7 +104,7 @@ COLUMNS = ["method", "makespan_s", "total_latency_s", "energy_J", "bytes_moved",
 
 
 def compare(graph: OpGraph, system: System, methods: Sequence[str | Callable] | None = None, *,
-            cost: CostModel | None = None) -> pd.DataFrame:
+            cost: CostModel | None = None, keep_tensors_resident: bool = False) -> pd.DataFrame:
     """Run several mappers on one instance, one row each.
 
     Columns: ``method, makespan_s, total_latency_s, energy_J, bytes_moved, runtime_s`` (all from
@@ -108,7 +113,8 @@ def compare(graph: OpGraph, system: System, methods: Sequence[str | Callable] | 
     ``fallback``, else empty). ``methods`` are names from :data:`METHODS` or callables
     ``f(graph, system, cost=...)`` returning a :class:`MappingResult`. Default: compute-first, h2h,
     HEFT, CPOP, PEFT, fastest single device, the search, and brute force when the graph has at most
-    8 ops. An empty graph gives one row of zeros per method.
+    8 ops. An empty graph gives one row of zeros per method. ``keep_tensors_resident=True`` re-times
+    each mapping without the host round trip (see :func:`comparison_row`).
     """
     if methods is None:
         methods = ["compute_first", "h2h", "heft", "cpop", "peft", "fastest_single_device", "search"]
@@ -124,8 +130,32 @@ def compare(graph: OpGraph, system: System, methods: Sequence[str | Callable] | 
             f, name, opt = m, getattr(m, "__name__", "custom"), ""
         t0 = time.perf_counter()
         r = f(graph, system, cost=cost)
-        rt = time.perf_counter() - t0
-        rows.append({"method": name, "makespan_s": r.metrics["makespan_s"], "total_latency_s": r.metrics["total_latency_s"],
-                     "energy_J": r.metrics["energy_J"], "bytes_moved": r.metrics["bytes_moved"], "runtime_s": rt,
-                     "optimises": opt, "status": str(r.params.get("status", ""))})
+        rows.append(comparison_row(r, name, optimises=opt, runtime_s=time.perf_counter() - t0,
+                                   keep_tensors_resident=keep_tensors_resident))
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def comparison_row(result: MappingResult, method: str, *, optimises: str = "", runtime_s: float = float("nan"),
+                   keep_tensors_resident: bool = False) -> dict:
+    """One row of :func:`compare` for a mapping already computed (the columns of ``COLUMNS``, and more).
+
+    ``keep_tensors_resident=True`` re-times the *same* mapping with the host round trip switched off
+    (:func:`hetsched.evaluate`'s option: every tensor stays in its device's memory): a what-if on
+    the evaluator's model, not a new mapping (each mapper decided under the round-trip model).
+    Memory is not checked in that what-if (kept tensors hold device memory until their last
+    reader); ``peak_mem_frac`` (> 1: the mapping would not fit) says whether it would fit.
+    Extra keys: ``peak_mem_frac``, ``keep_tensors_resident`` and, for the ILP, ``bound_s`` and ``gap``.
+    """
+    m = result.metrics
+    if keep_tensors_resident:
+        m = evaluate(result.graph, result.system, result.placement, cost=result.cost, order=result.order,
+                     contention=result.params.get("contention", True), check_memory=False,
+                     keep_tensors_resident=True).metrics
+    row = {"method": method, "makespan_s": m["makespan_s"], "total_latency_s": m["total_latency_s"],
+           "energy_J": m["energy_J"], "bytes_moved": m["bytes_moved"], "runtime_s": runtime_s, "optimises": optimises,
+           "status": str(result.params.get("status", "")), "peak_mem_frac": m.get("peak_mem_frac", float("nan")),
+           "keep_tensors_resident": keep_tensors_resident}
+    for k in ("bound_s", "gap"):
+        if k in result.metrics:
+            row[k] = result.metrics[k]
+    return row

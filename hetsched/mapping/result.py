@@ -122,7 +122,8 @@ def _evaluate_dict(result: MappingResult, st: dict[str, Any], order: Sequence[st
     return evaluate(g, result.system, state_placement(st), cost=result.cost, order=order, **options)
 
 
-def evaluate_trial(result: MappingResult, k: int, **options: Any) -> Trial:
+def evaluate_trial(result: MappingResult, k: int, *, before: Evaluation | None = None, after: Evaluation | None = None,
+                   **options: Any) -> Trial:
     """The placement step ``k`` tried, evaluated, beside the state before it (for drawing a trial).
 
     A refused remap trial is logged with the placement it tried and the residency changes it made
@@ -130,6 +131,12 @@ def evaluate_trial(result: MappingResult, k: int, **options: Any) -> Trial:
     chart of ``after``, per-device busy time before and after (``busy``). For an accepted step
     ``after`` is the state after it. ``options`` go to :func:`~hetsched.evaluate.evaluate` (memory
     is not checked by default, as in :func:`evaluate_state`).
+
+    ``before``, ``after``: evaluations the caller already has, each saving one evaluation (a walker
+    stepping one decision at a time holds the neighbouring trial): ``before`` of the state before
+    step ``k`` (the previous trial's ``after`` when that step was kept, its ``before`` when it was
+    refused); ``after`` of the state after step ``k``, used only when step ``k`` was kept (then it is
+    the next trial's ``before``). Each must be that state's evaluation with the same options.
 
     >>> from hetsched.io.generators import layered
     >>> from hetsched.io.systems import toy_system
@@ -141,18 +148,23 @@ def evaluate_trial(result: MappingResult, k: int, **options: Any) -> Trial:
     True
     >>> sorted(t.busy.columns)[:2], list(t.moved.values())[0][1] == r.steps[k].data["target"]
     (['busy_after_s', 'busy_before_s'], True)
+    >>> t2 = evaluate_trial(r, k + 1, before=t.before)    # step k was refused: the state did not change
+    >>> t2.busy.equals(evaluate_trial(r, k + 1).busy)
+    True
     """
     if not 0 <= k < len(result.steps):
         raise IndexError(f"step {k} is outside 0..{len(result.steps) - 1}")
     step = result.steps[k]
     options.setdefault("check_memory", False)
     prev = result.replay(k - 1)
-    before = _evaluate_dict(result, prev, None, options)
+    if before is None:
+        before = _evaluate_dict(result, prev, None, options)
     delta = step.delta or {}
     moved = {o: (prev["device"].get(o), d) for o, d in dict(delta.get("device", {})).items() if prev["device"].get(o) != d}
     residency = {key: list(delta.get(key, ())) for key in ("weights_add", "weights_remove", "tensors_add", "tensors_remove")}
-    after = None
-    if step.accepted or step.after is not None:
+    if not step.accepted:
+        after = None  # a refused trial's placement is no state of the walk: never given
+    if after is None and (step.accepted or step.after is not None):
         st = State.from_dict(prev)
         st.apply(delta)
         last = k == len(result.steps) - 1 and step.accepted

@@ -1,40 +1,61 @@
-"""MappingPanel in a real browser: step back through the remap log, the Gantt and graph redraw."""
+"""MappingPanel in a real browser: walk the patent's central step (a refused remap trial, a kept one,
+claim 6's memory re-optimisation), see text and plots change, each step click light."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
-from e2e_helpers import output_errors, screenshot, wait_for_plots
+from e2e_helpers import ARTIFACTS, output_errors, wait_for_plots
 from panel_helpers import figure_title, panel_figure_indexes, panel_text, step_click, wait_for_title_change
 
 NOTEBOOK = "01_mapping"
-N_PANEL_FIGURES = 3  # graph view, Gantt, comparison
+N_PANEL_FIGURES = 4  # graph view, Gantt, busy time, comparison
+_RAW = re.compile(r"\b\w+_(s|J|bytes|Bps)\b|seed \d{3}")
 
 
 @pytest.mark.e2e
-def test_mapping_panel_step_through_remap(voila_page):
+def test_mapping_panel_walks_the_central_step(voila_page):
     page = voila_page(NOTEBOOK)
     wait_for_plots(page, N_PANEL_FIGURES)
     panel = page.locator(".hetsched-panel").last
     panel.wait_for()
-    first = panel_figure_indexes(page, N_PANEL_FIGURES)[0]
+    graph, gantt, busy, _compare = panel_figure_indexes(page, N_PANEL_FIGURES)[:4]
     assert output_errors(page) == []
-    graph_before = figure_title(page, first)
-    title_before = figure_title(page, first + 1)
-    assert title_before.startswith("state after step")
-    text_before = panel_text(page)
-    # one decision back with the prev button: the Gantt shows the state after the previous step
-    panel.get_by_role("button", name="◀ prev").click()
-    after_prev = wait_for_title_change(page, title_before, first + 1, timeout_s=90)
-    # the graph view redrew for that step too (its title names the step; the layer is highlighted)
-    assert figure_title(page, first) != graph_before and "after step" in figure_title(page, first)
-    # jump to the first decision of the compute-first walk: one layer mapped, told in words
-    panel.get_by_role("button", name="compute_first").click()
-    wait_for_title_change(page, after_prev, first + 1, timeout_s=90)
-    assert "(compute_first)" in panel_text(page) and panel_text(page) != text_before
-    assert figure_title(page, first + 1).startswith("state after step 1:")
-    # a step click patches the plots in place: a few arrays and a title, far below 100 KB
-    nbytes, text_before, text_after = step_click(page, panel, "next ▶")
-    assert text_after != text_before and "step 2" in text_after
-    assert figure_title(page, first + 1).startswith("state after step 2:")
+    # the notebook leaves the panel on a refused remap trial, drawn as tried
+    text = panel_text(page)
+    assert "✗ refused" in text and "(remap)" in text and "claim 7" in text
+    assert "as tried (refused)" in figure_title(page, graph)
+    assert "as tried (refused)" in figure_title(page, gantt)
+    assert "as tried" in figure_title(page, busy)
+    assert "How far is the patent from the best mapping?" in text and "ILP (" in page.evaluate(
+        "i => JSON.stringify(document.querySelectorAll('.js-plotly-plot')[i].data.map(t => t.x))", _compare)
+    assert not _RAW.search(text), _RAW.search(text)
+
+    # the next kept remap: claim 5 decided it; the plots redraw; the click sends little
+    title = figure_title(page, gantt)
+    nbytes, before, after = step_click(page, panel, "accepted ▶")
+    assert after != before and "✓ kept" in after and "claim 5" in after
+    title = wait_for_title_change(page, title, gantt, timeout_s=90)
+    assert title.startswith("after decision") and "as tried" not in figure_title(page, graph)
     assert nbytes < 100_000, f"one step click sent {nbytes} bytes"
-    screenshot(panel, "e2e_mapping_panel_stepped")
+
+    # the decision right after it: the memory optimisation runs again (claim 6)
+    nbytes, before, after = step_click(page, panel, "next ▶")
+    assert "re-locality (claim 6)" in after and "claim 6" in after
+    assert nbytes < 100_000, f"one step click sent {nbytes} bytes"
+
+    # back one decision with prev, then to the start of the compute-first walk
+    nbytes, _b, after = step_click(page, panel, "◀ prev")
+    assert "claim 5" in after and nbytes < 100_000
+    title = figure_title(page, gantt)
+    nbytes, _b, after = step_click(page, panel, "compute-first")
+    assert "decision 1 of" in after and "(compute-first)" in after and "claims 8-11" in after
+    wait_for_title_change(page, title, gantt, timeout_s=90)
+    assert figure_title(page, gantt).startswith("after decision 1:")
+    assert nbytes < 100_000, f"a jump sent {nbytes} bytes"
+    # what a user sees (the fixture's 1280x900 window) with the panel scrolled into view
+    panel.evaluate("el => el.scrollIntoView()")
+    page.wait_for_timeout(800)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "e2e_mapping_panel_stepped.png"))
