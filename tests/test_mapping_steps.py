@@ -58,7 +58,9 @@ def test_a_trial_refused_before_pricing_has_no_after():
     r = remap(optimize_locality(map_compute_first(g, s, cost=cost)))
     x = next(x for x in r.steps if x.action == "remap" and x.subject == "b")
     t = evaluate_trial(r, x.index)
-    assert t.after is None and t.before is not None and "does not support" in t.why and t.busy.empty
+    assert t.after is None and t.before is not None and "does not support" in t.why
+    # nothing priced, nothing changed: the busy chart shows the state as it stays
+    assert not t.busy.empty and (t.busy["busy_before_s"] == t.busy["busy_after_s"]).all()
     with pytest.raises(IndexError):
         evaluate_trial(r, r.n_steps)
 

@@ -98,28 +98,15 @@ class MappingState(traitlets.HasTraits):
 
 
 def mapping_scenario(memory_MiB: float | None = 56.0) -> tuple[hs.OpGraph, hs.System]:
-    """The panel's own instance: CASIA-SURF on the H2H FPGA zoo, the host running no layer (as in H2H).
-
-    ``memory_MiB`` cuts the U280 card's (``fpga_cnn1``) memory so that not every weight fits under
-    the occupancy threshold: remaps are then kept and refused, and a kept remap frees memory that
-    claim 6's re-optimisation hands to waiting weights and tensors. ``None`` keeps the zoo as it is.
+    """The panel's own instance (:func:`hetsched.scenarios.mapping_instance`).
 
     >>> g, s = mapping_scenario()
-    >>> g.n_ops, s.devices["fpga_cnn1"].memory_bytes // 2**20
-    (91, 56)
+    >>> g.n_ops
+    91
     """
-    from hetsched.io.mmmt import mmmt
-    from hetsched.system import SupportTable
+    from hetsched.scenarios import mapping_instance
 
-    graph = mmmt("casia_surf")
-    zoo = hs.load_system("h2h_fpga_zoo")
-    sup = zoo.support.as_dict()
-    sup.pop(zoo.host, None)
-    system = zoo.with_support(SupportTable(sup))
-    if memory_MiB is not None:
-        d = system.devices["fpga_cnn1"]
-        system = system.with_devices({d.name: dataclasses.replace(d, memory_bytes=int(memory_MiB * 2**20))})
-    return graph, system
+    return mapping_instance(memory_MiB)
 
 
 # ------------------------------------------------------------------------------------------ words
@@ -326,6 +313,7 @@ class MappingPanel(Panel):
         The comparison on screen (one row per mapper, plus ``this_panel``).
     """
 
+    TAB = "mapping"
     VIEW_TRAITS = ("step", "metric", "keep_resident")
 
     def __init__(self, session: Session | None = None, *, graph=None, system=None, **kw: Any) -> None:
@@ -367,9 +355,6 @@ class MappingPanel(Panel):
         self.control_widgets = {"objective": objective, "occupancy_threshold": thr, "policy": policy,
                                 "direction": direction, "max_passes": passes, "metric": metric,
                                 "keep_resident": resident}
-        if session is None and graph is None and system is None:
-            session = Session()
-            session.graph, session.system = mapping_scenario()
         self._fixed_graph, self._fixed_system = graph, system
         self._runs: dict[str, tuple[mp.MappingResult, float]] = {}  # method -> (result, runtime) on _runs_key
         self._runs_key: Any = None
@@ -531,7 +516,14 @@ class MappingPanel(Panel):
             self.residency_text.value = ""
             placement: dict[str, str] = {}
         else:
-            self.step_text.value = describe_step(step, n_steps=r.n_steps)
+            head = ""
+            if k == r.n_steps:  # the final mapping: say where the decisions worth a look are
+                remaps = [s for s in r.steps if s.action in ("remap", "remap_group")]
+                kept = sum(1 for s in remaps if s.accepted)
+                head = (f"<div><b>The final mapping.</b> Of {len(remaps)} remap trials {kept} were kept and "
+                        f"{len(remaps) - kept} refused: <i>remap</i> or <i>accepted ▶</i> above walks them. "
+                        "The last decision was:</div>")
+            self.step_text.value = head + describe_step(step, n_steps=r.n_steps)
             shown = tr.after if tr.after is not None else tr.before
             placement = dict(shown.placement.device) if shown is not None else {}
             self.residency_text.value = _residency_words(tr, placement, g)

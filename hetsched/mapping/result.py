@@ -129,7 +129,8 @@ def evaluate_trial(result: MappingResult, k: int, *, before: Evaluation | None =
     A refused remap trial is logged with the placement it tried and the residency changes it made
     (its ``delta``), so the trial can be drawn although it was not kept: graph colours and the Gantt
     chart of ``after``, per-device busy time before and after (``busy``). For an accepted step
-    ``after`` is the state after it. ``options`` go to :func:`~hetsched.evaluate.evaluate` (memory
+    ``after`` is the state after it; a trial refused before it was priced has no ``after`` and its
+    ``busy`` shows the state before twice (the decision changed nothing). ``options`` go to :func:`~hetsched.evaluate.evaluate` (memory
     is not checked by default, as in :func:`evaluate_state`).
 
     ``before``, ``after``: evaluations the caller already has, each saving one evaluation (a walker
@@ -170,9 +171,10 @@ def evaluate_trial(result: MappingResult, k: int, *, before: Evaluation | None =
         last = k == len(result.steps) - 1 and step.accepted
         after = _evaluate_dict(result, st.as_dict(), result.order if last else None, options)
     busy = pd.DataFrame()
-    if before is not None and after is not None:
+    if before is not None:
+        # a decision that priced nothing leaves the state as it was: its "after" column is the before
         b = before.per_device.set_index("device")
-        a = after.per_device.set_index("device")
+        a = (after if after is not None else before).per_device.set_index("device")
         busy = pd.DataFrame({
             "busy_before_s": b["busy_s"], "busy_after_s": a["busy_s"],
             "compute_before_s": b["compute_s"], "compute_after_s": a["compute_s"],

@@ -76,21 +76,26 @@ def screenshot(target, name: str, *, max_height: int = 8000) -> Path:
     """
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.png"
-    if not hasattr(target, "viewport_size"):  # a Locator
-        target.screenshot(path=str(path))
-        return path
-    size = target.viewport_size
-    height = target.evaluate(
+    locator = None if hasattr(target, "viewport_size") else target
+    page = target.page if locator is not None else target
+    size = page.viewport_size
+    # what lies below Voila's scrolling container is not painted: stretch the viewport to the
+    # content for the shot (an element's shot alone comes out white below the fold)
+    height = page.evaluate(
         "() => Math.max(document.documentElement.scrollHeight,"
         " ...Array.from(document.querySelectorAll('#rendered_cells, .jp-Notebook'), e => e.scrollHeight))"
     )
     try:
         if size and height > size["height"]:
-            target.set_viewport_size({"width": size["width"], "height": min(int(height) + 40, max_height)})
-        target.screenshot(path=str(path), full_page=True)
+            page.set_viewport_size({"width": size["width"], "height": min(int(height) + 40, max_height)})
+            page.wait_for_timeout(500)  # plots follow the resize
+        if locator is not None:
+            locator.screenshot(path=str(path))
+        else:
+            page.screenshot(path=str(path), full_page=True)
     finally:
         if size:
-            target.set_viewport_size(size)
+            page.set_viewport_size(size)
     return path
 
 
