@@ -325,8 +325,10 @@ def gantt(
     lanes : sequence, optional
         Lane order top to bottom (default: first appearance).
     max_bars : int
-        Above this many bars, draw ``Scattergl`` line segments (one trace per colour) with hover
-        markers at bar middles instead of ``go.Bar`` — thousands of SVG bars freeze a browser.
+        Above this many bars, bars of one colour on one lane less than a pixel or a few apart
+        (1/1500 to 1/500 of the axis, :data:`MERGE_PX`) are merged first; if more remain, draw
+        ``Scattergl`` line segments (one trace per colour) with hover markers at bar middles
+        instead of ``go.Bar`` — thousands of SVG bars freeze a browser.
     highlight : iterable of str, optional
         Names (``name`` or ``op`` values) drawn with a thick outline.
     cursor_s : float, optional
@@ -344,9 +346,13 @@ def gantt(
     chosen from the span (s, ms, us, ns).
 
     >>> from hetsched.timeline import make_timeline
-    >>> rows = [dict(lane="l", group="g", name=str(i), kind="compute", start_s=i, end_s=i + 1) for i in range(3)]
+    >>> rows = [dict(lane="l", group="g", name=str(i), kind="compute", start_s=2 * i, end_s=2 * i + 1) for i in range(3)]
     >>> gantt(make_timeline(rows), max_bars=2).data[0].type
     'scattergl'
+    >>> rows = [dict(lane="l", group="g", name=str(i), kind="compute", start_s=i, end_s=i + 1) for i in range(3)]
+    >>> fig = gantt(make_timeline(rows), max_bars=2)      # back to back: one bar, drawn in SVG
+    >>> fig.data[0].type, len(fig.data[0].x)
+    ('bar', 1)
     >>> gantt(make_timeline(rows), cursor_s=1.5).layout.shapes[0].x0
     1.5
     >>> rows = [dict(lane="r0", group="g", name="F", kind="compute", start_s=i, end_s=i + 1, microbatch=i, chunk=i % 2)
@@ -359,6 +365,54 @@ def gantt(
                                 max_bars=max_bars, highlight=highlight, height=height, cursor_s=cursor_s,
                                 label_by=label_by, shade_by=shade_by)
     return figure_from_dicts(data, layout)
+
+
+#: Beyond ``max_bars`` bars, gaps narrower than 1/N of the time axis between same-coloured bars of
+#: a lane are closed (:func:`_merge_close`), N the first of these that brings the count under
+#: ``max_bars``: 1500 is about a pixel of a full-width plot, 500 about three.
+MERGE_PX = (1500, 1000, 500)
+
+
+def _merge_close(keys: Sequence[str], lanes: np.ndarray, s: np.ndarray, e: np.ndarray, keep: Sequence[bool],
+                 shade: Sequence[float] | None, tol: float) -> tuple[list[int], np.ndarray, np.ndarray, list[int]]:
+    """Merge bars of one colour (and shade) on one lane whose gap is at most ``tol``; highlighted
+    bars (``keep``) stay alone. Returns ``(representative row, start, end, bars merged)`` per bar.
+
+    >>> rep, s, e, c = _merge_close(["a"] * 4, np.array(["l"] * 4), np.array([0., 1., 5., 6.]),
+    ...                             np.array([1., 2., 6., 7.]), [False, False, False, True], None, 0.5)
+    >>> rep, s.tolist(), e.tolist(), c
+    ([0, 2, 3], [0.0, 5.0, 6.0], [2.0, 6.0, 7.0], [2, 1, 1])
+    """
+    n = len(s)
+    if n == 0:
+        return [], np.asarray(s, float), np.asarray(e, float), []
+    key_code = pd.factorize(pd.Series(list(keys), dtype=object))[0]
+    lane_code = pd.factorize(pd.Series(lanes.tolist() if isinstance(lanes, np.ndarray) else list(lanes), dtype=object))[0]
+    shade_arr = np.zeros(n) if shade is None else np.asarray(shade, float)
+    s = np.asarray(s, float)
+    e = np.asarray(e, float)
+    order = np.lexsort((s, shade_arr, lane_code, key_code))
+    grp = (key_code[order].astype(np.int64) * (lane_code.max() + 1) + lane_code[order])
+    shd = shade_arr[order]
+    so, eo, kp = s[order], e[order], np.asarray(keep, bool)[order]
+    first = np.ones(n, bool)
+    first[1:] = (grp[1:] != grp[:-1]) | (shd[1:] != shd[:-1])
+    # a highlighted bar is a segment of its own and the next bar starts a new one; sorted by start
+    # within a segment, a bar opens a new run when it starts after every earlier bar of the segment
+    # has ended (plus the tolerance): the segment's running maximum of the ends
+    seg = first | kp | np.r_[True, kp[:-1]]
+    gid = np.cumsum(seg)
+    run_max = pd.Series(eo).groupby(gid).cummax().to_numpy()
+    prev_max = np.empty(n)
+    prev_max[0] = -np.inf
+    prev_max[1:] = run_max[:-1]
+    new = seg | (so > prev_max + tol)
+    starts = np.flatnonzero(new)
+    rep = order[starts].tolist()
+    st = so[starts]
+    en = np.maximum.reduceat(eo, starts)
+    cnt = np.diff(np.r_[starts, n]).tolist()
+    return rep, st, en, cnt
 
 
 #: how much each later value of ``shade_by`` is mixed with white
@@ -432,6 +486,34 @@ def _gantt_parts(timeline: pd.DataFrame, *, color_by: str = "kind", colors: Mapp
         sv = tl[shade_by].tolist()
         order = {v: i for i, v in enumerate(sorted({v for v in sv if v == v and v is not None}, key=str))}
         shade = [_SHADES[order[v] % len(_SHADES)] if v in order else 0.0 for v in sv]
+    merged_note = ""
+    if n > max_bars:
+        # Close gaps narrower than a pixel between same-coloured bars of one lane before falling
+        # back to WebGL: the picture is the same at full view, and SVG bars stay cheap where WebGL
+        # is not (a software-rendered WebGL context costs seconds per redraw in a GPU-less browser).
+        keep = [names[i] in hl or ref[i] in hl for i in range(n)]
+        width = float(e_all.max()) - float(s_all.min())
+        for px in MERGE_PX:  # the finest merge that brings the bars under max_bars
+            rep, s_m, e_m, cnt = _merge_close(keys, lane_arr, s_all, e_all, keep, shade, width / px)
+            if len(rep) <= max_bars:
+                break
+        if len(rep) < n:
+            merged_note = f" (gaps under 1/{px} of the axis closed)"
+            hover_all = np.array([
+                hover_all[i] if c == 1 else
+                f"<b>{c} intervals</b> of {keys[i]}<br>lane {lane_arr[i]}<br>{a:.4g}–{b:.4g} {unit}<br>"
+                f"gaps under 1/{px} of the axis closed: a smaller timeline shows each one"
+                for i, c, a, b in zip(rep, cnt, s_m.tolist(), e_m.tolist())], dtype=object)
+            lane_arr, s_all, e_all = lane_arr[rep], s_m, e_m
+            keys = [keys[i] for i in rep]
+            names = [names[i] if c == 1 else f"{c} intervals" for i, c in zip(rep, cnt)]
+            ref = [ref[i] for i in rep]
+            if labels is not None:
+                labels = [labels[i] if c == 1 else "" for i, c in zip(rep, cnt)]
+            if shade is not None:
+                shade = [shade[i] for i in rep]
+            n = len(rep)
+            use_gl = n > max_bars
     rows_of: dict[str, list[int]] = {}
     for i, key in enumerate(keys):
         rows_of.setdefault(key, []).append(i)
@@ -464,7 +546,7 @@ def _gantt_parts(timeline: pd.DataFrame, *, color_by: str = "kind", colors: Mapp
             data.append(bar)
     layout = dict(
         barmode="overlay",
-        xaxis=dict(title=_text(f"time ({unit})")),
+        xaxis=dict(title=_text(f"time ({unit}){merged_note}")),
         yaxis=dict(categoryorder="array", categoryarray=list(reversed(lane_order)), type="category"),
         legend=dict(title=_text(color_by)),
         height=height or max(250, 60 + 28 * len(lane_order)),
