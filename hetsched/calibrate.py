@@ -9,7 +9,7 @@
    modules -- run eagerly under ``torch.profiler``; :func:`hetsched.io.profile.load_profile` matches
    every ATen call to an op of the imported graph, so each op gives one point
    ``(work, measured time)``;
-3. a **sweep** of generic sizes per op type seen in the workloads (element-wise ops from 4 K to 8 M
+3. a **sweep** of generic sizes per op type seen in the workloads (element-wise ops from 4 K to 6 M
    elements, matrix products from 16 to 4096 rows, convolutions of four ResNet-like shapes at
    three batch sizes...): fixed sizes, independent of any target graph, so that work sizes beyond
    the workloads' are measured rather than extrapolated (caches fill, matrix kernels warm up).
@@ -285,9 +285,11 @@ def _sweep_specs(types_seen: Iterable[str], quick: bool = False) -> list[tuple[s
     ``quick``: the smaller half of each range (for tests and demos)."""
     seen = set(types_seen)
     out: list[tuple[str, str, dict]] = []
-    # 4 K .. 8 M elements: above 32 MB glibc maps every allocation afresh (page faults on each call),
-    # which no model of that size pays once its allocator is warm
-    sizes = [1 << k for k in ((12, 14, 16, 18) if quick else (12, 14, 16, 18, 20, 22, 23))]
+    # 4 K .. 6 M elements: from 32 MiB on glibc maps every allocation afresh (page faults on each call,
+    # also under warm_allocator, whose M_MMAP_THRESHOLD is 32 MiB and applies to requests >= it), which
+    # no model with a warm allocator pays; an 8 M-element (32 MiB) output did, and its knot priced the
+    # largest ops of ResNet-50 at batch 8 two to three times too slow
+    sizes = [1 << k for k in (12, 14, 16, 18)] if quick else [1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 3 << 21]
     rows, ks, seqs = ((16, 64, 256), (768,), (16, 32, 64)) if quick else ((16, 64, 256, 1024, 4096), (768, 2048),
                                                                            (16, 32, 64, 128, 256, 512))
     conv_shapes, batches = (((128, 28), (512, 7)), (1,)) if quick else (((64, 56), (128, 28), (256, 14), (512, 7)), (1, 4, 16))
@@ -432,11 +434,13 @@ def _profile_sweep(g: OpGraph, specs: Mapping[str, dict], dev: str, repeats: int
 
     calls = {name: _sweep_callable(sp, dev) for name, sp in specs.items()}
     # in a model an op reads what the previous op wrote, not what it read itself a moment ago:
-    # evict the caches (write 64 MiB) before each timed call so the sweep does not time warm re-reads
-    buf = torch.empty(1 << 24, device=dev)
+    # evict the caches before each timed call so the sweep does not time warm re-reads. The eviction
+    # *reads* 64 MiB: writing them would leave the caches full of dirty lines whose write-back the
+    # timed op would pay on top of its own traffic (a cost no op in a model pays)
+    buf = torch.ones(1 << 24, device=dev)
 
     def flush() -> None:
-        buf.fill_(1.0)
+        buf.sum()
 
     if clock != "profiler":
         now = _now(clock)
