@@ -23,6 +23,13 @@ and the median efficiency of each bin becomes a knot of a piecewise-linear
 batch 8; the efficiency of the batch-8 op's work size is, which is why one calibration predicts
 other batch sizes and sequence lengths (``bench/bench_calibration.py`` measures how well).
 
+The workloads fit the caches (ResNet-50 at batch 1 touches 21 MiB around its largest op), so their
+memory-bound ops run from the caches: up to twice the DRAM copy rate, and a layer's speed depends
+on what its neighbours left in them. A bigger graph (ResNet-50 at batch 8: 172 MiB) streams those
+ops from memory. The sweep, timed after evicting the caches, gives per op type a **cold curve**
+(:func:`fit_cold_curves`); with the cache sizes of the CPU (Linux sysfs) the cost file prices such
+ops by it (the "cold ops" of :class:`~hetsched.cost.CalibratedCost`).
+
 Timings are order statistics over ``repeats`` runs (``stat``: ``"median"`` by default; on a machine
 shared with other jobs ``"min"`` is the better estimate of the uncontended time, as contention only
 ever adds). Torch threads are pinned for the whole run (``threads``) and recorded.
@@ -65,7 +72,8 @@ from .results import Result, Step
 from .system import Device, Link, System, op_class
 from .timeline import make_timeline
 
-__all__ = ["calibrate", "Calibration", "compare", "Comparison", "fit_curves", "DEFAULT_WORKLOADS", "sweep_graph",
+__all__ = ["calibrate", "Calibration", "compare", "Comparison", "fit_curves", "fit_cold_curves", "DEFAULT_WORKLOADS",
+           "sweep_graph",
            "parse_workload",
            "warm_allocator", "measure_peak_flops", "measure_bandwidth", "measure_launch"]
 
@@ -603,6 +611,48 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
     return curves, steps, full_key
 
 
+def fit_cold_curves(points: pd.DataFrame, *, bin_decades: float = BIN_DECADES) -> dict[str, EfficiencyCurve]:
+    """Per op type, the efficiency curve of the sweep points alone (``source == "sweep"``).
+
+    Every sweep point is timed after the caches were evicted, so these curves are what an op
+    achieves when its inputs come from memory: :class:`~hetsched.cost.CalibratedCost` prices a
+    memory-bound op with them once its graph no longer fits the caches (its "cold ops"), where the
+    workload curves, measured in models that fit, would carry their in-cache efficiency.
+
+    >>> pts = pd.DataFrame({"source": ["sweep"] * 2 + ["m"], "op_type": ["Relu"] * 3,
+    ...                     "work_s": [1e-5, 1e-3, 1e-4], "efficiency": [0.3, 0.9, 2.0]})
+    >>> c = fit_cold_curves(pts)["Relu"]
+    >>> c.work_s, c.efficiency
+    ([1e-05, 0.001], [0.3, 0.9])
+    """
+    pts = points[(points["source"] == "sweep") & (points["work_s"] > 0) & (points["efficiency"] > 0)
+                 & np.isfinite(points["efficiency"])]
+    out: dict[str, EfficiencyCurve] = {}
+    for t, sub in pts.groupby("op_type"):
+        ws, es = _knots(np.log10(sub["work_s"].to_numpy(float)), sub["efficiency"].to_numpy(float), bin_decades)
+        out[str(t)] = EfficiencyCurve(ws, es, n_points=len(sub))
+    return out
+
+
+def _cache_bytes() -> dict[str, float]:
+    """``{"private": bytes, "last_level": bytes}`` of cpu0 from Linux sysfs (the level-2 cache, else
+    the level-1 data cache; the highest level), or ``{}`` where sysfs does not say."""
+    sizes: dict[int, int] = {}
+    try:
+        for d in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+            if (d / "type").read_text().strip() == "Instruction":
+                continue
+            txt = (d / "size").read_text().strip().upper()
+            mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(txt[-1:], 1)
+            sizes[int((d / "level").read_text())] = int(txt.rstrip("KMG")) * mult
+    except (OSError, ValueError):
+        return {}
+    if len(sizes) < 2:
+        return {}
+    private = sizes.get(2, sizes[min(sizes)])
+    return {"private": float(private), "last_level": float(sizes[max(sizes)])}
+
+
 def _work(op, nbytes: float, dev: Device, combine: str) -> float:
     a, b = op.flops / dev.peak_flops_for(op.op_type), nbytes / dev.mem_bandwidth_Bps
     return a + b if combine == "sum" else max(a, b)
@@ -849,6 +899,14 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
             steps.append(Step(len(steps), s.action, s.subject, s.before, s.after, s.accepted, s.reason, s.delta, s.data))
         spec = {"peak_flops": peak, "mem_bandwidth_Bps": bw, "launch_overhead_s": launch,
                 "launch_by_type": launch_by_type, "curves": curves, "work": WORK}
+        cold, cache = fit_cold_curves(points), _cache_bytes()
+        if cold and cache and device == "cpu":
+            # the caches of the calibrated CPU (sysfs), and what its op types achieve beyond them
+            spec.update(cache_bytes=cache, cold_curves=cold)
+            step("cold_curves", "sweep", float(len(cold)),
+                 f"cold curves: {len(cold)} op type(s) from the flushed sweep, for memory-bound ops beyond the "
+                 f"{cache['private'] / 2**20:.3g} MiB private cache in graphs beyond the "
+                 f"{cache['last_level'] / 2**20:.3g} MiB last-level cache")
         curve_only = CalibratedCost(system, {name: spec})
         layers: dict[str, dict[str, dict]] = {}
         for label, g in graphs.items():
