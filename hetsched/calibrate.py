@@ -9,7 +9,7 @@
    modules -- run eagerly under ``torch.profiler``; :func:`hetsched.io.profile.load_profile` matches
    every ATen call to an op of the imported graph, so each op gives one point
    ``(work, measured time)``;
-3. a **sweep** of generic sizes per op type seen in the workloads (element-wise ops from 4 K to 8 M
+3. a **sweep** of generic sizes per op type seen in the workloads (element-wise ops from 4 K to 6 M
    elements, matrix products from 16 to 4096 rows, convolutions of four ResNet-like shapes at
    three batch sizes...): fixed sizes, independent of any target graph, so that work sizes beyond
    the workloads' are measured rather than extrapolated (caches fill, matrix kernels warm up).
@@ -22,6 +22,13 @@ and the median efficiency of each bin becomes a knot of a piecewise-linear
 :class:`~hetsched.cost.EfficiencyCurve`. A latency measured at batch 1 is thereby never reused at
 batch 8; the efficiency of the batch-8 op's work size is, which is why one calibration predicts
 other batch sizes and sequence lengths (``bench/bench_calibration.py`` measures how well).
+
+The workloads fit the caches (ResNet-50 at batch 1 touches 21 MiB around its largest op), so their
+memory-bound ops run from the caches: up to twice the DRAM copy rate, and a layer's speed depends
+on what its neighbours left in them. A bigger graph (ResNet-50 at batch 8: 172 MiB) streams those
+ops from memory. The sweep, timed after evicting the caches, gives per op type a **cold curve**
+(:func:`fit_cold_curves`); with the cache sizes of the CPU (Linux sysfs) the cost file prices such
+ops by it (the "cold ops" of :class:`~hetsched.cost.CalibratedCost`).
 
 Timings are order statistics over ``repeats`` runs (``stat``: ``"median"`` by default; on a machine
 shared with other jobs ``"min"`` is the better estimate of the uncontended time, as contention only
@@ -65,7 +72,8 @@ from .results import Result, Step
 from .system import Device, Link, System, op_class
 from .timeline import make_timeline
 
-__all__ = ["calibrate", "Calibration", "compare", "Comparison", "fit_curves", "DEFAULT_WORKLOADS", "sweep_graph",
+__all__ = ["calibrate", "Calibration", "compare", "Comparison", "fit_curves", "fit_cold_curves", "DEFAULT_WORKLOADS",
+           "sweep_graph",
            "parse_workload",
            "warm_allocator", "measure_peak_flops", "measure_bandwidth", "measure_launch"]
 
@@ -285,9 +293,11 @@ def _sweep_specs(types_seen: Iterable[str], quick: bool = False) -> list[tuple[s
     ``quick``: the smaller half of each range (for tests and demos)."""
     seen = set(types_seen)
     out: list[tuple[str, str, dict]] = []
-    # 4 K .. 8 M elements: above 32 MB glibc maps every allocation afresh (page faults on each call),
-    # which no model of that size pays once its allocator is warm
-    sizes = [1 << k for k in ((12, 14, 16, 18) if quick else (12, 14, 16, 18, 20, 22, 23))]
+    # 4 K .. 6 M elements: from 32 MiB on glibc maps every allocation afresh (page faults on each call,
+    # also under warm_allocator, whose M_MMAP_THRESHOLD is 32 MiB and applies to requests >= it), which
+    # no model with a warm allocator pays; an 8 M-element (32 MiB) output did, and its knot priced the
+    # largest ops of ResNet-50 at batch 8 two to three times too slow
+    sizes = [1 << k for k in (12, 14, 16, 18)] if quick else [1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 3 << 21]
     rows, ks, seqs = ((16, 64, 256), (768,), (16, 32, 64)) if quick else ((16, 64, 256, 1024, 4096), (768, 2048),
                                                                            (16, 32, 64, 128, 256, 512))
     conv_shapes, batches = (((128, 28), (512, 7)), (1,)) if quick else (((64, 56), (128, 28), (256, 14), (512, 7)), (1, 4, 16))
@@ -432,11 +442,13 @@ def _profile_sweep(g: OpGraph, specs: Mapping[str, dict], dev: str, repeats: int
 
     calls = {name: _sweep_callable(sp, dev) for name, sp in specs.items()}
     # in a model an op reads what the previous op wrote, not what it read itself a moment ago:
-    # evict the caches (write 64 MiB) before each timed call so the sweep does not time warm re-reads
-    buf = torch.empty(1 << 24, device=dev)
+    # evict the caches before each timed call so the sweep does not time warm re-reads. The eviction
+    # *reads* 64 MiB: writing them would leave the caches full of dirty lines whose write-back the
+    # timed op would pay on top of its own traffic (a cost no op in a model pays)
+    buf = torch.ones(1 << 24, device=dev)
 
     def flush() -> None:
-        buf.fill_(1.0)
+        buf.sum()
 
     if clock != "profiler":
         now = _now(clock)
@@ -597,6 +609,48 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
     full_key = pd.Series(pd.NA, index=points.index, dtype=object)
     full_key.loc[key.index] = key
     return curves, steps, full_key
+
+
+def fit_cold_curves(points: pd.DataFrame, *, bin_decades: float = BIN_DECADES) -> dict[str, EfficiencyCurve]:
+    """Per op type, the efficiency curve of the sweep points alone (``source == "sweep"``).
+
+    Every sweep point is timed after the caches were evicted, so these curves are what an op
+    achieves when its inputs come from memory: :class:`~hetsched.cost.CalibratedCost` prices a
+    memory-bound op with them once its graph no longer fits the caches (its "cold ops"), where the
+    workload curves, measured in models that fit, would carry their in-cache efficiency.
+
+    >>> pts = pd.DataFrame({"source": ["sweep"] * 2 + ["m"], "op_type": ["Relu"] * 3,
+    ...                     "work_s": [1e-5, 1e-3, 1e-4], "efficiency": [0.3, 0.9, 2.0]})
+    >>> c = fit_cold_curves(pts)["Relu"]
+    >>> c.work_s, c.efficiency
+    ([1e-05, 0.001], [0.3, 0.9])
+    """
+    pts = points[(points["source"] == "sweep") & (points["work_s"] > 0) & (points["efficiency"] > 0)
+                 & np.isfinite(points["efficiency"])]
+    out: dict[str, EfficiencyCurve] = {}
+    for t, sub in pts.groupby("op_type"):
+        ws, es = _knots(np.log10(sub["work_s"].to_numpy(float)), sub["efficiency"].to_numpy(float), bin_decades)
+        out[str(t)] = EfficiencyCurve(ws, es, n_points=len(sub))
+    return out
+
+
+def _cache_bytes() -> dict[str, float]:
+    """``{"private": bytes, "last_level": bytes}`` of cpu0 from Linux sysfs (the level-2 cache, else
+    the level-1 data cache; the highest level), or ``{}`` where sysfs does not say."""
+    sizes: dict[int, int] = {}
+    try:
+        for d in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+            if (d / "type").read_text().strip() == "Instruction":
+                continue
+            txt = (d / "size").read_text().strip().upper()
+            mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(txt[-1:], 1)
+            sizes[int((d / "level").read_text())] = int(txt.rstrip("KMG")) * mult
+    except (OSError, ValueError):
+        return {}
+    if len(sizes) < 2:
+        return {}
+    private = sizes.get(2, sizes[min(sizes)])
+    return {"private": float(private), "last_level": float(sizes[max(sizes)])}
 
 
 def _work(op, nbytes: float, dev: Device, combine: str) -> float:
@@ -845,6 +899,14 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
             steps.append(Step(len(steps), s.action, s.subject, s.before, s.after, s.accepted, s.reason, s.delta, s.data))
         spec = {"peak_flops": peak, "mem_bandwidth_Bps": bw, "launch_overhead_s": launch,
                 "launch_by_type": launch_by_type, "curves": curves, "work": WORK}
+        cold, cache = fit_cold_curves(points), _cache_bytes()
+        if cold and cache and device == "cpu":
+            # the caches of the calibrated CPU (sysfs), and what its op types achieve beyond them
+            spec.update(cache_bytes=cache, cold_curves=cold)
+            step("cold_curves", "sweep", float(len(cold)),
+                 f"cold curves: {len(cold)} op type(s) from the flushed sweep, for memory-bound ops beyond the "
+                 f"{cache['private'] / 2**20:.3g} MiB private cache in graphs beyond the "
+                 f"{cache['last_level'] / 2**20:.3g} MiB last-level cache")
         curve_only = CalibratedCost(system, {name: spec})
         layers: dict[str, dict[str, dict]] = {}
         for label, g in graphs.items():

@@ -466,7 +466,18 @@ class CalibratedCost(RooflineCost):
       the same zoo twin at another batch size) keeps what it measured relative to the curves
       (``measured / predicted`` at the calibration size). It carries what the curves of a class
       cannot know about one layer (a 1x1 convolution with 64 input channels runs below the 3x3
-      convolutions of the same work), and is applied at the op's new size, through the curves.
+      convolutions of the same work), and is applied at the op's new size, through the curves;
+    * **cold ops** (when ``cache_bytes`` and ``cold_curves`` are given): a memory-bound op
+      (``bytes / bandwidth > flops / peak``) that moves more than the core's private cache
+      (``cache_bytes["private"]``) in a graph whose working set (:meth:`working_set_bytes`)
+      exceeds the last-level cache (``cache_bytes["last_level"]``) is priced by its type's *cold*
+      curve (the sweep's, each point timed after the caches were evicted), without layer factor.
+      Why: the workload curves and layer factors are measured in calibration models whose
+      activations stay in the caches (ResNet-50 at batch 1 keeps a layer's tensors in L2/L3, and
+      whether a 200 KB ReLU follows a 1x1 or a 3x3 convolution halves or doubles its time), so
+      their efficiencies (up to twice the DRAM copy rate) and per-layer differences describe cache
+      states a larger graph does not have: at batch 8 the same layers stream from memory, at the
+      flushed sweep's efficiency, and layers of one shape cost about the same.
 
     Devices without curves are priced by the roofline.
 
@@ -476,9 +487,10 @@ class CalibratedCost(RooflineCost):
     devices : dict
         ``{device: {"peak_flops": float, "mem_bandwidth_Bps": float, "launch_overhead_s": float,
         "curves": {key: EfficiencyCurve}, "launch_by_type": {op_type: seconds}, "work": "max"|"sum",
-        "layers": {model: {op: {"op_type": str, "weight_bytes": int, "factor": float}}}}}`` (what
-        :func:`load_cost` reads); ``launch_by_type``, ``work`` (default ``max``) and ``layers`` are
-        optional.
+        "layers": {model: {op: {"op_type": str, "weight_bytes": int, "factor": float}}},
+        "cache_bytes": {"private": int, "last_level": int}, "cold_curves": {key: EfficiencyCurve}}}``
+        (what :func:`load_cost` reads); ``launch_by_type``, ``work`` (default ``max``), ``layers``,
+        ``cache_bytes`` and ``cold_curves`` (by op type or op class) are optional.
     graph : OpGraph, optional
     meta : dict, optional
         Provenance (machine, torch version, threads, workloads, date).
@@ -542,14 +554,62 @@ class CalibratedCost(RooflineCost):
             clean["layers"] = layers
             curves = spec.get("curves") or {}
             clean["curves"] = {str(k): (c if isinstance(c, EfficiencyCurve) else EfficiencyCurve(**c)) for k, c in curves.items()}
+            cache = spec.get("cache_bytes") or {}
+            if not isinstance(cache, Mapping) or (cache and set(cache) != {"private", "last_level"}) or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf for v in cache.values()):
+                raise FormatError(f"{source}: device {dev!r}: cache_bytes must map private and last_level to bytes > 0, "
+                                  f"got {cache!r}", device=dev, field="cache_bytes")
+            clean["cache_bytes"] = {str(k): float(v) for k, v in cache.items()}
+            cold = spec.get("cold_curves") or {}
+            clean["cold_curves"] = {str(k): (c if isinstance(c, EfficiencyCurve) else EfficiencyCurve(**c)) for k, c in cold.items()}
             self.devices[dev] = clean
         self.meta = dict(meta or {})
         self._model = model_id(graph)
+        self._ws: float | None = None
 
     def bind(self, graph: OpGraph) -> "CalibratedCost":
         c = super().bind(graph)
         c._model = model_id(graph)
+        c._ws = None
         return c
+
+    def working_set_bytes(self) -> float:
+        """The most bytes one op and the ops producing its inputs move, in the bound graph (0 unbound).
+
+        What the caches must hold for the op to find its inputs where their producers left them.
+
+        >>> from hetsched.system import Device, System
+        >>> g = OpGraph()
+        >>> _ = g.add_op("a", "Relu"); _ = g.add_op("b", "Relu")
+        >>> _ = g.add_tensor("x", 100, consumers=["a"]); _ = g.add_tensor("y", 200, producer="a", consumers=["b"])
+        >>> _ = g.add_tensor("z", 400, producer="b", is_output=True)
+        >>> s = System([Device("cpu0", "cpu", {"default": 1e11}, mem_bandwidth_Bps=1e10)])
+        >>> CalibratedCost(s, {"cpu0": {"peak_flops": 1e11, "mem_bandwidth_Bps": 1e10}}).bind(g).working_set_bytes()
+        900.0
+        """
+        if self._ws is None:
+            g, ws = self.graph, 0.0
+            if g is not None:
+                for name in g.ops:
+                    ws = max(ws, self.traffic_bytes(name)[0] + sum(self.traffic_bytes(p)[0] for p in g.predecessors(name)))
+            self._ws = ws
+        return self._ws
+
+    def cold_curve(self, o: Op, device: str) -> EfficiencyCurve | None:
+        """The cold curve pricing ``o`` on ``device`` if ``o`` is a cold op (see the class notes), else None."""
+        spec = self.devices.get(device)
+        if not spec or not spec["cache_bytes"] or not spec["cold_curves"]:
+            return None
+        curve = spec["cold_curves"].get(o.op_type) or spec["cold_curves"].get(op_class(o.op_type))
+        if curve is None:
+            return None
+        nbytes, launch_only = self.traffic_bytes(o)
+        if launch_only or nbytes / spec["mem_bandwidth_Bps"] <= o.flops / spec["peak_flops"]:
+            return None  # a compute-bound op's time is not its traffic's
+        cache = spec["cache_bytes"]
+        if nbytes <= cache["private"] or self.working_set_bytes() <= cache["last_level"]:
+            return None
+        return curve
 
     def curve_for(self, device: str, op_type: str) -> tuple[str, EfficiencyCurve] | None:
         """``(key, curve)`` pricing ``op_type`` on ``device`` (type, class, ``default``), or None."""
@@ -579,7 +639,8 @@ class CalibratedCost(RooflineCost):
         launch = spec["launch_overhead_s"]
         if launch_only:  # what a no-work op of this type measured, else the device's launch
             return spec["launch_by_type"].get(o.op_type, launch)
-        hit = self.curve_for(d.name, o.op_type)
+        cold = self.cold_curve(o, d.name)
+        hit = ("cold", cold) if cold is not None else self.curve_for(d.name, o.op_type)
         if hit is None:
             return super()._resident_s(o, d)
         comb = sum if spec["work"] == "sum" else max
@@ -592,7 +653,9 @@ class CalibratedCost(RooflineCost):
     def _resident_s(self, o: Op, d: Device) -> float:
         if d.name not in self.devices:
             return super()._resident_s(o, d)
-        return self.curve_s(o, d) * self.layer_factor(o, d.name)
+        # a cold op's layer factor is the calibration's cache state, which it no longer has
+        factor = 1.0 if self.cold_curve(o, d.name) is not None else self.layer_factor(o, d.name)
+        return self.curve_s(o, d) * factor
 
 
 # ---------------------------------------------------------------------------- cost files
@@ -618,7 +681,10 @@ def save_cost(cost: "CalibratedCost | TableCost", path: str | Path) -> None:
                   **({"launch_by_type": dict(spec["launch_by_type"])} if spec["launch_by_type"] else {}),
                   "curves": {k: c.to_dict() for k, c in spec["curves"].items()},
                   **({"layers": {m: {o: {"op_type": t, "weight_bytes": w, "factor": f} for o, (t, w, f) in rows.items()}
-                                 for m, rows in spec["layers"].items()}} if spec["layers"] else {})}
+                                 for m, rows in spec["layers"].items()}} if spec["layers"] else {}),
+                  **({"cache_bytes": {k: int(v) for k, v in spec["cache_bytes"].items()}} if spec["cache_bytes"] else {}),
+                  **({"cold_curves": {k: c.to_dict() for k, c in spec["cold_curves"].items()}}
+                     if spec["cold_curves"] else {})}
             for dev, spec in cost.devices.items()
         }
         if cost.meta:
@@ -700,10 +766,11 @@ def load_cost(path: str | Path, system: System, *, any_system: bool = False) -> 
         for dev, spec in devs.items():
             if not isinstance(spec, Mapping):
                 raise FormatError(f"{p.name}: devices.{dev} must be a mapping", device=str(dev), field="devices")
-            for key, c in (spec.get("curves") or {}).items():
-                if not isinstance(c, Mapping) or not {"work_s", "efficiency"} <= set(c):
-                    raise FormatError(f"{p.name}: devices.{dev}.curves.{key} needs work_s and efficiency",
-                                      device=str(dev), field="curves")
+            for fld in ("curves", "cold_curves"):
+                for key, c in (spec.get(fld) or {}).items():
+                    if not isinstance(c, Mapping) or not {"work_s", "efficiency"} <= set(c):
+                        raise FormatError(f"{p.name}: devices.{dev}.{fld}.{key} needs work_s and efficiency",
+                                          device=str(dev), field=fld)
         return CalibratedCost(system, devs, meta=doc.get("meta") or {}, source=p.name)
     if kind == "table":
         rows = doc.get("entries")
