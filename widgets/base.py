@@ -587,11 +587,12 @@ class StepWalker(W.HBox):
         self._state, self._name = state, name
         self.slider = W.IntSlider(min=0, max=0, value=0, description=description, continuous_update=False,
                                   layout=W.Layout(width="420px"))
-        self.prev = W.Button(description="◀ prev", layout=W.Layout(width="80px"), tooltip="previous step")
-        self.next = W.Button(description="next ▶", layout=W.Layout(width="80px"), tooltip="next step")
+        from .stepbutton import StepButton
+
+        # quick clicks are coalesced in the browser: one redraw for a burst, not one per click
+        self.prev = StepButton("◀ prev", -1, on_move=self._move, tooltip="previous step")
+        self.next = StepButton("next ▶", +1, on_move=self._move, tooltip="next step")
         W.link((state, name), (self.slider, "value"))
-        self.prev.on_click(lambda _b: self._move(-1))
-        self.next.on_click(lambda _b: self._move(+1))
         super().__init__([self.prev, self.slider, self.next])
 
     def _move(self, d: int) -> None:

@@ -154,6 +154,8 @@ function render({ model, el }) {
   async function draw() {
     if (busy) { again = true; return; }
     busy = true;
+    // how many plots are drawing right now (a step button waits for zero before its next move)
+    globalThis.__hetschedDrawing = (globalThis.__hetschedDrawing || 0) + 1;
     try {
       do {
         again = false;
@@ -189,6 +191,7 @@ function render({ model, el }) {
       console.error("hetsched plot", e);
     } finally {
       busy = false;
+      globalThis.__hetschedDrawing -= 1;
     }
   }
 

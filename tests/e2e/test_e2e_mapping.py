@@ -59,3 +59,41 @@ def test_mapping_panel_walks_the_central_step(voila_page):
     page.wait_for_timeout(800)
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "e2e_mapping_panel_stepped.png"))
+
+
+def _decision(panel) -> int:
+    return int(panel.locator(".widget-slider", has_text="decision").locator(".widget-readout").first.inner_text())
+
+
+@pytest.mark.e2e
+def test_quick_clicks_are_coalesced_into_few_redraws(voila_page):
+    """Five quick 'prev' clicks land five decisions back with about two redraws, not five (issue 14)."""
+    from e2e_helpers import settle
+
+    page = voila_page(NOTEBOOK)
+    wait_for_plots(page, N_PANEL_FIGURES)
+    panel = page.locator(".hetsched-panel").last
+    panel_figure_indexes(page, N_PANEL_FIGURES)
+    draws = "() => window.__hetschedDraws || 0"
+    # one click: how many plot draws a single step costs
+    k0, d0, f0 = _decision(panel), page.evaluate(draws), page.ws.frames
+    page.ws.mark()
+    t0 = page.evaluate("() => performance.now()")
+    panel.get_by_role("button", name="◀ prev", exact=True).first.click()
+    settle(page, page.ws, t0)
+    one, one_frames = page.evaluate(draws) - d0, page.ws.frames - f0
+    assert _decision(panel) == k0 - 1 and one >= 1
+    # five clicks in a burst
+    k1, d1, f1 = _decision(panel), page.evaluate(draws), page.ws.frames
+    t0 = page.evaluate("() => performance.now()")
+    # five clicks in one go (a user's burst is slower, but so is a bigger graph's redraw)
+    panel.get_by_role("button", name="◀ prev", exact=True).first.evaluate("b => { for (let i = 0; i < 5; i++) b.click(); }")
+    page.wait_for_function("([k]) => { const r = Array.from(document.querySelectorAll('.hetsched-panel')).pop()"
+                           ".querySelector('.widget-slider .widget-readout'); return r && Number(r.innerText) === k; }",
+                           arg=[k1 - 5], timeout=60_000)
+    settle(page, page.ws, t0)
+    burst, burst_frames = page.evaluate(draws) - d1, page.ws.frames - f1
+    assert _decision(panel) == k1 - 5
+    # the kernel answered the burst with at most three moves (messages), the page drew as few plots
+    assert burst_frames <= 3 * one_frames, f"5 quick clicks: {burst_frames} messages, one click {one_frames}"
+    assert burst <= 3 * one, f"5 quick clicks drew {burst} plots, one click {one}"
