@@ -87,6 +87,8 @@ KIND_COLORS = {
 #: Groups (merged ops, stages, clusters) take this palette (Tol's "muted"), never a device colour.
 GROUP_PALETTE = ["#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#DDCC77", "#CC6677", "#882255", "#AA4499"]
 MAX_BARS = 2000
+#: The text size of every figure unless its builder sets one: legible on a projector at 1280x720.
+BASE_FONT_PX = 14
 
 
 def figure_from_dicts(data: Iterable[Mapping[str, Any]], layout: Mapping[str, Any], *,
@@ -108,8 +110,8 @@ def figure_from_dicts(data: Iterable[Mapping[str, Any]], layout: Mapping[str, An
         A registered template, used unless ``layout`` has one; ``None`` leaves Plotly's default.
 
     >>> fig = figure_from_dicts([dict(type="bar", x=[1], y=[2])], dict(title=dict(text="t")))
-    >>> fig.data[0].type, fig.layout.title.text, fig.layout.template.layout.plot_bgcolor
-    ('bar', 't', 'white')
+    >>> fig.data[0].type, fig.layout.title.text, fig.layout.template.layout.plot_bgcolor, fig.layout.font.size
+    ('bar', 't', 'white', 14)
     >>> try:
     ...     fig.update_layout(titel="typo")      # later edits are validated again
     ... except ValueError:
@@ -117,6 +119,10 @@ def figure_from_dicts(data: Iterable[Mapping[str, Any]], layout: Mapping[str, An
     rejected
     """
     lay = dict(layout)
+    # projector-friendly text (issue 22): 14 px unless the builder chose a size
+    font = lay.get("font")
+    if not (isinstance(font, Mapping) and "size" in font):
+        lay["font"] = {**(font if isinstance(font, Mapping) else {}), "size": BASE_FONT_PX}
     if template is not None and "template" not in lay:
         import plotly.io as pio
 
