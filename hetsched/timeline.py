@@ -64,6 +64,8 @@ OPTIONAL = ("op", "tensor", "device", "stage", "chunk", "microbatch", "bytes", "
 COLUMNS = REQUIRED + OPTIONAL
 EXCLUSIVE_EXEMPT = frozenset({"alloc"})
 _LABELS = ("lane", "group", "name", "kind")
+# text columns that may be missing: object dtype with None, whichever builder made the frame
+_TEXT = ("op", "tensor", "device", "flow")
 _EPS = 1e-12
 
 
@@ -80,7 +82,8 @@ def make_timeline(rows: Iterable[Mapping[str, Any]] | Mapping[str, list] | pd.Da
     elif isinstance(rows, Mapping):
         # label columns end up object dtype: build them so, skipping a round trip through str dtype
         df = pd.DataFrame(
-            {k: pd.Series(v, dtype=object) if k in _LABELS and not isinstance(v, pd.Series) else v for k, v in rows.items()}
+            {k: pd.Series(v, dtype=object) if (k in _LABELS or k in _TEXT) and not isinstance(v, pd.Series) else v
+             for k, v in rows.items()}
         )
     else:
         rows = list(rows)
@@ -96,6 +99,10 @@ def make_timeline(rows: Iterable[Mapping[str, Any]] | Mapping[str, list] | pd.Da
     for c in _LABELS:
         if df[c].dtype != object:
             df[c] = df[c].astype(object)
+    for c in _TEXT:
+        col = df[c]
+        if col.dtype != object:
+            df[c] = col.astype(object).where(col.notna(), None)
     return df.reset_index(drop=True)
 
 

@@ -11,8 +11,9 @@ on top of one *insertion policy* (the earliest idle gap that fits, :meth:`_Sched
 *loop* (static sorted list or ready queue).
 
 The schedulers' own model is the classic one: computation ``cost.compute_s(op, device)`` (data
-resident), communication ``cost.transfer_s(bytes, src, dst)`` per edge tensor when the two ops sit on
-different devices, no link contention. ``rank_comm_average`` picks how the ranks are computed:
+resident), communication ``cost.transfer_s`` per hop of the route (the clock's ``xfer``, as
+:func:`hetsched.evaluate` prices it) per edge tensor when the two ops sit on different devices, no
+link contention. ``rank_comm_average`` picks how the ranks are computed:
 ``"pairs"`` (the papers: communication averaged over ordered pairs of distinct devices) or
 ``"saga"`` (as the SAGA library 2.x computes them: communication averaged over its undirected
 network edges, self-links included, which cost 0; and, for CPOP, SAGA's downward rank
@@ -75,13 +76,15 @@ class _Parts:
                 acc.setdefault((p, c), []).append(ctx.size[t])
         self.edge_bytes: dict[tuple[str, str], tuple[float, ...]] = {k: tuple(v) for k, v in acc.items()}
         self.mode = rank_comm_average
-        self._tr = ctx.cost.transfer_s
+        # the clock's per-hop pricing, so a list schedule and evaluate() charge a routed transfer alike
+        self._tr = ctx.xfer
         self._avg: dict[tuple[float, ...], float] = {}
         self._pair: dict[tuple[tuple[float, ...], str, str], float] = {}
 
     def comm(self, u: str, v: str, du: str, dv: str) -> float:
-        """Communication time of edge ``u -> v`` between two devices: the cost model's ``transfer_s``
-        of each tensor the edge carries (0 on the same device), cached per byte tuple and device pair."""
+        """Communication time of edge ``u -> v`` between two devices: the clock's transfer time
+        (:meth:`hetsched.clock.Clock.xfer`, the cost model's ``transfer_s`` per hop of the route) of
+        each tensor the edge carries (0 on the same device), cached per byte tuple and device pair."""
         if du == dv:
             return 0.0
         bs = self.edge_bytes[(u, v)]

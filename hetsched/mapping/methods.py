@@ -23,6 +23,7 @@ from ..cost import CostModel
 from ..errors import HetschedError
 from ..evaluate import evaluate
 from ..graph import OpGraph
+from ..results import compare_results
 from ..system import System
 from .baselines import brute_force, fastest_single_device
 from .h2h import h2h, map_compute_first
@@ -104,7 +105,7 @@ COLUMNS = ["method", "makespan_s", "total_latency_s", "energy_J", "bytes_moved",
 
 
 def compare(graph: OpGraph, system: System, methods: Sequence[str | Callable] | None = None, *,
-            cost: CostModel | None = None, keep_tensors_resident: bool = False) -> pd.DataFrame:
+            cost: CostModel | None = None, keep_tensors_resident: bool = False, long: bool = False) -> pd.DataFrame:
     """Run several mappers on one instance, one row each.
 
     Columns: ``method, makespan_s, total_latency_s, energy_J, bytes_moved, runtime_s`` (all from
@@ -114,13 +115,25 @@ def compare(graph: OpGraph, system: System, methods: Sequence[str | Callable] | 
     ``f(graph, system, cost=...)`` returning a :class:`MappingResult`. Default: compute-first, h2h,
     HEFT, CPOP, PEFT, fastest single device, the search, and brute force when the graph has at most
     8 ops. An empty graph gives one row of zeros per method. ``keep_tensors_resident=True`` re-times
-    each mapping without the host round trip (see :func:`comparison_row`).
+    each mapping without the host round trip (see :func:`comparison_row`). ``long=True`` gives the
+    numbers in the house's long format instead (:func:`hetsched.results.compare_results`:
+    ``label, family, metric, value``). A method name given twice (two callables of one name) gets
+    a ``#2`` suffix, so every run keeps its row.
+
+    Examples
+    --------
+    >>> from hetsched.io.generators import chain
+    >>> from hetsched.io.systems import toy_system
+    >>> compare(chain(3), toy_system(), ["heft", "heft"]).method.tolist()
+    ['heft', 'heft#2']
+    >>> sorted(set(compare(chain(3), toy_system(), ["heft"], long=True).metric))[:2]
+    ['bytes_moved', 'energy_J']
     """
     if methods is None:
         methods = ["compute_first", "h2h", "heft", "cpop", "peft", "fastest_single_device", "search"]
         if graph.n_ops <= 8:
             methods.append("brute_force")
-    rows = []
+    rows: dict[str, dict] = {}
     for m in methods:
         if isinstance(m, str):
             if m not in METHODS:
@@ -130,9 +143,16 @@ def compare(graph: OpGraph, system: System, methods: Sequence[str | Callable] | 
             f, name, opt = m, getattr(m, "__name__", "custom"), ""
         t0 = time.perf_counter()
         r = f(graph, system, cost=cost)
-        rows.append(comparison_row(r, name, optimises=opt, runtime_s=time.perf_counter() - t0,
-                                   keep_tensors_resident=keep_tensors_resident))
-    return pd.DataFrame(rows, columns=COLUMNS)
+        label, k = name, 1
+        while label in rows:
+            k += 1
+            label = f"{name}#{k}"
+        rows[label] = comparison_row(r, label, optimises=opt, runtime_s=time.perf_counter() - t0,
+                                     keep_tensors_resident=keep_tensors_resident)
+    frame = compare_results(rows, metrics=COLUMNS[1:], label="method", wide=True)
+    if long:
+        return compare_results(frame, label="method", family="mapping").dropna(subset=["value"]).reset_index(drop=True)
+    return frame
 
 
 def comparison_row(result: MappingResult, method: str, *, optimises: str = "", runtime_s: float = float("nan"),
