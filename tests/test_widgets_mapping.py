@@ -477,3 +477,22 @@ def test_walking_reuses_neighbouring_states_and_draws_the_same(scenario):
         assert got.busy.equals(fresh.busy), k
         assert got.before.metrics == fresh.before.metrics, k
         assert (got.after is None) == (fresh.after is None) and (got.after is None or got.after.metrics == fresh.after.metrics), k
+
+
+def test_a_control_change_reuses_the_baselines_on_the_toy_system():
+    """With a session graph and no system, the panel's toy system is one object: changing the
+    objective re-runs h2h only, not the five baselines of the comparison (they were re-run on a
+    fresh toy system every time, half a second on a 1k-op graph)."""
+    from hetsched.widgets.base import Session
+
+    ses = Session()
+    ses.graph = layered(4, 3, seed=1)
+    p = MappingPanel(ses)
+    assert p.system is p.system
+    p.activate()
+    p.refresh()
+    before = {m: id(res) for m, (res, _t) in p._runs.items()}
+    assert before
+    p.state.objective = "makespan"
+    assert p.message.value == "" and p.result.params["objective"] == "makespan"
+    assert {m: id(res) for m, (res, _t) in p._runs.items() if m in before} == before

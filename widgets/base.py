@@ -519,9 +519,14 @@ class Panel(W.VBox):
             return self.session.system
         if self.uses_own_scenario():
             return self._own_inputs()[1]
-        import hetsched as hs
+        # one object per panel: results and caches keyed by the system's identity (the mapping
+        # comparison's baselines) must not be recomputed because a fresh copy was built
+        toy = getattr(self, "_toy_system", None)
+        if toy is None:
+            import hetsched as hs
 
-        return hs.toy_system()
+            toy = self._toy_system = hs.toy_system()
+        return toy
 
     def _update_scenario_note(self) -> None:
         """Say which example the tab shows and what to notice in it (or the picked scenario's notice)."""
