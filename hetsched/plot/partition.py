@@ -26,7 +26,7 @@ import networkx as nx
 import numpy as np
 import plotly.graph_objects as go
 
-from .core import (IDLE, MAX_BARS, NEUTRAL, _gantt_parts, _layout, _lighten, _text, color_map,
+from .core import (IDLE, NEUTRAL, _gantt_parts, _layout, _lighten, _text, color_map,
                    figure_from_dicts, graph_view, group_colors, time_unit)
 
 __all__ = ["partition_view", "buffer_occupancy", "quotient_view", "marked_graph_view", "quotient_walk_view",
@@ -398,10 +398,11 @@ def marked_graph_view(result, step: int | None = None, *, by: str = "backend", c
             cy += [*ys, None]
     n = len(ops)
     size = 16 if n <= 40 else (12 if n <= 120 else (7 if n <= 600 else 4))
-    # the big traces in WebGL only beyond MAX_BARS points (a WebGL redraw costs more than an SVG one up to
-    # there: measured on a step click of the 1k-op graph), all of them together: a WebGL canvas lies above
-    # the SVG traces and would grey SVG copies over with its edges
-    big = "scattergl" if n > MAX_BARS or len(st["edges"]) > 2 * MAX_BARS else "scatter"
+    # the big traces in WebGL beyond 300 ops, as the mapping's placement graph: a step re-plots every
+    # trace, and in headless Chromium (software GL) redrawing the 973-op graph took 130-150 ms in SVG
+    # and 30-40 ms in WebGL (its first draw costs ~100-200 ms more); all of them together: a WebGL
+    # canvas lies above the SVG traces and would grey SVG copies over with its edges
+    big = "scattergl" if n > 300 or len(st["edges"]) > 600 else "scatter"
     marker_type = big
     fe = tuple(focus_edge) if focus_edge else None
     ex_, ey_ = geom[fe] if fe in geom else ([], [])
