@@ -460,6 +460,8 @@ class Panel(W.VBox):
                 for v in list(self.figures.values()):
                     stack.enter_context(v.hold_sync())
                 self.render(result)
+            # work that may follow the burst (the browser draws it while the kernel goes on)
+            self.after_render(result)
         except HetschedError as e:
             self.message.value = error_html(e)
             return False
@@ -470,6 +472,11 @@ class Panel(W.VBox):
         self._update_scenario_note()
         self.n_updates += 1
         return True
+
+    def after_render(self, result: Any) -> None:
+        """Called after :meth:`render`'s figures have left for the browser: slower, secondary views
+        (a comparison that runs other algorithms) go here, so the browser draws the main figures
+        while the kernel computes them. Errors are shown as :meth:`render`'s are. Default: nothing."""
 
     # -- shared inputs -------------------------------------------------------------
     _fixed_graph: Any = None
