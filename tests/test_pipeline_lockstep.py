@@ -38,9 +38,11 @@ def _micro_step_ends(r, rank, kind):
 
 
 def _grid():
-    for p in range(2, 7):
+    """The torch/Paddle golden grid where the patent's interleaving applies: p 2..8, v 2..4 and
+    m from p (the patent's first group needs m >= p) to 24."""
+    for p in range(2, 9):
         for v in (2, 3, 4):
-            for m in range(p, min(24, 4 * p) + 1):
+            for m in range(p, 25):
                 yield p, v, m
 
 
