@@ -132,3 +132,36 @@ def test_dropout_mode_recorded():
     assert [o.attrs.get("training") for o in ev.ops.values() if o.op_type == "Dropout"] in ([False], [])
     tr = load_torch(m.train(), (torch.randn(2, 4),))
     assert [o.attrs.get("training") for o in tr.ops.values() if o.op_type == "Dropout"] == [True]
+
+
+def test_an_imported_joint_graph_is_split_into_pipeline_stages_as_training():
+    """Issue 18: a joint forward + backward torch export is a training graph: its ops carry the
+    phase (forward = what the loss depends on), so the stage splitter prices its own backward ops
+    instead of building a second backward pass on top of them."""
+    import numpy as np
+
+    from hetsched.cost import RooflineCost
+    from hetsched.io.systems import toy_system
+    from hetsched.pipeline.stages import graph_units, stage_costs
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
+    _ep, g, _ = _joint(model, torch.randn(8, 16))
+    phases = {o: op.attrs.get("phase") for o, op in g.ops.items()}
+    assert set(phases.values()) == {"forward", "backward"} and g.meta["training"] is True
+    first = g.topological_order()[0]
+    assert phases[first] == "forward" and phases[g.topological_order()[-1]] == "backward"
+    assert sum(v == "backward" for v in phases.values()) == g.meta["n_backward_ops"]
+    s = toy_system()
+    u = graph_units(g, s, ["gpu0"])
+    assert sorted(o for ms in u.ops for o in ms) == sorted(g.ops)      # the graph's own ops, nothing added
+    sc = stage_costs(g, s, devices=["gpu0", "gpu0"], p=2)
+    assert (np.atleast_1d(sc.f_s) > 0).all() and (np.atleast_1d(sc.b_s) > 0).all()
+    # B is the joint graph's own backward (a rebuilt one on top would be about twice as long)
+    one = stage_costs(g, s, devices=["gpu0"], p=1)
+    cost = RooflineCost(s)
+    own_b = sum(cost.compute_s(g.op(o), "gpu0") for o, ph in phases.items() if ph == "backward")
+    assert float(np.sum(one.b_s)) == pytest.approx(own_b, rel=1e-3)
+    # an inference export stays untagged
+    inf = load_torch(model, (torch.randn(8, 16),))
+    assert not any("phase" in op.attrs for op in inf.ops.values())

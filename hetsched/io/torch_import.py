@@ -347,6 +347,7 @@ def load_torch(module: Any, example_inputs: Sequence[Any] = (), *, kwargs: Mappi
                               field="workspace")
         if nbytes:
             g.add_tensor(f"{op_name}:workspace", int(nbytes), producer=op_name, attrs={"kind": "workspace"})
+    _tag_joint_phases(g, ep, tensor_of)
     # values a getitem selected that nobody else created (e.g. unused outputs) are fine; consumers of
     # getitem results were wired through tensor_of above.
     g.meta.update(params=int(params), macs=int(total_macs), flops=g.total_flops,
@@ -357,3 +358,28 @@ def load_torch(module: Any, example_inputs: Sequence[Any] = (), *, kwargs: Mappi
         g.meta["unknown_op_types"] = unknown
     g.validate()
     return g
+
+
+def _tag_joint_phases(g: OpGraph, ep: Any, tensor_of: Mapping[str, str | None]) -> None:
+    """Tag the ops of a joint forward + backward program with ``attrs["phase"]``, as
+    :func:`hetsched.io.training.training_graph` tags its own: what the loss (or, without one, the
+    user outputs) depends on is ``"forward"``, every other op ``"backward"``. A graph without
+    gradient outputs (an inference program) is left as it is. Why: the pipeline's stage splitter
+    and the memory views read the phase; untagged, a joint graph would be taken for inference and
+    get a second backward pass built on top of it."""
+    kinds = {getattr(sp.arg, "name", None): sp.kind.name for sp in ep.graph_signature.output_specs}
+    if not any(k in ("GRADIENT_TO_PARAMETER", "GRADIENT_TO_USER_INPUT") for k in kinds.values()):
+        return
+    heads = [n for n, k in kinds.items() if k == "LOSS_OUTPUT"] or [n for n, k in kinds.items() if k == "USER_OUTPUT"]
+    forward: set[str] = set()
+    todo = [g.tensor(t).producer for n in heads if (t := tensor_of.get(n)) and t in g.tensors]
+    while todo:
+        o = todo.pop()
+        if o is None or o in forward:
+            continue
+        forward.add(o)
+        todo.extend(g.tensor(t).producer for t in g.inputs_of(o))
+    for name, op in list(g.ops.items()):
+        g.set_op(name, attrs={**op.attrs, "phase": "forward" if name in forward else "backward"})
+    g.meta["training"] = True
+    g.meta["n_backward_ops"] = sum(1 for o in g.ops if o not in forward)
