@@ -432,9 +432,10 @@ def main() -> None:
     lines = ["# Mapping benchmark (seed 000 / H2H, HEFT/CPOP/PEFT, map_search, map_ilp)", "",
              f"Command: `{cmd}`  ",
              f"Machine: `{platform.platform()}`, {platform.processor() or platform.machine()}, "
-             f"{os.cpu_count()} CPUs (shared with other jobs), Python {platform.python_version()}  ",
-             f"Load average at start: {os.getloadavg()[0]:.1f} (other agents were running: wall times are those of a "
-             "loaded machine)  ",
+             f"{os.cpu_count()} CPUs, Python {platform.python_version()}  ",
+             f"Load average at start: {os.getloadavg()[0]:.1f}"
+             + (" (other jobs were running: wall times are those of a loaded machine)  " if os.getloadavg()[0] > 1.5
+                else " (a quiet machine)  "),
              f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", ""]
     verdicts: list[tuple[str, bool, str]] = []
     run = [("h2h10k", lambda: bench_h2h_10k(lines, verdicts)), ("mmmt", lambda: bench_mmmt(lines, verdicts)),
