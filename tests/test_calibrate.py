@@ -183,3 +183,35 @@ def test_callable_module():
 
     mod = importlib.import_module("hetsched.calibrate")
     assert hs.calibrate is mod and callable(mod) and mod.DEFAULT_WORKLOADS[0][0] == "resnet50"
+
+
+def test_the_calibrate_command_writes_files_the_other_commands_take(tmp_path, capsys):
+    """``hetsched calibrate`` end to end on a small workload (issue 19): a system YAML and a cost file
+    that ``map --cost`` then prices a zoo model with; a bad workload is one line and exit 2."""
+    from hetsched.cli import main
+
+    sys_out, cost_out = tmp_path / "sys.yaml", tmp_path / "cost.yaml"
+    rc = main(["calibrate", "resnet50:batch=1,image_size=32", "--sweep", "none", "--repeats", "1", "--threads", "1",
+               "--clock", "cpu", "--name", "cli-local", "--system-out", str(sys_out), "--cost-out", str(cost_out),
+               "--quiet"])
+    assert rc == 0 and sys_out.exists() and cost_out.exists()
+    s = hs.load_system(sys_out)
+    assert s.name == "cli-local" and s.device("cpu0").peak_flops_for("Conv") > 0
+    assert isinstance(load_cost(cost_out, s), CalibratedCost)
+    from hetsched.io.torch_zoo import torch_model
+
+    m, x = torch_model("resnet50", batch=2, image_size=32)  # another batch: the fit is shape-aware
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = load_torch(m, x, name="resnet50-32")
+    gpath = tmp_path / "g.json"
+    hs.save_graph(g, gpath)
+    assert main(["--cost", str(cost_out), "map", str(gpath), "--system", str(sys_out), "--method", "heft",
+                 "--csv", str(tmp_path / "out")]) == 0
+    got = pd.read_csv(tmp_path / "out_metrics.csv").set_index("metric")["value"]
+    assert got["makespan_s"] > 0
+    capsys.readouterr()
+    assert main(["calibrate", "resnet50:batch", "--quiet", "--system-out", str(tmp_path / "x.yaml"),
+                 "--cost-out", str(tmp_path / "y.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "option=integer" in err[0] and not (tmp_path / "x.yaml").exists()
