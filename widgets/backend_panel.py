@@ -17,7 +17,11 @@ The panel calls :func:`hetsched.partition.partition_by_support` and
 :func:`hetsched.partition.simulate_buffered`; the :class:`~hetsched.widgets.walker.DecisionWalker`
 walks their logs (``result.steps``) without re-running them: the graph and the quotient graph are
 drawn after each decision (:meth:`~hetsched.partition.PartitionResult.quotient_at`), the buffered
-run at each dispatch (:meth:`~hetsched.partition.BufferedResult.replay`).
+run at each dispatch (:meth:`~hetsched.partition.BufferedResult.replay`). Graphs above the Graph
+tab's threshold are drawn by blocks (layers, stages; "draw: auto / blocks / every op"), each in the
+colour of its backend (grey until marked, lighter while partly marked, outlined when on several),
+the decision's blocks ringed; a click opens a block into its ops
+(:func:`hetsched.plot.partition.marked_blocks`).
 
 The default set-up is a seven-op example where everything happens (a merge, a merge refused
 because it would create a cycle, copies between backends, buffers beating the serial run); loading

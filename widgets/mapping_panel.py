@@ -13,6 +13,10 @@ gives the placement the decision tried (refused remap trials included) against t
 it, shown as the graph coloured by that placement, its Gantt chart, each device's busy time
 before and after, and the residency changes the trial made (claim 4). The walker never re-runs
 the mapper. A step redraw keeps every figure's traces and changes a few arrays (issue 14).
+Graphs above the Graph tab's threshold are drawn by blocks (layers, stages; "draw: auto / blocks /
+every op"): each block in the colour of the device holding most of its FLOPs, outlined when its
+layers sit on several devices, the tried layer's block ringed; a click opens a block into its
+layers (:func:`hetsched.plot.mapping.placement_blocks`).
 
 Below, the comparison: compute-first, HEFT, CPOP, PEFT and the fastest single device beside this
 panel's h2h, and on request (at once for small graphs) the search and the ILP that answer "how far
