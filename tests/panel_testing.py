@@ -14,3 +14,33 @@ def prepared_downloads(p) -> str:
     assert p.downloads.value == ""  # nothing is built before the click
     p.download_button.click()
     return p.downloads.value
+
+
+def graph_traces(p) -> list[str]:
+    """Names of the traces of a walker's graph figure."""
+    return [t.name for t in p.figures["graph"].data]
+
+
+def check_auto_blocks(small, big, monkeypatch) -> None:
+    """A walker's "draw" choice (issue 22): "auto" draws ``big`` (above the Graph tab's threshold) by
+    blocks and ``small`` op by op; the threshold is the Graph tab's constant (patched, both follow);
+    "blocks" and "every op" override the size both ways. Leaves both panels on "auto"."""
+    from hetsched.widgets import GraphPanel
+
+    small.state.view = big.state.view = "auto"
+    assert big.drawn_graph().n_ops > GraphPanel.BLOCKS_ABOVE >= small.drawn_graph().n_ops
+    assert "blocks" in graph_traces(big) and "ops" not in graph_traces(big)
+    assert all(c.startswith("block:") for c in next(t for t in big.figures["graph"].data if t.name == "blocks").customdata)
+    assert "ops" in graph_traces(small) and "blocks" not in graph_traces(small)
+    monkeypatch.setattr(GraphPanel, "BLOCKS_ABOVE", small.drawn_graph().n_ops - 1)  # one constant for every tab
+    small.redraw()
+    assert "blocks" in graph_traces(small)
+    monkeypatch.undo()
+    small.redraw()
+    assert "ops" in graph_traces(small)
+    small.state.view = "blocks"
+    assert "blocks" in graph_traces(small) and "click a block" in small.figures["graph"].layout.title.text
+    big.state.view = "ops"
+    assert "ops" in graph_traces(big)
+    small.state.view = big.state.view = "auto"
+    assert [v for _l, v in big.control_widgets["view"].options] == ["auto", "blocks", "ops"]

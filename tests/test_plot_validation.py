@@ -26,12 +26,12 @@ from hetsched.io.generators import chain, fork_join, layered, resnet_like
 from hetsched.io.systems import toy_system
 from hetsched.partition import partition_by_support, simulate_buffered
 from hetsched.plot import MAX_BARS, compare, gantt, graph_view, memory_curve
-from hetsched.plot.core import block_view, figure_from_dicts
+from hetsched.plot.core import block_layout, block_view, figure_from_dicts
 from hetsched.plot.executor import executor_gantt, ordering_bars, policy_bars, rule_bars
-from hetsched.plot.mapping import busy_bars, mapping_gantt, method_bars, placement_graph
+from hetsched.plot.mapping import busy_bars, mapping_gantt, method_bars, placement_blocks, placement_graph
 from hetsched.plot.memory import lifetime_chart, order_curves
-from hetsched.plot.partition import (buffer_occupancy, marked_graph_view, partition_view, quotient_view,
-                                     quotient_walk_view, runs_gantt)
+from hetsched.plot.partition import (buffer_occupancy, marked_blocks, marked_graph_view, partition_view,
+                                     quotient_view, quotient_walk_view, runs_gantt)
 from hetsched.plot.pipeline import cache_depth, schedule_gantt, schedule_grid, stage_costs_figure
 from hetsched.timeline import make_timeline
 
@@ -63,6 +63,11 @@ def _figures():
     frame = pd.DataFrame({"method": ["heft", "h2h", "cpop"], "makespan_s": [2e-3, 1e-3, 3e-3],
                           "bytes_moved": [1e6, 2e6, 3e5], "n": [1, 2, 3], "grp": ["a", "b", "a"]})
     inc = ex.graphs.inception_graph(1)
+    rn = resnet_like(n_stages=2, blocks_per_stage=2)
+    rn_h2h = mp.h2h(rn, s)
+    long = chain(310)  # every op of one open block: beyond 300 points, WebGL
+    long_open = block_layout(long, {o: "all" for o in long.ops}, expanded=["all"])
+    long_part = partition_by_support(long, s2)
     return [
         ("gantt bars, highlight, labels", lambda: gantt(small, highlight=["n3", "o5"], lanes=["l2", "l1", "l0"], title="t")),
         ("gantt scattergl", lambda: gantt(make_timeline(_rows(MAX_BARS + 1)), color_by="microbatch")),
@@ -131,6 +136,19 @@ def _figures():
         ("busy_bars", lambda: busy_bars(mp.evaluate_trial(h2h, h2h.n_steps - 1).busy, s.device_names, title="b")),
         ("method_bars", lambda: method_bars(frame.assign(optimises=["makespan", "total_latency", "makespan"]), "makespan_s",
                                             highlight="h2h", title="m")),
+        ("placement_blocks partial, one block open, highlights",
+         lambda: placement_blocks(rn, dict(list(rn_h2h.placement.device.items())[:9]), s.device_names, moved=["s0b1.conv1"],
+                                  residency=["s1b0.conv1", "s1b1.conv1"], expanded=["s1b1"], title="p")),
+        ("placement_blocks mapped, mixed blocks", lambda: placement_blocks(rn, dict(rn_h2h.placement.device), s.device_names)),
+        ("placement_blocks every op open (WebGL)", lambda: placement_blocks(long, {list(long.ops)[0]: "gpu0"}, s.device_names,
+                                                                            layout=long_open)),
+        ("marked_blocks marking", lambda: marked_blocks(part, 3)),
+        ("marked_blocks by group, merging, one open", lambda: marked_blocks(part, part.n_steps - 2, by="group",
+                                                                            expanded=["s0b0"], title="T")),
+        ("marked_blocks before the first decision", lambda: marked_blocks(part, -1)),
+        ("marked_blocks running, every op open (WebGL)", lambda: marked_blocks(long_part, long_part.n_steps - 1,
+                                                                              focus_ops=list(long.ops)[3:5], focus_edge=(),
+                                                                              layout=long_open)),
     ]
 
 

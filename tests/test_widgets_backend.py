@@ -22,6 +22,7 @@ from hetsched.plot.core import GROUP_PALETTE
 from hetsched.system import Device, Link, SupportTable, System
 from hetsched.widgets import BackendPanel, Session
 from hetsched.widgets.figure import _weight
+from panel_testing import check_auto_blocks
 from panel_testing import prepared_downloads as _prepared_downloads
 
 
@@ -146,10 +147,20 @@ def test_a_step_click_patches_the_figures(panel):
     assert {n: v.n_sent_specs for n, v in views.items()} == specs  # no figure rebuilt by a step
 
 
-def test_large_graph_step_is_a_patch_and_the_quotient_is_focused():
-    g = hs.load_graph("randwire_ws_train_b32")
-    p = BackendPanel(graph=g, system=hs.toy_system())
+@pytest.fixture(scope="module")
+def big():
+    """The 1k-op bundled graph on the toy system with gpu0 off: fpga0 runs most, cpu0 the rest."""
+    p = BackendPanel(graph=hs.load_graph("randwire_ws_train_b32"), system=hs.toy_system())
     p.toggle("gpu0", False)
+    return p
+
+
+@pytest.mark.parametrize("view", ["ops", "auto"])
+def test_large_graph_step_is_a_patch_and_the_quotient_is_focused(big, view):
+    p = big
+    p.state.expanded = ()
+    p.state.view = view
+    assert p.blocks_shown() == (view == "auto")  # 973 ops: auto draws blocks
     v = p.result
     assert len(v.partition.groups) > 20
     specs = {n: w.n_sent_specs for n, w in p.figures.items()}
@@ -161,6 +172,139 @@ def test_large_graph_step_is_a_patch_and_the_quotient_is_focused():
     p.state.step = cyc + 1
     assert "around this decision" in p.figures["quotient"].layout.title.text
     assert len(_trace(p.figures["quotient"], "aggregated ops").x) <= 60
+    p.state.view = "auto"
+
+
+# -- big graphs by blocks (issue 22) -----------------------------------------------------------
+def _blocks_of(p):
+    from hetsched.blocks import op_blocks
+
+    return op_blocks(p.result.partition.graph)
+
+
+def test_auto_draws_blocks_above_the_graph_tabs_threshold(panel, big, monkeypatch):
+    check_auto_blocks(panel, big, monkeypatch)
+    assert "by blocks" in big.figures["graph"].layout.title.text
+
+
+def test_blocks_take_their_backend_lighter_while_partly_marked_outlined_when_mixed(big):
+    from hetsched.plot.core import _lighten
+
+    v = big.result
+    part = v.partition
+    g = part.graph
+    blocks = _blocks_of(big)
+    cmap = color_map(v.system.device_names)
+    big.state.view, big.state.expanded, big.state.color_by = "auto", (), "backend"
+    fw = big.figures["graph"]
+    marks = [s for s in part.steps if s.action == "mark"]
+    # every op marked: each block in the backend holding most of its FLOPs, outlined if its ops are on several
+    big.state.step = len(marks)
+    t = _trace(fw, "blocks")
+    got = {c[len("block:"):]: (col, lc, lw) for c, col, lc, lw in
+           zip(t.customdata, t.marker.color, t.marker.line.color, t.marker.line.width)}
+    want: dict[str, dict[str, float]] = {}
+    for s in marks:
+        b = want.setdefault(blocks[s.subject], {})
+        b[s.data["choice"]] = b.get(s.data["choice"], 0.0) + float(g.op(s.subject).flops)
+    n_mixed = 0
+    for b, flops in want.items():
+        ranked = sorted(flops, key=flops.get, reverse=True)
+        col, lc, lw = got[b]
+        assert col == cmap[ranked[0]], b
+        if len(ranked) > 1:
+            n_mixed += 1
+            assert lw >= 3 and lc == cmap[ranked[1]], b
+        else:
+            assert lw < 1, b
+    assert 1 <= n_mixed < len(want)
+    # half-way through the marking: marked blocks full, the block being marked lighter, the rest grey
+    k = len(marks) // 2
+    big.state.step = k
+    marked = {s.subject for s in marks[:k]}
+    t = _trace(fw, "blocks")
+    for c, col in zip(t.customdata, t.marker.color):
+        ops = [o for o, b in blocks.items() if b == c[len("block:"):]]
+        done = [o for o in ops if o in marked]
+        if not done:
+            assert col == "#BDBDBD", c
+        elif len(done) < len(ops):
+            assert col.lower() in {_lighten(x, 0.55) for x in cmap.values()}, c
+    legend = [x.name for x in fw.data if x.hoverinfo == "skip" and x.mode == "markers"]
+    assert "not marked yet" in legend and "lighter: partly marked" in legend
+    assert any("several backends" in x for x in legend)
+    hover = " ".join(t.hovertext)
+    assert "marked fpga0" in hover and "not marked yet" in hover and "GFLOPs" in hover
+
+
+def test_a_block_step_rings_the_decisions_blocks_and_sends_little(big):
+    v = big.result
+    part = v.partition
+    blocks = _blocks_of(big)
+    big.state.view, big.state.expanded, big.state.color_by = "auto", (), "backend"
+    fw = big.figures["graph"]
+    ring = lambda: set(_trace(fw, "this decision").customdata)  # noqa: E731
+    big.state.step = 0
+    specs = fw.n_sent_specs
+    for k in (1, 2, 40):  # marking: the op's block
+        colours = list(_trace(fw, "blocks").marker.color)
+        big.state.step = k
+        s = part.steps[k - 1]
+        assert s.action == "mark" and ring() == {f"block:{blocks[s.subject]}"}
+        assert sum(_weight(w.edits) for w in big.figures.values()) < 100_000
+        if k == 1:
+            assert list(_trace(fw, "blocks").marker.color) != colours
+    cyc = next(s for s in part.steps if s.data.get("outcome") == "cycle")
+    merged = next(s for s in part.steps if s.data.get("outcome") == "merged"
+                  and blocks[s.data["edge"][0]] != blocks[s.data["edge"][1]])
+    for s in (cyc, merged):  # merging: both ends of the edge tried
+        big.state.step = s.index + 1
+        a, b = s.data["edge"]
+        assert ring() == {f"block:{blocks[a]}", f"block:{blocks[b]}"}, s
+        assert sum(_weight(w.edits) for w in big.figures.values()) < 100_000
+    tried = _trace(fw, "edge tried")
+    assert len(tried.x) == 2  # the two blocks joined
+    # the buffered run: the blocks of the aggregated ops running now
+    n_part = part.n_steps
+    for j in (3, 10):
+        big.state.step = n_part + j + 1
+        now = v.buffered.replay(j)
+        assert ring() == {f"block:{blocks[o]}" for g, _i in now["running"].values() for o in part.groups[g]}
+        assert sum(_weight(w.edits) for w in big.figures.values()) < 100_000
+    assert fw.n_sent_specs == specs  # steps never rebuilt the figure
+    # copies between backends: block edges carrying an op edge from one backend to another
+    big.state.step = n_part
+    assert len(_trace(fw, "copies between backends").x) > 0
+
+
+def test_clicking_a_block_expands_it_and_again_collapses(big):
+    v = big.result
+    blocks = _blocks_of(big)
+    big.state.view, big.state.expanded = "auto", ()
+    big.state.step = v.partition.n_steps
+    fw = big.figures["graph"]
+    t_i = next(i for i, t in enumerate(fw.data) if t.name == "blocks")
+    cds = list(fw.data[t_i].customdata)
+    fw._on_front_end_msg(None, {"type": "click", "trace": t_i, "point": cds.index("block:conv3")}, [])
+    assert big.state.expanded == ("conv3",)
+    cds = list(fw.data[t_i].customdata)
+    ops = [o for o, b in blocks.items() if b == "conv3"]
+    assert "block:conv3" not in cds and {f"op:{o}" for o in ops} <= set(cds)
+    cmap = color_map(v.system.device_names)
+    cols = dict(zip(cds, fw.data[t_i].marker.color))
+    assert all(cols[f"op:{o}"] == cmap[v.partition.assignment[o]] for o in ops)
+    # a step keeps the opened block (a patch)
+    specs = fw.n_sent_specs
+    big.state.step -= 1
+    assert fw.n_sent_specs == specs and list(fw.data[t_i].customdata) == cds
+    # a click on one of its ops closes it again
+    fw._on_front_end_msg(None, {"type": "click", "trace": t_i, "point": cds.index(f"op:{ops[0]}")}, [])
+    assert big.state.expanded == () and "block:conv3" in fw.data[t_i].customdata
+    # colour by aggregated op works by blocks too (its own legend words)
+    big.state.color_by = "group"
+    legend = [x.name for x in fw.data if x.hoverinfo == "skip" and x.mode == "markers"]
+    assert "lighter: still merging" in legend and any("several aggregated ops" in x for x in legend)
+    big.state.color_by = "backend"
 
 
 # -- the mapping list ------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from hetsched.system import Device, Link, SupportTable, System
 from hetsched.widgets import MappingPanel
 from hetsched.widgets.figure import _weight
 from hetsched.widgets.mapping_panel import AUTO_BEST_OPS, THIS, mapping_scenario
+from panel_testing import check_auto_blocks
 from panel_testing import prepared_downloads as _prepared_downloads
 
 
@@ -239,24 +240,186 @@ def test_step_figures_keep_their_traces_across_steps(scenario):
     assert all(s == shapes[0] for s in shapes)
 
 
+def _step_bytes(p, k: int) -> int:
+    """Walk to ``k``; the wire size of what every figure sent for it (a new base or a patch)."""
+    before = {n: (v.n_sent_specs, v.n_sent_edits) for n, v in p.figures.items()}
+    p.state.step = k
+    sent = 0
+    for n, v in p.figures.items():
+        if v.n_sent_specs > before[n][0]:
+            sent += _weight({"data": v.spec["data"], "layout": v.spec["layout"]})
+        elif v.n_sent_edits > before[n][1]:
+            sent += _weight(v.edits)
+    return sent
+
+
+@pytest.fixture(scope="module")
+def big():
+    """The 1k-op bundled graph (973 ops) on the toy system."""
+    return MappingPanel(graph=hs.load_graph("randwire_ws_train_b32"), system=hs.toy_system())
+
+
 @pytest.mark.slow
-def test_a_step_click_on_the_1k_op_graph_sends_little():
-    """Issue 14: < 100 KB per step click on the 1k-op bundled graph (here: the wire size of what changed)."""
-    p = MappingPanel(graph=hs.load_graph("randwire_ws_train_b32"), system=hs.toy_system())
+@pytest.mark.parametrize("view", ["ops", "auto"])
+def test_a_step_click_on_the_1k_op_graph_sends_little(big, view):
+    """Issue 14: < 100 KB per step click on the 1k-op bundled graph (here: the wire size of what changed),
+    drawn op by op and (auto on 973 ops) by blocks."""
+    p = big
+    p.state.expanded = ()
+    p.state.view = view
+    assert p.blocks_shown() == (view == "auto")
     r = p.result
     refused = _first(r, lambda s: s.action == "remap" and not s.accepted and s.after is not None).index + 1
     sent_max = 0
     for k in (r.n_steps - 1, refused, refused + 1, r.phase_bounds()["locality"][0] + 1, r.n_steps // 2, 1, 0):
-        before = {n: (v.n_sent_specs, v.n_sent_edits) for n, v in p.figures.items()}
-        p.state.step = k
-        sent = 0
-        for n, v in p.figures.items():
-            if v.n_sent_specs > before[n][0]:
-                sent += _weight({"data": v.spec["data"], "layout": v.spec["layout"]})
-            elif v.n_sent_edits > before[n][1]:
-                sent += _weight(v.edits)
-        sent_max = max(sent_max, sent)
+        sent_max = max(sent_max, _step_bytes(p, k))
     assert 0 < sent_max < 100_000
+    p.state.view = "auto"
+
+
+# -- big graphs by blocks (issue 22) -----------------------------------------------------------
+def _blocks_trace(fw):
+    return next(t for t in fw.data if t.name == "blocks")
+
+
+def _by_block(panel, step_k: int):
+    """{block: {device: FLOPs}} of the state drawn at ``step_k`` (after decision step_k - 1), from the core's replay."""
+    from hetsched.blocks import op_blocks
+
+    r = panel.result
+    g = r.graph
+    dev = r.replay(step_k - 1)["device"]
+    out: dict[str, dict[str, float]] = {}
+    for o, b in op_blocks(g).items():
+        if o in dev:
+            d = out.setdefault(b, {})
+            d[dev[o]] = d.get(dev[o], 0.0) + float(g.op(o).flops)
+    return out
+
+
+def test_auto_draws_blocks_above_the_graph_tabs_threshold(scenario, big, monkeypatch):
+    check_auto_blocks(scenario, big, monkeypatch)
+
+
+def test_block_colours_are_the_devices_holding_most_flops_and_mixed_blocks_are_outlined(big):
+    from hetsched.plot.core import _lighten
+
+    r = big.result
+    big.state.view, big.state.expanded = "auto", ()
+    k = r.phase_bounds()["locality"][0]  # compute-first done: every layer mapped
+    big.state.step = k
+    assert r.steps[k - 1].accepted
+    fw = big.figures["graph"]
+    t = _blocks_trace(fw)
+    cmap = color_map(r.system.device_names)
+    want = _by_block(big, k)
+    got = {c[len("block:"):]: (col, lc, lw) for c, col, lc, lw in
+           zip(t.customdata, t.marker.color, t.marker.line.color, t.marker.line.width)}
+    assert set(got) == set(want)
+    n_mixed = 0
+    for b, flops in want.items():
+        ranked = sorted(flops, key=flops.get, reverse=True)
+        col, lc, lw = got[b]
+        assert col == cmap[ranked[0]], b
+        if len(ranked) > 1:  # ops on several devices: a thick outline in the runner-up's colour
+            n_mixed += 1
+            assert lw >= 3 and lc == cmap[ranked[1]], b
+        else:
+            assert lw < 1, b
+    assert n_mixed >= 1 and n_mixed < len(want)
+    legend = [x.name for x in fw.data if x.hoverinfo == "skip" and x.mode == "markers"]
+    assert any("several devices" in x for x in legend) and "lighter: partly mapped" in legend
+    assert set(r.system.device_names) <= set(legend) and "(unassigned)" in legend
+    # part of a block mapped: lighter than its device; nothing mapped: grey
+    big.state.step = 1
+    t = _blocks_trace(fw)
+    s0 = r.steps[0]
+    from hetsched.blocks import op_blocks
+
+    b0 = op_blocks(r.graph)[s0.subject]
+    cols = dict(zip(t.customdata, t.marker.color))
+    n_in_b0 = sum(1 for b in op_blocks(r.graph).values() if b == b0)
+    assert cols[f"block:{b0}"] == (cmap[s0.data["device"]] if n_in_b0 == 1 else _lighten(cmap[s0.data["device"]], 0.55))
+    assert all(c == NEUTRAL for n, c in cols.items() if n != f"block:{b0}")
+    hover = dict(zip(t.customdata, t.hovertext))[f"block:{b0}"]
+    assert b0 in hover and f"{n_in_b0} ops" in hover and "GFLOPs" in hover and s0.data["device"] in hover
+
+
+@pytest.mark.slow
+def test_a_block_step_moves_the_highlight_and_colours_and_sends_little(big):
+    from hetsched.blocks import op_blocks
+
+    r = big.result
+    blocks = op_blocks(r.graph)
+    big.state.view, big.state.expanded = "auto", ()
+    fw = big.figures["graph"]
+    refused = _first(r, lambda s: s.action == "remap" and not s.accepted and s.after is not None).index + 1
+    kept = _first(r, lambda s: s.action == "remap" and s.accepted and s.after is not None).index + 1
+    big.state.step = refused - 1
+    specs = fw.n_sent_specs
+    for k in (refused, kept, 2, 1):
+        colours = list(_blocks_trace(fw).marker.color)
+        assert _step_bytes(big, k) < 100_000
+        step = r.steps[k - 1]
+        moved = step.data.get("ops") or [step.subject]
+        ring = next(t for t in fw.data if t.name == "tried layer")
+        assert set(ring.customdata) == {f"block:{blocks[o]}" for o in moved}, k
+        if k == refused:  # drawn as tried: the moved layer's block shows the tried placement
+            assert "as tried (refused)" in fw.layout.title.text
+            tried = mp.evaluate_trial(r, k - 1).after.placement.device
+            want = {}
+            for o, b in blocks.items():
+                want.setdefault(b, {}).setdefault(tried[o], 0.0)
+                want[b][tried[o]] += float(r.graph.op(o).flops)
+            cmap = color_map(r.system.device_names)
+            cols = dict(zip(_blocks_trace(fw).customdata, _blocks_trace(fw).marker.color))
+            assert all(cols[f"block:{b}"] == cmap[max(f, key=f.get)] for b, f in want.items())
+        if k in (2, 1):  # compute-first maps a layer: its block's colour changes
+            assert list(_blocks_trace(fw).marker.color) != colours
+    assert fw.n_sent_specs == specs  # stepping never rebuilt the figure
+
+
+def test_clicking_a_block_expands_it_and_again_collapses(big):
+    from hetsched.blocks import op_blocks
+
+    r = big.result
+    big.state.view, big.state.expanded = "auto", ()
+    big.state.step = r.phase_bounds()["locality"][0]
+    fw = big.figures["graph"]
+    t_i = next(i for i, t in enumerate(fw.data) if t.name == "blocks")
+    cds = list(fw.data[t_i].customdata)
+    blk = next(c for c in cds if "conv4" in c)[len("block:"):]
+    fw._on_front_end_msg(None, {"type": "click", "trace": t_i, "point": cds.index(f"block:{blk}")}, [])
+    assert big.state.expanded == (blk,)
+    cds = list(fw.data[t_i].customdata)
+    ops = [o for o, b in op_blocks(r.graph).items() if b == blk]
+    assert f"block:{blk}" not in cds and {f"op:{o}" for o in ops} <= set(cds)
+    # an open block's ops are drawn in their own device's colour
+    dev = r.replay(big.state.step - 1)["device"]
+    cmap = color_map(r.system.device_names)
+    cols = dict(zip(cds, fw.data[t_i].marker.color))
+    assert all(cols[f"op:{o}"] == cmap[dev[o]] for o in ops)
+    # a step with the block open keeps the layout (a patch) and the ops
+    specs = fw.n_sent_specs
+    big.state.step -= 1
+    assert fw.n_sent_specs == specs and list(fw.data[t_i].customdata) == cds
+    # clicking one of its ops closes the block again
+    fw._on_front_end_msg(None, {"type": "click", "trace": t_i, "point": cds.index(f"op:{ops[3]}")}, [])
+    assert big.state.expanded == () and f"block:{blk}" in fw.data[t_i].customdata
+    # drawn op by op, a click does nothing
+    big.state.view = "ops"
+    fw._on_front_end_msg(None, {"type": "click", "trace": 1, "point": 0}, [])
+    assert big.state.expanded == ()
+    big.state.view = "auto"
+
+
+def test_a_new_graph_starts_with_every_block_closed():
+    p = MappingPanel(graph=resnet_like(n_stages=2, blocks_per_stage=2), system=hs.toy_system())
+    p.state.view = "blocks"
+    p.toggle_block("s0b1")
+    assert any(c.startswith("op:s0b1") for c in _blocks_trace(p.figures["graph"]).customdata)
+    p.load(resnet_like(n_stages=2, blocks_per_stage=3))
+    assert p.state.expanded == () and all(c.startswith("block:") for c in _blocks_trace(p.figures["graph"]).customdata)
 
 
 # -- the comparison ------------------------------------------------------------------------------
@@ -403,6 +566,20 @@ def test_names_are_escaped_in_every_html():
             assert "<img" not in w.value and "<script" not in w.value and "<i>y" not in w.value
     assert "&lt;img src=x onerror=alert(1)&gt;" in p.summary.value and "&lt;b&gt;g&lt;/b&gt;" in p.summary.value
     assert any("&lt;script&gt;" in _plain_html_of(p, k) for k in range(1, p.result.n_steps + 1))
+
+
+def test_block_drawing_escapes_names_in_hover_and_legend():
+    g, s = _hostile()
+    p = MappingPanel(graph=g, system=s)
+    p.state.view = "blocks"
+    fw = p.figures["graph"]
+    for opened in ((), tuple(p.block_layout(g).blocks.values())):
+        p.state.expanded = opened
+        for k in range(p.result.n_steps + 1):
+            p.state.step = k
+            texts = [str(t.name) for t in fw.data] + [h for t in fw.data for h in (t.hovertext or ())]
+            assert not any("<script" in x or "<img" in x for x in texts), texts
+    assert any("&lt;img src=x onerror=alert(1)&gt;" in x for x in texts)
 
 
 def _plain_html_of(p, k):

@@ -17,7 +17,11 @@ The panel calls :func:`hetsched.partition.partition_by_support` and
 :func:`hetsched.partition.simulate_buffered`; the :class:`~hetsched.widgets.walker.DecisionWalker`
 walks their logs (``result.steps``) without re-running them: the graph and the quotient graph are
 drawn after each decision (:meth:`~hetsched.partition.PartitionResult.quotient_at`), the buffered
-run at each dispatch (:meth:`~hetsched.partition.BufferedResult.replay`).
+run at each dispatch (:meth:`~hetsched.partition.BufferedResult.replay`). Graphs above the Graph
+tab's threshold are drawn by blocks (layers, stages; "draw: auto / blocks / every op"), each in the
+colour of its backend (grey until marked, lighter while partly marked, outlined when on several),
+the decision's blocks ringed; a click opens a block into its ops
+(:func:`hetsched.plot.partition.marked_blocks`).
 
 The default set-up is a seven-op example where everything happens (a merge, a merge refused
 because it would create a cycle, copies between backends, buffers beating the serial run); loading
@@ -51,10 +55,12 @@ import hetsched.partition as pt
 from hetsched.errors import HetschedError
 from hetsched.io import csv_safe
 from hetsched.plot import color_map, format_value, group_colors, time_unit
-from hetsched.plot.partition import buffer_occupancy, marked_graph_view, quotient_walk_view, runs_gantt, with_cursor
+from hetsched.plot.partition import (buffer_occupancy, marked_blocks, marked_graph_view, quotient_walk_view, runs_gantt,
+                                     with_cursor)
 from hetsched.results import Step
 
 from .base import Panel, Session
+from .blocks import BlockDrawing
 from .walker import DecisionWalker
 
 __all__ = ["BackendPanel", "BackendState", "BackendView", "describe_step", "LIMITS"]
@@ -114,6 +120,9 @@ class BackendState(traitlets.HasTraits):
     n_inputs = traitlets.Int(8)
     launch_s = traitlets.Float(None, allow_none=True)  # per aggregated-op launch; None: each backend's own
     color_by = traitlets.Enum(["backend", "group"], default_value="backend")  # view
+    # view: "auto" draws the graph by blocks (layers, stages) beyond the Graph tab's threshold
+    view = traitlets.Enum(["auto", "blocks", "ops"], default_value="auto")
+    expanded = traitlets.Tuple()  # view: blocks shown op by op
     step = traitlets.Int(0)  # view: 0 = before the first decision, k = after decision k - 1
 
 
@@ -217,7 +226,7 @@ def _describe_dispatch(v: BackendView, j: int) -> str:
             + (f"; buffers held: {occ}" if occ else "") + f". {why}.")
 
 
-class BackendPanel(Panel):
+class BackendPanel(BlockDrawing, Panel):
     """The backend family on the session's graph and system, one decision at a time.
 
     Parameters
@@ -231,7 +240,7 @@ class BackendPanel(Panel):
     """
 
     TAB = "backends"
-    VIEW_TRAITS = ("color_by", "step")
+    VIEW_TRAITS = ("color_by", "step", "view", "expanded")
 
     def __init__(self, session: Session | None = None, *, graph=None, system=None, **kw: Any) -> None:
         state = BackendState()
@@ -306,7 +315,10 @@ class BackendPanel(Panel):
         super().__init__(state, session=session, follow_session=not pinned, autostart=False, **kw)
         self.add_class("hetsched-backend-panel")
         self._build_inputs()
-        self.children = [W.HTML(_CSS), self.controls, self.status, self.summary, self.walker, self.step_text, color,
+        self.control_widgets["view"] = self.view_control()
+        self.watch_clicks(self.figure_view("graph"))
+        self.children = [W.HTML(_CSS), self.controls, self.status, self.summary, self.walker, self.step_text,
+                         W.HBox([color, self.control_widgets["view"]], layout=W.Layout(flex_flow="row wrap")),
                          self.figure_view("graph"), self.figure_view("quotient"), self.figure_view("gantt"),
                          self.figure_view("buffers"), self.groups_html, self.download_area]
         self._start()
@@ -594,7 +606,11 @@ class BackendPanel(Panel):
         ser = buf if st.buffer_depth == 0 else pt.simulate_buffered(part, sysm, buffer_depth=0, **kw)
         return BackendView(part, buf, ser, sysm)
 
+    def drawn_graph(self) -> hs.OpGraph | None:
+        return self.result.partition.graph if self.result is not None else None
+
     def on_result(self, v: BackendView) -> None:
+        self.forget_blocks(v.partition.graph)
         self._quotients.clear()
         self._drawn.clear()
         steps: list[Step] = []
@@ -691,9 +707,14 @@ class BackendPanel(Panel):
         phase = "buffered run" if bj is not None else ("marking" if pk < part.graph.n_ops else "merging")
         gtitle = (f"{'the graph' if bj is None else 'running now (outlined)'} after decision {k} of {v.n_steps} "
                   f"({phase})")
-        self.show_figure("graph", marked_graph_view(part, pk, by=self.state.color_by, colors=cmap, quotient=Q,
-                                                    focus_ops=focus_ops, focus_edge=() if bj is not None else None,
-                                                    title=gtitle))
+        kw = dict(by=self.state.color_by, colors=cmap, quotient=Q, focus_ops=focus_ops,
+                  focus_edge=() if bj is not None else None)
+        if self.blocks_shown(part.graph):
+            fig = marked_blocks(part, pk, layout=self.block_layout(part.graph),
+                                title=gtitle + " by blocks (click a block to open it)", **kw)
+        else:
+            fig = marked_graph_view(part, pk, title=gtitle, **kw)
+        self.show_figure("graph", fig)
         self.show_figure("quotient", quotient_walk_view(part, pk, colors=cmap, quotient=Q, running=running))
         gantt = self._show_once("gantt", id(v), lambda: runs_gantt(v.serial, buf, cursor_s=0.0, colors=cmap))
         self.show_figure("gantt", with_cursor(gantt, t))

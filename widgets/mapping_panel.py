@@ -13,6 +13,10 @@ gives the placement the decision tried (refused remap trials included) against t
 it, shown as the graph coloured by that placement, its Gantt chart, each device's busy time
 before and after, and the residency changes the trial made (claim 4). The walker never re-runs
 the mapper. A step redraw keeps every figure's traces and changes a few arrays (issue 14).
+Graphs above the Graph tab's threshold are drawn by blocks (layers, stages; "draw: auto / blocks /
+every op"): each block in the colour of the device holding most of its FLOPs, outlined when its
+layers sit on several devices, the tried layer's block ringed; a click opens a block into its
+layers (:func:`hetsched.plot.mapping.placement_blocks`).
 
 Below, the comparison: compute-first, HEFT, CPOP, PEFT and the fastest single device beside this
 panel's h2h, and on request (at once for small graphs) the search and the ILP that answer "how far
@@ -54,10 +58,11 @@ from hetsched.errors import HetschedError
 from hetsched.io.tables import csv_safe
 from hetsched.plot import color_map, format_value, time_unit
 from hetsched.plot.mapping import (METHOD_LABELS, OPTIMISES_LABELS, busy_bars, mapping_gantt, method_bars,
-                                   placement_graph)
+                                   placement_blocks, placement_graph)
 from hetsched.results import Step
 
 from .base import Panel, Session, link_clamped
+from .blocks import BlockDrawing
 from .walker import DecisionWalker
 
 __all__ = ["MappingPanel", "MappingState", "describe_step", "mapping_scenario", "stage_of", "decided_by"]
@@ -95,6 +100,9 @@ class MappingState(traitlets.HasTraits):
     step = traitlets.Int(0)  # view: 0 = before the first decision, k = after decision k-1
     metric = traitlets.Enum([k for _l, k in _METRICS], default_value="total_latency_s")  # view
     keep_resident = traitlets.Bool(False)  # view: the comparison re-timed without the host round trip
+    # view: "auto" draws the graph by blocks (layers, stages) beyond the Graph tab's threshold
+    view = traitlets.Enum(["auto", "blocks", "ops"], default_value="auto")
+    expanded = traitlets.Tuple()  # view: blocks shown op by op
 
 
 def mapping_scenario(memory_MiB: float | None = 56.0) -> tuple[hs.OpGraph, hs.System]:
@@ -291,7 +299,7 @@ def _residency_words(trial: mp.Trial, placement: dict[str, str], graph: hs.OpGra
 
 
 # ------------------------------------------------------------------------------------------ panel
-class MappingPanel(Panel):
+class MappingPanel(BlockDrawing, Panel):
     """The mapping patent's mapper on the session's graph and system, one decision at a time.
 
     Parameters
@@ -314,7 +322,7 @@ class MappingPanel(Panel):
     """
 
     TAB = "mapping"
-    VIEW_TRAITS = ("step", "metric", "keep_resident")
+    VIEW_TRAITS = ("step", "metric", "keep_resident", "view", "expanded")
 
     def __init__(self, session: Session | None = None, *, graph=None, system=None, **kw: Any) -> None:
         state = MappingState()
@@ -366,8 +374,11 @@ class MappingPanel(Panel):
         super().__init__(state, session=session, follow_session=graph is None and system is None,
                          autostart=False, **kw)
         head = lambda t: W.HTML(f"<h4 style='margin:0.7em 0 0.2em'>{t}</h4>")  # noqa: E731
+        self.control_widgets["view"] = self.view_control()
+        self.watch_clicks(self.figure_view("graph"))
         self.children = [self.controls, self.status, self.summary, head("The decisions, one at a time"), self.walker,
-                         self.step_text, self.residency_text, self.figure_view("graph"), self.figure_view("gantt"),
+                         self.step_text, self.residency_text, self.control_widgets["view"], self.figure_view("graph"),
+                         self.figure_view("gantt"),
                          self.figure_view("busy"), head("Against other mappers"),
                          W.HBox([metric, resident, self.best_button], layout=W.Layout(flex_flow="row wrap",
                                                                                     align_items="center")),
@@ -444,7 +455,11 @@ class MappingPanel(Panel):
         self._compare_key = None
         return self.redraw()
 
+    def drawn_graph(self) -> hs.OpGraph | None:
+        return self.result.graph if self.result is not None else None
+
     def on_result(self, r: mp.MappingResult) -> None:
+        self.forget_blocks(r.graph)
         self._trials.clear()
         self._states.clear()
         # rows of earlier results of this panel go (an id may be reused by a new result)
@@ -542,14 +557,23 @@ class MappingPanel(Panel):
         if step is not None and not moved and step.subject in g.ops and step.action not in ("keep_weights",):
             moved = [step.subject]
         tried = step is not None and not step.accepted and tr is not None and tr.after is not None
+        blocks = self.blocks_shown(g)
+        what = "each block coloured by the device holding most of its FLOPs" if blocks else "each layer coloured by its device"
         if step is None:
             gtitle = "before the first decision: no layer mapped yet"
         elif tried:
-            gtitle = f"decision {k} as tried (refused): each layer coloured by its device in the tried placement"
+            gtitle = f"decision {k} as tried (refused): {what} in the tried placement"
         else:
-            gtitle = f"after decision {k} of {r.n_steps}: each layer coloured by its device"
-        self.show_figure("graph", placement_graph(g, placement, devices, colors=colors, moved=moved, residency=res_ops,
-                                                  title=gtitle, pos=self._layout_pos(g)))
+            gtitle = f"after decision {k} of {r.n_steps}: {what}"
+        if blocks:
+            gtitle += " (click a block to open it)"
+        if blocks:
+            fig = placement_blocks(g, placement, devices, colors=colors, moved=moved, residency=res_ops,
+                                   layout=self.block_layout(g), title=gtitle)
+        else:
+            fig = placement_graph(g, placement, devices, colors=colors, moved=moved, residency=res_ops, title=gtitle,
+                                  pos=self._layout_pos(g))
+        self.show_figure("graph", fig)
         self.show_figure("gantt", self._gantt_fig(r, step, tr, moved, devices, colors))
         self.show_figure("busy", busy_bars(tr.busy if tr is not None else pd.DataFrame(), devices, colors=colors,
                                            title=("busy time per device, before and after this decision"

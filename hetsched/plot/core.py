@@ -22,8 +22,10 @@ Examples
 
 from __future__ import annotations
 
+import html
 import numbers
 import zlib
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 import networkx as nx
@@ -50,6 +52,9 @@ __all__ = [
     "memory_curve",
     "graph_view",
     "block_view",
+    "BlockLayout",
+    "block_layout",
+    "block_colors",
     "compare",
     "MAX_BARS",
 ]
@@ -660,6 +665,25 @@ def _layout(graph) -> dict[str, tuple[float, float]]:
     return pos
 
 
+def edge_xy(edges: Sequence[tuple[Any, Any]], pos: Mapping[Any, tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """x and y of every edge as one line trace: ``start, end, NaN`` per edge.
+
+    Float arrays, binary on the wire: they copy and serialise far faster than lists of floats and
+    ``None`` (a 1k-op graph has thousands of edge points).
+
+    >>> edge_xy([("a", "b")], {"a": (0.0, 1.0), "b": (2.0, 3.0)})[0].tolist()
+    [0.0, 2.0, nan]
+    """
+    ex = np.full(3 * len(edges), np.nan)
+    ey = np.full(3 * len(edges), np.nan)
+    if len(edges):
+        ex[0::3] = [pos[u][0] for u, _ in edges]
+        ex[1::3] = [pos[v][0] for _, v in edges]
+        ey[0::3] = [pos[u][1] for u, _ in edges]
+        ey[1::3] = [pos[v][1] for _, v in edges]
+    return ex, ey
+
+
 def graph_view(
     graph,
     *,
@@ -700,16 +724,8 @@ def graph_view(
         legend = "device"
     legend = legend_title or legend
     cmap = color_map(list(dict.fromkeys(label.values())), base=colors)
-    # one line trace for all edges, NaN between segments; float arrays copy and serialise far
-    # faster than lists of floats and None (a 1k-op graph has thousands of edge points)
     edges = list(graph.nx.edges)
-    ex = np.full(3 * len(edges), np.nan)
-    ey = np.full(3 * len(edges), np.nan)
-    if edges:
-        ex[0::3] = [pos[u][0] for u, _ in edges]
-        ex[1::3] = [pos[v][0] for _, v in edges]
-        ey[0::3] = [pos[u][1] for u, _ in edges]
-        ey[1::3] = [pos[v][1] for _, v in edges]
+    ex, ey = edge_xy(edges, pos)
     n = graph.n_ops
     data = [dict(type="scattergl", x=ex, y=ey, mode="lines", line=dict(color="#BBBBBB", width=1 if n > 200 else 1.5),
                  hoverinfo="skip", showlegend=False, name="edges")]
@@ -753,30 +769,52 @@ def graph_view(
     return figure_from_dicts(data, layout)
 
 
-def block_view(
-    graph,
-    blocks: Mapping[str, str] | None = None,
-    *,
-    expanded: Iterable[str] = (),
-    color_by: str | Mapping[str, str] = "op_type",
-    colors: Mapping[str, str] | None = None,
-    title: str | None = None,
-    height: int | None = None,
-    legend_title: str | None = None,
-) -> go.Figure:
-    """A big graph drawn as its blocks (layers, stages), some of them expanded into their ops.
+@dataclass(frozen=True)
+class BlockLayout:
+    """Where a block drawing puts its nodes: the collapsed blocks and the ops of the expanded ones.
 
-    Each collapsed block is one marker (its size grows with its op count) coloured by the label most
-    of its ops have (``color_by`` as in :func:`graph_view`); an expanded block shows its ops. Every
-    marker's ``customdata`` is ``"block:<name>"`` or ``"op:<name>"``, so a click can expand or
-    collapse it. Blocks come from :func:`hetsched.blocks.op_blocks` unless given.
+    Attributes
+    ----------
+    blocks : dict
+        ``op -> block`` (:func:`hetsched.blocks.op_blocks` unless given).
+    nodes : list of str
+        ``"block:<name>"`` or ``"op:<name>"`` in the order of their first op (the drawing order).
+    members : dict
+        ``node -> ops`` in topological order; ``node_of`` the reverse.
+    pos : dict
+        ``node -> (x, y)``: columns of the node graph's topological generations, or one left-to-right
+        line when blocks interleave (the node graph then has cycles).
+    edges : list of (node, node)
+        Where an op of one node feeds an op of another; ``ex``/``ey`` their line trace (NaN-separated).
+    head : list of str
+        The first lines of each node's hover text (name, op count, FLOPs, weights; names escaped).
+    """
+
+    blocks: dict[str, str]
+    nodes: list[str]
+    members: dict[str, list[str]]
+    node_of: dict[str, str]
+    pos: dict[str, tuple[float, float]]
+    edges: list[tuple[str, str]]
+    ex: np.ndarray
+    ey: np.ndarray
+    head: list[str]
+
+    @property
+    def n_cols(self) -> int:
+        return 1 + int(max((p[0] for p in self.pos.values()), default=0))
+
+
+def block_layout(graph, blocks: Mapping[str, str] | None = None, expanded: Iterable[str] = ()) -> BlockLayout:
+    """The nodes, positions and edges of a block drawing of ``graph`` with ``expanded`` blocks open.
+
+    Computed once per graph and set of open blocks: a walker redraws its steps over one layout, so
+    the traces keep their points and a step changes colours only.
 
     >>> from hetsched.io.generators import resnet_like
-    >>> g = resnet_like(n_stages=2, blocks_per_stage=2)
-    >>> fig = block_view(g, expanded=["s0b0"])
-    >>> cds = [c for t in fig.data if t.customdata is not None for c in t.customdata]
-    >>> "block:s0b1" in cds, "block:s0b0" in cds, any(c.startswith("op:s0b0") for c in cds)
-    (True, False, True)
+    >>> lay = block_layout(resnet_like(n_stages=2, blocks_per_stage=2), expanded=["s0b0"])
+    >>> "block:s0b1" in lay.nodes, "block:s0b0" in lay.nodes, lay.node_of["s0b1.conv1"]
+    (True, False, 'block:s0b1')
     """
     from ..blocks import op_blocks
 
@@ -808,6 +846,187 @@ def block_view(
                 pos[n] = (float(gi), j - (len(gen) - 1) / 2.0)
     else:  # interleaved blocks: a left-to-right line in the order of their first op
         pos = {n: (float(i), 0.0) for i, n in enumerate(members)}
+    edges = list(dg.edges)
+    ex, ey = edge_xy(edges, pos)
+    ops = graph.ops
+    head = []
+    for n, mem in members.items():
+        if n.startswith("block:"):
+            fl = sum(float(ops[o].flops) for o in mem)
+            wb = sum(int(ops[o].weight_bytes) for o in mem)
+            head.append(f"<b>{html.escape(n[6:])}</b> ({len(mem)} ops; click to expand)<br>{fl / 1e9:.3g} GFLOPs, "
+                        f"weights {_fmt_bytes(wb) or '0 B'}")
+        else:
+            op = ops[mem[0]]
+            head.append(f"<b>{html.escape(op.name)}</b> (in {html.escape(blocks[op.name])}; click to collapse)<br>"
+                        f"{html.escape(op.op_type)}, {op.flops:.3g} FLOPs")
+    return BlockLayout(blocks, list(members), members, node_of, pos, edges, ex, ey, head)
+
+
+def block_marker_size(n_ops: int) -> float:
+    """A collapsed block's marker size: it grows with the square root of its op count (its area with the count)."""
+    return 10 + 4 * float(np.sqrt(n_ops))
+
+
+def block_axes(lay: BlockLayout, legend: str, *, title: str | None = None, height: int | None = None) -> dict:
+    """The layout dict of a block drawing (no ticks: columns are dependency order, not a quantity)."""
+    layout = dict(
+        showlegend=True, legend=dict(title=_text(legend)),
+        xaxis=dict(title=_text("blocks in dependency order (click one to expand or collapse it)"), showgrid=False,
+                   zeroline=False, showticklabels=False, range=[-0.5, max(0.5, lay.n_cols - 0.5)]),
+        yaxis=dict(showgrid=False, zeroline=False, showticklabels=False),
+        height=height or 420, margin=dict(l=10, r=10, t=40 if title else 20, b=40),
+    )
+    layout["title"] = _text(title)
+    return layout
+
+
+#: the outline of a block whose ops carry several labels (devices, backends): thick, in the runner-up's colour
+MIXED_WIDTH = 4.0
+#: how much lighter a block is drawn while only part of its ops has a label (mapped, marked)
+PARTLY_LIGHTER = 0.55
+
+
+def block_colors(graph, lay: BlockLayout, label: Mapping[str, Any], colors: Mapping[str, str], *,
+                 on: str = "on", missing: str = "not yet") -> dict[str, list]:
+    """Per node of a block drawing: fill, outline and hover lines from a (partial) ``op -> label``.
+
+    A node takes the colour of the label holding most of its FLOPs (op count breaks ties; zero-FLOP
+    ops count by number); lighter (:data:`PARTLY_LIGHTER`) while some of its ops have no label yet,
+    :data:`NEUTRAL` while none has. A node whose ops carry several labels is *mixed*: a thick outline
+    (:data:`MIXED_WIDTH`) in the runner-up label's colour. Labels are looked up in ``colors``
+    (unknown ones: :func:`color_map`'s hash colour).
+
+    Returns ``{"color", "line_color", "line_width", "mixed", "label", "hover"}``, lists in
+    ``lay.nodes`` order; ``hover`` is the label breakdown in words (``on gpu0: 30 ops, 80% of the FLOPs``).
+
+    >>> from hetsched.io.generators import chain
+    >>> g = chain(4)
+    >>> lay = block_layout(g, {o: "b" for o in g.ops})
+    >>> ops = list(g.topological_order())
+    >>> c = block_colors(g, lay, {ops[0]: "gpu0", ops[1]: "cpu0"}, {"gpu0": "#0072B2", "cpu0": "#E69F00"})
+    >>> c["mixed"], c["line_color"], c["color"] != ["#0072B2"]
+    ([True], ['#E69F00'], True)
+    """
+    out: dict[str, list] = {"color": [], "line_color": [], "line_width": [], "mixed": [], "label": [], "hover": []}
+    ops = graph.ops
+    for n in lay.nodes:
+        mem = lay.members[n]
+        tally: dict[str, list[float]] = {}
+        total = 0.0
+        for o in mem:
+            f = float(ops[o].flops)
+            total += f
+            lab = label.get(o)
+            if lab is None:
+                continue
+            t = tally.setdefault(str(lab), [0.0, 0.0])
+            t[0] += f
+            t[1] += 1
+        ranked = sorted(tally, key=lambda k: (tally[k][0], tally[k][1], k), reverse=True)
+        n_lab = int(sum(t[1] for t in tally.values()))
+        if not ranked:
+            fill = NEUTRAL
+        else:
+            fill = colors.get(ranked[0]) or _hash_color(ranked[0])
+            if n_lab < len(mem):
+                fill = _lighten(fill, PARTLY_LIGHTER)
+        mixed = len(ranked) > 1
+        out["color"].append(fill)
+        out["line_color"].append((colors.get(ranked[1]) or _hash_color(ranked[1])) if mixed else "#333333")
+        out["line_width"].append(MIXED_WIDTH if mixed else 0.8)
+        out["mixed"].append(mixed)
+        out["label"].append(ranked[0] if ranked else None)
+        if len(mem) == 1:
+            out["hover"].append(f"{on} {html.escape(ranked[0])}" if ranked else missing)
+            continue
+        parts = [f"{on} {html.escape(k)}: {int(tally[k][1])} op(s)"
+                 + (f", {tally[k][0] / total:.0%} of the FLOPs" if total > 0 else "") for k in ranked[:4]]
+        if len(ranked) > 4:
+            parts.append(f"and {len(ranked) - 4} more")
+        if n_lab < len(mem):
+            parts.append(f"{missing}: {len(mem) - n_lab} op(s)")
+        out["hover"].append("<br>".join(parts))
+    return out
+
+
+def block_legend(labels: Sequence[str], colors: Mapping[str, str], *, partly: str, mixed: str,
+                 none: str | None = None) -> list[dict]:
+    """Legend-only traces of a block drawing: one per label, then the lighter, the outlined and the grey kinds."""
+    data = []
+    for lab in labels:
+        data.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=html.escape(str(lab)), showlegend=True,
+                         marker=dict(color=colors[lab], size=12, symbol="square"), hoverinfo="skip"))
+    data.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=partly, showlegend=True, hoverinfo="skip",
+                     marker=dict(color=_lighten(PALETTE[0], PARTLY_LIGHTER), size=12, symbol="square")))
+    data.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=mixed, showlegend=True, hoverinfo="skip",
+                     marker=dict(color="#FFFFFF", size=12, symbol="square", line=dict(color=PALETTE[1], width=MIXED_WIDTH))))
+    if none is not None:
+        data.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=none, showlegend=True, hoverinfo="skip",
+                         marker=dict(color=NEUTRAL, size=12, symbol="square")))
+    return data
+
+
+def block_sizes(lay: BlockLayout) -> list[float]:
+    """Marker sizes: collapsed blocks by their op count, the ops of open blocks small."""
+    return [block_marker_size(len(lay.members[n])) if n.startswith("block:") else 9.0 for n in lay.nodes]
+
+
+def block_node_trace(lay: BlockLayout, col: Mapping[str, list], *, name: str = "blocks", kind: str = "scatter") -> dict:
+    """The one marker trace of a block drawing: every node, per-point fill and outline from :func:`block_colors`.
+
+    Its points (and ``customdata``: ``block:<name>`` / ``op:<name>``, what a click toggles) depend on
+    the layout only; a walker's step changes the colour, outline and hover arrays.
+    """
+    return dict(type=kind, x=np.array([lay.pos[n][0] for n in lay.nodes]), y=np.array([lay.pos[n][1] for n in lay.nodes]),
+                mode="markers", name=name, showlegend=False, customdata=list(lay.nodes),
+                marker=dict(color=list(col["color"]), size=block_sizes(lay),
+                            symbol=["square" if n.startswith("block:") else "circle" for n in lay.nodes],
+                            line=dict(color=list(col["line_color"]), width=list(col["line_width"]))),
+                hovertext=[f"{h}<br>{b}" for h, b in zip(lay.head, col["hover"])], hoverinfo="text")
+
+
+def block_ring_trace(lay: BlockLayout, nodes: Iterable[str], *, name: str, color: str = "#D00000",
+                     symbol: str = "square-open", hover: str = "") -> dict:
+    """Rings around some nodes of a block drawing (what a decision is about), a fixed SVG trace."""
+    ns = [n for n in dict.fromkeys(nodes) if n in lay.pos]
+    sizes = [(block_marker_size(len(lay.members[n])) if n.startswith("block:") else 9.0) + 12 for n in ns]
+    t = dict(type="scatter", x=[lay.pos[n][0] for n in ns], y=[lay.pos[n][1] for n in ns], mode="markers", name=name,
+             customdata=ns, showlegend=True, hoverinfo="text" if hover else "skip",
+             marker=dict(symbol=[symbol if n.startswith("block:") else symbol.replace("square", "circle") for n in ns],
+                         size=sizes, color=color, line=dict(color=color, width=3)))
+    if hover:
+        t["hovertext"] = [f"<b>{html.escape(n.split(':', 1)[1])}</b>: {hover}" for n in ns]
+    return t
+
+
+def block_view(
+    graph,
+    blocks: Mapping[str, str] | None = None,
+    *,
+    expanded: Iterable[str] = (),
+    color_by: str | Mapping[str, str] = "op_type",
+    colors: Mapping[str, str] | None = None,
+    title: str | None = None,
+    height: int | None = None,
+    legend_title: str | None = None,
+) -> go.Figure:
+    """A big graph drawn as its blocks (layers, stages), some of them expanded into their ops.
+
+    Each collapsed block is one marker (its size grows with its op count) coloured by the label most
+    of its ops have (``color_by`` as in :func:`graph_view`); an expanded block shows its ops. Every
+    marker's ``customdata`` is ``"block:<name>"`` or ``"op:<name>"``, so a click can expand or
+    collapse it. Blocks come from :func:`hetsched.blocks.op_blocks` unless given.
+
+    >>> from hetsched.io.generators import resnet_like
+    >>> g = resnet_like(n_stages=2, blocks_per_stage=2)
+    >>> fig = block_view(g, expanded=["s0b0"])
+    >>> cds = [c for t in fig.data if t.customdata is not None for c in t.customdata]
+    >>> "block:s0b1" in cds, "block:s0b0" in cds, any(c.startswith("op:s0b0") for c in cds)
+    (True, False, True)
+    """
+    lay = block_layout(graph, blocks, expanded)
+    blocks, members, pos = lay.blocks, lay.members, lay.pos
     if isinstance(color_by, str):
         lab = {o: str(getattr(graph.op(o), color_by, graph.op(o).attrs.get(color_by, "?"))) for o in graph.ops}
         legend = color_by
@@ -824,15 +1043,7 @@ def block_view(
 
     labels = {n: node_label(n) for n in members}
     cmap = color_map(list(dict.fromkeys(labels.values())), base=colors)
-    edges = list(dg.edges)
-    ex = np.full(3 * len(edges), np.nan)
-    ey = np.full(3 * len(edges), np.nan)
-    if edges:
-        ex[0::3] = [pos[u][0] for u, _ in edges]
-        ex[1::3] = [pos[v][0] for _, v in edges]
-        ey[0::3] = [pos[u][1] for u, _ in edges]
-        ey[1::3] = [pos[v][1] for _, v in edges]
-    data = [dict(type="scatter", x=ex, y=ey, mode="lines", line=dict(color="#BBBBBB", width=1.5),
+    data = [dict(type="scatter", x=lay.ex, y=lay.ey, mode="lines", line=dict(color="#BBBBBB", width=1.5),
                  hoverinfo="skip", showlegend=False, name="edges")]
     by_label: dict[str, list[str]] = {}
     for n in members:
@@ -850,7 +1061,7 @@ def block_view(
                 parts = ", ".join(f"{k}: {v}" for k, v in sorted(mix.items(), key=lambda kv: -kv[1])[:4])
                 hover.append(f"<b>{n[6:]}</b> ({len(ops)} ops; click to expand)<br>{fl / 1e9:.3g} GFLOPs, "
                              f"weights {_fmt_bytes(wb)}<br>{parts}")
-                sizes.append(10 + 4 * np.sqrt(len(ops)))
+                sizes.append(block_marker_size(len(ops)))
                 symbols.append("square")
             else:
                 op = graph.op(ops[0])
@@ -861,15 +1072,7 @@ def block_view(
         data.append(dict(type="scatter", x=np.array([pos[n][0] for n in nodes]), y=np.array([pos[n][1] for n in nodes]),
                          mode="markers", name=key, customdata=nodes, hovertext=hover, hoverinfo="text",
                          marker=dict(color=cmap[key], size=sizes, symbol=symbols, line=dict(color="#333333", width=0.8))))
-    n_cols = 1 + max((p[0] for p in pos.values()), default=0)
-    layout = dict(
-        showlegend=True, legend=dict(title=_text(legend)),
-        xaxis=dict(title=_text("blocks in dependency order (click one to expand or collapse it)"), showgrid=False,
-                   zeroline=False, showticklabels=False, range=[-0.5, max(0.5, n_cols - 0.5)]),
-        yaxis=dict(showgrid=False, zeroline=False, showticklabels=False),
-        height=height or 420, margin=dict(l=10, r=10, t=40 if title else 20, b=40),
-    )
-    layout["title"] = _text(title)
+    layout = block_axes(lay, legend, title=title, height=height)
     return figure_from_dicts(data, layout)
 
 

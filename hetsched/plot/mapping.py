@@ -36,10 +36,11 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .core import (GROUP_PALETTE, MAX_BARS, NEUTRAL, _fmt_bytes, _layout, _lighten, _text, bytes_unit, color_map,
-                   figure_from_dicts, metric_label, time_unit)
+from .core import (GROUP_PALETTE, MAX_BARS, NEUTRAL, BlockLayout, _fmt_bytes, _layout, _lighten, _text, block_axes,
+                   block_colors, block_layout, block_legend, block_node_trace, block_ring_trace, bytes_unit, color_map,
+                   edge_xy, figure_from_dicts, metric_label, time_unit)
 
-__all__ = ["TRANSFER_COLOR", "UNASSIGNED", "placement_graph", "mapping_gantt", "busy_bars", "method_bars",
+__all__ = ["TRANSFER_COLOR", "UNASSIGNED", "placement_graph", "placement_blocks", "mapping_gantt", "busy_bars", "method_bars",
            "METHOD_LABELS", "OPTIMISES_LABELS"]
 
 #: Transfers on links: a dark grey, so a link lane never borrows a device's colour (issue 22).
@@ -70,13 +71,6 @@ def _device_scale(labels: Sequence[str], colors: Mapping[str, str]) -> list[list
         scale.append([i / n, colors[lab]])
         scale.append([(i + 1) / n, colors[lab]])
     return scale
-
-
-def _edge_lines(edges: Sequence[tuple[str, str]], pos: Mapping[str, tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
-    """x and y of every edge as one line trace: ``start, end, NaN`` per edge (float arrays, binary on the wire)."""
-    ends = np.array([(*pos[u], *pos[v]) for u, v in edges], dtype=float).reshape(-1, 4)
-    gap = np.full(len(ends), np.nan)
-    return (np.column_stack([ends[:, 0], ends[:, 2], gap]).ravel(), np.column_stack([ends[:, 1], ends[:, 3], gap]).ravel())
 
 
 def placement_graph(graph, placement: Mapping[str, str], devices: Sequence[str], *,
@@ -121,7 +115,7 @@ def placement_graph(graph, placement: Mapping[str, str], devices: Sequence[str],
     xs = np.fromiter((pos[o][0] for o in ops), dtype=float, count=n)
     ys = np.fromiter((pos[o][1] for o in ops), dtype=float, count=n)
     edges = list(graph.nx.edges)
-    ex, ey = _edge_lines(edges, pos)
+    ex, ey = edge_xy(edges, pos)
     size = 12 if n <= 60 else (7 if n <= 600 else 4)
     marker_type = "scatter" if n <= 300 else "scattergl"
     objs = graph.ops
@@ -158,6 +152,60 @@ def placement_graph(graph, placement: Mapping[str, str], devices: Sequence[str],
     )
     layout["title"] = _text(title)
     return figure_from_dicts(data, layout)
+
+
+def placement_blocks(graph, placement: Mapping[str, str], devices: Sequence[str], *,
+                     colors: Mapping[str, str] | None = None, moved: Iterable[str] = (), residency: Iterable[str] = (),
+                     layout: BlockLayout | None = None, blocks: Mapping[str, str] | None = None,
+                     expanded: Iterable[str] = (), title: str | None = None, height: int | None = None) -> go.Figure:
+    """A big graph's (possibly partial) placement drawn by blocks (layers, stages), the same traces for any placement.
+
+    Each collapsed block (:func:`hetsched.blocks.op_blocks`) is one square coloured by the device
+    holding most of its FLOPs (lighter while some of its ops are not mapped yet, grey while none
+    is); a block whose ops sit on several devices has a thick outline in the runner-up device's
+    colour. The blocks holding the ops a decision moves are ringed red, those whose data changes
+    residency black. Expanded blocks (``expanded``, or a precomputed ``layout`` of
+    :func:`~hetsched.plot.core.block_layout`) show their ops, each a circle.
+
+    Notes
+    -----
+    Trace order is fixed: edges, blocks, tried layer, data kept / released, then legend-only traces
+    (each device, partly mapped, several devices, unassigned). A step changes the colour, outline and
+    hover arrays of ``blocks`` and the two ring traces, nothing else: a patch of a few kilobytes.
+
+    >>> from hetsched.io.generators import resnet_like
+    >>> from hetsched.io.systems import toy_system
+    >>> from hetsched.mapping import h2h
+    >>> g, s = resnet_like(n_stages=2, blocks_per_stage=2), toy_system()
+    >>> r = h2h(g, s)
+    >>> fig = placement_blocks(g, dict(r.placement.device), s.device_names, moved=["s0b1.conv1"])
+    >>> [t.name for t in fig.data][:4], list(fig.data[2].customdata)
+    (['edges', 'blocks', 'tried layer', 'data kept / released'], ['block:s0b1'])
+    >>> fig0 = placement_blocks(g, {}, s.device_names)             # nothing mapped: same traces, all grey
+    >>> [t.type for t in fig0.data] == [t.type for t in fig.data], set(fig0.data[1].marker.color)
+    (True, {'#BDBDBD'})
+    """
+    lay = layout if layout is not None else block_layout(graph, blocks, expanded)
+    devices = [str(d) for d in devices]
+    cmap = color_map(devices, base=colors)
+    col = block_colors(graph, lay, placement, cmap, on="on", missing="not mapped yet")
+    kind = "scatter" if len(lay.nodes) <= 300 else "scattergl"
+    mv = [lay.node_of[o] for o in moved if o in lay.node_of]
+    rs = [lay.node_of[o] for o in residency if o in lay.node_of]
+    rs = [x for x in dict.fromkeys(rs) if x not in set(mv)]
+    data: list[dict] = [
+        dict(type=kind, x=lay.ex, y=lay.ey, mode="lines", line=dict(color="#BBBBBB", width=1.5), hoverinfo="skip",
+             showlegend=False, name="edges"),
+        block_node_trace(lay, col, kind=kind),
+        block_ring_trace(lay, mv, name="tried layer", hover="holds the layer this decision is about"),
+        block_ring_trace(lay, rs, name="data kept / released", color="#000000", symbol="diamond-open",
+                         hover="weights or outputs here change residency"),
+    ]
+    data += block_legend(devices, cmap, partly="lighter: partly mapped",
+                         mixed="outlined: ops on several devices (outline: the next one)", none=UNASSIGNED)
+    layout_ = block_axes(lay, "device", title=title, height=height or 400)
+    layout_["font"] = dict(size=14)
+    return figure_from_dicts(data, layout_)
 
 
 def mapping_gantt(timeline: pd.DataFrame, devices: Sequence[str], *, colors: Mapping[str, str] | None = None,

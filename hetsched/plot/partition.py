@@ -26,10 +26,11 @@ import networkx as nx
 import numpy as np
 import plotly.graph_objects as go
 
-from .core import (IDLE, NEUTRAL, _gantt_parts, _layout, _lighten, _text, color_map,
-                   figure_from_dicts, graph_view, group_colors, time_unit)
+from .core import (IDLE, NEUTRAL, BlockLayout, _gantt_parts, _layout, _lighten, _text, block_axes, block_colors,
+                   block_layout, block_legend, block_node_trace, block_ring_trace, color_map, edge_xy, figure_from_dicts,
+                   graph_view, group_colors, time_unit)
 
-__all__ = ["partition_view", "buffer_occupancy", "quotient_view", "marked_graph_view", "quotient_walk_view",
+__all__ = ["partition_view", "buffer_occupancy", "quotient_view", "marked_graph_view", "marked_blocks", "quotient_walk_view",
            "decision_focus", "runs_gantt", "with_cursor", "FONT"]
 
 #: figure font: readable on a projector (issue 22)
@@ -438,6 +439,98 @@ def marked_graph_view(result, step: int | None = None, *, by: str = "backend", c
         title=_text(title or f"the graph after decision {k + 1} of {n_steps}"),
     )
     return figure_from_dicts(data, layout)
+
+
+def marked_blocks(result, step: int | None = None, *, by: str = "backend", colors: Mapping[str, str] | None = None,
+                  quotient: nx.DiGraph | None = None, focus_ops: Iterable[str] | None = None,
+                  focus_edge: tuple[str, str] | None = None, layout: BlockLayout | None = None,
+                  expanded: Iterable[str] = (), title: str | None = None, height: int | None = None) -> go.Figure:
+    """:func:`marked_graph_view` for big graphs: the graph by blocks (layers, stages) after decision ``step``.
+
+    Each collapsed block (:func:`hetsched.blocks.op_blocks`) is one square in the colour of the
+    backend its marked ops hold most FLOPs on (:func:`~hetsched.plot.core.block_colors`): grey while
+    none is marked, lighter while part is, a thick outline in the runner-up's colour when its ops
+    are on several backends. ``by="group"``: in the colour of the aggregated op holding most of it,
+    lighter while that one is still being merged. The blocks of what the decision is about are
+    ringed: a mark, the op's block; a merge, the blocks of both ends of the edge tried (joined by a
+    red line when they differ); ``focus_ops`` (the groups running in a buffered run) their blocks.
+    Block edges that carry a copy between backends are drawn thick. Expanded blocks (``expanded``,
+    or a precomputed ``layout`` of :func:`~hetsched.plot.core.block_layout`) show their ops.
+
+    Trace order is fixed (edges, copies between backends, edge tried, blocks, this decision, then
+    legend-only traces), so a step changes arrays only.
+
+    >>> from hetsched.io.generators import resnet_like
+    >>> from hetsched.io.systems import toy_system
+    >>> from hetsched.partition import partition_by_support
+    >>> s = toy_system(); s = s.with_support(s.support.with_priority("gpu0", "Conv", 2))
+    >>> r = partition_by_support(resnet_like(n_stages=2, blocks_per_stage=2), s)
+    >>> fig = marked_blocks(r, 0)                     # one op marked
+    >>> [t.name for t in fig.data][:5]
+    ['edges', 'copies between backends', 'edge tried', 'blocks', 'this decision']
+    >>> cols = list(fig.data[3].marker.color)
+    >>> list(fig.data[4].customdata), cols.count("#BDBDBD") == len(cols) - 1   # the others still grey
+    (['block:stem'], True)
+    """
+    st = _static(result)
+    g = result.graph
+    n_steps = len(result.steps)
+    k = n_steps - 1 if step is None else int(step)
+    lay = layout if layout is not None else block_layout(g, None, expanded)
+    Q = result.quotient_at(k) if quotient is None else quotient
+    group, backend = _groups_of(Q)
+    if by == "group":
+        size_now = Counter(group.values())
+        final, gsize = result.group_of, st["group_size"]
+        # an op counts once its aggregated op is complete: blocks stay light while theirs still merge
+        label = {o: final[o] for o in group if size_now[group[o]] >= gsize[final[o]]}
+        cmap = st["group_colors"]
+        col = block_colors(g, lay, label, cmap, on="in", missing="still merging or not marked")
+        legend = list(result.groups) if len(result.groups) <= 12 else []
+        words = dict(partly="lighter: still merging", mixed="outlined: ops in several aggregated ops (outline: the next one)")
+        legend_title = "aggregated op"
+    else:
+        cmap = color_map(st["backends"], base=colors)
+        col = block_colors(g, lay, backend, cmap, on="marked", missing="not marked yet")
+        legend = st["backends"]
+        words = dict(partly="lighter: partly marked", mixed="outlined: ops on several backends (outline: the next one)")
+        legend_title = "backend"
+    if focus_ops is None or focus_edge is None:
+        f = decision_focus(result, k, Q)
+        focus_ops = f["ops"] if focus_ops is None else focus_ops
+        focus_edge = f["edge"] if focus_edge is None else focus_edge
+    node_of, pos = lay.node_of, lay.pos
+    fe = tuple(focus_edge) if focus_edge else None
+    if fe is not None and all(o in node_of for o in fe):
+        focus = [node_of[o] for o in fe]
+    else:
+        focus = [node_of[o] for o in focus_ops if o in node_of]
+    copies: dict[tuple[str, str], None] = {}
+    for u, v in st["edges"]:
+        bu, bv = backend.get(u), backend.get(v)
+        if bu is not None and bv is not None and bu != bv and node_of[u] != node_of[v]:
+            copies[node_of[u], node_of[v]] = None
+    cx, cy = edge_xy(list(copies), pos)
+    tried = [node_of[o] for o in fe] if fe is not None and all(o in node_of for o in fe) else []
+    if len(set(tried)) < 2:
+        tried = []
+    kind = "scatter" if len(lay.nodes) <= 300 else "scattergl"
+    data = [
+        dict(type=kind, x=lay.ex, y=lay.ey, mode="lines", line=dict(color="#BBBBBB", width=1.5), hoverinfo="skip",
+             showlegend=False, name="edges"),
+        dict(type=kind, x=cx, y=cy, mode="lines", line=dict(color=CROSS, width=3), name="copies between backends",
+             hoverinfo="skip"),
+        dict(type="scatter", x=[pos[n][0] for n in tried], y=[pos[n][1] for n in tried], mode="lines",
+             line=dict(color=FOCUS, width=5), name="edge tried", hoverinfo="skip", showlegend=False),
+        block_node_trace(lay, col, kind=kind),
+        block_ring_trace(lay, focus, name="this decision", color=FOCUS, hover="what this decision is about"),
+    ]
+    data += block_legend(legend, {x: cmap[x] for x in legend}, none="not marked yet", **words)
+    layout_ = block_axes(lay, legend_title, title=title or f"the graph by blocks after decision {k + 1} of {n_steps}",
+                         height=height or 440)
+    layout_["font"] = FONT
+    layout_["margin"] = dict(l=10, r=10, t=50, b=40)
+    return figure_from_dicts(data, layout_)
 
 
 def quotient_walk_view(result, step: int | None = None, *, colors: Mapping[str, str] | None = None,

@@ -1,0 +1,107 @@
+"""The "draw: auto / blocks / every op" choice of a walk's graph figure, and click-to-expand (issue 22).
+
+A 1k-op graph drawn op by op is a hairball a class cannot read, and its first draw costs a
+software-WebGL browser most of a second. The Graph tab draws graphs above
+:attr:`GraphPanel.BLOCKS_ABOVE <hetsched.widgets.GraphPanel.BLOCKS_ABOVE>` ops as blocks (layers,
+stages); the walkers (Mapping, Backends) share that threshold and that gesture through
+:class:`BlockDrawing`: their state has ``view`` (``auto``/``blocks``/``ops``) and ``expanded``
+(the blocks shown op by op) traits, both view traits (a redraw, never a recompute).
+
+>>> import traitlets
+>>> class S(traitlets.HasTraits):
+...     view = traitlets.Unicode("auto"); expanded = traitlets.Tuple()
+>>> class P(BlockDrawing):
+...     def __init__(self): self.state = S()
+...     def drawn_graph(self): return None
+>>> p = P(); p.toggle_block("conv3"); p.state.expanded
+('conv3',)
+>>> p._on_block_click(0, 0, "block:conv3"); p.state.expanded      # no graph drawn: clicks do nothing
+('conv3',)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as W
+
+from hetsched.plot.core import BlockLayout, block_layout
+
+from .graph_panel import GraphPanel
+
+__all__ = ["BlockDrawing", "VIEW_OPTIONS"]
+
+#: the choice as the Graph tab offers it (value, label)
+VIEW_OPTIONS = [("auto", "auto"), ("blocks", "blocks"), ("every op", "ops")]
+
+
+class BlockDrawing:
+    """Mixin of a walker panel whose graph figure may be drawn by blocks.
+
+    The panel provides ``state.view``, ``state.expanded`` and :meth:`drawn_graph`; it calls
+    :meth:`view_control` once to lay out the toggle, :meth:`watch_clicks` on its graph figure, and
+    :meth:`forget_blocks` from ``on_result`` (a new graph starts with every block closed).
+    """
+
+    def drawn_graph(self) -> Any:  # pragma: no cover - abstract
+        """The graph the walk draws (``None`` before the first result)."""
+        raise NotImplementedError
+
+    def view_control(self) -> W.ToggleButtons:
+        ctl = W.ToggleButtons(options=VIEW_OPTIONS, description="draw", style={"button_width": "auto"},
+                              tooltips=[f"blocks above {GraphPanel.BLOCKS_ABOVE} ops",
+                                        "layers/stages; click one to expand it", "one marker per op"])
+        W.link((self.state, "view"), (ctl, "value"))
+        return ctl
+
+    def watch_clicks(self, view: Any) -> None:
+        view.on_click(self._on_block_click)
+
+    def blocks_shown(self, g: Any = None) -> bool:
+        """Whether the graph is drawn as blocks: the ``view`` choice, or under "auto" its size
+        against the Graph tab's threshold (one constant for every tab)."""
+        g = self.drawn_graph() if g is None else g
+        v = self.state.view
+        return g is not None and (v == "blocks" or (v == "auto" and g.n_ops > GraphPanel.BLOCKS_ABOVE))
+
+    def toggle_block(self, block: str) -> None:
+        """Expand a block into its ops, or collapse it again (what a click on it does)."""
+        ex = list(self.state.expanded)
+        self.state.expanded = tuple(b for b in ex if b != block) if block in ex else tuple(ex + [block])
+
+    def _on_block_click(self, _trace: int, _point: int, customdata: Any) -> None:
+        g = self.drawn_graph()
+        if not isinstance(customdata, str) or g is None or not self.blocks_shown(g):
+            return
+        if customdata.startswith("block:"):
+            self.toggle_block(customdata[len("block:"):])
+        elif customdata.startswith("op:"):
+            op = customdata[len("op:"):]
+            lay = self.block_layout(g)
+            if op in lay.blocks:
+                self.toggle_block(lay.blocks[op])
+
+    def block_layout(self, g: Any) -> BlockLayout:
+        """The layout for ``g`` with the open blocks, computed once per graph and set of open blocks."""
+        cache = self.__dict__.setdefault("_block_layouts", {})
+        blocks = cache.get(("blocks", id(g)))
+        if blocks is None or blocks[0] is not g:
+            from hetsched.blocks import op_blocks
+
+            cache.clear()
+            blocks = cache[("blocks", id(g))] = (g, op_blocks(g))
+        names = set(blocks[1].values())
+        open_ = tuple(b for b in self.state.expanded if b in names)
+        key = (id(g), open_)
+        if key not in cache:
+            if len(cache) > 12:  # a class clicking blocks open and shut: keep the few latest layouts
+                for k in [k for k in cache if k[0] != "blocks"][:6]:
+                    del cache[k]
+            cache[key] = block_layout(g, blocks[1], open_)
+        return cache[key]
+
+    def forget_blocks(self, g: Any) -> None:
+        """A new graph starts with every block closed (the Graph tab's rule)."""
+        if self.__dict__.get("_blocks_graph") is not g:
+            self.state.expanded = ()
+        self.__dict__["_blocks_graph"] = g
