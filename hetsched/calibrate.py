@@ -68,7 +68,7 @@ import pandas as pd
 from .cost import CalibratedCost, CostModel, EfficiencyCurve, RooflineCost, model_id, resolve_cost, save_cost
 from .errors import HetschedError
 from .graph import OpGraph
-from .results import Result, Step
+from .results import LazySteps, Result, StepLog
 from .system import Device, Link, System, op_class
 from .timeline import make_timeline
 
@@ -532,7 +532,7 @@ def _isotonic(y: Sequence[float], w: Sequence[float]) -> list[float]:
 
 
 def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
-               bin_decades: float = BIN_DECADES) -> tuple[dict[str, EfficiencyCurve], list[Step], pd.Series]:
+               bin_decades: float = BIN_DECADES) -> tuple[dict[str, EfficiencyCurve], LazySteps, pd.Series]:
     """Efficiency curves from points ``(source, op_type, work_s, efficiency)``.
 
     One curve per op type with at least ``min_points`` points, else per op class, and a
@@ -547,7 +547,8 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
     absolute efficiency is not the in-model one, but what more work costs is. A curve with no
     workload point is the sweep's.
 
-    Returns ``(curves, steps, key)``: the curve key each point went to in ``key``.
+    Returns ``(curves, steps, key)``: one ``fit_curve`` step per curve (a read-only step log), the
+    curve key each point went to in ``key``.
 
     >>> pts = pd.DataFrame({"source": ["m"] * 4 + ["sweep"] * 3 + ["m"],
     ...                     "op_type": ["Conv"] * 7 + ["Relu"],
@@ -565,7 +566,7 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
     counts = pts["op_type"].value_counts()
     key = pts["op_type"].where(pts["op_type"].map(counts) >= min_points, pts["op_type"].map(op_class))
     curves: dict[str, EfficiencyCurve] = {}
-    steps: list[Step] = []
+    steps = StepLog()
     groups = [(k, pts[key == k]) for k in dict.fromkeys(key)] + [("default", pts)]
     for k, sub in groups:
         if not len(sub):
@@ -602,13 +603,13 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
         why = ("its own curve: enough points of this op type" if k in counts.index
                else "the default: every point" if k == "default" else f"op class {k!r}: types with fewer than {min_points} points")
         es = [e for _, e in knots]
-        steps.append(Step(0, "fit_curve", k, after=float(np.median(eff)), accepted=True,
-                          reason=f"{len(sub)} point(s) ({int((~is_sweep).sum())} in workloads) -> {len(knots)} knot(s), "
-                                 f"efficiency {min(es):.3g}..{max(es):.3g}; {why}; level from {how}",
-                          data={"work_s": [w for w, _ in knots], "efficiency": es, "types": sorted(set(sub["op_type"]))}))
+        steps.add("fit_curve", k, after=float(np.median(eff)), accepted=True,
+                  reason=f"{len(sub)} point(s) ({int((~is_sweep).sum())} in workloads) -> {len(knots)} knot(s), "
+                         f"efficiency {min(es):.3g}..{max(es):.3g}; {why}; level from {how}",
+                  data={"work_s": [w for w, _ in knots], "efficiency": es, "types": sorted(set(sub["op_type"]))})
     full_key = pd.Series(pd.NA, index=points.index, dtype=object)
     full_key.loc[key.index] = key
-    return curves, steps, full_key
+    return curves, steps.freeze(), full_key
 
 
 def fit_cold_curves(points: pd.DataFrame, *, bin_decades: float = BIN_DECADES) -> dict[str, EfficiencyCurve]:
@@ -791,7 +792,7 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
         torch.set_num_threads(threads)
     try:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-        steps: list[Step] = []
+        steps = StepLog()
         n_threads = torch.get_num_threads()
         if clock == "cpu" and n_threads != 1:
             raise HetschedError(f"clock='cpu' times one thread: calibrate with threads=1, not {n_threads}", field="threads")
@@ -799,7 +800,7 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
         mclock = "wall" if clock == "profiler" else clock
 
         def step(action: str, subject: str, value: float, reason: str) -> None:
-            steps.append(Step(len(steps), action, subject, after=float(value), accepted=True, reason=reason))
+            steps.add(action, subject, after=float(value), accepted=True, reason=reason)
             say(reason)
 
         say(f"calibrating {device} with {n_threads} torch thread(s), {clock} clock, 1-min load {load:.1f}")
@@ -895,8 +896,7 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
         curves, fit_steps, key = fit_curves(points)
         if not curves:
             raise HetschedError("no measurement above the launch overhead: nothing to fit", field="workloads")
-        for s in fit_steps:
-            steps.append(Step(len(steps), s.action, s.subject, s.before, s.after, s.accepted, s.reason, s.delta, s.data))
+        steps.extend(fit_steps)
         spec = {"peak_flops": peak, "mem_bandwidth_Bps": bw, "launch_overhead_s": launch,
                 "launch_by_type": launch_by_type, "curves": curves, "work": WORK}
         cold, cache = fit_cold_curves(points), _cache_bytes()

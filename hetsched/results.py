@@ -32,13 +32,13 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 import pandas as pd
 
 from .timeline import empty_timeline
 
-__all__ = ["Step", "StepView", "StepLog", "LazySteps", "Result", "compare_results"]
+__all__ = ["Step", "StepView", "StepLog", "NullLog", "LazySteps", "Result", "compare_results"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +80,10 @@ class StepLog:
     """Where an algorithm writes its decisions while it runs; pass it as a result's ``steps``.
 
     A step is stored as the tuple ``(action, subject, before, after, accepted, reason, delta,
-    data)`` (the fields of :class:`Step` after ``index``); :meth:`append` takes that tuple as is, for
-    loops that log hundreds of thousands of decisions.
+    data)`` (the fields of :class:`Step` after ``index``: a step's index is its position, nobody
+    keeps one by hand); :meth:`append` takes that tuple as is, for loops that log hundreds of
+    thousands of decisions. ``StepLog(steps)`` goes on from an earlier log (a later phase of the same
+    algorithm, a result's ``steps``), :meth:`extend` appends another log after this one.
 
     >>> log = StepLog()
     >>> log.add("mark", "a", reason="only gpu0 runs it", delta={"a": "gpu0"})
@@ -89,22 +91,36 @@ class StepLog:
     >>> log.append(("merge", "a+b", 2.0, 1.0, True, "one launch", {}, {}))
     >>> len(log), log.freeze()[1].action
     (2, 'merge')
+    >>> more = StepLog(log.freeze()); more.extend(log); [s.index for s in more.freeze()]
+    [0, 1, 2, 3]
     """
 
     __slots__ = ("_raw", "append")
 
-    def __init__(self) -> None:
+    def __init__(self, steps: Iterable[Any] = ()) -> None:
         self._raw: list[tuple] = []
         #: append one raw step tuple (the hot-loop form of :meth:`add`)
         self.append = self._raw.append
+        if steps:
+            self.extend(steps)
 
     def add(self, action: str, subject: str, before: float | None = None, after: float | None = None,
             accepted: bool = True, reason: str = "", delta: Mapping[str, Any] | None = None,
             data: Mapping[str, Any] | None = None) -> int:
         """Log one decision; returns its index."""
-        self._raw.append((action, subject, before, after, accepted, reason, {} if delta is None else delta,
-                          {} if data is None else data))
-        return len(self._raw) - 1
+        raw = self._raw
+        raw.append((action, subject, before, after, accepted, reason, {} if delta is None else delta,
+                    {} if data is None else data))
+        return len(raw) - 1
+
+    def extend(self, steps: Iterable[Any]) -> None:
+        """Append every step of another log (a :class:`StepLog`, :class:`LazySteps` or Steps), renumbered."""
+        raw = steps._raw if isinstance(steps, StepLog) else steps.raw() if isinstance(steps, LazySteps) else None
+        if raw is not None:
+            self._raw.extend(raw)
+        else:
+            self._raw.extend((s.action, s.subject, s.before, s.after, s.accepted, s.reason, s.delta, s.data)
+                             for s in steps)
 
     def __len__(self) -> int:
         return len(self._raw)
@@ -112,6 +128,32 @@ class StepLog:
     def freeze(self) -> "LazySteps":
         """The log as the read-only sequence a result holds (no copy: stop writing to it)."""
         return LazySteps(self._raw)
+
+
+class NullLog(StepLog):
+    """A log that keeps nothing: for inner runs whose decisions are not the caller's steps
+    (a search's start mappers, a brute force pricing thousands of states).
+
+    >>> log = NullLog()
+    >>> log.add("map", "a")
+    -1
+    >>> log.append(("map", "b", None, None, True, "", {}, {})); len(log), len(log.freeze())
+    (0, 0)
+    """
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.append = _ignore
+
+    def add(self, *args: Any, **kwargs: Any) -> int:
+        """Keep nothing; ``-1``: the decision has no index."""
+        return -1
+
+
+def _ignore(_step: tuple) -> None:
+    return None
 
 
 class LazySteps(Sequence):
@@ -238,6 +280,8 @@ class Result:
         steps = self.steps
         if isinstance(steps, StepLog):
             steps = steps.freeze()
+        elif not isinstance(steps, LazySteps) and not steps:
+            steps = LazySteps([])  # no decisions: still the one log type
         object.__setattr__(self, "steps", steps if isinstance(steps, LazySteps) else tuple(steps))
         object.__setattr__(self, "initial_state", MappingProxyType(dict(self.initial_state)))
 

@@ -246,10 +246,30 @@ def test_graph_flags_are_used_or_rejected_never_ignored(capsys):
     from hetsched.whatif import resolve_graph
 
     assert resolve_graph("randwire_ws", 8).n_ops < resolve_graph("randwire_ws").n_ops  # zoo model: --n = nodes
-    assert main(["map", "resnet_like", "--n", "8", "--system", "toy", "--quiet"]) == EXIT_BAD_INPUT
-    assert "n does not apply" in capsys.readouterr().err
+    assert main(["map", "resnet_like", "--seed", "8", "--system", "toy", "--quiet"]) == EXIT_BAD_INPUT
+    assert "seed does not apply" in capsys.readouterr().err  # a fixed-wiring generator has no seed
     assert main(["order", "chain", "--training", "--quiet"]) == EXIT_BAD_INPUT
     assert "training" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["topcuoglu", "chain", "layered", "fork_join", "transformer_block", "resnet_like"])
+def test_cli_builds_the_generated_graph_the_graph_panel_builds(name):
+    """One sizing table (hetsched.io.generators.SIZINGS): `--n N --seed S` on the command line is the
+    Graph panel's size N and seed S (``randwire_ws`` is the zoo model on the command line: ``--n`` nodes)."""
+    from hetsched.cli import _graph, build_parser
+    from hetsched.io.generators import SIZINGS
+    from hetsched.widgets import GraphPanel
+
+    p = GraphPanel()
+    p.state.source = "generator"
+    for n, seed in ((45, 0), (61, 3)):
+        with p.hold():
+            p.state.generator, p.state.n, p.state.seed = name, n, seed
+        flags = ["--n", str(n)] + (["--seed", str(seed)] if SIZINGS[name].seed else [])
+        g = _graph(build_parser().parse_args(["map", name, *flags]))
+        panel = p.result
+        assert panel.name == g.name and dict(panel.ops) == dict(g.ops) and dict(panel.tensors) == dict(g.tensors)
+        assert abs(g.n_ops - n) <= max(6, n // 4), (name, n, g.n_ops)  # n is about the number of ops
 
 
 def test_resolved_graphs_are_private_copies_and_files_are_reread(tmp_path):

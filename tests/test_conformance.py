@@ -86,6 +86,36 @@ def _memory_rerun(r):
     assert tuple(r.replay(r.n_steps - 1)["order"]) == tuple(r.order)
 
 
+def _exact_rerun(r):
+    """The exact search's log is its questions "is there an order within B bytes?": the accepted ones
+    lower the best order, so replaying them ends at the proven order, and a refused one is answered."""
+    _memory_rerun(r)
+    assert r.status == "optimal" and r.peak_bytes == r.bound_bytes
+    kept = [s for s in r.steps if s.accepted]
+    assert all(s.after < s.before for s in kept)
+    assert all(int(s.data["budget_bytes"]) < r.peak_bytes for s in r.steps if not s.accepted)
+
+
+def _ilp_rerun(r):
+    """An order ILP proven optimal: the order is the log's end state and its peak meets the bound."""
+    _memory_rerun(r)
+    assert r.status == "optimal" and r.peak_bytes == pytest.approx(r.bound_bytes)
+
+
+def _map_ilp_rerun(r):
+    """A tiny MILP is solved to optimality: the warm start, then the solve that (at worst) keeps it."""
+    _mapping_rerun(r)
+    assert r.params["status"] == "optimal"
+    assert [s.action for s in r.steps][:2] == ["warm_start", "solve"] and r.steps[1].after <= r.steps[1].before
+
+
+def _search_rerun(r):
+    """Every kept search move lowers the objective, so the log's values fall to the result's."""
+    _mapping_rerun(r)
+    kept = [s.after for s in r.steps if s.accepted and s.action in ("move", "swap", "restart")]
+    assert all(b < a for a, b in zip(kept, kept[1:])) or len(kept) < 2
+
+
 def _executor_rerun(r):
     assert set(r.replay(r.n_steps - 1)) == set(r.kinds)
 
@@ -153,6 +183,12 @@ def _cases() -> dict[str, Case]:
     return {
         "mapping.h2h": Case(lambda: mp.h2h(g_map, TS), graph=g_map, rerun=_mapping_rerun),
         "mapping.heft": Case(lambda: mp.heft(LG, TS), graph=LG, rerun=_mapping_rerun),
+        "mapping.cpop": Case(lambda: mp.cpop(LG, TS), graph=LG, rerun=_mapping_rerun),
+        "mapping.peft": Case(lambda: mp.peft(LG, TS), graph=LG, rerun=_mapping_rerun),
+        "mapping.map_search": Case(lambda: mp.map_search(LG, TS, max_evals=200, seed=1), graph=LG,
+                                   rerun=_search_rerun),
+        "mapping.map_ilp": Case(lambda: mp.map_ilp(chain(4, seed=1), TS, time_limit_s=20), graph=chain(4, seed=1),
+                                rerun=_map_ilp_rerun),
         "mapping.remap": Case(lambda: mp.remap(mp.map_compute_first(g_map, TS)), graph=g_map, rerun=_mapping_rerun),
         "mapping.brute_force": Case(lambda: mp.brute_force(chain(4, seed=1), TS), graph=chain(4, seed=1),
                                     rerun=_mapping_rerun),
@@ -176,6 +212,8 @@ def _cases() -> dict[str, Case]:
         "memory.order_bfs": Case(lambda: mem.order_bfs(LG), rerun=_memory_rerun),
         "memory.order_patent": Case(lambda: mem.order_patent(LG), rerun=_memory_rerun),
         "memory.optimize_order": Case(lambda: mem.optimize_order(LG, method="heuristic"), rerun=_memory_rerun),
+        "memory.order_exact": Case(lambda: mem.order_exact(LG, time_limit_s=20), rerun=_exact_rerun),
+        "memory.order_ilp": Case(lambda: mem.order_ilp(chain(5, seed=1), time_limit_s=20), rerun=_ilp_rerun),
         "executor.simulate": Case(lambda: ex.simulate(fj, streams="patent", threads="patent", pool_size=2),
                                   graph=fj, rerun=_executor_rerun),
         "executor.compare_policies": Case(lambda: ex.compare_policies(fj), seconds=_policy_seconds),
@@ -219,10 +257,11 @@ def test_shape(name):
 # ---------------------------------------------------------------- one log, one replay
 @pytest.mark.parametrize("name", NAMES)
 def test_uses_the_shared_step_log_and_replay_hooks(name):
-    """Steps are a tuple or the shared LazySteps; the state comes from the replay hooks
-    (``_replay_start``/``_apply``/``_replay_end`` or ``_replay``), never an override of ``replay``."""
+    """Steps are the shared LazySteps (written through a StepLog, or a view ``LazySteps(n=, make=)``),
+    never a hand-numbered list; the state comes from the replay hooks (``_replay_start``/``_apply``/
+    ``_replay_end`` or ``_replay``), never an override of ``replay``."""
     r = result(name)
-    assert isinstance(r.steps, (tuple, LazySteps)), f"steps are a {type(r.steps).__name__}, not the shared log"
+    assert isinstance(r.steps, LazySteps), f"steps are a {type(r.steps).__name__}, not the shared log"
     assert type(r).replay is Result.replay, f"{type(r).__name__} overrides replay() instead of its hooks"
 
 

@@ -87,3 +87,58 @@ def test_split_and_merge_backward_are_inverse_and_valid():
 def test_from_arrays_checks_rank_count():
     with pytest.raises(ScheduleError, match="rank lists"):
         Schedule.from_arrays(3, 1, 1, "x", [(np.array([0]), np.array([0]), np.array([0]))])
+
+
+# ---------------------------------------------------------------- phases and micro-steps
+def test_1f1b_phases_are_megatrons_warmup_steady_cooldown():
+    """1F1B (Narayanan et al. 2021): rank r runs p - 1 - r warm-up forwards, then one forward and
+    one backward at a time, then p - 1 - r cool-down backwards; its k-th forward (backward) is
+    micro-step k."""
+    from hetsched.pipeline import KINDS, action_phases, one_f_one_b
+
+    p, m = 4, 8
+    s = one_f_one_b(p, m)
+    phase, micro = action_phases(s)
+    for r in range(p):
+        sl = s.rank_slice(r)
+        ph, kd, mi = phase[sl].tolist(), s.kind[sl], micro[sl]
+        warm = p - 1 - r
+        assert ph == ["warm-up"] * warm + ["steady"] * (2 * m - 2 * warm) + ["cool-down"] * warm
+        assert all(KINDS[k] == "F" for k in kd[:warm]) and all(KINDS[k] == "B" for k in kd[len(kd) - warm:])
+        assert mi[kd == 0].tolist() == list(range(m)) and mi[kd == 1].tolist() == list(range(m))
+
+
+def test_gpipe_has_no_steady_phase():
+    from hetsched.pipeline import action_phases, gpipe
+
+    s = gpipe(3, 4)
+    phase, _ = action_phases(s)
+    assert set(phase[s.kind == 0]) == {"warm-up"} and set(phase[s.kind != 0]) == {"cool-down"}
+
+
+def test_patent_schedule_warms_up_with_its_own_forward_count():
+    """The patent's interleaved 1F1B: rank k runs 2 (p - 1 - k) + (v - 1)(p + r) warm-up forwards
+    (capped at its m v forwards), then its steady one-forward-one-backward steps."""
+    from hetsched.pipeline import action_phases, interleaved_1f1b, patent_parameters
+
+    p, v, m = 4, 2, 10
+    s = interleaved_1f1b(p, v, m, grouping="paddle")
+    phase, _ = action_phases(s)
+    warm = patent_parameters(p, v, m)["warmup"]
+    for k in range(p):
+        ph = phase[s.rank_slice(k)].tolist()
+        assert ph.count("warm-up") == warm[k] and ph.index("steady") == warm[k]
+        assert ph == sorted(ph, key=["warm-up", "steady", "cool-down"].index)  # one run of each phase, in order
+
+
+def test_a_weight_gradient_has_the_micro_step_of_its_backward():
+    from hetsched.pipeline import KINDS, action_phases, zb_h1
+
+    s = zb_h1(4, 8)
+    _, micro = action_phases(s)
+    for r in range(4):
+        sl = s.rank_slice(r)
+        kd, mi = s.kind[sl], micro[sl]
+        for j in np.flatnonzero(kd == KINDS.index("W")):
+            prev = [i for i in range(j) if kd[i] in (KINDS.index("B"), KINDS.index("I"))]
+            assert mi[j] == mi[prev[-1]]

@@ -11,7 +11,7 @@ import pytest
 
 from hetsched.io.generators import chain
 from hetsched.io.systems import toy_system
-from hetsched.results import LazySteps, Result, Step, StepLog, StepView, compare_results
+from hetsched.results import LazySteps, NullLog, Result, Step, StepLog, StepView, compare_results
 from hetsched.timeline import make_timeline
 
 
@@ -28,6 +28,29 @@ def test_step_log_freezes_into_lazy_steps():
     assert r.steps_frame()["accepted"].tolist() == [True, False]
     with pytest.raises(IndexError):
         r.steps[2]
+
+
+def test_a_log_goes_on_from_another_and_numbers_by_position():
+    first = StepLog()
+    first.add("map", "a", delta={"a": "gpu0"})
+    r1 = Result(steps=first, initial_state={"a": None})
+    # a later phase continues the earlier result's log without touching it
+    log = StepLog(r1.steps)
+    log.add("map", "b", delta={"b": "cpu0"})
+    made = LazySteps(n=2, make=lambda i: Step(7, "tick", str(i), accepted=False))  # a made step's own index is ignored
+    log.extend(made)
+    log.extend([Step(99, "move", "a", 2.0, 1.0, True, "better", {"a": "cpu0"}, {"why": "x"})])
+    r2 = Result(steps=log, initial_state={"a": None})
+    assert len(r1.steps) == 1 and len(r2.steps) == 5
+    assert [s.index for s in r2.steps] == [0, 1, 2, 3, 4]
+    assert [s.subject for s in r2.steps] == ["a", "b", "0", "1", "a"] and r2.steps[4].data == {"why": "x"}
+    assert r2.replay(4) == {"a": "cpu0", "b": "cpu0"} and r2.replay(1) == {"a": "gpu0", "b": "cpu0"}
+    # a log that keeps nothing, and no steps at all, are still the one log type
+    quiet = NullLog()
+    assert quiet.add("map", "a") == -1 and len(quiet) == 0
+    quiet.append(("map", "a", None, None, True, "", {}, {}))
+    assert len(Result(steps=quiet).steps) == 0
+    assert isinstance(Result().steps, LazySteps) and Result().replay(-1) == {}
 
 
 def test_function_built_steps_and_the_apply_hook():

@@ -22,7 +22,7 @@ import traitlets
 import hetsched as hs
 from hetsched.errors import FormatError
 from hetsched.io import bundled_graphs, load_graph
-from hetsched.io.generators import GENERATORS
+from hetsched.io.generators import SIZINGS, generate
 from hetsched.plot import bytes_unit, color_map, graph_view
 from hetsched.plot.core import block_view
 
@@ -30,21 +30,10 @@ from .base import Panel, Session
 
 __all__ = ["GraphPanel", "GraphState"]
 
-_GEN_DEFAULTS = {
-    "topcuoglu": lambda n, seed: GENERATORS["topcuoglu"](n, seed=seed),
-    "chain": lambda n, seed: GENERATORS["chain"](n, seed=seed),
-    "layered": lambda n, seed: GENERATORS["layered"](max(1, n // 4), 4, seed=seed),
-    "fork_join": lambda n, seed: GENERATORS["fork_join"](4, max(1, (n - 2) // 4), seed=seed),
-    "transformer_block": lambda n, seed: GENERATORS["transformer_block"](n_layers=max(1, n // 15), seq=64, d_model=256, heads=4),
-    "resnet_like": lambda n, seed: GENERATORS["resnet_like"](blocks_per_stage=max(1, n // 20)),
-    "randwire_ws": lambda n, seed: GENERATORS["randwire_ws"](max(6, n // 2), seed=seed),
-}
-
-
 class GraphState(traitlets.HasTraits):
     source = traitlets.Enum(["bundled", "generator", "upload"], default_value="generator")
     bundled = traitlets.Unicode("")
-    generator = traitlets.Enum(list(_GEN_DEFAULTS), default_value="resnet_like")
+    generator = traitlets.Enum(list(SIZINGS), default_value="resnet_like")
     n = traitlets.Int(40)
     seed = traitlets.Int(0)
     color_by = traitlets.Enum(["op_type", "device"], default_value="op_type")
@@ -83,7 +72,7 @@ class GraphPanel(Panel):
         src = W.ToggleButtons(options=[("bundled", "bundled"), ("generator", "generator"), ("upload", "upload")],
                               description="source")
         bundled = W.Dropdown(options=names or [""], description="graph")
-        gen = W.Dropdown(options=list(_GEN_DEFAULTS), description="generator")
+        gen = W.Dropdown(options=list(SIZINGS), description="generator")
         n = W.BoundedIntText(min=2, max=20000, description="size")
         seed = W.BoundedIntText(min=0, max=10**6, description="seed")
         color = W.ToggleButtons(options=[("op type", "op_type"), ("preferred device", "device")], description="colour by",
@@ -169,7 +158,7 @@ class GraphPanel(Panel):
                 with open(path, "wb") as fh:
                     fh.write(st.upload_content)
                 return load_graph(path)
-        return _GEN_DEFAULTS[st.generator](st.n, st.seed)
+        return generate(st.generator, st.n, st.seed)  # the core's sizing table: the CLI builds the same graph
 
     def blocks_shown(self, g: hs.OpGraph | None = None) -> bool:
         """Whether the graph is drawn as blocks (the ``view`` choice, or its size under "auto")."""

@@ -176,27 +176,8 @@ class _Walk:
         self.order = np.lexsort((s.rank, r.start_s))
         self.starts = np.asarray(r.start_s, float)[self.order]
         labels = s.labels()
-        kind = s.kind
-        phase = np.empty(s.n_actions, dtype=object)
-        micro = np.zeros(s.n_actions, np.int64)  # the k-th forward (backward) of its rank: the patent's micro-step
-        for rank in range(s.p):
-            sl = s.rank_slice(rank)
-            kd = kind[sl]
-            bw = np.flatnonzero((kd == pp.KINDS.index("B")) | (kd == pp.KINDS.index("I")))
-            fw = np.flatnonzero(kd == pp.KINDS.index("F"))
-            pos = np.arange(len(kd))
-            first_b = bw[0] if len(bw) else len(kd)
-            if len(fw) and len(bw) and fw[-1] > first_b:
-                # a steady phase (Megatron's and the patent's count): it opens with the forward just
-                # before the first backward and closes with the backward just after the last forward
-                start = fw[fw < first_b][-1] if (fw < first_b).any() else first_b
-                end = bw[bw > fw[-1]][0] if (bw > fw[-1]).any() else len(kd)
-                phase[sl] = np.where(pos < start, "warm-up", np.where(pos > end, "cool-down", "steady"))
-            else:  # all forwards, then all backwards (GPipe): no steady phase
-                phase[sl] = np.where(pos < first_b, "warm-up", "cool-down")
-            is_f = kd == pp.KINDS.index("F")
-            is_b = ~is_f & (kd != pp.KINDS.index("W"))
-            micro[sl] = np.where(is_f, np.cumsum(is_f) - 1, np.cumsum(is_b) - 1)
+        # warm-up / steady / cool-down and the patent's micro-step of every action: the core's analysis
+        phase, micro = pp.action_phases(s)
         self.phase, self.micro, self.labels = phase, micro, labels
         o = self.order
         ranks = s.rank[o].tolist()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Callable, NamedTuple
 
 from ..errors import HetschedError
 from ..graph import OpGraph
@@ -34,6 +35,10 @@ __all__ = [
     "resnet_like",
     "randwire_ws",
     "GENERATORS",
+    "DEFAULT_N",
+    "Sizing",
+    "SIZINGS",
+    "generate",
 ]
 
 # reference hardware used to turn Topcuoglu's abstract "time units" into flops and bytes
@@ -466,3 +471,55 @@ GENERATORS = {
     "resnet_like": resnet_like,
     "randwire_ws": randwire_ws,
 }
+
+
+#: ops of a generated graph when no size is given
+DEFAULT_N = 40
+
+
+class Sizing(NamedTuple):
+    """How a generator builds a graph of about ``n`` ops: ``build(n, seed, batch)``, and which of
+    ``seed`` and ``batch`` it uses (a setting a generator does not use is an error where it is given)."""
+
+    build: Callable[[int, int, int], OpGraph]
+    seed: bool
+    batch: bool
+
+
+#: The one sizing table of the generators (the Graph panel, :func:`hetsched.io.resolve.resolve_graph`
+#: and so the CLI and the what-if sweeps): each shape's own parameter chosen so that ``n`` is about
+#: the number of ops (a transformer layer is 15 ops, a ResNet block per stage ~20 with its stage
+#: overhead, a RandWire node 1-2 ops).
+SIZINGS: dict[str, Sizing] = {
+    "topcuoglu": Sizing(lambda n, seed, batch: topcuoglu(n, seed=seed), True, False),
+    "chain": Sizing(lambda n, seed, batch: chain(n, seed=seed), True, False),
+    "layered": Sizing(lambda n, seed, batch: layered(max(1, n // 4), 4, seed=seed), True, False),
+    # a source, 4 branches and a join: 4 * depth + 2 ops
+    "fork_join": Sizing(lambda n, seed, batch: fork_join(4, max(1, (n - 2) // 4), seed=seed), True, False),
+    # a small width, so that a graph of a few hundred ops stays quick to schedule interactively
+    "transformer_block": Sizing(lambda n, seed, batch: transformer_block(n_layers=max(1, n // 15), seq=64, d_model=256,
+                                                                         heads=4, batch=batch), False, True),
+    "resnet_like": Sizing(lambda n, seed, batch: resnet_like(blocks_per_stage=max(1, n // 20), batch=batch), False, True),
+    "randwire_ws": Sizing(lambda n, seed, batch: randwire_ws(max(6, n // 2), seed=seed, batch=batch), True, True),
+}
+
+
+def generate(name: str, n: int = DEFAULT_N, seed: int = 0, batch: int = 1) -> OpGraph:
+    """A generated graph of about ``n`` ops, by generator name (the :data:`SIZINGS` table).
+
+    ``seed`` and ``batch`` are passed to the generators that take them and ignored by the others
+    (:func:`~hetsched.io.resolve.resolve_graph` rejects them there instead).
+
+    >>> generate("fork_join", 18).n_ops, generate("layered", 12, seed=1).n_ops
+    (18, 12)
+    >>> generate("transformer_block", 45).n_ops
+    45
+    >>> generate("nope")
+    Traceback (most recent call last):
+    ...
+    hetsched.errors.HetschedError: unknown generator 'nope'; choose one of chain, fork_join, layered, randwire_ws, resnet_like, topcuoglu, transformer_block
+    """
+    sz = SIZINGS.get(name)
+    if sz is None:
+        raise HetschedError(f"unknown generator {name!r}; choose one of {', '.join(sorted(SIZINGS))}", field="generator")
+    return sz.build(int(n), int(seed), int(batch))

@@ -63,7 +63,7 @@ import pandas as pd
 
 from ..errors import FormatError, HetschedError
 from ..graph import OpGraph
-from ..results import Result, Step
+from ..results import Result, StepLog
 from ..timeline import make_timeline
 
 __all__ = ["Profile", "load_profile", "profile_torch", "time_torch", "op_key", "event_key"]
@@ -249,7 +249,7 @@ def load_profile(trace: str | Path | Mapping[str, Any], graph: OpGraph, *, devic
 
     samples: dict[str, list[tuple[float, float, float]]] = defaultdict(list)  # op -> [(start_us, dur_s, iteration)]
     matched_by: dict[str, str] = {}
-    steps: list[Step] = []
+    steps = StepLog()
     cpu_ops = [e for e in xs if e.get("cat") == "cpu_op"]
     gpu_time = _kernel_time(xs, kernels) if use_gpu else {}
 
@@ -274,9 +274,9 @@ def load_profile(trace: str | Path | Mapping[str, Any], graph: OpGraph, *, devic
             spans.append((e["ts"], e["ts"] + e.get("dur", 0.0), e))
         matched_by[o] = "name"
     if by_op:
-        steps.append(Step(len(steps), "match_by_name", "annotations", after=float(len(by_op)), accepted=True,
-                          reason=f"{len(by_op)} op(s) have events named after them"
-                                 + (" (hetsched trace rows)" if own else " (record_function annotations)")))
+        steps.add("match_by_name", "annotations", after=float(len(by_op)), accepted=True,
+                  reason=f"{len(by_op)} op(s) have events named after them"
+                         + (" (hetsched trace rows)" if own else " (record_function annotations)"))
 
     # 2. by type and order: the remaining top-level ATen events against the remaining ops
     rest_ops = [o for o in seq if o not in matched_by]
@@ -302,10 +302,10 @@ def load_profile(trace: str | Path | Mapping[str, Any], graph: OpGraph, *, devic
                     matched_events.add(id(e))
         unmatched = [e for e in top if id(e) not in matched_events]
         n_order = sum(1 for o in rest_ops if o in matched_by)
-        steps.append(Step(len(steps), "match_by_order", "aten events", before=float(len(rest_ops)),
-                          after=float(len(rest_ops) - n_order), accepted=n_order > 0,
-                          reason=f"aligned {len(top)} top-level ATen event(s) in {len(groups)} group(s) with "
-                                 f"{len(rest_ops)} op(s) by type and order: {n_order} op(s) matched"))
+        steps.add("match_by_order", "aten events", before=float(len(rest_ops)),
+                  after=float(len(rest_ops) - n_order), accepted=n_order > 0,
+                  reason=f"aligned {len(top)} top-level ATen event(s) in {len(groups)} group(s) with "
+                         f"{len(rest_ops)} op(s) by type and order: {n_order} op(s) matched")
     elif not own:
         unmatched = top
 
@@ -328,9 +328,9 @@ def load_profile(trace: str | Path | Mapping[str, Any], graph: OpGraph, *, devic
         "peak_bytes": float("nan") if peak is None else float(peak),
     }
     if un_ops:
-        steps.append(Step(len(steps), "unmatched_ops", un_ops[0], after=float(len(un_ops)), accepted=False,
-                          reason=f"{len(un_ops)} op(s) matched no event: {', '.join(un_ops[:5])}"
-                                 + (" ..." if len(un_ops) > 5 else "")))
+        steps.add("unmatched_ops", un_ops[0], after=float(len(un_ops)), accepted=False,
+                  reason=f"{len(un_ops)} op(s) matched no event: {', '.join(un_ops[:5])}"
+                         + (" ..." if len(un_ops) > 5 else ""))
     return Profile(graph=graph, device=device, latency_s=latency, samples={o: tuple(d for _, d, _ in s) for o, s in samples.items()},
                    matched_by=matched_by, unmatched_ops=un_ops, unmatched_events=ue, n_iterations=n_iter, memory=mem,
                    peak_bytes=peak, workspace_bytes=work, source=where, metrics=metrics, timeline=tl, steps=steps,
@@ -746,6 +746,10 @@ def time_torch(model: Any, example_inputs: Sequence[Any] = (), graph: OpGraph | 
                          device=device))
         t += latency[o]
     un_ops = tuple(o for o in graph.ops if o not in latency)
+    steps = StepLog()
+    steps.add("time_nodes", graph.name, after=float(len(latency)), accepted=True,
+              reason=f"timed {len(latency)} FX node(s) x {repeats} run(s) with the {clock} clock; "
+                     f"eager module end to end {fn(e2e) * 1e3:.2f} ms")
     metrics = {"n_ops": float(graph.n_ops), "n_matched": float(len(latency)),
                "match_rate": len(latency) / graph.n_ops if graph.n_ops else 1.0, "n_unmatched_events": 0.0,
                "n_iterations": float(repeats), "total_s": float(sum(latency.values())),
@@ -754,7 +758,5 @@ def time_torch(model: Any, example_inputs: Sequence[Any] = (), graph: OpGraph | 
                    matched_by={o: "node" for o in latency}, unmatched_ops=un_ops,
                    unmatched_events=pd.DataFrame(columns=["name", "count", "total_s"]), n_iterations=repeats,
                    source=f"time_torch({clock} clock)", metrics=metrics, timeline=make_timeline(rows),
-                   steps=[Step(0, "time_nodes", graph.name, after=float(len(latency)), accepted=True,
-                               reason=f"timed {len(latency)} FX node(s) x {repeats} run(s) with the {clock} clock; "
-                                      f"eager module end to end {fn(e2e) * 1e3:.2f} ms")],
+                   steps=steps,
                    params={"device": device, "stat": stat, "clock": clock, "repeats": repeats})

@@ -28,14 +28,15 @@ def resolve_graph(name: str, n: int | None = None, seed: int | None = None, batc
                   training: bool = False) -> OpGraph:
     """A graph by name: a file path, a bundled graph, a zoo model, or a generator.
 
-    ``n`` (ops, or the random-wiring node count) and ``seed`` apply to the generators and to the
-    zoo's ``randwire_ws``; ``batch`` and ``training`` to zoo models (and ``batch`` to the
-    generators that take one). A setting the named graph cannot use is an error naming it, never
+    ``n`` (ops, default 40, sized by :data:`hetsched.io.generators.SIZINGS` as the Graph panel sizes
+    them; or the random-wiring node count of the zoo's ``randwire_ws``, which the name means here)
+    and ``seed`` apply to the generators and to the zoo's ``randwire_ws``; ``batch`` and
+    ``training`` to zoo models (and ``batch`` to the generators that take one). A setting the named graph cannot use is an error naming it, never
     silently ignored. Built graphs are cached per process (files by modification time) and each
     call returns its own copy, so a caller that changes it cannot change the next caller's.
 
-    >>> resolve_graph("chain", 5).n_ops
-    5
+    >>> resolve_graph("chain", 5).n_ops, resolve_graph("transformer_block", 45).n_ops
+    (5, 45)
     >>> resolve_graph("randwire_ws", 8).n_ops < resolve_graph("randwire_ws").n_ops
     True
     >>> resolve_graph("resnet50", 8)
@@ -88,21 +89,12 @@ def _build_graph(name: str, n: int | None, seed: int | None, batch: int, trainin
                 unused(f"zoo model {name!r}", seed=True)
             kw["seed"] = seed
         return fn(**kw)
-    if name in gen.GENERATORS:
-        fn = gen.GENERATORS[name]
-        unused(f"generator {name!r}", training=training)
-        n_, seed_ = (40 if n is None else n), (0 if seed is None else seed)
-        if name in ("topcuoglu", "chain", "randwire_ws"):
-            unused(f"generator {name!r}", batch=batch != 1 and name != "randwire_ws")
-            return fn(n_, seed=seed_, **({"batch": batch} if name == "randwire_ws" else {}))
-        if name == "layered":
-            unused(f"generator {name!r}", batch=batch != 1)
-            return fn(max(1, n_ // 4), 4, seed=seed_)
-        if name == "fork_join":
-            unused(f"generator {name!r}", batch=batch != 1)
-            return fn(4, max(1, n_ // 4), seed=seed_)
-        unused(f"generator {name!r} (fixed shape)", n=n is not None, seed=seed is not None)
-        return fn(batch=batch) if "batch" in inspect.signature(fn).parameters else fn()
+    if name in gen.SIZINGS:
+        # the one sizing table, shared with the Graph panel: the same (name, n, seed) is the same graph
+        sz = gen.SIZINGS[name]
+        unused(f"generator {name!r}", training=training, seed=seed is not None and not sz.seed,
+               batch=batch != 1 and not sz.batch)
+        return gen.generate(name, gen.DEFAULT_N if n is None else n, 0 if seed is None else seed, batch)
     raise HetschedError(
         f"unknown graph {name!r}: not a file, a bundled graph, a zoo model ({', '.join(zoo.ZOO)}) or a generator",
         field="graph",

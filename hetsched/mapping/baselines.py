@@ -25,23 +25,20 @@ from typing import Callable
 from ..cost import CostModel
 from ..errors import HetschedError, Infeasible
 from ..graph import OpGraph
+from ..results import NullLog, StepLog
 from ..system import System
 from ._core import Ctx, State
 from ._plan import best_residency, plan_budget
-from .h2h import EMPTY_STATE, OBJECTIVES, _Log, _locality, finish
+from .h2h import EMPTY_STATE, OBJECTIVES, _locality, finish
 from .result import MappingResult
 
 __all__ = ["fastest_single_device", "brute_force", "single_device_states"]
 
 
-class _NullLog(_Log):
-    def add(self, *a, **k) -> None:  # brute force times thousands of states: log nothing
-        pass
-
-
 def _with_locality(ctx: Ctx, device: dict[str, str], threshold: float) -> State:
     st = State(dict(device))
-    _locality(ctx, st, _NullLog(), threshold, "greedy", 0.0)
+    # brute force prices thousands of states: their locality decisions are not its steps
+    _locality(ctx, st, NullLog(), threshold, "greedy", 0.0)
     return st
 
 
@@ -74,14 +71,14 @@ def fastest_single_device(graph: OpGraph, system: System, *, cost: CostModel | N
     if objective not in OBJECTIVES:
         raise HetschedError(f"unknown objective {objective!r}; choose from {list(OBJECTIVES)}", field="objective")
     ctx = Ctx(graph, system, cost)
-    log = _Log()
+    log = StepLog()
     best = None
     for d, dev, st in single_device_states(ctx, locality, occupancy_threshold):
         v = _score(ctx, st, objective)
         better = best is None or v < best[0]
         log.add("try_device", d, best[0] if best else None, v, better,
                 f"{objective.replace('_', ' ')} {v * 1e3:.4g} ms" + (" (best so far)" if better else ""),
-                {"device": dev}, phase="single_device", metric=objective)
+                {"device": dev}, data={"phase": "single_device", "metric": objective})
         if better:
             best = (v, d, dev)
     v, d, dev = best
@@ -124,7 +121,7 @@ def brute_force(graph: OpGraph, system: System, *, objective: str = "makespan", 
     ctx.require_support()
     order = ctx.order
     cands = [ctx.candidates(o) for o in order]
-    log = _Log()
+    log = StepLog()
     n_total = 1
     for c in cands:
         n_total *= len(c)
@@ -145,18 +142,18 @@ def brute_force(graph: OpGraph, system: System, *, objective: str = "makespan", 
             n_eval += 1
             if v < best[0]:
                 log.add("best", f"#{n_eval}", best[0] if best[1] else None, v, True, "new best placement",
-                        {"device": dev}, phase="brute_force", metric=objective)
+                        {"device": dev}, data={"phase": "brute_force", "metric": objective})
                 best = [v, dev]
     else:
         n_eval = _bnb_total(ctx, cands, resident, best, log)
-    log.add("choose", "best", None, best[0], True, f"best of {n_eval} evaluated placements", {}, phase="brute_force",
-            metric=objective)
+    log.add("choose", "best", None, best[0], True, f"best of {n_eval} evaluated placements", {},
+            data={"phase": "brute_force", "metric": objective})
     if residency == "best":
         st = resident(dict(best[1]))
         log.add("residency", "all", None, ctx.total_latency(st), True,
                 "each weight and tensor kept where that saves transfer time and the memory plan allows",
-                {"weights_add": sorted(st.w_res), "tensors_add": sorted(st.t_res)}, phase="brute_force",
-                metric="total_latency")
+                {"weights_add": sorted(st.w_res), "tensors_add": sorted(st.t_res)},
+                data={"phase": "brute_force", "metric": "total_latency"})
     else:
         st = State(dict(best[1]))
         _locality(ctx, st, log, occupancy_threshold, "greedy", ctx.total_latency(st))
@@ -165,7 +162,7 @@ def brute_force(graph: OpGraph, system: System, *, objective: str = "makespan", 
                   initial_state=EMPTY_STATE, extra_metrics={"search_s": time.perf_counter() - t0})
 
 
-def _bnb_total(ctx: Ctx, cands: list[list[str]], resident: Callable[[dict[str, str]], State], best: list, log: _Log) -> int:
+def _bnb_total(ctx: Ctx, cands: list[list[str]], resident: Callable[[dict[str, str]], State], best: list, log: StepLog) -> int:
     """Depth-first branch and bound on the additive total latency (placements in op order).
 
     With memory to spare the residency rule keeps every weight and every tensor that pays, so a
@@ -207,7 +204,7 @@ def _bnb_total(ctx: Ctx, cands: list[list[str]], resident: Callable[[dict[str, s
             v = ctx.total_latency(resident(dev))
             if v < best[0]:
                 log.add("best", f"#{count[0]}", best[0] if best[1] else None, v, True, "new best placement",
-                        {"device": dict(dev)}, phase="brute_force", metric="total_latency")
+                        {"device": dict(dev)}, data={"phase": "brute_force", "metric": "total_latency"})
                 best[0], best[1] = v, dict(dev)
             return
         o = order[i]

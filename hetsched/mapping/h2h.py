@@ -48,7 +48,7 @@ from ..cost import CostModel
 from ..errors import CapacityError, HetschedError
 from ..evaluate import Placement, evaluate
 from ..graph import OpGraph
-from ..results import Step
+from ..results import StepLog
 from ..system import System
 from ._core import REL_EPS, Ctx, Occupancy, Snapshot, State, decide_tensor, decide_weights, raise_if_unservable, tensor_candidates
 from .result import MappingResult
@@ -69,17 +69,6 @@ EMPTY_STATE = {"device": {}, "weights_resident": frozenset(), "tensors_resident"
 OBJECTIVES = ("total_latency", "makespan")
 
 
-class _Log:
-    """Collects steps with running indices."""
-
-    def __init__(self, steps: tuple[Step, ...] = ()) -> None:
-        self.steps: list[Step] = list(steps)
-
-    def add(self, action: str, subject: str, before: float | None, after: float | None, accepted: bool, reason: str,
-            delta: Mapping[str, Any] | None = None, **data: Any) -> None:
-        self.steps.append(Step(len(self.steps), action, subject, before, after, accepted, reason, delta or {}, data))
-
-
 # ------------------------------------------------------------------------------------------ phase 1
 def cleared_price(ctx: Ctx, op: str, dev: str) -> tuple[float, dict[str, float]]:
     """Claim 11's latency of ``op`` on ``dev`` with the device's memory cleared, and its parts.
@@ -96,7 +85,7 @@ def cleared_price(ctx: Ctx, op: str, dev: str) -> tuple[float, dict[str, float]]
     return total + wb, {"streamed_in_and_compute_s": total, "writeback_s": wb}
 
 
-def _compute_first(ctx: Ctx, log: _Log) -> State:
+def _compute_first(ctx: Ctx, log: StepLog) -> State:
     ctx.require_support()
     st = State()
     groups = ctx.graph.generations()
@@ -111,8 +100,9 @@ def _compute_first(ctx: Ctx, log: _Log) -> State:
             log.add("map", o, None, lat[best], True,
                     f"fastest with memory cleared (weights and inputs from host memory, output back to it): "
                     f"{best} {lat[best] * 1e3:.3g} ms" + (f" (vs {others})" if others else ""),
-                    {"device": {o: best}}, phase="compute_first", metric="op_latency", group=gi, candidates=lat,
-                    parts={d: p[1] for d, p in priced.items()}, device=best)
+                    {"device": {o: best}}, data={"phase": "compute_first", "metric": "op_latency", "group": gi,
+                                                 "candidates": lat, "parts": {d: p[1] for d, p in priced.items()},
+                                                 "device": best})
     return st
 
 
@@ -148,7 +138,7 @@ def _knapsack(sizes: list[float], values: list[float], capacity: float, buckets:
     return take
 
 
-def _locality(ctx: Ctx, st: State, log: _Log, threshold: float, policy: str | Callable, objective_before: float) -> float:
+def _locality(ctx: Ctx, st: State, log: StepLog, threshold: float, policy: str | Callable, objective_before: float) -> float:
     """Global locality pass on ``st`` (in place). Returns the running total latency."""
     if not 0 < threshold <= 1:
         raise HetschedError(f"occupancy_threshold must be in (0, 1], got {threshold!r}", field="occupancy_threshold")
@@ -207,7 +197,7 @@ def _locality(ctx: Ctx, st: State, log: _Log, threshold: float, policy: str | Ca
         if ok:
             (st.w_res if kind == "w" else st.t_res).add(x)
             occ.used[d] += size
-        log.add(action, x, total, after, ok, reason, delta, phase="locality", metric="total_latency", **info)
+        log.add(action, x, total, after, ok, reason, delta, data={"phase": "locality", "metric": "total_latency", **info})
         total = after
     return total
 
@@ -287,7 +277,7 @@ class _Mover:
         for t in self.ctx.outputs[op]:
             self._list("t", t, sort)
 
-    def relocality(self, dev: str, log: "_Log", moved: list[str]) -> None:
+    def relocality(self, dev: str, log: StepLog, moved: list[str]) -> None:
         """Claim 6: after a kept move, run the memory optimisation again on the new mapping.
 
         Only the source device's memory was freed (the destination only filled up, and on every
@@ -350,14 +340,16 @@ class _Mover:
                         self.tcache[x] = ctx.tensor_term(x, st.device, False)
                     log.add(action, x, before, after, False,
                             f"claim 6: memory freed on {dev}, but keeping it would raise the makespan "
-                            f"{before * 1e3:.4g} -> {after * 1e3:.4g} ms", delta, phase="remap", metric="makespan",
-                            relocality=True, after_move=list(moved), bound_only=self.pruned, **info)
+                            f"{before * 1e3:.4g} -> {after * 1e3:.4g} ms", delta,
+                            data={"phase": "remap", "metric": "makespan", "relocality": True,
+                                  "after_move": list(moved), "bound_only": self.pruned, **info})
                     continue
                 self.commit(first, after)
             done.add(key)
             log.add(action, x, before, after, True,
-                    f"claim 6: the remap of {', '.join(moved)} freed memory on {dev}; {reason}", delta, phase="remap",
-                    metric=self.objective, relocality=True, after_move=list(moved), **info)
+                    f"claim 6: the remap of {', '.join(moved)} freed memory on {dev}; {reason}", delta,
+                    data={"phase": "remap", "metric": self.objective, "relocality": True, "after_move": list(moved),
+                          **info})
         if done:
             self.waiting[dev] = [key for key in lst if key not in done]
             self.listed.difference_update((key, dev) for key in done)
@@ -497,7 +489,7 @@ def _merge(deltas: list[dict[str, Any]]) -> dict[str, Any]:
             "tensors_remove": sorted(sets["tensors"][1]), "tensors_add": sorted(sets["tensors"][0])}
 
 
-def _remap(ctx: Ctx, st: State, log: _Log, objective: str, direction: str, max_passes: int | None,
+def _remap(ctx: Ctx, st: State, log: StepLog, objective: str, direction: str, max_passes: int | None,
            threshold: float, group_size: int = 1, total: float | None = None) -> float:
     if objective not in OBJECTIVES:
         raise HetschedError(f"unknown objective {objective!r}; use one of {list(OBJECTIVES)}", field="objective")
@@ -570,12 +562,12 @@ def _remap(ctx: Ctx, st: State, log: _Log, objective: str, direction: str, max_p
                             metric=objective)
                 why_not = movable(o, dst)
                 if why_not is not None:
-                    log.add("remap", o, mv.value(), None, False, why_not, {"device": {o: dst}}, **base)
+                    log.add("remap", o, mv.value(), None, False, why_not, {"device": {o: dst}}, data={**base})
                     continue
                 ok, before, after, delta = trial([o], dst)
                 log.add("remap", o, before, after, ok,
                         f"{name} drops {before * 1e3:.4g} -> {after * 1e3:.4g} ms" if ok else fail_reason(before, after),
-                        delta, **base, bound_only=mv.pruned)
+                        delta, data={**base, "bound_only": mv.pruned})
                 if ok:
                     improved = True
                     kept(d, [o])
@@ -593,7 +585,7 @@ def _remap(ctx: Ctx, st: State, log: _Log, objective: str, direction: str, max_p
                     log.add("remap_group", o, before, after, ok,
                             (f"moving {len(group)} layers together: {name} drops {before * 1e3:.4g} -> {after * 1e3:.4g} ms"
                              if ok else fail_reason(before, after, len(group))),
-                            delta, **base, ops=list(group), bound_only=mv.pruned)
+                            delta, data={**base, "ops": list(group), "bound_only": mv.pruned})
                     if ok:
                         improved = True
                         kept(d, group)
@@ -606,7 +598,7 @@ def _remap(ctx: Ctx, st: State, log: _Log, objective: str, direction: str, max_p
 
 
 # ------------------------------------------------------------------------------------------ wrapping
-def finish(ctx: Ctx, st: State, log: _Log, *, phase: str, params: Mapping[str, Any], initial_state: Mapping[str, Any],
+def finish(ctx: Ctx, st: State, log: StepLog, *, phase: str, params: Mapping[str, Any], initial_state: Mapping[str, Any],
            order=None, check_memory: bool = True, extra_metrics: Mapping[str, float] | None = None) -> MappingResult:
     """Evaluate a state with :func:`hetsched.evaluate` and wrap it; repair memory overflow first.
 
@@ -637,13 +629,13 @@ def finish(ctx: Ctx, st: State, log: _Log, *, phase: str, params: Mapping[str, A
             else:
                 raise
             log.add("evict", x, None, None, True, f"device {d} overflows its memory at its peak: {kind} {x!r} goes back to host",
-                    delta, phase="memory_repair", device=d)
+                    delta, data={"phase": "memory_repair", "device": d})
     metrics = dict(ev.metrics)
     metrics.update(extra_metrics or {})
     metrics["evaluate_s"] = time.perf_counter() - t0
     return MappingResult(
         placement=ev.placement, graph=ctx.graph, system=ctx.system, cost=ctx.cost, order=order, phase=phase,
-        metrics=metrics, timeline=ev.timeline, steps=log.steps, params=dict(params), initial_state=initial_state,
+        metrics=metrics, timeline=ev.timeline, steps=log, params=dict(params), initial_state=initial_state,
     )
 
 
@@ -678,7 +670,7 @@ def map_compute_first(graph: OpGraph, system: System, *, cost: CostModel | None 
     ('map', 'op0', True)
     """
     ctx = Ctx(graph, system, cost, contention=contention)
-    log = _Log()
+    log = StepLog()
     st = _compute_first(ctx, log)
     return finish(ctx, st, log, phase="compute_first", params={"contention": contention}, initial_state=EMPTY_STATE)
 
@@ -705,7 +697,7 @@ def optimize_locality(result: MappingResult, *, occupancy_threshold: float = 0.9
     """
     ctx = _ctx_of(result)
     st = State(dict(result.placement.device), set(result.placement.weights_resident), set(result.placement.tensors_resident))
-    log = _Log(tuple(result.steps))
+    log = StepLog(result.steps)
     _locality(ctx, st, log, occupancy_threshold, policy, ctx.total_latency(st))
     params = {**result.params, "occupancy_threshold": occupancy_threshold, "policy": policy if isinstance(policy, str) else "custom"}
     return finish(ctx, st, log, phase="locality", params=params, initial_state=result.initial_state)
@@ -754,7 +746,7 @@ def remap(result: MappingResult, *, objective: str = "total_latency", direction:
     ctx = _ctx_of(result)
     thr = occupancy_threshold if occupancy_threshold is not None else result.params.get("occupancy_threshold", 0.9)
     st = State(dict(result.placement.device), set(result.placement.weights_resident), set(result.placement.tensors_resident))
-    log = _Log(tuple(result.steps))
+    log = StepLog(result.steps)
     _remap(ctx, st, log, objective, direction, max_passes, thr, group_size)
     params = {**result.params, "objective": objective, "direction": direction, "max_passes": max_passes,
               "occupancy_threshold": thr, "group_size": group_size}
@@ -789,7 +781,7 @@ def h2h(graph: OpGraph, system: System, *, cost: CostModel | None = None, occupa
     if objective not in OBJECTIVES:
         raise HetschedError(f"unknown objective {objective!r}; use one of {list(OBJECTIVES)}", field="objective")
     ctx = Ctx(graph, system, cost, contention=contention)
-    log = _Log()
+    log = StepLog()
     st, extra = h2h_state(ctx, log, occupancy_threshold=occupancy_threshold, policy=policy, objective=objective,
                           direction=direction, max_passes=max_passes, group_size=group_size)
     params = {"contention": contention, "occupancy_threshold": occupancy_threshold,
@@ -799,7 +791,7 @@ def h2h(graph: OpGraph, system: System, *, cost: CostModel | None = None, occupa
     return finish(ctx, st, log, phase="h2h", params=params, initial_state=EMPTY_STATE, extra_metrics=extra)
 
 
-def h2h_state(ctx: Ctx, log: _Log, *, occupancy_threshold: float = 0.9, policy: str | Callable = "greedy",
+def h2h_state(ctx: Ctx, log: StepLog, *, occupancy_threshold: float = 0.9, policy: str | Callable = "greedy",
               objective: str = "total_latency", direction: str = "successor", max_passes: int | None = 1,
               group_size: int = 1) -> tuple[State, dict[str, float]]:
     """The three phases on a prepared context, without the final evaluation: ``(state, metrics)``."""
@@ -819,6 +811,6 @@ def h2h_state(ctx: Ctx, log: _Log, *, occupancy_threshold: float = 0.9, policy: 
         delta = {"device": changed, "weights_remove": sorted(st.w_res), "tensors_remove": sorted(st.t_res)}
         st = cf_state
         log.add("revert", "all", final, cf_obj, True, "the optimised mapping is worse than compute-first: keep compute-first",
-                delta, phase="remap", metric=objective)
+                delta, data={"phase": "remap", "metric": objective})
     return st, {f"compute_first_{objective}_s": cf_obj, "compute_first_runtime_s": t1 - t0,
                 "locality_runtime_s": t2 - t1, "remap_runtime_s": t3 - t2}

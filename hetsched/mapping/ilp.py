@@ -49,11 +49,12 @@ from typing import Any
 from ..cost import CostModel
 from ..errors import HetschedError
 from ..graph import OpGraph
+from ..results import StepLog
 from ..system import System
 from ._core import Ctx, State, check_fits
 from ._plan import best_residency, footprint, plan_budget
 from .baselines import single_device_states
-from .h2h import EMPTY_STATE, OBJECTIVES, _Log, finish
+from .h2h import EMPTY_STATE, OBJECTIVES, finish
 from .result import MappingResult
 from .search import map_search
 
@@ -501,7 +502,7 @@ def map_ilp(graph: OpGraph, system: System, *, objective: str = "total_latency",
         raise HetschedError(f"unknown solver {solver!r}; choose one of {list(SOLVERS)}", field="solver")
     ctx = Ctx(graph, system, cost, contention=contention)
     ctx.require_support()
-    log = _Log()
+    log = StepLog()
     params: dict[str, Any] = {"objective": objective, "time_limit_s": time_limit_s, "solver": solver,
                               "warm_start": warm_start, "memory_fraction": memory_fraction, "contention": contention}
     if not ctx.order:
@@ -526,7 +527,7 @@ def map_ilp(graph: OpGraph, system: System, *, objective: str = "total_latency",
             f"{'warm start' if warm_start else 'fallback (not given to the solver)'}: {name}'s mapping, "
             f"{objective.replace('_', ' ')} {warm_v * 1e3:.4g} ms",
             {"device": dict(warm.device), "weights_add": sorted(warm.w_res), "tensors_add": sorted(warm.t_res)},
-            phase="ilp", metric=objective)
+            data={"phase": "ilp", "metric": objective})
     # the solver's start must fit the memory plan: if the heuristic's residency does not, its placement
     # with the plan's residency does (and its objective bounds every time in the makespan model)
     start = warm if _plan_fits(ctx, warm, budget) else best_residency(ctx, warm.device, budget)
@@ -585,11 +586,13 @@ def map_ilp(graph: OpGraph, system: System, *, objective: str = "total_latency",
              "tensors_add": sorted(final.t_res - ref.t_res), "tensors_remove": sorted(ref.t_res - final.t_res)}
         log.add("solve", solver, warm_v, value, True,
                 f"{solver}: {status}, {objective.replace('_', ' ')} {value * 1e3:.4g} ms"
-                + (f" (bound {bound * 1e3:.4g} ms)" if bound is not None else ""), d, phase="ilp", metric=objective)
+                + (f" (bound {bound * 1e3:.4g} ms)" if bound is not None else ""), d,
+                data={"phase": "ilp", "metric": objective})
     else:
         log.add("solve", solver, warm_v, st_v, False,
                 f"{solver} gave nothing better than the warm start in {left:.3g} s (status "
-                f"{pulp.LpStatus[m.prob.status]}): the warm start is returned", {}, phase="ilp", metric=objective)
+                f"{pulp.LpStatus[m.prob.status]}): the warm start is returned", {},
+                data={"phase": "ilp", "metric": objective})
     binds = any(sum(ctx.weight[o] for o in ctx.order if d in m.C[o]) + sum(ctx.size.values()) > budget[d]
                 for d in budget)
     extra = {"bound_s": bound if bound is not None else float("nan"),

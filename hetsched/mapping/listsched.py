@@ -45,9 +45,10 @@ from typing import Any, Callable, Mapping
 from ..cost import CostModel
 from ..errors import HetschedError
 from ..graph import OpGraph
+from ..results import StepLog
 from ..system import System
 from ._core import Ctx, State
-from .h2h import EMPTY_STATE, _Log, _locality, finish
+from .h2h import EMPTY_STATE, _locality, finish
 from .result import MappingResult
 
 __all__ = ["heft", "cpop", "peft", "list_schedule", "PRIORITIES", "SELECTORS", "upward_rank", "downward_rank",
@@ -336,7 +337,7 @@ def list_schedule(graph: OpGraph, system: System, *, priority: str | Callable = 
     if loop not in ("static", "ready"):
         raise HetschedError(f"unknown loop {loop!r}; use 'static' or 'ready'", field="loop")
     ctx = Ctx(graph, system, cost)
-    log = _Log()
+    log = StepLog()
     st, order, sched_makespan = list_state(ctx, log, priority=priority, selector=selector, loop=loop,
                                            rank_comm_average=rank_comm_average, name=name)
     sched_s = time.perf_counter() - t0
@@ -349,7 +350,7 @@ def list_schedule(graph: OpGraph, system: System, *, priority: str | Callable = 
                   extra_metrics={"schedule_makespan_s": sched_makespan, "schedule_runtime_s": sched_s})
 
 
-def list_state(ctx: Ctx, log: _Log, *, priority: str | Callable = "upward", selector: str | Callable = "eft",
+def list_state(ctx: Ctx, log: StepLog, *, priority: str | Callable = "upward", selector: str | Callable = "eft",
                loop: str = "static", rank_comm_average: str = "pairs", name: str = "list") -> tuple[State, list[str], float]:
     """The list-scheduling loop on a prepared context: ``(placement state, start-time order, own makespan)``."""
     parts = _Parts(ctx, rank_comm_average)
@@ -388,8 +389,8 @@ def list_state(ctx: Ctx, log: _Log, *, priority: str | Callable = "upward", sele
         sch.place(o, d, f, ex)
         on_done(o)
         log.add("map", o, None, f, True, f"earliest finish on {d} at {f * 1e3:.4g} ms",
-                {"device": {o: d}}, phase=name, metric="finish_time", candidates=cands, priority=prio[o], device=d,
-                start_s=f - ex)
+                {"device": {o: d}}, data={"phase": name, "metric": "finish_time", "candidates": cands,
+                                          "priority": prio[o], "device": d, "start_s": f - ex})
     sched_makespan = max(sch.aft.values(), default=0.0)
     # a global order for the evaluator: by start time, kept topological
     indeg = {o: len(ctx.pred[o]) for o in ctx.order}

@@ -46,22 +46,18 @@ from typing import Any, Sequence
 from ..cost import CostModel
 from ..errors import HetschedError
 from ..graph import OpGraph
+from ..results import NullLog, StepLog
 from ..system import System
 from ._core import REL_EPS, Ctx, State, check_fits
 from ._plan import _Planner, best_residency, plan_budget
 from .baselines import single_device_states
-from .h2h import EMPTY_STATE, OBJECTIVES, _locality, _Log, finish, h2h_state
+from .h2h import EMPTY_STATE, OBJECTIVES, _locality, finish, h2h_state
 from .listsched import list_state
 from .result import MappingResult
 
 __all__ = ["map_search", "plan_budget", "best_residency", "START_MAPPERS"]
 
 START_MAPPERS = ("h2h", "heft", "single")
-
-
-class _Quiet(_Log):
-    def add(self, *a, **k) -> None:  # the start mappers' own decisions are not this search's steps
-        pass
 
 
 def _diff(a: tuple, b: tuple) -> dict[str, Any]:
@@ -113,7 +109,7 @@ def map_search(graph: OpGraph, system: System, *, objective: str = "total_latenc
         raise HetschedError(f"memory_fraction must be in (0, 1], got {memory_fraction!r}", field="memory_fraction")
     ctx = Ctx(graph, system, cost, contention=contention)
     ctx.require_support()
-    log = _Log()
+    log = StepLog()
     params = {"objective": objective, "seed": seed, "cluster_size": cluster_size, "max_evals": max_evals,
               "starts": list(starts),
               "patience": patience, "time_limit_s": time_limit_s, "memory_fraction": memory_fraction,
@@ -129,12 +125,13 @@ def map_search(graph: OpGraph, system: System, *, objective: str = "total_latenc
     if bad or not starts:
         raise HetschedError(f"unknown start mapper(s) {bad}; choose from {list(START_MAPPERS)}", field="starts")
     begin: list[tuple[str, State]] = []
+    # the start mappers' own decisions are not this search's steps (NullLog keeps none)
     if "h2h" in starts:
-        st, _ = h2h_state(ctx, _Quiet(), objective=objective)
+        st, _ = h2h_state(ctx, NullLog(), objective=objective)
         begin.append(("h2h", st))
     if "heft" in starts:
-        hs, _, _ = list_state(ctx, _Quiet(), name="heft")
-        _locality(ctx, hs, _Quiet(), 0.9, "greedy", ctx.total_latency(hs))
+        hs, _, _ = list_state(ctx, NullLog(), name="heft")
+        _locality(ctx, hs, NullLog(), 0.9, "greedy", ctx.total_latency(hs))
         begin.append(("heft", hs))
     if "single" in starts:
         for d, _, s1 in single_device_states(ctx):
@@ -150,7 +147,7 @@ def map_search(graph: OpGraph, system: System, *, objective: str = "total_latenc
         delta = {"device": dict(s.device), "weights_add": sorted(s.w_res), "tensors_add": sorted(s.t_res)} if chosen else {}
         log.add("start", name, None, v, chosen,
                 f"{'best start' if chosen else 'start candidate'}: {name} at {v * 1e3:.4g} ms",
-                delta, phase="search", metric=objective)
+                delta, data={"phase": "search", "metric": objective})
     pl = _Planner(ctx, start, objective, plan_budget(ctx, memory_fraction))
     start_v = best_v
     cur = pl.value()
@@ -162,7 +159,7 @@ def map_search(graph: OpGraph, system: System, *, objective: str = "total_latenc
         v = pl.value()
         if v < cur * (1 - REL_EPS):
             log.add("residency", label, cur, v, True, "weights and tensors re-decided for the current placement",
-                    _diff(snap, pl.snapshot()), phase="search", metric=objective)
+                    _diff(snap, pl.snapshot()), data={"phase": "search", "metric": objective})
             cur = v
         else:
             pl.restore(snap)
@@ -248,8 +245,9 @@ def map_search(graph: OpGraph, system: System, *, objective: str = "total_latenc
                         if logging:
                             log.add("move", o, cur, v, True,
                                     f"moving {len(cluster)} connected layer(s) {src} -> {dst}: {objective.replace('_', ' ')} "
-                                    f"{cur * 1e3:.4g} -> {v * 1e3:.4g} ms", pl.delta_of(recs), phase="search",
-                                    metric=objective, ops=cluster, source=src, target=dst)
+                                    f"{cur * 1e3:.4g} -> {v * 1e3:.4g} ms", pl.delta_of(recs),
+                                    data={"phase": "search", "metric": objective, "ops": cluster, "source": src,
+                                          "target": dst})
                         cur = v
                         improved = True
                         break
@@ -264,8 +262,9 @@ def map_search(graph: OpGraph, system: System, *, objective: str = "total_latenc
                         if logging:
                             log.add("swap", o, cur, v, True,
                                     f"swapping {o} ({src}) and {n} ({dn}): {objective.replace('_', ' ')} "
-                                    f"{cur * 1e3:.4g} -> {v * 1e3:.4g} ms", pl.delta_of(recs), phase="search",
-                                    metric=objective, ops=[o, n], source=src, target=dn)
+                                    f"{cur * 1e3:.4g} -> {v * 1e3:.4g} ms", pl.delta_of(recs),
+                                    data={"phase": "search", "metric": objective, "ops": [o, n], "source": src,
+                                          "target": dn})
                         cur = v
                         improved = True
                         break
@@ -311,7 +310,7 @@ def map_search(graph: OpGraph, system: System, *, objective: str = "total_latenc
             log.add("restart", o, best_v, cur, True,
                     f"restart {restarts}: moved {len(moved)} layer(s) at random to {dst}, then improved: "
                     f"{objective.replace('_', ' ')} {best_v * 1e3:.4g} -> {cur * 1e3:.4g} ms", _diff(best, snap),
-                    phase="search", metric=objective, ops=moved, target=dst)
+                    data={"phase": "search", "metric": objective, "ops": moved, "target": dst})
             best, best_v = snap, cur
             improving += 1
             stale = 0

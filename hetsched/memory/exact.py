@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import HetschedError
 from ..graph import OpGraph
-from ..results import Step
+from ..results import StepLog
 from ._feasible import BudgetTimeout, _atables, decide
 from ._search import _Timeout, cut_segments, search
 from .model import OrderResult, _check_time_limit, _compile, _make_result, lower_bound
@@ -124,7 +124,7 @@ def order_exact(graph: OpGraph, *, time_limit_s: float = 60.0, upper_bound: Orde
         segs.append(_Segment(done, mask, ops, _seg_peak(T, done, ops)))
         done |= mask
     names = m.names
-    steps: list[Step] = []
+    steps = StepLog()
     st = {"proven": _round_up(lb, q), "best": ub, "visited": 0}
 
     def best_order() -> list[int]:
@@ -151,23 +151,22 @@ def order_exact(graph: OpGraph, *, time_limit_s: float = 60.0, upper_bound: Orde
                 sg.ops, sg.peak = ops, _seg_peak(T, sg.start, ops)
         except BudgetTimeout as e:
             st["visited"] += e.visited
-            steps.append(Step(len(steps), "budget", f"{B} bytes", before=float(before), after=None, accepted=False,
-                              reason=f"no answer before the time limit: is there an order within {B} bytes?",
-                              data={"budget_bytes": B}))
+            steps.add("budget", f"{B} bytes", before=float(before), after=None, accepted=False,
+                      reason=f"no answer before the time limit: is there an order within {B} bytes?",
+                      data={"budget_bytes": B})
             return None
         if ok:
             new = max(sg.peak for sg in segs)
             st["best"] = new
             arr = best_order()
-            steps.append(Step(len(steps), "budget", f"{B} bytes", before=float(before), after=float(new), accepted=True,
-                              reason=f"an order fits in {B} bytes: its peak {new} is the new best",
-                              delta={"order": tuple(names[i] for i in arr)}, data={"budget_bytes": B}))
+            steps.add("budget", f"{B} bytes", before=float(before), after=float(new), accepted=True,
+                      reason=f"an order fits in {B} bytes: its peak {new} is the new best",
+                      delta={"order": tuple(names[i] for i in arr)}, data={"budget_bytes": B})
         else:
             st["proven"] = max(st["proven"], _round_up(B + 1, q))
-            steps.append(Step(len(steps), "budget", f"{B} bytes", before=float(before), after=float(before),
-                              accepted=False,
-                              reason=f"no order fits in {B} bytes: the optimum is at least {st['proven']}",
-                              data={"budget_bytes": B}))
+            steps.add("budget", f"{B} bytes", before=float(before), after=float(before), accepted=False,
+                      reason=f"no order fits in {B} bytes: the optimum is at least {st['proven']}",
+                      data={"budget_bytes": B})
         return ok
 
     # 1. ask just below the best order (usually already optimal), half the time left

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..graph import OpGraph
-from ..results import Step
+from ..results import StepLog
 from .model import OrderResult, _bitsets, _compile, _make_result, _Mem
 
 __all__ = ["order_bfs", "order_dfs", "order_lifetime_greedy", "fine_tune", "asap_alap"]
@@ -145,8 +145,8 @@ def _live_tracker(m: _Mem):
     return run
 
 
-def _bfs(m: _Mem, record: bool = False) -> tuple[list[int], list[Step]]:
-    """The patent's lifetime-aware BFS; returns the order and (with ``record``) one step per pick."""
+def _bfs(m: _Mem, log: StepLog | None = None) -> tuple[list[int], StepLog | None]:
+    """The patent's lifetime-aware BFS; returns the order and ``log`` (one step per pick written into it)."""
     n = m.n
     asap, alap = _asap_alap(m)
     held = _held(m, asap, alap)
@@ -156,7 +156,7 @@ def _bfs(m: _Mem, record: bool = False) -> tuple[list[int], list[Step]]:
     heap = [keys[v] for v in range(n) if indeg[v] == 0]
     heapq.heapify(heap)
     order: list[int] = []
-    steps: list[Step] = []
+    record = log is not None
     track = _live_tracker(m) if record else None
     names = m.names
     while heap:
@@ -167,8 +167,8 @@ def _bfs(m: _Mem, record: bool = False) -> tuple[list[int], list[Step]]:
             before, during = track(v)
             runner = heap[0] if heap else None
             last = len(order) == n
-            steps.append(Step(
-                len(steps), "pick", names[v], before=float(before), after=float(during), accepted=True,
+            log.add(
+                "pick", names[v], before=float(before), after=float(during), accepted=True,
                 reason=(f"claim 7: of {len(heap) + 1} ready op(s), {names[v]} has the highest priority: ALAP "
                         f"{alap_l[v]}, outputs held ~{held[v]:.3g} byte-steps"
                         + (f" (next: {names[runner[-1]]}, ALAP {runner[0]})" if runner else "")),
@@ -176,12 +176,12 @@ def _bfs(m: _Mem, record: bool = False) -> tuple[list[int], list[Step]]:
                 data={"phase": "S31", "asap": asap_l[v], "alap": alap_l[v], "held_byte_steps": held[v],
                       "priority": list(k[:3]), "frontier": len(heap) + 1,
                       "runner_up": None if runner is None else {"op": names[runner[-1]], "priority": list(runner[:3])},
-                      "live_bytes": during}))
+                      "live_bytes": during})
         for w in m.succs[v]:
             indeg[w] -= 1
             if indeg[w] == 0:
                 heapq.heappush(heap, keys[w])
-    return order, steps
+    return order, log
 
 
 def order_bfs(graph: OpGraph) -> OrderResult:
@@ -208,7 +208,7 @@ def order_bfs(graph: OpGraph) -> OrderResult:
     """
     t0 = time.perf_counter()
     m = _compile(graph)
-    arr, steps = _bfs(m, record=True)
+    arr, steps = _bfs(m, StepLog())
     return _make_result(m, arr, method="bfs", status="heuristic", t0=t0, steps=steps, initial=m.topo(),
                         why="patent S31: tensor-lifetime-aware breadth-first traversal (ALAP, then estimated "
                             "lifetime bytes, as priority within the frontier)")
@@ -310,12 +310,13 @@ STACK_SHOWN = 64  # a recorded DFS step keeps at most this many window ids from 
 TENSORS_SHOWN = 32  # ... and at most this many of a window's tensors
 
 
-def _dfs(m: _Mem, record: bool = False) -> tuple[list[int], list[Step]]:
+def _dfs(m: _Mem, steps: StepLog | None = None) -> tuple[list[int], StepLog | None]:
     """Post-order DFS over windows from the sinks; a window's predecessors are visited in order of
     decreasing priority ``cum_peak - result``: the window whose cone needs the most memory, net of
     what it leaves behind, runs first (Sethi & Ullman's rule for expression trees, JACM 1970).
-    With ``record``, one ``push`` and one ``pop`` step per window."""
+    With a log ``steps``, one ``push`` and one ``pop`` step per window is written into it."""
     n = m.n
+    record = steps is not None
     wins, win_of = _windows(m)
     W = len(wins)
     size = m.size
@@ -356,7 +357,6 @@ def _dfs(m: _Mem, record: bool = False) -> tuple[list[int], list[Step]]:
     def order_key(w: int) -> tuple:
         return (-prio[w], w)
 
-    steps: list[Step] = []
     names = m.names
     out: list[int] = []
 
@@ -365,15 +365,15 @@ def _dfs(m: _Mem, record: bool = False) -> tuple[list[int], list[Step]]:
         t_in = sorted({m.s_names[s] for s in w_in[w]})
         t_out = [m.s_names[s] for s in w_out[w]]
         last = action == "pop" and len(out) == n
-        steps.append(Step(
-            len(steps), action, f"window {w}", before=None, after=float(prio[w]), accepted=True, reason=why,
+        steps.add(
+            action, f"window {w}", before=None, after=float(prio[w]), accepted=True, reason=why,
             delta=({"dfs_order+": tuple(names[v] for v in ops), **({"order": tuple(names[v] for v in out)} if last else {})}
                    if action == "pop" else {}),
             data={"phase": "S32", "window": w, "ops": [names[v] for v in ops], "priority": prio[w],
                   "cum_peak_bytes": cum[w], "result_bytes": result[w], "local_peak_bytes": local_peak[w],
                   "tensors_in": t_in[:TENSORS_SHOWN], "tensors_out": t_out[:TENSORS_SHOWN],
                   "n_tensors": len(t_in) + len(t_out), "stack": tuple(stack_ids[-STACK_SHOWN:]),
-                  "stack_depth": len(stack_ids)}))
+                  "stack_depth": len(stack_ids)})
 
     visited = [False] * W
     sinks = sorted((w for w in range(W) if not wsuccs[w]), key=order_key)
@@ -431,7 +431,7 @@ def order_dfs(graph: OpGraph) -> OrderResult:
     """
     t0 = time.perf_counter()
     m = _compile(graph)
-    arr, steps = _dfs(m, record=True)
+    arr, steps = _dfs(m, StepLog())
     return _make_result(m, arr, method="dfs", status="heuristic", t0=t0, steps=steps, initial=m.topo(),
                         why="patent S32: chain-memory-aware depth-first traversal over DFS windows")
 
@@ -592,10 +592,10 @@ def _move(m: _Mem, cur: list[int], pos: np.ndarray, t_star: int, peak_op: int, s
     return new, blk
 
 
-def _steps_from(tried: list[dict[str, Any]]) -> list[Step]:
-    return [
-        Step(
-            i,
+def _log_tried(log: StepLog, tried: list[dict[str, Any]]) -> StepLog:
+    """One step per fine-tune move tried (what :func:`_fine_tune` returns), appended to ``log``."""
+    for e in tried:
+        log.add(
             e["action"],
             e["tensor"],
             before=float(e["before"]),
@@ -607,8 +607,7 @@ def _steps_from(tried: list[dict[str, Any]]) -> list[Step]:
                   "peak_steps_before": e["peak_steps"][0], "peak_steps_after": e["peak_steps"][1],
                   "curve_changed": e["curve_changed"]},
         )
-        for i, e in enumerate(tried)
-    ]
+    return log
 
 
 def fine_tune(
@@ -661,8 +660,8 @@ def fine_tune(
     arr = m.to_idx(names)
     new, tried = _fine_tune(m, arr.tolist(), max_moves=max_moves, time_limit_s=time_limit_s,
                             plateau=plateau, max_tensors=max_tensors)
-    steps = _steps_from(tried)
-    n_acc = sum(s.accepted for s in steps)
+    steps = _log_tried(StepLog(), tried)
+    n_acc = sum(1 for e in tried if e["accepted"])
     return _make_result(
         m, new, method=f"{base_method}+fine_tune", status="heuristic", t0=t0, steps=steps, initial=arr.tolist(),
         why=f"patent S4: peak-step fine-tune, {len(steps)} moves tried, {n_acc} kept",

@@ -37,7 +37,7 @@ import pandas as pd
 
 from ..errors import GraphError, HetschedError, ScheduleError, UnknownNameError, name_list
 from ..graph import OpGraph
-from ..results import Result, Step
+from ..results import Result, Step, StepLog
 from ..timeline import TimelineBuilder
 
 __all__ = [
@@ -763,7 +763,7 @@ def _make_result(
     t0: float,
     why: str,
     params: Mapping[str, Any] | None = None,
-    steps: Sequence[Step] = (),
+    steps: StepLog | Sequence[Step] = (),
     initial: Sequence[int] | None = None,
     solver: str | None = None,
     bound: float | None = None,

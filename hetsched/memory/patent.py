@@ -30,7 +30,7 @@ import time
 from typing import Any
 
 from ..graph import OpGraph
-from ..results import Step
+from ..results import StepLog
 from .ilp import FORMULATIONS, order_ilp
 from .model import OrderResult, _check_time_limit, _compile, _make_result, _Mem
 from .portfolio import _patent_s3_s4
@@ -72,17 +72,19 @@ def _ilp_metrics(r: OrderResult | None) -> dict[str, float]:
     return out
 
 
-def _ilp_step(r: OrderResult | None, formulation: str, time_limit_s: float, skipped: str = "") -> Step:
+def _ilp_step(r: OrderResult | None, formulation: str, time_limit_s: float, skipped: str = "") -> dict[str, Any]:
+    """The S2 step's fields (``log.add(**fields)``): what the ILP attempt said, or why it was skipped."""
     if r is None:
-        return Step(0, "ilp", f"ILP ({formulation})", accepted=False, reason=f"S2 skipped: {skipped}",
+        return dict(action="ilp", subject=f"ILP ({formulation})", accepted=False, reason=f"S2 skipped: {skipped}",
                     data={"phase": "S2", "status": "skipped", "formulation": formulation, "time_limit_s": time_limit_s})
     proven = r.status == "optimal"
     status = {"optimal": "optimal", "feasible": "time limit (incumbent not proven)"}.get(
         r.status, "no solution" if "solver_killed" not in r.metrics else "time limit (no solution)")
     if r.status == "fallback" and r.metrics.get("solver_killed"):
         status = "time limit (process killed)"
-    return Step(
-        0, "ilp", f"ILP ({formulation})", before=None, after=float(r.peak_bytes) if r.status in ("optimal", "feasible") else None,
+    return dict(
+        action="ilp", subject=f"ILP ({formulation})", before=None,
+        after=float(r.peak_bytes) if r.status in ("optimal", "feasible") else None,
         accepted=proven,
         reason=(f"S2: the {formulation} ILP finished within {time_limit_s:g} s and proved its order optimal"
                 if proven else f"S2: the {formulation} ILP did not finish within {time_limit_s:g} s ({status}): "
@@ -145,16 +147,19 @@ def order_patent(
     if nv > ILP_MAX_VARS:
         why = (f"the {formulation} ILP would have {nv} variables (> {ILP_MAX_VARS}); building it alone would "
                f"outlast the {time_limit_s:g} s limit")
-        return _patent_s3_s4(m, t0, why_prefix=f"S2 skipped: {why}; ", lead_steps=(_ilp_step(None, formulation, time_limit_s, why),),
-                             params=params, extra={"ilp_ran": 0.0, "ilp_n_vars": float(nv)}, time_limit_s=time_limit_s)
+        lead = StepLog()
+        lead.add(**_ilp_step(None, formulation, time_limit_s, why))
+        return _patent_s3_s4(m, t0, why_prefix=f"S2 skipped: {why}; ", lead_steps=lead, params=params, extra={"ilp_ran": 0.0, "ilp_n_vars": float(nv)}, time_limit_s=time_limit_s)
     r = order_ilp(graph, time_limit_s=time_limit_s, formulation=formulation, solver=solver, warm_start=None)
     step = _ilp_step(r, formulation, time_limit_s)
+    lead = StepLog()
+    lead.add(**step)
     extra = _ilp_metrics(r)
     if r.status == "optimal":
         return _make_result(m, m.to_idx(r.order), method=f"patent:ilp-{formulation}", status="optimal", t0=t0,
-                            solver=r.solver, bound=r.bound_bytes, steps=[step], initial=m.topo(), params=params,
+                            solver=r.solver, bound=r.bound_bytes, steps=lead, initial=m.topo(), params=params,
                             why=f"S2: the ILP finished within {time_limit_s:g} s and proved optimality", extra=extra)
-    return _patent_s3_s4(m, t0, why_prefix=f"S2: {step.data['status']} after {time_limit_s:g} s; ", lead_steps=(step,),
+    return _patent_s3_s4(m, t0, why_prefix=f"S2: {step['data']['status']} after {time_limit_s:g} s; ", lead_steps=lead,
                          params=params, extra=extra, solver=r.solver, bound=r.bound_bytes if r.status != "fallback" else None,
                          time_limit_s=time_limit_s)
 
@@ -193,12 +198,11 @@ def order_auto(
     better = r.status == "optimal" or (r.status == "feasible" and r.peak_bytes < heur.peak_bytes)
     s = _ilp_step(r, formulation, time_limit_s)
     # the ILP ran after the heuristic here: its step closes the log and, when it wins, sets the order
-    reason = (s.reason.replace("go on to S3", "the heuristic order stays") if not better else
-              s.reason if r.status == "optimal" else
+    reason = (s["reason"].replace("go on to S3", "the heuristic order stays") if not better else
+              s["reason"] if r.status == "optimal" else
               f"S2: the warm-started ILP's incumbent ({r.peak_bytes} B) is below the heuristic's ({heur.peak_bytes} B)")
-    step = Step(len(heur.steps), s.action, s.subject, s.before, s.after, better, reason,
-                {"order": tuple(r.order)} if better else {}, s.data)
-    steps = [*heur.steps, step]
+    steps = StepLog(heur.steps)
+    steps.add(**{**s, "accepted": better, "reason": reason, "delta": {"order": tuple(r.order)} if better else {}})
     initial = m.to_idx(heur.initial_state["order"]).tolist()
     if r.status == "optimal":
         return _make_result(m, m.to_idx(r.order), method=r.method, status="optimal", t0=t0, solver=r.solver,

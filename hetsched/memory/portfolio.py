@@ -24,15 +24,15 @@ True
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..graph import OpGraph
-from ..results import Step
+from ..results import Step, StepLog
 from ._search import search
 from .baselines import BASELINES
-from .heuristics import _bfs, _dfs, _fine_tune, _greedy, _steps_from
+from .heuristics import _bfs, _dfs, _fine_tune, _greedy, _log_tried
 from .model import OrderResult, _check_time_limit, _compile, _make_result, _Mem
 
 __all__ = ["order_portfolio", "order_patent_heuristic", "BEAM_MAX_OPS", "POLISH_MAX_OPS"]
@@ -80,24 +80,18 @@ def _ask_below(m: _Mem, budget: int, moves: int, deadline: float | None) -> tupl
     return None, "capped"
 
 
-def _candidate_steps(m: _Mem, cands: list[tuple[str, list[int], int]], start: list[int]) -> tuple[list[Step], int]:
-    """Steps that walk the portfolio: a candidate is accepted when it beats the best so far."""
-    steps: list[Step] = []
+def _log_candidates(log: StepLog, m: _Mem, cands: list[tuple[str, list[int], int]], start: list[int]) -> int:
+    """Steps that walk the portfolio (a candidate is accepted when it beats the best so far); the best peak."""
     best = m.peak(np.asarray(start)) if m.n else 0
     for name, arr, pk in cands:
         ok = pk < best
-        steps.append(Step(len(steps), "candidate", name, before=float(best), after=float(pk), accepted=ok,
-                          reason=(f"{name} reaches {pk} bytes, below {best}" if ok else f"{name} reaches {pk} bytes, not below {best}"),
-                          delta={"order": tuple(m.names[v] for v in arr)} if ok else {},
-                          data={"phase": "portfolio", "peak_bytes": pk}))
+        log.add("candidate", name, before=float(best), after=float(pk), accepted=ok,
+                reason=(f"{name} reaches {pk} bytes, below {best}" if ok else f"{name} reaches {pk} bytes, not below {best}"),
+                delta={"order": tuple(m.names[v] for v in arr)} if ok else {},
+                data={"phase": "portfolio", "peak_bytes": pk})
         if ok:
             best = pk
-    return steps, best
-
-
-def _renumber(steps: list[Step], offset: int) -> list[Step]:
-    return [Step(offset + i, s.action, s.subject, s.before, s.after, s.accepted, s.reason, s.delta, s.data)
-            for i, s in enumerate(steps)]
+    return best
 
 
 def _portfolio(m: _Mem, t0: float, *, time_limit_s: float | None, beam: int | None) -> OrderResult:
@@ -134,12 +128,13 @@ def _portfolio(m: _Mem, t0: float, *, time_limit_s: float | None, beam: int | No
         tuned.append((name, new, m.peak(np.asarray(new, dtype=np.int64)), tried, arr))
     best = min(tuned, key=lambda x: (x[2], x[0]))
     name, arr, pk, tried, before = best
-    cand_steps, _ = _candidate_steps(m, [(c[0], c[1], c[2]) for c in cands], start)
+    steps = StepLog()
+    _log_candidates(steps, m, [(c[0], c[1], c[2]) for c in cands], start)
     # the winner's pre-fine-tune order becomes the state before its fine-tune moves
-    bridge = Step(len(cand_steps), "pick", name, before=None, after=float(m.peak(np.asarray(before))), accepted=True,
-                  reason=f"fine-tuning every candidate, {name} ends lowest", delta={"order": tuple(m.names[v] for v in before)},
-                  data={"phase": "S4-pick"})
-    steps = cand_steps + [bridge] + _renumber(_steps_from(tried), len(cand_steps) + 1)
+    steps.add("pick", name, before=None, after=float(m.peak(np.asarray(before))), accepted=True,
+              reason=f"fine-tuning every candidate, {name} ends lowest", delta={"order": tuple(m.names[v] for v in before)},
+              data={"phase": "S4-pick"})
+    _log_tried(steps, tried)
     method = f"heuristic:{name}+fine_tune"
     # polish (ours): ask "is there an order within best - 1 bytes?" with the exact engine's
     # depth-first feasibility searches (backward first, where graph outputs pile up, then
@@ -159,10 +154,10 @@ def _portfolio(m: _Mem, t0: float, *, time_limit_s: float | None, beam: int | No
                 break
             new, _tried = _fine_tune(m, found, time_limit_s=None, record=False)
             pk2 = m.peak(np.asarray(new, dtype=np.int64))
-            steps.append(Step(len(steps), "polish", how, before=float(pk), after=float(pk2), accepted=True,
-                              reason=f"a {how} depth-first search found an order within {pk - 1} bytes: "
-                                     f"{pk2} bytes after fine-tuning", delta={"order": tuple(m.names[v] for v in new)},
-                              data={"phase": "polish", "budget_bytes": pk - 1}))
+            steps.add("polish", how, before=float(pk), after=float(pk2), accepted=True,
+                      reason=f"a {how} depth-first search found an order within {pk - 1} bytes: "
+                             f"{pk2} bytes after fine-tuning", delta={"order": tuple(m.names[v] for v in new)},
+                      data={"phase": "polish", "budget_bytes": pk - 1})
             arr, pk = new, pk2
             n_polish += 1
             method = f"heuristic:{name}+fine_tune+polish"
@@ -179,24 +174,22 @@ def _portfolio(m: _Mem, t0: float, *, time_limit_s: float | None, beam: int | No
 
 
 def _patent_s3_s4(m: _Mem, t0: float, *, why_prefix: str = "", time_limit_s: float | None = None,
-                  lead_steps: tuple[Step, ...] = (), method_prefix: str = "patent",
+                  lead_steps: Sequence[Step] = (), method_prefix: str = "patent",
                   extra: dict[str, float] | None = None, params: dict[str, Any] | None = None,
                   bound: float | None = None, solver: str | None = None) -> OrderResult:
     """S3 + S4: BFS and DFS (their picks logged), the lower one fine-tuned (its moves logged)."""
     start = m.topo()
-    b, b_steps = _bfs(m, record=True)
-    d, d_steps = _dfs(m, record=True)
+    steps = StepLog(lead_steps)
+    b, _ = _bfs(m, steps)
+    d, _ = _dfs(m, steps)
     pb, pd_ = m.peak(np.asarray(b, dtype=np.int64)), m.peak(np.asarray(d, dtype=np.int64))
     name, arr = ("bfs", b) if pb <= pd_ else ("dfs", d)
-    steps = list(lead_steps)
-    steps += _renumber(b_steps, len(steps))
-    steps += _renumber(d_steps, len(steps))
-    steps.append(Step(len(steps), "pick", name, before=None, after=float(min(pb, pd_)), accepted=True,
-                      reason=f"S4: {name} has the lower peak ({min(pb, pd_)} vs {max(pb, pd_)} bytes): it is fine-tuned",
-                      delta={"order": tuple(m.names[v] for v in arr)},
-                      data={"phase": "S4-pick", "bfs_peak_bytes": pb, "dfs_peak_bytes": pd_}))
+    steps.add("pick", name, before=None, after=float(min(pb, pd_)), accepted=True,
+              reason=f"S4: {name} has the lower peak ({min(pb, pd_)} vs {max(pb, pd_)} bytes): it is fine-tuned",
+              delta={"order": tuple(m.names[v] for v in arr)},
+              data={"phase": "S4-pick", "bfs_peak_bytes": pb, "dfs_peak_bytes": pd_})
     new, tried = _fine_tune(m, arr, time_limit_s=time_limit_s)
-    steps += _renumber(_steps_from(tried), len(steps))
+    _log_tried(steps, tried)
     kept = sum(1 for t in tried if t["accepted"])
     return _make_result(m, new, method=f"{method_prefix}:{name}+fine_tune", status="heuristic", t0=t0, steps=steps,
                         initial=start, solver=solver, bound=bound, params=params,

@@ -32,7 +32,7 @@ import pandas as pd
 from ..cost import CostModel
 from ..errors import HetschedError
 from ..graph import OpGraph
-from ..results import Result, Step, compare_results
+from ..results import Result, StepLog, compare_results
 from ..system import SupportTable, System
 from .buffered import BufferedResult, simulate_buffered
 from .core import PartitionResult, partition_by_support
@@ -139,7 +139,7 @@ def compare_partitions(
     rows: dict[str, dict[str, Any]] = {}
     parts: dict[str, PartitionResult] = {}
     sims: dict[str, BufferedResult] = {}
-    steps: list[Step] = []
+    steps = StepLog()
     common = dict(enabled=enabled, overrides=overrides, fallback=fallback)
 
     def run(variant: str, part: PartitionResult, depth: int) -> None:
@@ -153,11 +153,9 @@ def compare_partitions(
             **{k: pm[k] for k in ("n_groups", "n_cross_edges", "n_copies", "bytes_copied", "n_launches")},
             **{k: sm[k] for k in ("makespan_s", "throughput_per_s", "latency_p50_s", "latency_p99_s")},
         }
-        steps.append(
-            Step(len(steps), "evaluate", variant, None, sm["makespan_s"], True,
-                 f"{variant}: {pm['n_groups']} group(s), {pm['n_cross_edges']} cross-backend edge(s),"
-                 f" {sm['throughput_per_s']:.4g} inputs/s", {}, {"throughput_per_s": sm["throughput_per_s"]})
-        )
+        steps.add("evaluate", variant, None, sm["makespan_s"], True,
+                  f"{variant}: {pm['n_groups']} group(s), {pm['n_cross_edges']} cross-backend edge(s),"
+                  f" {sm['throughput_per_s']:.4g} inputs/s", data={"throughput_per_s": sm["throughput_per_s"]})
 
     single_names = _single_backends(graph, tab, enabled) if singles else []
     for b in single_names:
@@ -261,11 +259,10 @@ def best_buffer_depth(
     best = float(frame["throughput_per_s"].max())
     frame["within_tol"] = frame["throughput_per_s"] >= best * (1 - tol)
     chosen = int(frame.loc[frame["within_tol"], "buffer_depth"].min())
-    steps = [
-        Step(i, "try_depth", str(d), None, float(tp), bool(ok),
-             f"depth {d}: {tp:.4g} inputs/s, {'within' if ok else 'more than'} {tol:.0%} of the best {best:.4g}")
-        for i, (d, tp, ok) in enumerate(zip(frame["buffer_depth"], frame["throughput_per_s"], frame["within_tol"]))
-    ]
+    steps = StepLog()
+    for d, tp, ok in zip(frame["buffer_depth"], frame["throughput_per_s"], frame["within_tol"]):
+        steps.add("try_depth", str(d), None, float(tp), bool(ok),
+                  f"depth {d}: {tp:.4g} inputs/s, {'within' if ok else 'more than'} {tol:.0%} of the best {best:.4g}")
     return BufferSweepResult(
         # the chosen depth's run, simulated again only when someone looks at it
         timeline=partial(_depth_timeline, partition=partition, system=system, n_inputs=n_inputs, depth=chosen,

@@ -21,7 +21,7 @@ from ..errors import ScheduleError
 from .cache import cache_trace, patent_parameters, patent_queues, peak_in_flight, send_interval
 from .compare import compare
 from .export import from_torch_csv, to_chrome_trace, to_torch_csv
-from .ir import KINDS, Action, Schedule, format_grid, merge_backward, split_backward
+from .ir import KINDS, PHASES, Action, Schedule, action_phases, format_grid, merge_backward, split_backward
 from .schedules import (
     GROUPINGS,
     SCHEDULES,
@@ -76,7 +76,7 @@ PARAMS = {
 __all__ = [
     "PARAMS",
     "ScheduleError",
-    "KINDS", "Action", "Schedule", "format_grid", "split_backward", "merge_backward",
+    "KINDS", "PHASES", "Action", "Schedule", "format_grid", "action_phases", "split_backward", "merge_backward",
     "GROUPINGS", "SCHEDULES", "groups", "paddle_groups", "megatron_groups", "torch_groups", "balanced_groups",
     "gpipe", "one_f_one_b", "looped_bfs", "interleaved_1f1b", "interleaved_fthenb", "interleaved_from_groups",
     "zb_h1", "zb_h2", "zbv", "interleaved_zero_bubble", "dualpipev", "make_schedule", "is_patent_schedule",

@@ -37,7 +37,8 @@ import numpy as np
 
 from ..errors import FormatError, ScheduleError
 
-__all__ = ["KINDS", "Action", "Schedule", "format_grid", "split_backward", "merge_backward", "stage_to_rank_map"]
+__all__ = ["KINDS", "PHASES", "Action", "Schedule", "format_grid", "action_phases", "split_backward", "merge_backward",
+           "stage_to_rank_map"]
 
 #: Action kinds, in their integer code order (``kind`` array values index this tuple).
 KINDS = ("F", "B", "I", "W")
@@ -292,6 +293,56 @@ def format_grid(schedule: Schedule, around: int | None = None, *, radius: int = 
         mark = "  <-- HERE" + (f" (rank {rank})" if rank is not None else "") if k == around else ""
         lines.append((lab.ljust(lw) + " " + cells + mark).rstrip() if not mark else lab.ljust(lw) + " " + cells + mark)
     return "\n".join(lines)
+
+
+#: A rank's phases, in order (:func:`action_phases`).
+PHASES = ("warm-up", "steady", "cool-down")
+
+
+def action_phases(schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
+    """Each flat action's phase on its rank and its micro-step: ``(phase, micro_step)``.
+
+    ``phase`` is one of :data:`PHASES`. A rank that interleaves forwards and backwards has a steady
+    phase as Megatron-LM counts it (Narayanan et al., SC 2021: warm-up forwards, then one forward
+    and one backward at a time, then the remaining backwards): it opens with the forward just
+    before the rank's first backward and closes with the backward just after its last forward;
+    what comes before is warm-up, what comes after cool-down (1F1B: ``p - 1 - rank`` actions each;
+    the seed-001 patent's schedule: its warm-up forwards, :func:`~hetsched.pipeline.patent_parameters`).
+    A rank that runs all its forwards before any backward (GPipe) has no steady phase: forwards are
+    warm-up, the rest cool-down.
+    ``micro_step`` counts per rank: the ``k``-th forward is forward micro-step ``k``, the ``k``-th
+    backward (``B`` or ``I``) backward micro-step ``k`` (the "current step" of the micro-batch a
+    unit processes in the patent's claims 7 and 11, as :func:`~hetsched.pipeline.patent_queues`
+    numbers them); a ``W`` has the micro-step of the backward before it.
+
+    >>> s = Schedule.from_text(["0F0 0F1 0B0 0F2 0B1 0B2", "1F0 1B0 1F1 1B1 1F2 1B2"], p=2, v=1, m=3)
+    >>> phase, micro = action_phases(s)
+    >>> phase[:6].tolist(), micro[:6].tolist()
+    (['warm-up', 'steady', 'steady', 'steady', 'steady', 'cool-down'], [0, 1, 0, 2, 1, 2])
+    >>> sorted(set(phase[6:]))    # the last rank is steady from its first action to its last
+    ['steady']
+    """
+    kind = schedule.kind
+    n = schedule.n_actions
+    phase = np.empty(n, dtype=object)
+    micro = np.zeros(n, np.int64)
+    for rank in range(schedule.p):
+        sl = schedule.rank_slice(rank)
+        kd = kind[sl]
+        is_f = kd == F
+        bw = np.flatnonzero((kd == B) | (kd == I))
+        fw = np.flatnonzero(is_f)
+        pos = np.arange(len(kd))
+        first_b = bw[0] if len(bw) else len(kd)
+        if len(fw) and len(bw) and fw[-1] > first_b:
+            start = fw[fw < first_b][-1] if (fw < first_b).any() else first_b
+            end = bw[bw > fw[-1]][0] if (bw > fw[-1]).any() else len(kd)
+            phase[sl] = np.where(pos < start, PHASES[0], np.where(pos > end, PHASES[2], PHASES[1]))
+        else:
+            phase[sl] = np.where(pos < first_b, PHASES[0], PHASES[2])
+        is_b = ~is_f & (kd != W)
+        micro[sl] = np.where(is_f, np.cumsum(is_f) - 1, np.cumsum(is_b) - 1)
+    return phase, micro
 
 
 # ---- passes: list -> list ----------------------------------------------------------------------

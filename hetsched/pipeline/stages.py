@@ -58,7 +58,7 @@ import pandas as pd
 from ..cost import CostModel, resolve_cost
 from ..errors import CapacityError, HetschedError, ScheduleError, UnsupportedOpError
 from ..graph import OpGraph
-from ..results import Result, Step
+from ..results import Result, StepLog
 from ..system import System
 from ..timeline import TimelineBuilder
 from .costs import StageCosts
@@ -246,7 +246,7 @@ class StageSplit(Result):
         ``bottleneck_s``, ``max_stage_s``, ``max_link_s``, ``balance`` (slowest over mean stage
         time), ``peak_memory_fraction`` (worst rank's peak / capacity), ``n_units``, ``n_stages``,
         ``solve_s``.
-    steps : tuple of Step
+    steps : LazySteps
         One per stage, in cut order: which units it took and what it costs on its device.
     timeline : DataFrame
         One micro-batch's forward then backward through the stages, on the rank lanes.
@@ -541,7 +541,7 @@ def _build(pb: _Problem, graph: OpGraph, system: System, devices: list[str], cut
            solve_s: float, cost: CostModel | None, overhead_s: float) -> StageSplit:
     u, S = pb.u, pb.S
     c = resolve_cost(cost, graph, system)
-    rows, steps = [], []
+    rows, steps = [], StepLog()
     F, Bk, W, act, held, send, gsend = (np.zeros(S) for _ in range(7))
     for s in range(S):
         i, j = cuts[s], cuts[s + 1]
@@ -561,11 +561,11 @@ def _build(pb: _Problem, graph: OpGraph, system: System, devices: list[str], cut
                      "n_units": j - i, "f_s": F[s], "b_s": Bk[s], "i_s": Bk[s] - W[s], "w_s": W[s], "time_s": F[s] + Bk[s],
                      "activation_bytes": act[s], "send_s": send[s], "weight_bytes": wb, "saved_bytes": held[s],
                      "in_flight": int(pb.inflight[s]), "memory_bytes": mem, "capacity_bytes": pb.cap[s]})
-        steps.append(Step(s, "cut", f"stage {s}", before=None, after=float(F[s] + Bk[s]), accepted=True,
-                          reason=(f"stage {s} on rank {int(pb.rank[s])} ({pb.dev[s]}) takes units {i}..{j - 1} "
-                                  f"({u.names[i]} .. {u.names[j - 1]}): F + B = {F[s] + Bk[s]:.4g} s, "
-                                  f"sends {act[s] / 2**20:.3g} MiB in {send[s]:.3g} s; memory {mem / 2**30:.3g} of {pb.cap[s] / 2**30:.3g} GiB"),
-                          data={"first_unit": i, "last_unit": j - 1, "rank": int(pb.rank[s]), "device": pb.dev[s]}))
+        steps.add("cut", f"stage {s}", before=None, after=float(F[s] + Bk[s]), accepted=True,
+                  reason=(f"stage {s} on rank {int(pb.rank[s])} ({pb.dev[s]}) takes units {i}..{j - 1} "
+                          f"({u.names[i]} .. {u.names[j - 1]}): F + B = {F[s] + Bk[s]:.4g} s, "
+                          f"sends {act[s] / 2**20:.3g} MiB in {send[s]:.3g} s; memory {mem / 2**30:.3g} of {pb.cap[s] / 2**30:.3g} GiB"),
+                  data={"first_unit": i, "last_unit": j - 1, "rank": int(pb.rank[s]), "device": pb.dev[s]})
     per_stage = pd.DataFrame(rows)
     costs = StageCosts(f_s=F, b_s=Bk, i_s=Bk - W, w_s=W, activation_bytes=act, grad_bytes=np.r_[0.0, u.cross_bytes[cuts[1:-1]]] if S > 1 else np.zeros(1),
                        held_bytes=held, overhead_s=overhead_s, send_s=send, grad_send_s=gsend,
