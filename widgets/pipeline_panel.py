@@ -1,4 +1,4 @@
-"""PipelinePanel (pipeline parallelism, seed 001): a model split over a machine, two schedules side by
+"""PipelinePanel (pipeline parallelism, the interleaved pipeline patent): a model split over a machine, two schedules side by
 side, the patent's cache queues, and a walk through the schedule one action at a time.
 
 Where the costs come from (``source``):
@@ -20,7 +20,7 @@ model and are drawn on one time axis (labelled cells ``0F3``, later chunks light
 distinct colours). Controls a schedule does not use are disabled (``v`` for a schedule with fixed
 chunks, grouping, the W time) and a line says which schedule each applies to.
 
-The patent's view (``../shared/seeds/001_8da0d43036ed1fd9.txt``, claims 1-13), shown when A or B
+The patent's view (the interleaved pipeline patent, ``docs/patents.md``, claims 1-13), shown when A or B
 is the patent's schedule: ``r = m mod p``, the first group of ``p + r`` micro-batches, the warm-up
 forwards per rank, the send interval, and its forward/backward cache queues by its literal rule
 (:meth:`~hetsched.pipeline.PipelineResult.patent`); beside them the simulator's queues as the run

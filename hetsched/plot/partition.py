@@ -1,4 +1,4 @@
-"""Figures for seed 003 (partitioning by support, aggregated ops, buffered backends).
+"""Figures for the multi-backend partition patent (partitioning by support, aggregated ops, buffered backends).
 
 Pure functions of core results returning ``plotly.graph_objects.Figure``; they never mutate input.
 

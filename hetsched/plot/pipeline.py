@@ -155,7 +155,7 @@ def patent_queue_figure(queues: pd.DataFrame, *, send_interval: tuple[int, int] 
                         first_group_steps: int | None = None, title: str | None = None) -> go.Figure:
     """The patent's two cache queues by its own rule (:func:`~hetsched.pipeline.patent_queues`), one
     panel each: the last rank's forward queue over its forward micro-steps, the first rank's
-    backward queue over its backward micro-steps (seed 001, claims 6-13).
+    backward queue over its backward micro-steps (the pipeline patent, claims 6-13).
 
     The send interval ``[r, r + (p + r)(v - 1))`` is shaded (the only micro-steps at which the
     queue head leaves) and the end of the first micro-batch group is a dotted line.
