@@ -70,23 +70,28 @@ IDLE = "#E4E4E4"
 #: Labels that mean "not assigned / not running"; every view draws them neutral.
 NEUTRAL_NAMES = {"(unassigned)": NEUTRAL, "(none)": NEUTRAL, "unassigned": NEUTRAL, "(unsupported)": "#9E9E9E",
                  "idle": IDLE, "bubble": IDLE}
-#: Colours of kinds of work. One colour means one thing: F/B/I/W are four distinct hues (I and B
-#: used to be two near-identical oranges), waits and transfers do not reuse the compute blue.
+#: Colours of kinds of work. One colour means one thing (issue 22): F/B/I/W are four distinct hues,
+#: waits and transfers do not reuse the compute colour, and no kind wears a device's colour
+#: (:data:`PALETTE`, what :func:`color_map` hands out) or a group's (:data:`GROUP_PALETTE`): a blue
+#: compute bar beside a graph coloured by device used to read as "runs on the first device". Every
+#: kind is at least 20 CIELAB units from every device and group colour (more than those palettes
+#: keep between their own colours; ``tests/test_plot_colors.py``); F/B/I/W are dark enough for the
+#: white cell labels of a pipeline Gantt.
 KIND_COLORS = {
-    "compute": "#0072B2",
-    "transfer": "#E69F00",
-    "send": "#E69F00",
-    "recv": "#F0E442",
+    "compute": "#1C326E",   # navy (the forward pass's colour: compute is the work itself)
+    "transfer": "#8B5723",  # brown: data on a link
+    "send": "#8B5723",
+    "recv": "#C9A26B",      # tan: the receiving end of the same move
     "bubble": IDLE,
     "idle": IDLE,
-    "wait": "#CC79A7",
-    "blocked": "#D55E00",
-    "launch": "#56B4E9",
-    "copy": "#009E73",
-    "F": "#0072B2",
-    "B": "#D55E00",
-    "I": "#882255",
-    "W": "#009E73",
+    "wait": "#D13CCB",      # orchid
+    "blocked": "#5C0A14",   # dark maroon
+    "launch": "#2FA0B5",    # teal
+    "copy": "#9ACD32",      # yellow-green: a copy engine's work
+    "F": "#1C326E",         # navy
+    "B": "#A3122A",         # crimson
+    "I": "#6B1FBF",         # violet
+    "W": "#0A8F00",         # green
     **NEUTRAL_NAMES,
 }
 #: Groups (merged ops, stages, clusters) take this palette (Tol's "muted"), never a device colour.
@@ -475,7 +480,7 @@ def gantt(
     ...         for i in range(3)]
     >>> fig = gantt(make_timeline(rows), label_by=["name", "microbatch"], shade_by="chunk")
     >>> list(fig.data[0].text), fig.data[0].marker.color
-    (['F0', 'F1', 'F2'], ('#0072B2', '#7fb8d8', '#0072B2'))
+    (['F0', 'F1', 'F2'], ('#1C326E', '#8d98b6', '#1C326E'))
     """
     data, layout = _gantt_parts(timeline, color_by=color_by, colors=colors, lanes=lanes, title=title,
                                 max_bars=max_bars, highlight=highlight, height=height, cursor_s=cursor_s,
