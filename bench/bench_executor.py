@@ -1,4 +1,4 @@
-"""Benchmark of hetsched.executor (seed 004: sync/async ops, streams, host threads, DES simulator).
+"""Benchmark of hetsched.executor (the executor patent: sync/async ops, streams, host threads, DES simulator).
 
 Run:  .venv/bin/python bench/bench_executor.py [--quick]
 Writes bench/results/executor.md.
@@ -92,7 +92,7 @@ def main(argv=None):
         dt = time.perf_counter() - t0
         mk = cmp.frame.set_index("policy")["makespan_s"]
         cmp_rows.append((name, g.n_ops, mk, cmp.metrics, dt))
-    # the rules of seed 004 on the graph made to fire them all, by host-thread count
+    # the executor patent's rules on the graph made to fire them all, by host-thread count
     rule_rows = []
     g = load_graph("executor_thread_rules")
     for pool in (4, 3, 2, 1):
@@ -102,7 +102,7 @@ def main(argv=None):
     load1 = os.getloadavg()
 
     lines = [
-        "# Executor benchmark (issue 7, seed 004)",
+        "# Executor benchmark (issue 7, the executor patent)",
         "",
         f"Command: `.venv/bin/python bench/bench_executor.py{' --quick' if quick else ''}`  ",
         f"Machine: `{platform.platform()}`, Python {platform.python_version()}, "
@@ -136,7 +136,7 @@ def main(argv=None):
               "trunk, and gains nothing on all-GPU branchy graphs, where Nimble's streams do. "
               "`executor_multi_device` runs with its FPGA copies asynchronous here (its copy engine is synchronous "
               "only with `sync_copy_devices=['fpga0']`).", "",
-              "## The thread rules of seed 004 on `executor_thread_rules` (patent streams and threads)", "",
+              "## The executor patent's thread rules on `executor_thread_rules` (patent streams and threads)", "",
               "Ops each rule placed (`ex.rules_fired`); a `-fallback` rule is a decision the claim could not be met "
               "in (too few host threads), counted in `n_rule_fallbacks`.", ""]
     all_rules = list(dict.fromkeys(k for _p, c, _m in rule_rows for k in c))

@@ -1,4 +1,4 @@
-"""Benchmark of hetsched.mapping (seed 000 / H2H, the list-scheduling baselines, map_search, map_ilp).
+"""Benchmark of hetsched.mapping (the compute-first mapping patent / H2H, the list-scheduling baselines, map_search, map_ilp).
 
 Run:  .venv/bin/python bench/bench_mapping.py [--quick] [--only NAME,NAME]
 Writes bench/results/mapping.md. SAGA (anrg-saga 2.x) runs in its own venv bench/.venv-peers, which
@@ -429,7 +429,7 @@ def bench_search(lines, verdicts):
 def main() -> None:
     saga_version = ensure_peers() if not SECTIONS or "saga" in SECTIONS else "(not run)"
     cmd = ".venv/bin/python bench/bench_mapping.py" + (" --quick" if QUICK else "") + (f" --only {ONLY}" if ONLY else "")
-    lines = ["# Mapping benchmark (seed 000 / H2H, HEFT/CPOP/PEFT, map_search, map_ilp)", "",
+    lines = ["# Mapping benchmark (the compute-first mapping patent / H2H, HEFT/CPOP/PEFT, map_search, map_ilp)", "",
              f"Command: `{cmd}`  ",
              f"Machine: `{platform.platform()}`, {platform.processor() or platform.machine()}, "
              f"{os.cpu_count()} CPUs, Python {platform.python_version()}  ",

@@ -1,4 +1,4 @@
-"""Benchmark of hetsched.memory (seed 002) against the exact optimum and the compiler baselines.
+"""Benchmark of hetsched.memory (the memory-ordering patent) against the exact optimum and the compiler baselines.
 
 Run: ``.venv/bin/python bench/bench_memory.py`` (``--quick`` for a smoke run; ``--sections 2,4`` runs a
 subset while developing; ``--ceiling-limit S`` sets section 2's exact-DP limit per graph). Writes
@@ -122,7 +122,7 @@ def main() -> None:
     lines: list[str] = []
     cmd = ".venv/bin/python bench/bench_memory.py" + (" --quick" if quick else "")
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-    lines += ["## hetsched.memory — peak-memory operator ordering (seed 002)", "",
+    lines += ["## hetsched.memory — peak-memory operator ordering (the memory-ordering patent)", "",
               f"Command: `{cmd}`  ", f"Machine: {platform.platform()}, {platform.processor() or platform.machine()}, "
               f"{os.cpu_count()} CPUs, Python {platform.python_version()}; load average at start "
               f"{load[0]:.1f} (the machine is shared: timings are wall-clock under that load)  ",

@@ -1,4 +1,4 @@
-"""Benchmark of hetsched.partition (seed 003: support/priority marking, acyclic merging, buffers).
+"""Benchmark of hetsched.partition (the partition patent: support/priority marking, acyclic merging, buffers).
 
 Run:  .venv/bin/python bench/bench_partition.py [--quick]
 Writes bench/results/partition.md.
@@ -146,7 +146,7 @@ def random_dag_rows():
 def main() -> None:
     m = benchlib.machine()
     lines = [
-        "# Partition benchmark (issue 5, seed 003)",
+        "# Partition benchmark (issue 5, the multi-backend partition patent)",
         "",
         f"Command: `{benchlib.command_line()}`  ",
         f"Machine: {benchlib.machine_line()}  ",

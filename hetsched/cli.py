@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="cost file (hetsched calibrate's, or a latency table .csv) every algorithm prices with")
     sub = ap.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("map", help="map ops to devices (seed 000: compute-first, locality, remap; or a baseline)")
+    p = sub.add_parser("map", help="map ops to devices (the mapping patent: compute-first, locality, remap; or a baseline)")
     _graph_args(p), _system_arg(p), _out_args(p)
     p.add_argument("--method", default="h2h", help="h2h (default), compute_first, heft, cpop, peft, fastest_single_device, "
                    "search, ilp, brute_force (hetsched.mapping.METHODS)")
@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--methods", default="compute_first,h2h,heft,cpop,peft,fastest_single_device,search",
                    help="comma-separated mapping methods (also ilp, ilp_makespan, search_makespan, h2h_plus...)")
 
-    p = sub.add_parser("partition", help="partition onto backends by support/priority (seed 003) and pipeline them")
+    p = sub.add_parser("partition", help="partition onto backends by support/priority (the partition patent) and pipeline them")
     _graph_args(p), _system_arg(p), _out_args(p)
     p.add_argument("--disable", default="", help="comma-separated backends to switch off")
     p.add_argument("--fallback", default=None, help="backend for ops no enabled backend supports")
@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--buffer-depth", type=_positive_int, default=2)
     p.add_argument("--compare", action="store_true", help="also compare the partitioning strategies")
 
-    p = sub.add_parser("pipeline", help="generate, validate and simulate a pipeline schedule (seed 001)")
+    p = sub.add_parser("pipeline", help="generate, validate and simulate a pipeline schedule (the pipeline patent's and others)")
     _out_args(p)
     p.add_argument("--p", type=_positive_int, required=True, help="pipeline ranks")
     p.add_argument("--v", type=_positive_int, default=None, help="chunks (virtual stages) per rank (default: the schedule's own, 2 where free)")
@@ -151,14 +151,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--activation-bytes", type=_nonneg_float, default=0.0, help="activation bytes per chunk and micro-batch")
     p.add_argument("--torch-csv", metavar="OUT.csv", help="write the schedule as a torch.distributed.pipelining CSV")
 
-    p = sub.add_parser("order", help="order ops to minimise peak memory (seed 002)")
+    p = sub.add_parser("order", help="order ops to minimise peak memory (the memory-ordering patent and others)")
     _graph_args(p), _out_args(p)
     p.add_argument("--method", default="auto", help="patent (the patent's flow: ILP under the time limit, then BFS/DFS and fine-tuning), auto (warm-started ILP), "
                         "heuristic, exact, ilp, ilp-patent, ilp-cumulative, bfs, dfs, inductor_*, xla_*")
     p.add_argument("--time-limit", type=_positive_float, default=10.0, help="ILP/exact time limit in seconds")
     p.add_argument("--compare", action="store_true", help="also compare with the compiler baselines")
 
-    p = sub.add_parser("executor", help="simulate sync/async dispatch with streams and host threads (seed 004)")
+    p = sub.add_parser("executor", help="simulate sync/async dispatch with streams and host threads (the executor patent)")
     _graph_args(p), _out_args(p)
     p.add_argument("--streams", default="patent", help="single, patent, nimble")
     p.add_argument("--threads", default="patent", help="single, patent, inline_one")

@@ -2,12 +2,12 @@
 
 :func:`hetsched.evaluate` (which records every interval as a timeline row) and the mapping
 engine's incremental re-timing (:class:`hetsched.mapping._core.Ctx`: thousands of remap trials,
-no rows) both run :meth:`Clock.run`; the additive "system total latency" of the seed-000 patent
+no rows) both run :meth:`Clock.run`; the additive "system total latency" of the compute-first mapping patent
 (claim 5) is :meth:`Clock.op_busy_s` plus :meth:`Clock.tensor_busy_s`, derived from the same
 routing rule (:func:`copy_source`) and the same per-hop prices. There is no second copy of the
 model to keep in step.
 
-The model (that of H2H, Zhang et al., DAC 2022, and of the seed-000 patent; the full statement,
+The model (that of H2H, Zhang et al., DAC 2022, and of the compute-first mapping patent; the full statement,
 memory included, is in :mod:`hetsched.evaluate`):
 
 * a device runs its ops one at a time, in the global op order;

@@ -3,7 +3,7 @@
 Every algorithm prices work through a :class:`CostModel`; none has a formula of its own. A cost
 model is *bound* to a graph (to know each op's input/output bytes) and a system.
 
-Residency (the seed-000 patent, claim 11, prices an op "with device memory cleared": weights and
+Residency (the compute-first mapping patent, claim 11, prices an op "with device memory cleared": weights and
 inputs in host memory) is modelled additively: bytes that are not resident on the device are
 streamed from the host over the host route, so
 

@@ -4,7 +4,7 @@ Every mapping algorithm and baseline is priced by :func:`evaluate`, so their num
 The timing is :class:`hetsched.clock.Clock`'s (the same clock the mapping engine re-times remap
 trials with); this module turns the clock's event log into timeline rows, memory and metrics.
 
-Model (that of H2H, Zhang et al., DAC 2022, and of the seed-000 patent):
+Model (that of H2H, Zhang et al., DAC 2022, and of the compute-first mapping patent):
 
 * Each op runs on its device; a device runs its ops one at a time, in ``order`` (default: the
   graph's topological order).
@@ -40,7 +40,7 @@ time each spends computing its ops and moving its own data (weight fetches and i
 it, every hop of them, and write-backs from it). ``bytes_moved`` and ``n_transfers`` count every
 hop: a 2-hop copy of 1 kB moves 2 kB over the links.
 
-The patent is ``../shared/seeds/000_023dd0683ad424ca.txt``; H2H is arXiv:2204.13852.
+The patent is listed in ``docs/patents.md``; H2H is arXiv:2204.13852.
 
 Examples
 --------
@@ -201,7 +201,7 @@ def evaluate(
     keep_tensors_resident : bool
         The host round trip off (a what-if). By default every output not listed in the placement's
         ``tensors_resident`` is written back to host memory and every reader off the host reads it
-        back from there, even on the producer's own device (the seed-000 patent's "intermediate
+        back from there, even on the producer's own device (the mapping patent's "intermediate
         results in host memory"): an all-on-GPU ResNet-50 then moves every activation over PCIe
         twice. ``True`` keeps *every* tensor in device memory once it is produced or copied there:
         readers on the same device read in place, others get one direct copy per device, and only

@@ -25,7 +25,7 @@ from .errors import UnknownNameError
 from .graph import OpGraph
 from .system import System
 
-__all__ = ["Scenario", "SCENARIOS", "TAB_SCENARIO", "load_scenario", "mapping_instance", "scenario"]
+__all__ = ["Scenario", "SCENARIOS", "TAB_SCENARIO", "load_scenario", "mapping_instance", "scenario", "slow_gpu_link"]
 
 
 @dataclass(frozen=True)
@@ -129,6 +129,33 @@ def mapping_instance(memory_MiB: float | None = 56.0) -> tuple[OpGraph, System]:
     return graph, system
 
 
+def _resnet_like() -> OpGraph:
+    from .io.generators import resnet_like
+
+    return resnet_like(blocks_per_stage=1)
+
+
+def slow_gpu_link(gbps: float = 1.0) -> System:
+    """The toy CPU + GPU + FPGA system with its CPU-GPU link at ``gbps`` GB/s (the FPGA keeps 16 GB/s).
+
+    The what-if of notebook 06: the compute-first mapper prices each candidate with the transfers to
+    and from host memory, so a slower link pushes layers off the GPU.
+
+    >>> [l.bandwidth_Bps / 1e9 for l in slow_gpu_link(0.5).links]
+    [0.5, 16.0]
+    """
+    import dataclasses
+
+    from .errors import HetschedError
+    from .io import toy_system
+
+    if not gbps > 0:
+        raise HetschedError(f"gbps must be positive, got {gbps!r}", field="gbps")
+    base = toy_system()
+    return base.with_links([dataclasses.replace(l, bandwidth_Bps=gbps * 1e9) if "gpu0" in (l.src, l.dst) else l
+                            for l in base.links])
+
+
 SCENARIOS: dict[str, Scenario] = {s.key: s for s in [
     Scenario(
         "tour", "ResNet-50 on a GPU + TPU machine", "graph",
@@ -165,10 +192,19 @@ SCENARIOS: dict[str, Scenario] = {s.key: s for s in [
         "Four host threads: a sync op's other sync successors go to other threads (claim 1), a sync op feeding "
         "an async one keeps its thread, async kernels queue on streams, and threads wait on each other's events.",
         _bundled("executor_thread_rules"), _system("toy"), bundled="executor_thread_rules"),
+    Scenario(
+        "slow_link", "What if the GPU sits behind a slow link? A small ResNet, CPU-GPU link at 1 GB/s", "mapping",
+        "Every GPU candidate now carries its slow transfers to and from host memory, so compute-first sends no "
+        "layer to the GPU: convolutions go to the FPGA, the rest stays on the CPU. Notebook 06 sweeps the link "
+        "speed and shows the layers leaving the GPU.",
+        _resnet_like, slow_gpu_link),
 ]}
 
-#: the scenario a tab starts from when nothing was loaded
-TAB_SCENARIO = {sc.tab: sc.key for sc in SCENARIOS.values()}
+#: the scenario a tab starts from when nothing was loaded: the tab's first (later ones are what-ifs)
+TAB_SCENARIO: dict[str, str] = {}
+for _sc in SCENARIOS.values():
+    TAB_SCENARIO.setdefault(_sc.tab, _sc.key)
+del _sc
 
 
 def scenario(key: str) -> Scenario:

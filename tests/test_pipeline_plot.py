@@ -75,7 +75,11 @@ def test_large_schedules_draw_webgl_segments_then_a_raster_with_the_running_kind
 
 def test_lanes_shrink_with_many_ranks_and_light_chunks_get_dark_text():
     small, big = schedule_gantt(_interleaved(8)), schedule_gantt(pp.simulate(pp.interleaved_1f1b(32, 2, 32)))
-    assert small.layout.height == 110 + 34 * 4 and big.layout.height <= 110 + 9 * 32
+    # lanes: 34 px each for 4 ranks, at most 9 for 32; the legend under the plot gets its own room
+    # (F/B of 2 chunks stacked per kind, and idle: two rows), so the lanes keep their height
+    legend_room = 26 * 2 + 8
+    assert small.layout.height == 110 + 34 * 4 + legend_room and big.layout.height <= 110 + 9 * 32 + legend_room
+    assert small.layout.legend.orientation == "h" and small.layout.legend.yref == "container"
     fonts = {d.name: d.textfont.color for d in small.data if d.text is not None}
     assert fonts["F chunk 0"] == "white" and fonts["F chunk 1"] != "white"
 

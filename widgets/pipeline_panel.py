@@ -1,4 +1,4 @@
-"""PipelinePanel (pipeline parallelism, seed 001): a model split over a machine, two schedules side by
+"""PipelinePanel (pipeline parallelism, the interleaved pipeline patent): a model split over a machine, two schedules side by
 side, the patent's cache queues, and a walk through the schedule one action at a time.
 
 Where the costs come from (``source``):
@@ -20,7 +20,7 @@ model and are drawn on one time axis (labelled cells ``0F3``, later chunks light
 distinct colours). Controls a schedule does not use are disabled (``v`` for a schedule with fixed
 chunks, grouping, the W time) and a line says which schedule each applies to.
 
-The patent's view (``../shared/seeds/001_8da0d43036ed1fd9.txt``, claims 1-13), shown when A or B
+The patent's view (the interleaved pipeline patent, ``docs/patents.md``, claims 1-13), shown when A or B
 is the patent's schedule: ``r = m mod p``, the first group of ``p + r`` micro-batches, the warm-up
 forwards per rank, the send interval, and its forward/backward cache queues by its literal rule
 (:meth:`~hetsched.pipeline.PipelineResult.patent`); beside them the simulator's queues as the run
@@ -62,6 +62,7 @@ import traitlets
 import hetsched.pipeline as pp
 from hetsched.errors import HetschedError
 from hetsched.plot import format_value
+from hetsched.plot.core import wrap_title
 from hetsched.plot.pipeline import cache_depth, patent_queue_figure, schedule_gantt, stage_costs_figure
 from hetsched.results import Step
 
@@ -72,6 +73,8 @@ __all__ = ["PipelinePanel", "PipelineState", "PipelineView", "SCHEDULE_LABELS"]
 
 _SCHEDULES = sorted(pp.SCHEDULES)
 _CACHES = ["sender", "receiver", "none"]
+#: title characters per line of a figure in half the panel (hetsched.plot.core.TITLE_CHARS is for full width)
+HALF_TITLE_CHARS = 55
 _P = pp.PARAMS
 #: the model choice that follows the dashboard's loaded graph
 SESSION = "session"
@@ -590,7 +593,9 @@ class PipelinePanel(Panel):
         else:
             title = f"{lab} simulated without a cache: senders block instead (see 'senders blocked')"
         qt = self._walk.queue_trace if res is r.a else res.queue_trace()
-        self._show("queues", cache_depth(qt, small_multiples=True, cursor_s=cursor if res is r.a else None, title=title), fresh)
+        # half the panel's width (beside the patent's queues): a long title would run off it
+        self._show("queues", cache_depth(qt, small_multiples=True, cursor_s=cursor if res is r.a else None,
+                                         title=wrap_title(title, HALF_TITLE_CHARS)), fresh)
 
     def _render_split(self, r: PipelineView) -> None:
         if r.split_a is None:

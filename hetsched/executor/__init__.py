@@ -1,6 +1,6 @@
-"""Seed 004: sync/async operators, streams, host threads, and a discrete-event executor simulator.
+"""The executor patent: sync/async operators, streams, host threads, and a discrete-event executor simulator.
 
-The seed-004 patent (``../shared/seeds/004_a60aed1db7e14913.txt``, Baidu, "调度算子的方法和装置";
+The patent (``docs/patents.md``, Baidu, "调度算子的方法和装置";
 PaddlePaddle's standalone executor) schedules a model's operators by whether each is
 **asynchronous** (the host launches a kernel and moves on) or **synchronous** (the host must wait:
 a CPU op, a blocking device-to-host copy). Kernels of async and sync ops go to different streams

@@ -6,7 +6,7 @@ policy                         streams             threads        what it shows
 ``serial``                     one per device      one            the baseline
 ``multi-stream, one thread``   patent (claim 3)    one            streams alone: blocking host work
                                                                   still stalls the only thread
-``patent``                     patent (claim 3)    patent         seed 004: blocking work moves off
+``patent``                     patent (claim 3)    patent         the patent: blocking work moves off
                                                                   the launching thread (overlap)
 ``TF inline``                  patent (claim 3)    inline_one     TensorFlow's executor: one ready
                                                                   successor inline, rest to the pool

@@ -9,8 +9,8 @@ work ends. Four things can, in an executor that only dispatches ``v`` after ``u`
 * ``event``  -- ``u`` is asynchronous and ``v`` elsewhere: the host records an event after ``u``
   (``cudaEventRecord``) and either the host blocks on it before a host op ``v``
   (``cudaEventSynchronize``: a *host sync*) or ``v``'s stream waits on it (``cudaStreamWaitEvent``:
-  a *stream wait*). This is the seed-004 patent's cross-stream synchronization
-  (``../shared/seeds/004_a60aed1db7e14913.txt``: kernels of async and sync ops on different
+  a *stream wait*). This is the executor patent's cross-stream synchronization
+  (``docs/patents.md``: kernels of async and sync ops on different
   streams need events between them);
 * ``implied`` -- ``u -> v`` is not in the transitive reduction: another path ``u -> w -> ... -> v``
   orders them, because every edge of the reduction is ordered by one of the above (induction).

@@ -1,6 +1,6 @@
 """Builders of the executor's bundled graphs (``data/graphs/executor_*.json``).
 
-Five graphs show the sides of the seed-004 patent (:func:`thread_rules_graph`: every thread rule
+Five graphs show the sides of the executor patent (:func:`thread_rules_graph`: every thread rule
 fires; :func:`multi_device_graph`: kernels on several devices and a synchronous copy engine; and
 the two below):
 
@@ -80,7 +80,7 @@ def d2h_branch_graph(
                 meta={"builder": "hetsched.executor.graphs.d2h_branch_graph",
                       "params": {"n_layers": n_layers, "branch_every": branch_every, "conv_flops": conv_flops,
                                  "branch_bytes": branch_bytes, "host_flops": host_flops, "seed": seed},
-                      "purpose": "seed-004: blocking host work beside a GPU trunk"})
+                      "purpose": "the executor patent: blocking host work beside a GPU trunk"})
     g.add_op("h2d_input", "MemcpyH2D")
     g.add_tensor("input", act_bytes, consumers=["h2d_input"])
     g.add_tensor("input_dev", act_bytes, producer="h2d_input")
@@ -124,7 +124,7 @@ def inception_graph(
     g = OpGraph(name or f"executor-inception-{n_cells}",
                 meta={"builder": "hetsched.executor.graphs.inception_graph",
                       "params": {"n_cells": n_cells, "conv_flops": conv_flops, "seed": seed},
-                      "purpose": "seed-004: independent kernels the patent's one async stream serializes"})
+                      "purpose": "the executor patent: independent kernels the patent's one async stream serializes"})
     g.add_tensor("input", act_bytes, consumers=[])
     prev = "input"
     branches = [["1x1"], ["1x1r", "3x3"], ["1x1r", "3x3a", "3x3b"], ["pool", "proj"]]
@@ -167,7 +167,7 @@ def randwire_gpu_graph(n: int = 32, *, channels: int = 128, hw: int = 56, batch:
     g = randwire_ws(n, k=4, p=0.75, channels=channels, hw=hw, batch=batch, seed=seed)
     g.name = name or f"executor-randwire-{n}"
     g.meta = {**g.meta, "builder": "hetsched.executor.graphs.randwire_gpu_graph", "params": {"n": n, "channels": channels, "hw": hw, "batch": batch, "seed": seed},
-              "purpose": "seed-004: branchy all-GPU graph (Nimble's case)"}
+              "purpose": "the executor patent: branchy all-GPU graph (Nimble's case)"}
     return g
 
 
@@ -180,7 +180,7 @@ def thread_rules_graph(
     seed: int = 0,
     name: str | None = None,
 ) -> OpGraph:
-    """A detector's tail that fires every thread rule of seed 004 (claims 1, 3, 4 and 5).
+    """A detector's tail that fires every thread rule of the executor patent (claims 1, 3, 4 and 5).
 
     * ``load_labels`` (host ``Load``) is a **sync root** (claim 4: to a sync-pool thread), and
       ``h2d_image`` an async root (claim 4: to the async thread);
@@ -203,7 +203,7 @@ def thread_rules_graph(
                 meta={"builder": "hetsched.executor.graphs.thread_rules_graph",
                       "params": {"conv_flops": conv_flops, "act_bytes": act_bytes, "det_bytes": det_bytes,
                                  "host_flops": host_flops, "seed": seed},
-                      "purpose": "seed-004: every thread rule (claims 1, 4, 5) and the sync stream (claim 3) fire"})
+                      "purpose": "the executor patent: every thread rule (claims 1, 4, 5) and the sync stream (claim 3) fire"})
 
     def conv(n: str, src: str) -> str:
         g.add_op(n, "Conv", flops=conv_flops * rng.uniform(0.8, 1.2), weight_bytes=MiB)
@@ -256,7 +256,7 @@ def multi_device_graph(
     seed: int = 0,
     name: str | None = None,
 ) -> OpGraph:
-    """Ops with kernels for several devices (seed 004, description of fig. 1), on a GPU and an FPGA.
+    """Ops with kernels for several devices (the executor patent's description of fig. 1), on a GPU and an FPGA.
 
     Each op lists its kernels in ``attrs["kernels"]``: the trunk has GPU and FPGA kernels (runs on
     the GPU, the executor's device); a side branch of ``Resample`` ops has an FPGA kernel only (it
@@ -273,7 +273,7 @@ def multi_device_graph(
     g = OpGraph(name or f"executor-multi-device-{n_layers}",
                 meta={"builder": "hetsched.executor.graphs.multi_device_graph",
                       "params": {"n_layers": n_layers, "conv_flops": conv_flops, "act_bytes": act_bytes, "seed": seed},
-                      "purpose": "seed-004: ops whose kernels run on several devices; a synchronous copy engine"})
+                      "purpose": "the executor patent: ops whose kernels run on several devices; a synchronous copy engine"})
     g.add_op("tokenize", "Tokenize", flops=5e7, attrs={"kernels": ["cpu"]})
     g.add_tensor("raw", 256 * 1024, consumers=["tokenize"])
     g.add_tensor("tokens", act_bytes, producer="tokenize")

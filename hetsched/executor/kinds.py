@@ -1,6 +1,6 @@
 """Operator classes of the executor: which ops are asynchronous and which block the host.
 
-The seed-004 patent (``../shared/seeds/004_a60aed1db7e14913.txt``, claims 1-5; PaddlePaddle's
+The operator-scheduling patent (``docs/patents.md``, claims 1-5; PaddlePaddle's
 standalone executor) schedules by one bit of "operator information": an op is **asynchronous**
 (the host launches a kernel onto a stream and returns at once) or **synchronous** (the host thread
 is busy or blocked until the op's work is done). hetsched refines that bit into six kinds:

@@ -3,7 +3,7 @@
 Policies (``STREAM_POLICIES``, or pass a callable ``f(graph, kinds, devices) -> {op: stream}``):
 
 * ``"single"`` -- one stream per device: every kernel and copy in one FIFO (the old executor).
-* ``"patent"`` -- seed-004 claim 3 (``../shared/seeds/004_a60aed1db7e14913.txt``): kernels of
+* ``"patent"`` -- claim 3 of the operator-scheduling (executor) patent (``docs/patents.md``): kernels of
   asynchronous ops go to a first stream, kernels of synchronous ops to a second one; copies go
   to their own H2D / D2H streams, as PaddlePaddle's InterpreterCore does. Independent async
   kernels still share one stream, so they never run concurrently.
@@ -181,7 +181,7 @@ _PATENT_STREAM = {"gpu_async": "compute", "gpu_sync": "sync", "copy_h2d": "h2d",
 
 
 def patent_streams(graph: OpGraph, kinds: Mapping[str, str], devices: Mapping[str, str]) -> dict[str, str]:
-    """Seed-004 claim 3: async kernels on a first stream, sync kernels on a second, copies on their own.
+    """Claim 3 of the executor patent: async kernels on a first stream, sync kernels on a second, copies on their own.
 
     >>> from hetsched.io.generators import chain
     >>> patent_streams(chain(2), {"op0": "gpu_async", "op1": "gpu_sync"}, {"op0": "gpu0", "op1": "gpu0"})

@@ -8,7 +8,7 @@ to another thread (a cross-thread hand-off, which may have to wake that thread u
 Policies (``THREAD_POLICIES``, or pass a :class:`ThreadRule`):
 
 * ``"single"`` -- one host thread runs everything, ready ops in first-ready-first-run order.
-* ``"patent"`` -- seed-004 (``../shared/seeds/004_a60aed1db7e14913.txt``). Thread 0 is the
+* ``"patent"`` -- the operator-scheduling (executor) patent (``docs/patents.md``). Thread 0 is the
   *async thread* (claim 4: asynchronous ops are assigned to a first thread), threads
   ``1..pool_size-1`` form the *sync pool* (claim 4: synchronous ops to a second thread).
 
@@ -159,7 +159,7 @@ class SingleThread(ThreadRule):
 
 
 class PatentThreads(ThreadRule):
-    """Seed-004 claims 1, 4 and 5 (see the module docstring); every decision names its rule."""
+    """Claims 1, 4 and 5 of the executor patent (see the module docstring); every decision names its rule."""
 
     name = "patent"
 

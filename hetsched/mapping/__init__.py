@@ -1,7 +1,7 @@
-"""Mapping ops to devices: the seed-000 patent (H2H), the list-scheduling baselines, and the optimum.
+"""Mapping ops to devices: the compute-first mapping patent (H2H), the list-scheduling baselines, and the optimum.
 
 * :func:`map_compute_first`, :func:`optimize_locality`, :func:`remap`, :func:`h2h` — the patent's
-  three phases (seed 000, Inspur 2023; H2H, Zhang et al., DAC 2022). They minimise the *system
+  three phases (``docs/patents.md``: Inspur 2023; H2H, Zhang et al., DAC 2022). They minimise the *system
   total latency* (claim 5: the sum of the devices' busy time).
 * :func:`heft`, :func:`cpop`, :func:`peft` — Topcuoglu, Hariri & Wu (TPDS 2002); Arabnejad &
   Barbosa (TPDS 2014); built from reusable parts (:data:`PRIORITIES`, :data:`SELECTORS`). They

@@ -1,7 +1,7 @@
-"""The seed-000 patent's three phases (compute-first mapping, memory-aware communication
+"""The compute-first mapping patent's three phases (compute-first mapping, memory-aware communication
 optimisation, remapping) and their composition ``h2h``.
 
-Source: patent ``000_023dd0683ad424ca.txt`` (Inspur, "模型调度方法、装置、计算系统、设备及可读存储介质",
+Source: the compute-first mapping patent (``docs/patents.md``; Inspur, "模型调度方法、装置、计算系统、设备及可读存储介质",
 2023), whose public twin is H2H (Zhang et al., "H2H: Heterogeneous Model to Heterogeneous System
 Mapping with Computation and Communication Awareness", DAC 2022).
 
@@ -756,7 +756,7 @@ def remap(result: MappingResult, *, objective: str = "total_latency", direction:
 def h2h(graph: OpGraph, system: System, *, cost: CostModel | None = None, occupancy_threshold: float = 0.9,
         policy: str | Callable = "greedy", objective: str = "total_latency", direction: str = "successor",
         max_passes: int | None = 1, group_size: int = 1, contention: bool = True) -> MappingResult:
-    """The seed-000 patent's mapper: phases 1-3 in one call, with every step, evaluated once at the end.
+    """The compute-first mapping patent's mapper: phases 1-3 in one call, with every step, evaluated once at the end.
 
     **What it optimises:** the patent's *system total latency* (claim 5: the sum over devices of
     the time each spends computing and moving its own data, ``metrics["total_latency_s"]``), not

@@ -1,6 +1,6 @@
 """``map_search``: a fast improvement search that escapes the patent's stall (beyond the patent).
 
-The seed-000 patent's remap (claims 1-7) moves one layer at a time, only to its successor's device,
+The compute-first mapping patent's remap (claims 1-7) moves one layer at a time, only to its successor's device,
 and keeps a move only if it pays on its own: a chain of layers that pays only when moved whole stays
 where compute-first put it. This search starts from the best of the usual mappers on the same input
 (h2h, HEFT, every single-device mapping) and improves it with

@@ -1,6 +1,6 @@
-"""Operator ordering that minimises peak memory (seed 002).
+"""Operator ordering that minimises peak memory (the memory-ordering patent).
 
-Implements ``../shared/seeds/002_1bc531f15903fea6.txt`` (an ILP with ``A[e,t]``/``P[e,t]`` under a
+Implements the memory-ordering patent (``docs/patents.md``: an ILP with ``A[e,t]``/``P[e,t]`` under a
 user time limit, else a tensor-lifetime-aware BFS and a memory-aware DFS, the lower one fine-tuned
 at the peak step: :func:`order_patent`), our portfolio (:func:`order_portfolio`), the exact search
 of Serenity (MLSys 2020), the orders PyTorch Inductor and XLA ship, and a lower bound, all judged

@@ -1,4 +1,4 @@
-"""Every ordering method on one graph, side by side (seed 002 and the compilers' orders).
+"""Every ordering method on one graph, side by side (the memory-ordering patent and the compilers' orders).
 
 >>> from hetsched.io.generators import fork_join
 >>> compare_orders(fork_join(3, 2))["method"].tolist()[:2]

@@ -1,6 +1,6 @@
-"""The patent's two traversals and its peak-step fine-tune (seed 002, steps S3 and S4).
+"""The patent's two traversals and its peak-step fine-tune (the memory-ordering patent, steps S3 and S4).
 
-``../shared/seeds/002_1bc531f15903fea6.txt`` (South China Univ. of Technology, 2024), claims 6-9:
+The memory-ordering patent (``docs/patents.md``; South China Univ. of Technology, 2024), claims 6-9:
 
 * S31, :func:`order_bfs` — a *tensor-lifetime-aware breadth-first* order: compute each op's
   sequential "earliest executable step" (ASAP: the number of its ancestors) and "latest

@@ -1,4 +1,4 @@
-"""The patent's integer linear programme (seed 002, S2, claims 2-5) and a cumulative variant.
+"""The patent's integer linear programme (the memory-ordering patent, S2, claims 2-5) and a cumulative variant.
 
 Both minimise the peak of the one memory model of :mod:`hetsched.memory.model` over orders with
 one op per step (``T = {t_1..t_N}``, ``N`` = number of ops, claim 2). Tensors here are *storages*

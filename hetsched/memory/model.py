@@ -1,6 +1,6 @@
 """The one memory model every ordering method is judged on, the lower bound, and ``OrderResult``.
 
-The model (seed 002, ``../shared/seeds/002_1bc531f15903fea6.txt``; the same one PyTorch Inductor's
+The model (the memory-ordering patent, ``docs/patents.md``; the same one PyTorch Inductor's
 ``estimate_peak_memory``, XLA's heap simulator and MODeL/OLLA use): ops run one per step, in a
 topological order; step ``i`` runs ``order[i]``.
 

@@ -2,7 +2,7 @@
 
 The methods themselves are plain functions elsewhere in :mod:`hetsched.memory`:
 :func:`~hetsched.memory.order_patent` (the patent's S2 -> S3 -> S4 flow,
-``../shared/seeds/002_1bc531f15903fea6.txt``), :func:`~hetsched.memory.order_auto` (ours: the
+``docs/patents.md``), :func:`~hetsched.memory.order_auto` (ours: the
 same pieces, the ILP warm-started by the heuristic), :func:`~hetsched.memory.order_portfolio` (our
 best bounded-work method), :func:`~hetsched.memory.order_patent_heuristic` (S3 + S4),
 :func:`~hetsched.memory.order_exact`, :func:`~hetsched.memory.order_ilp`, the traversals and the

@@ -1,6 +1,6 @@
-"""The flows that start with the ILP (seed 002, S2): the patent's own, and ours warm-started.
+"""The flows that start with the ILP (the memory-ordering patent's S2): the patent's own, and ours warm-started.
 
-``../shared/seeds/002_1bc531f15903fea6.txt`` (claim 1, S1-S4): turn the ordering task into an
+The memory-ordering patent (``docs/patents.md``, claim 1, S1-S4): turn the ordering task into an
 integer linear programme and solve it; *if the solve finishes within the user's time limit*, output
 its order; otherwise run the tensor-lifetime-aware BFS and the memory-aware DFS (S3), take the one
 with the lower peak and fine-tune it at the peak step (S4).

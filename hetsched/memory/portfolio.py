@@ -1,4 +1,4 @@
-"""The portfolio heuristic and the patent's S3 + S4, as plain functions (seed 002).
+"""The portfolio heuristic and the patent's S3 + S4, as plain functions (the memory-ordering patent).
 
 :func:`order_portfolio` is our best bounded-work method: a portfolio (the patent's BFS and DFS,
 our lifetime-aware greedy, every compiler baseline, and a beam search over executed sets — the
@@ -8,7 +8,7 @@ searches (:mod:`hetsched.memory._feasible`) asked for an order below the best pe
 fixed number of moves (deterministic, whatever the machine's load), repeated while they find one.
 Because the compiler baselines are in the portfolio, it is never above the best of them.
 
-:func:`order_patent_heuristic` is the patent's S3 + S4 (``../shared/seeds/002_1bc531f15903fea6.txt``,
+:func:`order_patent_heuristic` is the patent's S3 + S4 (``docs/patents.md``,
 claims 6-9): the lifetime-aware BFS and the memory-aware DFS, the lower one fine-tuned at its peak
 step. The flows that start with the ILP (S2) live in :mod:`hetsched.memory.patent`, above
 :mod:`hetsched.memory.ilp`, which warm-starts from :func:`order_portfolio`: this module imports no

@@ -1,6 +1,6 @@
-"""Seed 003: operator-support/priority marking, acyclic merging into aggregated ops, buffered backends.
+"""The partition patent: operator-support/priority marking, acyclic merging into aggregated ops, buffered backends.
 
-The patent (``../shared/seeds/003_9a492ad1d4867370.txt``) maps a computation graph onto several
+The patent (``docs/patents.md``) maps a computation graph onto several
 backends (cpu, gpu, fpga...) in three steps: mark each op with the highest-priority backend that
 supports it (a *mapping list* of backend, op type, priority), merge same-backend neighbours into
 *aggregated ops* so each backend is launched fewer times, and put buffers between the backends so

@@ -1,6 +1,6 @@
 """Buffered backends: a stream of inputs through the aggregated ops, backends as a pipeline.
 
-Paragraph 50 and figure 5 of the seed-003 patent (``../shared/seeds/003_9a492ad1d4867370.txt``):
+Paragraph 50 and figure 5 of the multi-backend partition patent (``docs/patents.md``):
 after aggregation, "buffers are added between the backends so that the backends run as a
 pipeline" instead of one after another (the prior art of paragraph 3: "devices can only run
 serially"). :func:`simulate_buffered` measures what that buys, on the one discrete-event core

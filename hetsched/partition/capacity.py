@@ -1,7 +1,7 @@
 """Device memory for a partition: every op must fit on the backend it was given.
 
 The patent's marking looks at support and priority only; a backend that runs an op type may still
-be too small to hold one op's data. Like the mapping engine's ``working_set`` (seed 000), an op
+be too small to hold one op's data. Like the mapping engine's ``working_set`` (the mapping patent), an op
 needs its weights, its inputs and its outputs in its backend's memory while it runs. The host is
 taken to have ample memory (as in :func:`hetsched.evaluate`). Buffers between backends are not
 counted here.

@@ -1,6 +1,6 @@
-"""Seed 003: mark every op with a backend by support and priority, then merge into aggregated ops.
+"""The partition patent: mark every op with a backend by support and priority, then merge into aggregated ops.
 
-The patent (``../shared/seeds/003_9a492ad1d4867370.txt``) describes three steps:
+The patent (``docs/patents.md``) describes three steps:
 
 1. **Marking** (claims 1-2, paragraphs 39-44, 61): walk the computation graph and give every op the
    highest-priority backend that supports it, from the mapping list ``backend, op type,
@@ -85,7 +85,7 @@ def partition_by_support(
 ) -> PartitionResult:
     """Mark each op with its best supporting backend and merge same-backend ops into aggregated ops.
 
-    Implements the seed-003 patent (``../shared/seeds/003_9a492ad1d4867370.txt``): marking by the
+    Implements the multi-backend partition patent (``docs/patents.md``): marking by the
     mapping list (claims 1-2, 4-6), aggregation under the minimal-neighbourhood rule (claim 2,
     paragraph 47), plus the cycle guard, global merging and ``min_block_size`` of real partitioners
     (see the module docstring).

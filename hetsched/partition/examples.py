@@ -1,4 +1,4 @@
-"""A small graph on which every decision of seed 003 happens at least once (for panels, notebooks, tests).
+"""A small graph on which every decision of the partition patent happens at least once (for panels, notebooks, tests).
 
 The patent's own figure 3/4 (gpu ops ``a, b`` and ``f, g`` kept apart by the fpga op ``d``) shows
 merging and the minimal-neighbourhood rule; it never shows the cycle guard or what buffers buy.

@@ -1,4 +1,4 @@
-"""Marking (seed 003, claims 1-2, paragraphs 39-44, 61): give every op its best supporting backend.
+"""Marking (the partition patent, claims 1-2, paragraphs 39-44, 61): give every op its best supporting backend.
 
 The mapping list ``backend, op type, priority`` (1 = best) is a :class:`~hetsched.system.SupportTable`;
 each op gets the enabled backend of best priority that supports its type, an override pins single

@@ -1,4 +1,4 @@
-"""Aggregation (seed 003, paragraphs 46-47): merge same-backend ops into aggregated ops, never a cycle.
+"""Aggregation (the partition patent, paragraphs 46-47): merge same-backend ops into aggregated ops, never a cycle.
 
 The merge passes share a :class:`_Merger` (the quotient graph, the op names, the step log). Every
 decision is one logged step: merged, or refused (different backend, would create a cycle, not

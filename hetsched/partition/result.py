@@ -1,4 +1,4 @@
-"""The result of partitioning (seed 003): backends per op, aggregated ops, the quotient graph, the log.
+"""The result of partitioning (the partition patent): backends per op, aggregated ops, the quotient graph, the log.
 
 :class:`PartitionResult` is what :func:`~hetsched.partition.partition_by_support` returns; its
 ``replay(k)`` rebuilds the marking and merging after any step, :meth:`PartitionResult.quotient_at`

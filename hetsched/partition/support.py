@@ -1,6 +1,6 @@
 """Support tables: which backend runs which op type, with what priority (the patent's "mapping list").
 
-The seed-003 patent (``../shared/seeds/003_9a492ad1d4867370.txt``, paragraphs 55-61 and its
+The multi-backend partition patent (``docs/patents.md``, paragraphs 55-61 and its
 figure 5) keeps a *mapping list* of ``backend, op type, priority`` (1 = best): "fpga supports d, e,
 f, h, k, m; d, e, h, m run faster there than elsewhere (priority 1) while f runs slower than on the
 gpu (priority 2)". The list is written by hand from the backends' documentation, or obtained "by
@@ -313,7 +313,7 @@ def priorities_from_cost(
 ) -> SupportTable:
     """The patent's "statistical" mapping list: rank backends per op type by latency.
 
-    Paragraphs 14, 52-53 and 60 of the seed-003 patent: "if several backends support the same
+    Paragraphs 14, 52-53 and 60 of the partition patent: "if several backends support the same
     op, the one with higher performance gets the higher priority", and the support/priority can be
     obtained "by statistics". Every op of each type in ``graph`` is priced on every backend through
     the cost model (measured or modelled); backends are ranked by the total (dense ranks, 1 =

@@ -1,7 +1,7 @@
-"""Pipeline-parallel schedules (seed 001): Action IR, generators, cache queues, validator, simulator,
+"""Pipeline-parallel schedules (the interleaved pipeline patent): Action IR, generators, cache queues, validator, simulator,
 and stage costs of real models on heterogeneous machines.
 
-Implements ``../shared/seeds/001_8da0d43036ed1fd9.txt`` (Baidu, interleaved pipeline scheduling
+Implements the interleaved pipeline patent (``docs/patents.md``; Baidu, interleaved pipeline scheduling
 with cache queues for any number of micro-batches; PaddlePaddle ``PipelineParallelWithInterleave``,
 simulated as it runs: :mod:`.lockstep`) and the schedules around it: GPipe, 1F1B, looped BFS,
 interleaved 1F1B with four grouping policies (the patent's by default), interleaved FthenB, ZB-H1,

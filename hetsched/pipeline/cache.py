@@ -1,6 +1,6 @@
 """The patent's cache queues, traced step by step, and order-based memory counts.
 
-The patent (``../shared/seeds/001_8da0d43036ed1fd9.txt``, PaddlePaddle ``PipelineParallelWithInterleave``)
+The interleaved pipeline patent (``docs/patents.md``; PaddlePaddle ``PipelineParallelWithInterleave``)
 runs interleaved 1F1B with a lock-step ring exchange: at the end of every step each rank sends one
 tensor to its neighbour and receives one. With ``r = m % p`` the first micro-batch group holds
 ``p + r`` micro-batches, so the last rank finishes chunk ``c`` of micro-batch ``j`` ``r`` steps before

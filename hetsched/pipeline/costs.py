@@ -13,7 +13,7 @@ system's links; in the numbers-only mode :class:`P2P` builds a two-device system
 its ``latency_s`` / ``bandwidth_Bps`` and asks the same function. A message of 0 bytes is free
 (the cost model's rule).
 
-Runtime overhead (seed 001 fidelity issue: a real gloo run was 1.12-1.29x the simulated makespan,
+Runtime overhead (the pipeline family's fidelity issue: a real gloo run was 1.12-1.29x the simulated makespan,
 about 1.6-2 ms per action explained it): ``StageCosts.overhead_s`` is added to every compute
 action (kernel launch, Python dispatch), ``P2P.overhead_s`` to every cross-rank message (p2p
 set-up). Both default to 0.

@@ -307,7 +307,7 @@ def action_phases(schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
     and one backward at a time, then the remaining backwards): it opens with the forward just
     before the rank's first backward and closes with the backward just after its last forward;
     what comes before is warm-up, what comes after cool-down (1F1B: ``p - 1 - rank`` actions each;
-    the seed-001 patent's schedule: its warm-up forwards, :func:`~hetsched.pipeline.patent_parameters`).
+    the interleaved pipeline patent's schedule: its warm-up forwards, :func:`~hetsched.pipeline.patent_parameters`).
     A rank that runs all its forwards before any backward (GPipe) has no steady phase: forwards are
     warm-up, the rest cool-down.
     ``micro_step`` counts per rank: the ``k``-th forward is forward micro-step ``k``, the ``k``-th

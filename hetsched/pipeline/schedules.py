@@ -11,7 +11,7 @@ first group's size), then alternates one forward and one backward, then drains t
 groupings (see :data:`GROUPINGS`):
 
 ``paddle`` (default)
-    ``[p + r, p, ..., p]`` with ``r = m % p``: the patent ``../shared/seeds/001_8da0d43036ed1fd9.txt``
+    ``[p + r, p, ..., p]`` with ``r = m % p``: the interleaved pipeline patent (``docs/patents.md``)
     (PaddlePaddle ``PipelineParallelWithInterleave``: "first_chunk_acc = m % p + p"). The first group
     is larger, so the last rank produces forward outputs ``r`` steps before the first rank can use
     them: the patent caches them and sends only inside the send interval (see :mod:`.cache`).
@@ -242,7 +242,7 @@ def interleaved_1f1b(p: int, v: int, m: int, grouping: str | Sequence[int] | Cal
         Ranks, chunks per rank, micro-batches (any ``m >= 1``; ``m < p`` uses one group ``[m]``).
     grouping : {"paddle", "balanced", "megatron", "torch"}, list of int, or callable
         How micro-batches are split into consecutive groups (see the module docstring).
-        ``"paddle"`` (default) is the patent's (``../shared/seeds/001_8da0d43036ed1fd9.txt``,
+        ``"paddle"`` (default) is the patent's (the interleaved pipeline patent, ``docs/patents.md``,
         claim 4: first group ``p + m % p``); the others are extensions.
     group_size : int, optional
         Megatron's ``N`` (``grouping="megatron"`` only; default: smallest feasible).

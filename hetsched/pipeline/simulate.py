@@ -15,7 +15,7 @@ Point-to-point modes:
 * ``lockstep=True``: PaddlePaddle's blocking exchange after every step, as it runs
   (:mod:`.lockstep`): ``cache=None`` sends right after the producing step and the sender blocks
   until the receiver posts its receive (with the patent's schedule: exactly when ``m % p != 0``);
-  ``cache="sender"`` is the patent's cache queue (``../shared/seeds/001_8da0d43036ed1fd9.txt``,
+  ``cache="sender"`` is the patent's cache queue (the interleaved pipeline patent, ``docs/patents.md``,
   claims 6-13): the output waits at the sender and leaves in the exchange that meets the
   receive; ``cache="receiver"`` buffers at the receiver (Megatron), so sends never block.
 
@@ -234,7 +234,7 @@ class PipelineResult(Result):
         return pd.DataFrame(rows, columns=cols).sort_values(["time_s", "rank", "direction"], kind="stable").reset_index(drop=True)
 
     def patent(self) -> dict[str, Any]:
-        """The patent's own quantities for this ``(p, v, m)`` (seed 001, claims 1-5 and 6-13).
+        """The patent's own quantities for this ``(p, v, m)`` (claims 1-5 and 6-13 of the interleaved pipeline patent).
 
         Keys: ``applies`` (whether this schedule is the patent's: interleaved 1F1B with the
         ``paddle`` grouping), ``r`` (= ``m mod p``), ``first_group`` (``p + r``), ``groups``,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import html
 import numbers
+import re
 import zlib
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
@@ -57,6 +58,10 @@ __all__ = [
     "block_colors",
     "compare",
     "MAX_BARS",
+    "TITLE_CHARS",
+    "wrap_title",
+    "legend_below",
+    "legend_height_px",
 ]
 
 # Colour-blind-safe qualitative palette (Okabe & Ito 2008), then Plotly's default cycle.
@@ -70,23 +75,28 @@ IDLE = "#E4E4E4"
 #: Labels that mean "not assigned / not running"; every view draws them neutral.
 NEUTRAL_NAMES = {"(unassigned)": NEUTRAL, "(none)": NEUTRAL, "unassigned": NEUTRAL, "(unsupported)": "#9E9E9E",
                  "idle": IDLE, "bubble": IDLE}
-#: Colours of kinds of work. One colour means one thing: F/B/I/W are four distinct hues (I and B
-#: used to be two near-identical oranges), waits and transfers do not reuse the compute blue.
+#: Colours of kinds of work. One colour means one thing (issue 22): F/B/I/W are four distinct hues,
+#: waits and transfers do not reuse the compute colour, and no kind wears a device's colour
+#: (:data:`PALETTE`, what :func:`color_map` hands out) or a group's (:data:`GROUP_PALETTE`): a blue
+#: compute bar beside a graph coloured by device used to read as "runs on the first device". Every
+#: kind is at least 20 CIELAB units from every device and group colour (more than those palettes
+#: keep between their own colours; ``tests/test_plot_colors.py``); F/B/I/W are dark enough for the
+#: white cell labels of a pipeline Gantt.
 KIND_COLORS = {
-    "compute": "#0072B2",
-    "transfer": "#E69F00",
-    "send": "#E69F00",
-    "recv": "#F0E442",
+    "compute": "#1C326E",   # navy (the forward pass's colour: compute is the work itself)
+    "transfer": "#8B5723",  # brown: data on a link
+    "send": "#8B5723",
+    "recv": "#C9A26B",      # tan: the receiving end of the same move
     "bubble": IDLE,
     "idle": IDLE,
-    "wait": "#CC79A7",
-    "blocked": "#D55E00",
-    "launch": "#56B4E9",
-    "copy": "#009E73",
-    "F": "#0072B2",
-    "B": "#D55E00",
-    "I": "#882255",
-    "W": "#009E73",
+    "wait": "#D13CCB",      # orchid
+    "blocked": "#5C0A14",   # dark maroon
+    "launch": "#2FA0B5",    # teal
+    "copy": "#9ACD32",      # yellow-green: a copy engine's work
+    "F": "#1C326E",         # navy
+    "B": "#A3122A",         # crimson
+    "I": "#6B1FBF",         # violet
+    "W": "#0A8F00",         # green
     **NEUTRAL_NAMES,
 }
 #: Groups (merged ops, stages, clusters) take this palette (Tol's "muted"), never a device colour.
@@ -124,6 +134,7 @@ def figure_from_dicts(data: Iterable[Mapping[str, Any]], layout: Mapping[str, An
     rejected
     """
     lay = dict(layout)
+    fit_title(lay)  # Plotly does not wrap titles: a long one would run off a 1280 px screen
     # projector-friendly text (issue 22): 14 px unless the builder chose a size
     font = lay.get("font")
     if not (isinstance(font, Mapping) and "size" in font):
@@ -153,6 +164,110 @@ def validate_edits(fig: go.Figure) -> go.Figure:
 def _text(t: Any) -> dict:
     """A title in Plotly's normal form: a string validates to ``{"text": ...}``, ``None`` to ``{}``."""
     return {} if t is None else {"text": t}
+
+
+#: Characters per title line. Plotly never wraps a title: it runs off the right edge. The title font
+#: is about 17 px (1.2 x the 14 px base), ~9 px a character, so 100 characters fill a full-width
+#: figure at 1280 px (a projector); a figure in half the width wants :func:`wrap_title` at ~55.
+TITLE_CHARS = 100
+#: height of one title line, and the room kept under the title above the plot
+_TITLE_LINE_PX, _TITLE_GAP_PX = 24, 22
+_TAG = re.compile(r"<[^>]*>")
+
+
+def wrap_title(text: str, chars: int = TITLE_CHARS) -> str:
+    """``text`` broken into lines of at most ``chars`` visible characters at spaces (``<br>``).
+
+    Breaks already in the text are kept; HTML tags count as no characters; a word longer than a
+    line stays whole.
+
+    >>> wrap_title("A simulated: sender's cache queue (the patent's) depth per rank over time", 40)
+    "A simulated: sender's cache queue (the<br>patent's) depth per rank over time"
+    >>> wrap_title("short<br>and <b>bold</b>", 9)
+    'short<br>and <b>bold</b>'
+    """
+    out = []
+    for line in re.split(r"<br\s*/?>", text):
+        cur, n = [], 0
+        for word in line.split(" "):
+            w = len(_TAG.sub("", word))
+            if cur and n + 1 + w > chars:
+                out.append(" ".join(cur))
+                cur, n = [], 0
+            n += w + (1 if cur else 0)
+            cur.append(word)
+        out.append(" ".join(cur))
+    return "<br>".join(out)
+
+
+def fit_title(layout: dict, chars: int = TITLE_CHARS) -> dict:
+    """Wrap ``layout``'s title at ``chars`` (:func:`wrap_title`) and make the top margin tall enough
+    for its lines, so that a long title neither runs off the figure nor sits on the plot. Returns
+    ``layout`` (changed in place).
+
+    >>> lay = fit_title(dict(title=dict(text="x " * 80), margin=dict(t=40)))
+    >>> lay["title"]["text"].count("<br>"), lay["margin"]["t"]
+    (1, 70)
+    """
+    t = layout.get("title")
+    if not isinstance(t, Mapping) or not isinstance(t.get("text"), str):
+        return layout
+    text = wrap_title(t["text"], chars)
+    layout["title"] = {**t, "text": text}
+    lines = text.count("<br>") + 1
+    if lines > 1:
+        need = _TITLE_LINE_PX * lines + _TITLE_GAP_PX
+        margin = dict(layout.get("margin") or {})
+        if margin.get("t", 100) < need:  # Plotly's default top margin is 100 px
+            margin["t"] = need
+            layout["margin"] = margin
+    return layout
+
+
+def legend_below(title: str | None = None) -> dict:
+    """A legend laid out across the bottom of the figure, under the axis titles.
+
+    Beside a short chart a vertical legend scrolls and hides entries; at the top right it covers a
+    long title; and two charts compared on one time axis only line up when neither has a legend
+    beside it. Plotly moves the plot up to make room (``yref="container"``); give the figure
+    :func:`legend_height_px` more height so that the plot keeps its own.
+
+    >>> legend_below("action")["orientation"], legend_below()["yref"]
+    ('h', 'container')
+    """
+    return dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom", title=_text(title))
+
+
+def legend_height_px(names: Iterable[Any], *, title: str | None = None, width_px: int = 1000,
+                     groups: Sequence[Any] | None = None) -> int:
+    """The height a :func:`legend_below` of entries ``names`` takes in a figure ``width_px`` wide
+    (a legend row is ~26 px; an entry ~8 px a character plus its symbol).
+
+    ``groups`` (one key per name, the traces' ``legendgroup``): Plotly stacks a group's entries in
+    one column, so a row of columns is as tall as its largest group.
+
+    >>> legend_height_px(["F", "B", "idle"]), legend_height_px([f"buffer {i}" for i in range(40)])
+    (34, 138)
+    >>> legend_height_px(["F chunk 0", "F chunk 1", "B chunk 0", "B chunk 1"], groups="FFBB")
+    60
+    """
+    names = [str(n) for n in names]
+    if not names:
+        return 0
+    if groups is None:
+        columns = [(40 + 8 * len(n), 1) for n in names]
+    else:
+        members: dict[Any, list[str]] = {}
+        for n, g in zip(names, groups):
+            members.setdefault(g, []).append(n)
+        columns = [(40 + 8 * max(len(n) for n in ms), len(ms)) for ms in members.values()]
+    rows, line, used = 0, 0, 8 * len(title or "") + (10 if title else 0)
+    for w, h in columns:
+        if line and used + w > width_px:
+            rows, line, used = rows + line, 0, 0
+        used += w
+        line = max(line, h)
+    return 26 * (rows + line) + 8
 
 
 def _hline(y: float, line: Mapping[str, Any], text: str) -> tuple[dict, dict]:
@@ -370,7 +485,7 @@ def gantt(
     ...         for i in range(3)]
     >>> fig = gantt(make_timeline(rows), label_by=["name", "microbatch"], shade_by="chunk")
     >>> list(fig.data[0].text), fig.data[0].marker.color
-    (['F0', 'F1', 'F2'], ('#0072B2', '#7fb8d8', '#0072B2'))
+    (['F0', 'F1', 'F2'], ('#1C326E', '#8d98b6', '#1C326E'))
     """
     data, layout = _gantt_parts(timeline, color_by=color_by, colors=colors, lanes=lanes, title=title,
                                 max_bars=max_bars, highlight=highlight, height=height, cursor_s=cursor_s,

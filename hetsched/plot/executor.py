@@ -20,7 +20,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..errors import HetschedError
-from .core import NEUTRAL, PALETTE, _gantt_parts, _text, compare, figure_from_dicts, group_colors, time_unit
+from .core import NEUTRAL, PALETTE, _gantt_parts, _text, compare, figure_from_dicts, fit_title, group_colors, time_unit
 
 __all__ = ["executor_lanes", "executor_gantt", "executor_gantt_at", "policy_bars", "ordering_bars", "rule_bars",
            "rule_bars_at", "RULE_LABELS",
@@ -181,6 +181,7 @@ def executor_gantt_at(fig: Any, result: Any, step: int | None, *, title: str | N
                                  line=dict(color="#D00000", width=2, dash="dot"))]
     if title is not None:
         layout["title"] = _text(title)
+        fit_title(layout)  # as figure_from_dicts does for a fresh figure: a long step title wraps
     return {"data": data[:-1] + [trace], "layout": layout}
 
 

@@ -38,7 +38,7 @@ import plotly.graph_objects as go
 
 from .core import (GROUP_PALETTE, MAX_BARS, NEUTRAL, BlockLayout, _fmt_bytes, _layout, _lighten, _text, block_axes,
                    block_colors, block_layout, block_legend, block_node_trace, block_ring_trace, bytes_unit, color_map,
-                   edge_xy, figure_from_dicts, metric_label, time_unit)
+                   edge_xy, figure_from_dicts, legend_below, legend_height_px, metric_label, time_unit)
 
 __all__ = ["TRANSFER_COLOR", "UNASSIGNED", "placement_graph", "placement_blocks", "mapping_gantt", "busy_bars", "method_bars",
            "METHOD_LABELS", "OPTIMISES_LABELS"]
@@ -387,8 +387,10 @@ def method_bars(frame: pd.DataFrame, metric: str, *, highlight: str | None = Non
                                                width=[4 if str(frame["method"].iloc[i]) == highlight else 0 for i in idx])),
             text=[f"{vals[i] * f:.3g}" for i in idx], textposition="outside", cliponaxis=False,
             hovertemplate="%{x}: %{y:.4g}" + (f" {u}" if u else "") + "<extra></extra>"))
+    # the legend under the bars: at the top right it covered the end of the title
     layout = dict(yaxis=dict(title=_text(metric_label(metric, u))), xaxis=dict(categoryorder="array", categoryarray=text_of),
-                  barmode="overlay", showlegend=True, legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"),
-                  height=height, font=dict(size=14), margin=dict(l=10, r=10, t=60 if title else 40, b=40))
+                  barmode="overlay", showlegend=True, legend=legend_below(),
+                  height=height + legend_height_px(d["name"] for d in data), font=dict(size=14),
+                  margin=dict(l=10, r=10, t=50 if title else 30, b=40))
     layout["title"] = _text(title)
     return figure_from_dicts(data, layout)

@@ -1,4 +1,4 @@
-"""Figures for operator ordering (seed 002): memory curves of several orders, tensor lifetimes.
+"""Figures for operator ordering (the memory-ordering patent): memory curves of several orders, tensor lifetimes.
 
 Pure functions returning ``go.Figure``; they never mutate their input.
 

@@ -1,4 +1,4 @@
-"""Figures for seed 003 (partitioning by support, aggregated ops, buffered backends).
+"""Figures for the multi-backend partition patent (partitioning by support, aggregated ops, buffered backends).
 
 Pure functions of core results returning ``plotly.graph_objects.Figure``; they never mutate input.
 
@@ -28,7 +28,7 @@ import plotly.graph_objects as go
 
 from .core import (IDLE, NEUTRAL, BlockLayout, _gantt_parts, _layout, _lighten, _text, block_axes, block_colors,
                    block_layout, block_legend, block_node_trace, block_ring_trace, color_map, edge_xy, figure_from_dicts,
-                   graph_view, group_colors, time_unit)
+                   graph_view, group_colors, legend_below, legend_height_px, time_unit)
 
 __all__ = ["partition_view", "buffer_occupancy", "quotient_view", "marked_graph_view", "marked_blocks", "quotient_walk_view",
            "decision_focus", "runs_gantt", "with_cursor", "FONT"]
@@ -179,7 +179,8 @@ def buffer_occupancy(result, *, buffers: Iterable[str] | None = None, title: str
     layout = dict(title=_text((title or "buffer occupancy (items held: producer start -> consumer end)") + shown),
                   font=FONT, meta={"time_factor": f},
                   xaxis=dict(title=_text(f"time ({unit})")), yaxis=dict(title=_text("items in buffer")),
-                  height=height or 320, legend=dict(title=_text("buffer")))
+                  height=height or 320 + legend_height_px([d["name"] for d in data], title="buffer"),
+                  legend=legend_below("buffer"))  # beside the plot, a dozen buffers scrolled
     return figure_from_dicts(data, layout)
 
 
@@ -701,7 +702,12 @@ def runs_gantt(serial, buffered, *, cursor_s: float | None = None, title: str | 
                 t["x"] = np.asarray(t["x"], dtype=np.float32)
         layout["yaxis"] = dict(tickmode="array", tickvals=list(range(len(cats))), ticktext=cats,
                                range=[-0.5, len(cats) - 0.5], zeroline=False)
-    layout["legend"] = dict(title=_text("aggregated op / activity" if by_group else "backend / activity"))
+    # under the plot: beside it, the groups and activities scrolled and hid entries
+    legend_title = "aggregated op / activity" if by_group else "backend / activity"
+    layout["legend"] = legend_below(legend_title)
+    if height is None:
+        layout["height"] += legend_height_px(dict.fromkeys(t["name"] for t in data if t.get("showlegend", True) is not False),
+                                             title=legend_title)
     layout["font"] = FONT
     layout["meta"] = {"time_factor": time_unit(float(tl["end_s"].max()) if len(tl) else 0.0)[1]}
     layout["margin"] = dict(l=10, r=10, t=50, b=40)

@@ -16,7 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import sequential
 
-from .core import IDLE, KIND_COLORS, MAX_BARS, _text, figure_from_dicts, time_unit
+from .core import IDLE, KIND_COLORS, MAX_BARS, _text, figure_from_dicts, legend_below, legend_height_px, time_unit
 
 __all__ = ["schedule_grid", "cache_depth", "patent_queue_figure", "schedule_gantt", "stage_costs_figure", "ACTION_COLORS", "MAX_SEGMENTS"]
 
@@ -155,7 +155,7 @@ def patent_queue_figure(queues: pd.DataFrame, *, send_interval: tuple[int, int] 
                         first_group_steps: int | None = None, title: str | None = None) -> go.Figure:
     """The patent's two cache queues by its own rule (:func:`~hetsched.pipeline.patent_queues`), one
     panel each: the last rank's forward queue over its forward micro-steps, the first rank's
-    backward queue over its backward micro-steps (seed 001, claims 6-13).
+    backward queue over its backward micro-steps (the pipeline patent, claims 6-13).
 
     The send interval ``[r, r + (p + r)(v - 1))`` is shaded (the only micro-steps at which the
     queue head leaves) and the end of the first micro-batch group is a dotted line.
@@ -327,11 +327,17 @@ def schedule_gantt(result, *, cursor_s: float | None = None, t_max_s: float | No
         if t_end > makespan:  # the shared axis runs past this schedule's end: not idle time
             shapes.append(dict(type="rect", xref="x", x0=makespan * f, x1=t_end * f, yref="paper", y0=0, y1=1,
                                fillcolor="#FFFFFF", line=dict(width=0), layer="below"))
-    layout = dict(barmode="overlay", height=height or 110 + lane_px * s.p, margin=dict(l=10, r=10, t=50, b=40),
+    # the legend under the plot: beside it, it scrolled over a few ranks, and two schedules compared
+    # on one time axis (A above B) only line up when neither has a legend taking width
+    legend_title = "action (lighter: later chunk)" if s.v > 1 else "action"
+    entries = {t["name"]: t.get("legendgroup", t["name"]) for t in data if t.get("showlegend", True) is not False and t.get("name")}
+    room = legend_height_px(entries, title=legend_title, groups=list(entries.values()))
+    layout = dict(barmode="overlay", height=height or 110 + lane_px * s.p + room,
+                  margin=dict(l=10, r=10, t=50, b=40),
                   xaxis=dict(title=_text(f"time ({unit})"), range=[0.0, t_end * f]), yaxis=yaxis,
                   title=_text(title or f"{s.name} (p={s.p}, v={s.v}, m={s.m}): makespan {makespan * f:.4g} {unit}, "
                                        f"idle {m['bubble_fraction']:.0%} of rank-time"),
-                  legend=dict(title=_text("action (lighter: later chunk)" if s.v > 1 else "action")))
+                  legend=legend_below(legend_title))
     if mode != "bars":
         layout["plot_bgcolor"] = ACTION_COLORS["idle"]  # gaps between segments read as idle
     if text is not None:
