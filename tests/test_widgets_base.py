@@ -57,6 +57,33 @@ def test_panel_loop_errors_and_view_traits():
     assert p.message.value == "" and p.last_refresh_s > 0
 
 
+def test_a_bug_is_labelled_an_internal_error_not_an_input_problem():
+    """Issue 20: the safety net names the exception's type as the CLI's catch-all does, as a bug."""
+    p = _P(_S())
+    p.state.n = 99  # compute raises ZeroDivisionError
+    msg = p.message.value
+    assert msg.startswith('<div class="hetsched-error"') and "internal error: ZeroDivisionError: a bug" in msg
+    assert "a bug in hetsched" in msg and "not in your input" in msg and p.result == 2
+    assert isinstance(p.last_internal_error, ZeroDivisionError)  # kept, with its traceback, for debugging
+    p.state.n = 3
+    assert p.message.value == "" and p.result == 6
+
+    class R(_P):  # the same in render and in a download
+        def render(self, result):
+            if result == 8:
+                raise KeyError("k")
+
+        def download_items(self, result):
+            raise ValueError("no table")
+
+    r = R(_S())
+    r.state.n = 4
+    assert "internal error: KeyError: &#x27;k&#x27;" in r.message.value and "a bug in hetsched" in r.message.value
+    r.state.n = 1
+    r.download_button.click()
+    assert "download not available: internal error: ValueError: no table" in r.downloads.value
+
+
 def test_hold_recomputes_once():
     p = _P(_S())
     c = p.n_computes

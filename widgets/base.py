@@ -53,7 +53,7 @@ from .figure import PlotlyView
 
 __all__ = [
     "Panel", "Session", "StepWalker", "PlotlyView", "figure_widget", "download_link", "error_html", "ok_html",
-    "controls_from_spec", "state_from_spec", "downloads_html", "link_clamped",
+    "controls_from_spec", "state_from_spec", "downloads_html", "link_clamped", "internal_error",
 ]
 
 
@@ -102,6 +102,18 @@ def error_html(err: BaseException) -> str:
         + (f" <span style='font-weight:400'>({culprit})</span>" if culprit else "")
         + "</div>"
     )
+
+
+def internal_error(err: BaseException) -> HetschedError:
+    """What a panel shows for an exception that is not a hetsched error: a bug, said plainly (as the
+    CLI's catch-all says it), with the exception's type, never passed off as a problem with the input.
+
+    >>> str(internal_error(ZeroDivisionError("division by zero")))  # doctest: +NORMALIZE_WHITESPACE
+    'internal error: ZeroDivisionError: division by zero (a bug in hetsched, not in your input;
+     please report it; the last good result stays on screen)'
+    """
+    return HetschedError(f"internal error: {type(err).__name__}: {err} (a bug in hetsched, not in your input; "
+                         f"please report it; the last good result stays on screen)")
 
 
 def ok_html(text: str) -> str:
@@ -180,6 +192,9 @@ class Panel(W.VBox):
         Wall time of the last ``refresh()`` (compute + render), for benchmarks.
     last_downloads_s : float
         Wall time of the last :meth:`prepare_downloads`.
+    last_internal_error : BaseException or None
+        The last exception that was not a hetsched error (a bug), with its traceback, for whoever
+        debugs it; the message line names its type (:func:`internal_error`).
 
     Notes
     -----
@@ -224,6 +239,7 @@ class Panel(W.VBox):
         self._held: set[str] = set()
         self._holding = False
         self._in_refresh = False
+        self.last_internal_error: BaseException | None = None
         super().__init__(children=list(children), **kw)
         self.add_class("hetsched-panel")
         if autostart:
@@ -357,6 +373,10 @@ class Panel(W.VBox):
     def render(self, result: Any) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _internal(self, err: BaseException) -> HetschedError:
+        self.last_internal_error = err
+        return internal_error(err)
+
     def on_result(self, result: Any) -> None:
         """Called with each new result before it is rendered: fit view traits to it (step ranges).
 
@@ -393,7 +413,8 @@ class Panel(W.VBox):
         try:
             items = self.download_items(self.result)
         except Exception as e:  # a failed export must not break the panel
-            self.downloads.value = error_html(HetschedError(f"download not available: {e}"))
+            why = e if isinstance(e, HetschedError) else self._internal(e)
+            self.downloads.value = error_html(HetschedError(f"download not available: {why}"))
             self.last_downloads_s = time.perf_counter() - t0
             return False
         self.downloads.value = downloads_html(items) if items else "<i>nothing to download for this result</i>"
@@ -409,7 +430,11 @@ class Panel(W.VBox):
 
     # -- the loop ----------------------------------------------------------------
     def refresh(self) -> bool:
-        """Recompute and redraw; on a hetsched error show it and keep the last good result."""
+        """Recompute and redraw; on a hetsched error show it and keep the last good result.
+
+        An exception that is not a hetsched error is a bug: the message line says so (an "internal
+        error", naming the exception's type), the panel keeps its last good result and keeps working.
+        """
         t0 = time.perf_counter()
         self.busy.value = _BUSY  # sent at once: the browser shows it while the kernel computes
         try:
@@ -418,8 +443,8 @@ class Panel(W.VBox):
             except HetschedError as e:
                 self._failed(e)
                 return False
-            except Exception as e:  # a bug must not kill the panel either; show it plainly
-                self._failed(HetschedError(f"{type(e).__name__}: {e}"))
+            except Exception as e:  # a bug must not kill the panel either; say plainly that it is one
+                self._failed(self._internal(e))
                 return False
             previous, self.result = self.result, result
             self._in_refresh = True
@@ -465,8 +490,8 @@ class Panel(W.VBox):
         except HetschedError as e:
             self.message.value = error_html(e)
             return False
-        except Exception as e:
-            self.message.value = error_html(HetschedError(f"{type(e).__name__}: {e}"))
+        except Exception as e:  # a bug: said plainly, the panel keeps working
+            self.message.value = error_html(self._internal(e))
             return False
         self.message.value = ""
         self._update_scenario_note()

@@ -436,8 +436,8 @@ class MappingPanel(Panel):
         except HetschedError as e:
             self.show_error(e)
             return False
-        except Exception as e:  # a bug must not kill the panel; say it plainly
-            self.show_error(HetschedError(f"{type(e).__name__}: {e}"))
+        except Exception as e:  # a bug must not kill the panel; say plainly that it is one
+            self.show_error(self._internal(e))
             return False
         finally:
             self.busy.value = ""
