@@ -239,6 +239,10 @@ class Panel(W.VBox):
         self._held: set[str] = set()
         self._holding = False
         self._in_refresh = False
+        # values of the traits changed since the last check_inputs(), as they were before: a refused
+        # change is taken back to them
+        self._unchecked: dict[str, Any] = {}
+        self._reverting = False
         self.last_internal_error: BaseException | None = None
         super().__init__(children=list(children), **kw)
         self.add_class("hetsched-panel")
@@ -255,8 +259,11 @@ class Panel(W.VBox):
             self._mark_stale()
 
     def _on_change(self, change: Mapping[str, Any]) -> None:
+        if self._reverting:
+            return  # a refused value is being taken back: what is on screen already matches
         if self._in_refresh and change["name"] in self.VIEW_TRAITS:
             return  # on_result() is adjusting the view; the refresh renders once afterwards
+        self._unchecked.setdefault(change["name"], change["old"])
         if self._held:
             self._held.add("view" if change["name"] in self.VIEW_TRAITS else "compute")
             return
@@ -373,6 +380,60 @@ class Panel(W.VBox):
     def render(self, result: Any) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def check_inputs(self) -> None:
+        """Refuse input values this panel cannot use: raise a :class:`HetschedError` saying which value
+        and why (out of range, NaN, an unknown name), with ``field`` the trait. Default: accept all.
+
+        Called before every recompute and redraw. A refused value never sticks: every trait changed
+        since the last check returns to its value before the change (the control shows the value in
+        effect again, never a clamped one), the message line says what was refused and why, and the
+        result on screen stays; the next valid action clears the message. An error the core raises
+        later (an infeasible graph, an op no backend runs) is shown without taking anything back: the
+        user may be half-way through a change of several controls.
+
+        >>> import traitlets
+        >>> class S(traitlets.HasTraits):
+        ...     n = traitlets.Int(1)
+        >>> class P(Panel):
+        ...     def check_inputs(self):
+        ...         if self.state.n < 0:
+        ...             raise HetschedError(f"n = {self.state.n} refused: it must be >= 0", field="n")
+        ...     def compute(self): return self.state.n
+        ...     def render(self, r): pass
+        >>> p = P(S()); p.state.n = -3
+        >>> p.state.n, p.result, "n = -3 refused" in p.message.value
+        (1, 1, True)
+        """
+
+    def _check_step(self, n_steps: int | None, name: str = "step") -> None:
+        """Refuse a walked step outside ``0..n_steps`` (for :meth:`check_inputs`; ``None``: no result yet)."""
+        k = getattr(self.state, name)
+        if n_steps is not None and not 0 <= k <= n_steps:
+            raise HetschedError(f"step {k} refused: this result has decisions 0..{n_steps}", field=name)
+
+    def _checked(self) -> bool:
+        """Run :meth:`check_inputs`; on a refusal take the changes back and say why (returns whether all passed)."""
+        changed, self._unchecked = self._unchecked, {}
+        try:
+            self.check_inputs()
+        except HetschedError as e:
+            self._take_back(changed)
+            self.message.value = error_html(e)
+            return False
+        except Exception as e:  # a bug in a check must not kill the panel either
+            self._failed(self._internal(e))
+            return False
+        return True
+
+    def _take_back(self, old: Mapping[str, Any]) -> None:
+        self._reverting = True
+        try:
+            for name, value in old.items():
+                if getattr(self.state, name) is not value:
+                    setattr(self.state, name, value)
+        finally:
+            self._reverting = False
+
     def _internal(self, err: BaseException) -> HetschedError:
         self.last_internal_error = err
         return internal_error(err)
@@ -430,7 +491,7 @@ class Panel(W.VBox):
 
     # -- the loop ----------------------------------------------------------------
     def refresh(self) -> bool:
-        """Recompute and redraw; on a hetsched error show it and keep the last good result.
+        """Check the inputs, recompute and redraw; on a hetsched error show it and keep the last good result.
 
         An exception that is not a hetsched error is a bug: the message line says so (an "internal
         error", naming the exception's type), the panel keeps its last good result and keeps working.
@@ -438,6 +499,8 @@ class Panel(W.VBox):
         t0 = time.perf_counter()
         self.busy.value = _BUSY  # sent at once: the browser shows it while the kernel computes
         try:
+            if not self._checked():
+                return False  # refused: taken back, nothing to recompute
             try:
                 result = self.compute()
             except HetschedError as e:
@@ -475,6 +538,8 @@ class Panel(W.VBox):
         """Render the current result again (a view trait changed); no recompute."""
         if self.result is None:
             return self.refresh()
+        if not self._checked():
+            return False
         return self._render_guarded(self.result)
 
     def _render_guarded(self, result: Any) -> bool:

@@ -385,8 +385,8 @@ class MappingPanel(Panel):
     def system(self) -> hs.System:
         return self._session_system()
 
-    def _check_inputs(self) -> None:
-        """Refuse out-of-range values with a message naming them (never clamp; the last result stays)."""
+    def check_inputs(self) -> None:
+        """Refuse out-of-range values with a message naming them (never clamp: taken back, the last result stays)."""
         st = self.state
         thr = st.occupancy_threshold
         if not (isinstance(thr, float) and math.isfinite(thr)) or not 0 < thr <= 1:
@@ -395,10 +395,10 @@ class MappingPanel(Panel):
         if st.max_passes < 0:
             raise HetschedError(f"remap walks {st.max_passes} refused: use 1 or more, or 0 to repeat until stable",
                                 field="max_passes")
+        self._check_step(self.result.n_steps if self.result is not None else None)
 
     # -- Panel -------------------------------------------------------------------
     def compute(self) -> mp.MappingResult:
-        self._check_inputs()
         st = self.state
         g, s = self.graph, self.system
         r = mp.h2h(g, s, occupancy_threshold=st.occupancy_threshold, policy=st.policy, objective=st.objective,

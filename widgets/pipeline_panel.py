@@ -339,8 +339,8 @@ class PipelinePanel(Panel):
         self.applies.value = "<span style='color:#444'>" + "; ".join(parts) + ".</span>"
 
     # -- inputs ---------------------------------------------------------------------------
-    def _check(self) -> None:
-        """Refuse out-of-range inputs with the reason (the last good result stays on screen)."""
+    def check_inputs(self) -> None:
+        """Refuse out-of-range inputs with the reason: the value is taken back, the last good result stays."""
         st = self.state
         uses_v = any(pp.SCHEDULE_INFO[n]["v"] is None for n in (st.schedule, st.schedule_b))
         for name, label in _INT_INPUTS.items():
@@ -359,6 +359,7 @@ class PipelinePanel(Panel):
                                 "and cannot exceed it", field="w_ms")
         if st.model != SESSION and st.model not in self._models:
             raise HetschedError(f"unknown model {st.model!r}: pick a bundled training graph", field="model")
+        self._check_step(len(self._walk.steps) if self.result is not None else None)
 
     def _model_graph(self) -> tuple[Any, str]:
         """The graph to split and, in words, why that one."""
@@ -418,7 +419,6 @@ class PipelinePanel(Panel):
             super()._on_session(change)
 
     def compute(self) -> PipelineView:
-        self._check()
         st = self.state
         if st.source == "numbers":
             return PipelineView(self._numbers_run(st.schedule), self._numbers_run(st.schedule_b))
