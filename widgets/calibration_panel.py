@@ -156,7 +156,7 @@ class CalibrationPanel(Panel):
         g = self.profiles[self.state.run].graph
         return measured_vs_predicted(r.measured, r.predicted, op_types={o: op.op_type for o, op in g.ops.items()},
                                      highlight=self.state.op or None,
-                                     title=f"{self.state.run}: measured (top) and predicted ({self.state.model})")
+                                     title=f"{html.escape(self.state.run)}: measured (top) and predicted ({self.state.model})")
 
     def _curves(self):
         cal = self.calibration
