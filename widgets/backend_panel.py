@@ -54,7 +54,7 @@ from hetsched.plot import color_map, format_value, group_colors, time_unit
 from hetsched.plot.partition import buffer_occupancy, marked_graph_view, quotient_walk_view, runs_gantt, with_cursor
 from hetsched.results import Step
 
-from .base import Panel, Session
+from .base import Panel, Session, link_clamped
 from .walker import DecisionWalker
 
 __all__ = ["BackendPanel", "BackendState", "BackendView", "describe_step", "LIMITS"]
@@ -258,9 +258,10 @@ class BackendPanel(Panel):
                                           "backend's own launch overhead")
         color = W.ToggleButtons(options=[("backend", "backend"), ("aggregated op", "group")], description="colour ops by",
                                 style={**style, "button_width": "auto"})
-        for ctl, name in ((setup, "setup"), (merge, "merge"), (mgs, "min_group_size"), (fallback, "fallback"),
+        for ctl, name in ((setup, "setup"), (merge, "merge"), (mgs, "min_group_size"),
                           (depth, "buffer_depth"), (n_in, "n_inputs"), (color, "color_by")):
             W.link((state, name), (ctl, "value"))
+        link_clamped(state, "fallback", fallback)  # a name the dropdown lacks is refused, not "Invalid selection"
         self.launch_text.observe(self._on_launch_text, names="value")
         state.observe(self._show_launch, names="launch_s")
         state.observe(self._show_enabled, names="enabled")  # a refused change taken back shows on the boxes
@@ -600,6 +601,9 @@ class BackendPanel(Panel):
                                     f"list stays", device=b or None, field="priorities")
         if not st.enabled:
             raise HetschedError("every backend switched off: refused, switch another one on first", field="enabled")
+        if st.fallback and st.fallback not in self.checkboxes:
+            raise HetschedError(f"fallback {st.fallback!r} refused: the set-up has {', '.join(self.checkboxes)}",
+                                device=st.fallback, field="fallback")
         unknown = [b for b in st.enabled if b not in self.checkboxes]
         if unknown:
             raise HetschedError(f"backend {unknown[0]!r} refused: the set-up has {', '.join(self.checkboxes)}",
