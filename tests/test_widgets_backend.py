@@ -418,11 +418,14 @@ def test_merge_min_group_and_buffers(panel):
     ("launch_s", -1.0, "launch cost -1.0 s refused"),
 ])
 def test_out_of_range_values_are_refused_and_the_last_result_kept(panel, name, bad, words):
-    good = panel.result
+    good, before = panel.result, getattr(panel.state, name)
     setattr(panel.state, name, bad)
-    assert words in panel.message.value and panel.result is good and panel.stale
-    panel.state.n_inputs = 5 if name != "n_inputs" else 6
-    setattr(panel.state, name, {"n_inputs": 6, "buffer_depth": 2, "min_group_size": 1, "launch_s": None}[name])
+    assert words in panel.message.value and panel.result is good
+    # taken back: the control shows the value in effect, and the result on screen matches it
+    assert getattr(panel.state, name) == before and not panel.stale
+    if name != "launch_s":
+        assert panel.control_widgets[name].value == before
+    panel.state.n_inputs = 5 if name != "n_inputs" else 6  # the next valid action clears the message
     assert panel.message.value == "" and not panel.stale and panel.result is not good
 
 
@@ -486,8 +489,8 @@ def test_unsupported_op_says_which_and_recovers():
     p.state.fallback = "cpu0"
     assert p.message.value == "" and p.result.partition.fallback_ops
     p.state.n_inputs = 0
-    assert "inputs" in p.message.value
-    p.state.n_inputs = 8
+    assert "inputs" in p.message.value and p.state.n_inputs == 8
+    p.state.n_inputs = 9
     assert p.message.value == ""
 
 

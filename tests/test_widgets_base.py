@@ -57,6 +57,72 @@ def test_panel_loop_errors_and_view_traits():
     assert p.message.value == "" and p.last_refresh_s > 0
 
 
+def test_a_bug_is_labelled_an_internal_error_not_an_input_problem():
+    """Issue 20: the safety net names the exception's type as the CLI's catch-all does, as a bug."""
+    p = _P(_S())
+    p.state.n = 99  # compute raises ZeroDivisionError
+    msg = p.message.value
+    assert msg.startswith('<div class="hetsched-error"') and "internal error: ZeroDivisionError: a bug" in msg
+    assert "a bug in hetsched" in msg and "not in your input" in msg and p.result == 2
+    assert isinstance(p.last_internal_error, ZeroDivisionError)  # kept, with its traceback, for debugging
+    p.state.n = 3
+    assert p.message.value == "" and p.result == 6
+
+    class R(_P):  # the same in render and in a download
+        def render(self, result):
+            if result == 8:
+                raise KeyError("k")
+
+        def download_items(self, result):
+            raise ValueError("no table")
+
+    r = R(_S())
+    r.state.n = 4
+    assert "internal error: KeyError: &#x27;k&#x27;" in r.message.value and "a bug in hetsched" in r.message.value
+    r.state.n = 1
+    r.download_button.click()
+    assert "download not available: internal error: ValueError: no table" in r.downloads.value
+
+
+class _Checked(_P):
+    def check_inputs(self):
+        if self.state.n > 50:
+            raise HetschedError(f"n = {self.state.n} refused: at most 50", field="n")
+        if self.state.view > 9:
+            raise HetschedError(f"view {self.state.view} refused", field="view")
+
+
+def test_a_refused_value_is_taken_back_and_the_message_cleared_by_the_next_valid_action():
+    """Issue 20: the control shows the value in effect; the last good result stays; no recompute."""
+    p = _Checked(_S())
+    p.state.n = 3
+    c = p.n_computes
+    p.state.n = 51
+    assert p.state.n == 3 and p.result == 6 and "n = 51 refused" in p.message.value
+    assert p.n_computes == c and not p.stale  # nothing recomputed: what is on screen is what is in effect
+    p.state.view = 12  # a view trait too
+    assert p.state.view == 0 and "view 12 refused" in p.message.value and p.drawn == (6, 0)
+    p.state.view = 2
+    assert p.message.value == "" and p.drawn == (6, 2)
+    with p.hold():  # several changes refused together: all of them are taken back
+        p.state.n = 7
+        p.state.n = 60
+        p.state.view = 4
+    assert (p.state.n, p.state.view, p.result) == (3, 2, 6) and "n = 60 refused" in p.message.value
+    p.state.n = -1  # an error of the compute (not a refused value) is shown, the value stays
+    assert p.state.n == -1 and "n must be" in p.message.value and p.stale
+    p.state.n = 5
+    assert p.message.value == "" and p.result == 10 and not p.stale
+
+
+def test_a_hidden_panel_takes_back_refused_values_when_shown():
+    p = _Checked(_S(), active=False)
+    p.state.n = 70
+    assert p.result is None and p.stale
+    assert not p.refresh() and p.state.n == 1 and "n = 70 refused" in p.message.value
+    assert p.activate() and p.result == 2 and p.message.value == ""
+
+
 def test_hold_recomputes_once():
     p = _P(_S())
     c = p.n_computes

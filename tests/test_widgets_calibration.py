@@ -83,11 +83,12 @@ def test_bad_inputs_are_reported_and_the_panel_keeps_working(runs):
     good = p.result
     p.state.model = "calibrated"
     assert "no calibrated cost model" in p.message.value and p.result is good
-    p.state.model = "roofline"
-    good = p.result
+    assert p.state.model == "roofline" == p.control_widgets["model"].value  # taken back
+    run = p.state.run
     p.state.run = "missing"
     assert "missing" in p.message.value and p.result is good
-    p.state.run = "chain"
+    assert p.state.run == run == p.control_widgets["run"].value  # taken back
+    p.state.op = good.ops["op"].iloc[0]  # the next valid action clears the message
     assert p.message.value == ""
     with pytest.raises(Exception):
         CalibrationPanel({}, system=SYS)

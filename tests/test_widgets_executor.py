@@ -268,24 +268,25 @@ def test_kind_rules_set_on_the_state_show_in_the_editor():
                                             ("launch_s", -1e-6, "-1 us"), ("wakeup_s", 1e-3, "1000 us")])
 def test_out_of_range_values_are_refused_not_clamped(name, bad, shown):
     p = ExecutorPanel()
-    good = p.result
+    good, before = p.result, getattr(p.state, name)
     setattr(p.state, name, bad)
-    assert getattr(p.state, name) == bad  # not clamped into the range
     msg = _strip(p.message.value)
-    assert "out of range" in msg and shown in msg and "last good result" in msg
-    assert p.result is good and p.figures["gantt"].stale  # kept, greyed
-    setattr(p.state, name, ex.PRESETS["cuda"].__getattribute__(name))
-    assert p.message.value == "" and not p.figures["gantt"].stale
+    assert "out of range" in msg and shown in msg and "last good" in msg  # the value refused, not clamped
+    # taken back: the state (and its box) show the value in effect, not the refused one nor a bound
+    assert getattr(p.state, name) == before and p.result is good and not p.figures["gantt"].stale
+    p.state.pool_size = 3  # the next valid action clears the message
+    assert p.message.value == "" and p.result is not good
 
 
 def test_nan_and_typed_values_never_escape():
     p = ExecutorPanel()
     good = p.result
+    launch = p.state.launch_s
     p.state.launch_s = float("nan")  # used to recurse forever between the trait and its text box
-    assert "finite" in p.message.value and p.result is good
+    assert "finite" in p.message.value and p.result is good and p.state.launch_s == launch
     p.state.launch_s = float("inf")
-    assert "finite" in p.message.value
-    p.state.launch_s = 5e-6
+    assert "finite" in p.message.value and p.state.launch_s == launch
+    p.state.launch_s = launch + 1e-6
     assert p.message.value == ""
     # typed into the boxes: shown in display units, refused rather than clamped
     box = p.control_widgets["dispatch_s"]
@@ -293,16 +294,19 @@ def test_nan_and_typed_values_never_escape():
     box.value = 4.0
     assert p.state.dispatch_s == pytest.approx(4e-6) and p.result.costs.dispatch_s == pytest.approx(4e-6)
     pool = p.control_widgets["pool_size"]
+    pool_before = p.state.pool_size
     pool.value = 100
-    assert p.state.pool_size == 100 and "host threads = 100" in p.message.value
+    assert "host threads = 100" in p.message.value  # the value typed is named, not clamped ...
+    assert p.state.pool_size == pool_before and pool.value == pool_before  # ... and taken back
     pool.value = 0
-    assert "out of range" in p.message.value
+    assert "out of range" in p.message.value and pool.value == pool_before
     pool.value = 3
     assert p.message.value == "" and p.result.metrics["n_threads"] == 3
     p.control_widgets["pcie_Bps"].value = 0
     assert "PCIe bandwidth = 0 GB/s" in _strip(p.message.value)
-    p.control_widgets["pcie_Bps"].value = 12
-    assert p.message.value == "" and p.result.costs.pcie_Bps == pytest.approx(12e9)
+    assert p.state.pcie_Bps > 0 and p.control_widgets["pcie_Bps"].value == pytest.approx(p.state.pcie_Bps / 1e9)
+    p.control_widgets["pcie_Bps"].value = 16
+    assert p.message.value == "" and p.result.costs.pcie_Bps == pytest.approx(16e9)
 
 
 _NUMS = ["dispatch_s", "launch_s", "wakeup_s", "pcie_Bps", "pool_size", "max_streams", "max_kernels"]
@@ -323,12 +327,16 @@ def test_fuzzed_numbers_give_a_result_or_a_message(panel, name, value):
         ok = True
     except HetschedError:
         ok = False
+    old = getattr(panel.state, name) if not ok else None
     if ok:
         assert panel.message.value == "" and not panel.figures["gantt"].stale
     else:
         assert "hetsched-error" in panel.message.value and panel.result is before
+        assert "internal error" not in panel.message.value
     setattr(panel.state, name, spec["default"] if name not in ("dispatch_s", "launch_s", "wakeup_s", "pcie_Bps", "max_kernels")
             else getattr(ex.PRESETS["cuda"], name))
+    if not ok and getattr(panel.state, name) == old:  # the refused value was taken back: no change, no action
+        panel.state.color_by = "device" if panel.state.color_by != "device" else "kind"  # a valid action
     assert panel.message.value == ""
 
 
@@ -402,15 +410,16 @@ def test_view_traits_redraw_without_recompute(panel):
 
 
 def test_bad_pool_size_keeps_the_last_result_and_clears_on_success(panel):
-    good = panel.result
+    good, pool, kernels = panel.result, panel.state.pool_size, panel.state.max_kernels
     panel.state.pool_size = 0
     assert "host threads" in panel.message.value and panel.result is good
-    panel.state.max_kernels = 0  # still bad pool size; the message stays
-    assert "hetsched-error" in panel.message.value
-    panel.state.pool_size = 4
-    assert "kernels at once" in panel.message.value
-    panel.state.max_kernels = 8
-    assert panel.message.value == "" and not panel.figures["gantt"].stale  # the same inputs: the cached run again
+    assert panel.state.pool_size == pool  # taken back: the box shows the value in effect
+    panel.state.max_kernels = 0  # refused too; its own message
+    assert "kernels at once" in panel.message.value and panel.state.max_kernels == kernels
+    panel.state.pool_size = pool + 1
+    assert panel.message.value == "" and not panel.figures["gantt"].stale
+    panel.state.pool_size = pool
+    assert panel.result.metrics["makespan_s"] == good.metrics["makespan_s"]  # the same inputs, the same run
 
 
 def test_downloads_offer_trace_and_formula_safe_tables():

@@ -590,10 +590,12 @@ def _plain_html_of(p, k):
 @pytest.mark.parametrize("bad", [1.5, 0.0, -0.2, float("nan"), float("inf")])
 def test_out_of_range_threshold_is_refused_and_the_last_result_kept(bad):
     p = MappingPanel(graph=fork_join(2, 2, seed=0), system=hs.toy_system())
-    good = p.result
+    good, before = p.result, p.state.occupancy_threshold
     p.state.occupancy_threshold = bad
     assert "occupancy threshold" in p.message.value and "refused" in p.message.value
-    assert "must be a number in (0, 1]" in p.message.value and p.result is good and p.stale
+    assert "must be a number in (0, 1]" in p.message.value and p.result is good
+    # taken back: the box shows the threshold in effect, which the result on screen was computed with
+    assert p.state.occupancy_threshold == before == p.control_widgets["occupancy_threshold"].value and not p.stale
     p.state.occupancy_threshold = 0.5
     assert p.message.value == "" and p.result.params["occupancy_threshold"] == 0.5 and not p.stale
 
@@ -601,13 +603,15 @@ def test_out_of_range_threshold_is_refused_and_the_last_result_kept(bad):
 def test_negative_remap_walks_and_a_step_out_of_range_are_refused():
     p = MappingPanel(graph=fork_join(2, 2, seed=0), system=hs.toy_system())
     good = p.result
+    passes = p.state.max_passes
     p.state.max_passes = -1
-    assert "remap walks -1 refused" in p.message.value and p.result is good
-    p.state.max_passes = 1
+    assert "remap walks -1 refused" in p.message.value and p.result is good and p.state.max_passes == passes
+    p.state.max_passes = passes + 1
     assert p.message.value == ""
-    text = p.step_text.value
-    p.state.step = good.n_steps + 50
+    text, k = p.step_text.value, p.state.step
+    p.state.step = p.result.n_steps + 50
     assert "refused" in p.message.value and p.step_text.value == text  # nothing redrawn
+    assert p.state.step == k  # taken back
     p.state.step = 1
     assert p.message.value == "" and "decision 1 of" in p.step_text.value
 

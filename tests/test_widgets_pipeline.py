@@ -267,24 +267,26 @@ def test_a_step_click_sends_only_the_cursor_and_the_text(model_panel):
     ("latency_ms", math.inf, "p2p latency must be a finite number >= 0"),
 ])
 def test_out_of_range_values_are_refused_with_why_and_the_last_good_state_kept(panel, name, value, words):
-    good, title = panel.result, panel.figures["gantt_a"].layout.title.text
+    good, title, before = panel.result, panel.figures["gantt_a"].layout.title.text, getattr(panel.state, name)
     setattr(panel.state, name, value)
     assert words in _text(panel.message.value).replace("&gt;", ">")
-    assert panel.result is good and panel.figures["gantt_a"].layout.title.text == title and panel.stale
+    assert panel.result is good and panel.figures["gantt_a"].layout.title.text == title
+    # taken back: the state and its control show the value in effect, which the figures were drawn with
+    assert getattr(panel.state, name) == before == panel.control_widgets[name].value and not panel.stale
     panel.state.m = 12  # the next valid action clears the error
-    setattr(panel.state, name, {"m": 12, "p": 4, "v": 2}.get(name, 1.0 if name != "latency_ms" else 0.0))
     assert panel.message.value == "" and panel.result is not good and not panel.stale
 
 
 def test_nan_typed_into_a_box_is_refused_not_looped(panel):
-    good = panel.result
+    good, f, p = panel.result, panel.state.f_ms, panel.state.p
     panel.control_widgets["f_ms"].value = math.nan  # once raised RecursionError / "Broken link"
-    assert math.isnan(panel.state.f_ms) and "forward time F" in panel.message.value and panel.result is good
+    assert "forward time F" in panel.message.value and panel.result is good
+    assert panel.state.f_ms == f == panel.control_widgets["f_ms"].value  # taken back, in the box too
     panel.control_widgets["p"].value = 100000
-    assert panel.state.p == 100000 and "p (ranks)" in panel.message.value  # not clamped to a bound
-    panel.control_widgets["f_ms"].value = 1.0
-    panel.control_widgets["p"].value = 4
-    assert panel.message.value == ""
+    assert "p (ranks) = 100000" in panel.message.value  # the value typed is named, not clamped to a bound
+    assert panel.state.p == p == panel.control_widgets["p"].value
+    panel.control_widgets["p"].value = p + 1
+    assert panel.message.value == "" and panel.result.a.schedule.p == p + 1
 
 
 def test_w_larger_than_b_is_refused_only_where_w_applies(panel):

@@ -59,7 +59,7 @@ from hetsched.plot.partition import (buffer_occupancy, marked_blocks, marked_gra
                                      with_cursor)
 from hetsched.results import Step
 
-from .base import Panel, Session
+from .base import Panel, Session, link_clamped
 from .blocks import BlockDrawing
 from .walker import DecisionWalker
 
@@ -267,11 +267,13 @@ class BackendPanel(BlockDrawing, Panel):
                                           "backend's own launch overhead")
         color = W.ToggleButtons(options=[("backend", "backend"), ("aggregated op", "group")], description="colour ops by",
                                 style={**style, "button_width": "auto"})
-        for ctl, name in ((setup, "setup"), (merge, "merge"), (mgs, "min_group_size"), (fallback, "fallback"),
+        for ctl, name in ((setup, "setup"), (merge, "merge"), (mgs, "min_group_size"),
                           (depth, "buffer_depth"), (n_in, "n_inputs"), (color, "color_by")):
             W.link((state, name), (ctl, "value"))
+        link_clamped(state, "fallback", fallback)  # a name the dropdown lacks is refused, not "Invalid selection"
         self.launch_text.observe(self._on_launch_text, names="value")
         state.observe(self._show_launch, names="launch_s")
+        state.observe(self._show_enabled, names="enabled")  # a refused change taken back shows on the boxes
         self.setup_ctl = setup
         self.fallback_ctl = fallback
         self.checkboxes: dict[str, W.Checkbox] = {}
@@ -529,7 +531,18 @@ class BackendPanel(BlockDrawing, Panel):
         return self._effective_table().lookup(backend, op_type)[1]
 
     def _on_checkbox(self, backend: str, on: bool) -> None:
+        if getattr(self, "_enabled_sync", False):
+            return
         self.state.enabled = [b for b in self.checkboxes if (self.checkboxes[b].value if b != backend else on)]
+
+    def _show_enabled(self, _change: dict | None = None) -> None:
+        self._enabled_sync = True
+        try:
+            for b, cb in self.checkboxes.items():
+                if cb.value != (b in self.state.enabled):
+                    cb.value = b in self.state.enabled
+        finally:
+            self._enabled_sync = False
 
     def _inputs_changed(self) -> None:
         """The set-up's graph or system changed: rebuild the checkboxes and the grid now if the panel is
@@ -578,7 +591,9 @@ class BackendPanel(BlockDrawing, Panel):
         table = self._effective_table()
         return s.with_support(table) if table != s.support else s
 
-    def _check_numbers(self) -> None:
+    def check_inputs(self) -> None:
+        """Refuse what the panel cannot use (taken back, the last good result stays): numbers out of range,
+        a grid edit outside the grid, every backend switched off, a step outside the log."""
         st = self.state
         for name, (lo, hi) in LIMITS.items():
             v = getattr(st, name)
@@ -589,15 +604,29 @@ class BackendPanel(BlockDrawing, Panel):
         if v is not None and not (math.isfinite(v) and 0 <= v <= MAX_LAUNCH_S):
             raise HetschedError(f"launch cost {v!r} s refused: it must be from 0 to {MAX_LAUNCH_S:g} s (or empty: each "
                                 f"backend's own); the last good result stays on screen", field="launch_s")
+        for key, p in st.priorities.items():
+            b, _, t = str(key).partition("|")
+            if (b, t) not in self.grid_cells or (p is not None and (isinstance(p, bool) or not isinstance(p, int)
+                                                                     or not 0 <= p <= MAX_PRIORITY)):
+                raise HetschedError(f"grid edit {key!r}: {p!r} refused: a cell is 'backend|op type' of the grid, its "
+                                    f"priority a whole number from 0 to {MAX_PRIORITY} or empty; the last good mapping "
+                                    f"list stays", device=b or None, field="priorities")
+        if not st.enabled:
+            raise HetschedError("every backend switched off: refused, switch another one on first", field="enabled")
+        if st.fallback and st.fallback not in self.checkboxes:
+            raise HetschedError(f"fallback {st.fallback!r} refused: the set-up has {', '.join(self.checkboxes)}",
+                                device=st.fallback, field="fallback")
+        unknown = [b for b in st.enabled if b not in self.checkboxes]
+        if unknown:
+            raise HetschedError(f"backend {unknown[0]!r} refused: the set-up has {', '.join(self.checkboxes)}",
+                                device=str(unknown[0]), field="enabled")
+        self._check_step(self.result.n_steps if self.result is not None else None)
 
     # -- Panel -------------------------------------------------------------------------
     def compute(self) -> BackendView:
         st = self.state
-        self._check_numbers()
         g = self.graph
         sysm = self.system()
-        if not st.enabled:
-            raise HetschedError("every backend is switched off: switch one on", field="enabled")
         merge = None if st.merge == "none" else st.merge
         part = pt.partition_by_support(g, sysm, enabled=list(st.enabled), merge=merge,
                                        min_group_size=st.min_group_size, fallback=st.fallback or None)

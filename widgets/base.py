@@ -53,7 +53,7 @@ from .figure import PlotlyView
 
 __all__ = [
     "Panel", "Session", "StepWalker", "PlotlyView", "figure_widget", "download_link", "error_html", "ok_html",
-    "controls_from_spec", "state_from_spec", "downloads_html", "link_clamped",
+    "controls_from_spec", "state_from_spec", "downloads_html", "link_clamped", "internal_error",
 ]
 
 
@@ -102,6 +102,18 @@ def error_html(err: BaseException) -> str:
         + (f" <span style='font-weight:400'>({culprit})</span>" if culprit else "")
         + "</div>"
     )
+
+
+def internal_error(err: BaseException) -> HetschedError:
+    """What a panel shows for an exception that is not a hetsched error: a bug, said plainly (as the
+    CLI's catch-all says it), with the exception's type, never passed off as a problem with the input.
+
+    >>> str(internal_error(ZeroDivisionError("division by zero")))  # doctest: +NORMALIZE_WHITESPACE
+    'internal error: ZeroDivisionError: division by zero (a bug in hetsched, not in your input;
+     please report it; the last good result stays on screen)'
+    """
+    return HetschedError(f"internal error: {type(err).__name__}: {err} (a bug in hetsched, not in your input; "
+                         f"please report it; the last good result stays on screen)")
 
 
 def ok_html(text: str) -> str:
@@ -180,6 +192,9 @@ class Panel(W.VBox):
         Wall time of the last ``refresh()`` (compute + render), for benchmarks.
     last_downloads_s : float
         Wall time of the last :meth:`prepare_downloads`.
+    last_internal_error : BaseException or None
+        The last exception that was not a hetsched error (a bug), with its traceback, for whoever
+        debugs it; the message line names its type (:func:`internal_error`).
 
     Notes
     -----
@@ -224,6 +239,11 @@ class Panel(W.VBox):
         self._held: set[str] = set()
         self._holding = False
         self._in_refresh = False
+        # values of the traits changed since the last check_inputs(), as they were before: a refused
+        # change is taken back to them
+        self._unchecked: dict[str, Any] = {}
+        self._reverting = False
+        self.last_internal_error: BaseException | None = None
         super().__init__(children=list(children), **kw)
         self.add_class("hetsched-panel")
         if autostart:
@@ -239,8 +259,11 @@ class Panel(W.VBox):
             self._mark_stale()
 
     def _on_change(self, change: Mapping[str, Any]) -> None:
+        if self._reverting:
+            return  # a refused value is being taken back: what is on screen already matches
         if self._in_refresh and change["name"] in self.VIEW_TRAITS:
             return  # on_result() is adjusting the view; the refresh renders once afterwards
+        self._unchecked.setdefault(change["name"], change["old"])
         if self._held:
             self._held.add("view" if change["name"] in self.VIEW_TRAITS else "compute")
             return
@@ -357,6 +380,64 @@ class Panel(W.VBox):
     def render(self, result: Any) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def check_inputs(self) -> None:
+        """Refuse input values this panel cannot use: raise a :class:`HetschedError` saying which value
+        and why (out of range, NaN, an unknown name), with ``field`` the trait. Default: accept all.
+
+        Called before every recompute and redraw. A refused value never sticks: every trait changed
+        since the last check returns to its value before the change (the control shows the value in
+        effect again, never a clamped one), the message line says what was refused and why, and the
+        result on screen stays; the next valid action clears the message. An error the core raises
+        later (an infeasible graph, an op no backend runs) is shown without taking anything back: the
+        user may be half-way through a change of several controls.
+
+        >>> import traitlets
+        >>> class S(traitlets.HasTraits):
+        ...     n = traitlets.Int(1)
+        >>> class P(Panel):
+        ...     def check_inputs(self):
+        ...         if self.state.n < 0:
+        ...             raise HetschedError(f"n = {self.state.n} refused: it must be >= 0", field="n")
+        ...     def compute(self): return self.state.n
+        ...     def render(self, r): pass
+        >>> p = P(S()); p.state.n = -3
+        >>> p.state.n, p.result, "n = -3 refused" in p.message.value
+        (1, 1, True)
+        """
+
+    def _check_step(self, n_steps: int | None, name: str = "step") -> None:
+        """Refuse a walked step outside ``0..n_steps`` (for :meth:`check_inputs`; ``None``: no result yet)."""
+        k = getattr(self.state, name)
+        if n_steps is not None and not 0 <= k <= n_steps:
+            raise HetschedError(f"step {k} refused: this result has decisions 0..{n_steps}", field=name)
+
+    def _checked(self) -> bool:
+        """Run :meth:`check_inputs`; on a refusal take the changes back and say why (returns whether all passed)."""
+        changed, self._unchecked = self._unchecked, {}
+        try:
+            self.check_inputs()
+        except HetschedError as e:
+            self._take_back(changed)
+            self.message.value = error_html(e)
+            return False
+        except Exception as e:  # a bug in a check must not kill the panel either
+            self._failed(self._internal(e))
+            return False
+        return True
+
+    def _take_back(self, old: Mapping[str, Any]) -> None:
+        self._reverting = True
+        try:
+            for name, value in old.items():
+                if getattr(self.state, name) is not value:
+                    setattr(self.state, name, value)
+        finally:
+            self._reverting = False
+
+    def _internal(self, err: BaseException) -> HetschedError:
+        self.last_internal_error = err
+        return internal_error(err)
+
     def on_result(self, result: Any) -> None:
         """Called with each new result before it is rendered: fit view traits to it (step ranges).
 
@@ -393,7 +474,8 @@ class Panel(W.VBox):
         try:
             items = self.download_items(self.result)
         except Exception as e:  # a failed export must not break the panel
-            self.downloads.value = error_html(HetschedError(f"download not available: {e}"))
+            why = e if isinstance(e, HetschedError) else self._internal(e)
+            self.downloads.value = error_html(HetschedError(f"download not available: {why}"))
             self.last_downloads_s = time.perf_counter() - t0
             return False
         self.downloads.value = downloads_html(items) if items else "<i>nothing to download for this result</i>"
@@ -409,17 +491,23 @@ class Panel(W.VBox):
 
     # -- the loop ----------------------------------------------------------------
     def refresh(self) -> bool:
-        """Recompute and redraw; on a hetsched error show it and keep the last good result."""
+        """Check the inputs, recompute and redraw; on a hetsched error show it and keep the last good result.
+
+        An exception that is not a hetsched error is a bug: the message line says so (an "internal
+        error", naming the exception's type), the panel keeps its last good result and keeps working.
+        """
         t0 = time.perf_counter()
         self.busy.value = _BUSY  # sent at once: the browser shows it while the kernel computes
         try:
+            if not self._checked():
+                return False  # refused: taken back, nothing to recompute
             try:
                 result = self.compute()
             except HetschedError as e:
                 self._failed(e)
                 return False
-            except Exception as e:  # a bug must not kill the panel either; show it plainly
-                self._failed(HetschedError(f"{type(e).__name__}: {e}"))
+            except Exception as e:  # a bug must not kill the panel either; say plainly that it is one
+                self._failed(self._internal(e))
                 return False
             previous, self.result = self.result, result
             self._in_refresh = True
@@ -450,6 +538,8 @@ class Panel(W.VBox):
         """Render the current result again (a view trait changed); no recompute."""
         if self.result is None:
             return self.refresh()
+        if not self._checked():
+            return False
         return self._render_guarded(self.result)
 
     def _render_guarded(self, result: Any) -> bool:
@@ -465,8 +555,8 @@ class Panel(W.VBox):
         except HetschedError as e:
             self.message.value = error_html(e)
             return False
-        except Exception as e:
-            self.message.value = error_html(HetschedError(f"{type(e).__name__}: {e}"))
+        except Exception as e:  # a bug: said plainly, the panel keeps working
+            self.message.value = error_html(self._internal(e))
             return False
         self.message.value = ""
         self._update_scenario_note()

@@ -117,13 +117,20 @@ class CalibrationPanel(Panel):
         self._start()
 
     # -- Panel -------------------------------------------------------------------
-    def compute(self) -> Comparison:
+    def check_inputs(self) -> None:
+        # refused choices are taken back (Panel.check_inputs): the pickers show what is on screen
         st = self.state
         if st.run not in self.profiles:
             raise HetschedError(f"no measured run {st.run!r}; have {', '.join(self.profiles)}", field="run")
         if st.model == "calibrated" and self.cost is None:
             raise HetschedError("no calibrated cost model was given to this panel: pass cost= (a cost file)",
                                 field="model")
+        if st.op and self.result is not None and st.op not in set(self.result.ops["op"]):
+            raise HetschedError(f"outline op {st.op!r} refused: {st.run} has no such op", op=st.op, field="op")
+
+    def compute(self) -> Comparison:
+        st = self.state
+        self.check_inputs()  # also called directly by __init__ (before the panel's loop starts)
         cost = self.cost if st.model == "calibrated" else RooflineCost(self.system)
         return compare(self.profiles[st.run], cost, self.system)
 
@@ -149,7 +156,7 @@ class CalibrationPanel(Panel):
         g = self.profiles[self.state.run].graph
         return measured_vs_predicted(r.measured, r.predicted, op_types={o: op.op_type for o, op in g.ops.items()},
                                      highlight=self.state.op or None,
-                                     title=f"{self.state.run}: measured (top) and predicted ({self.state.model})")
+                                     title=f"{html.escape(self.state.run)}: measured (top) and predicted ({self.state.model})")
 
     def _curves(self):
         cal = self.calibration

@@ -417,12 +417,16 @@ class ExecutorPanel(Panel):
         self.state.sync_copy_devices = tuple(cur + [dev] if on else cur)
 
     # -- Panel -----------------------------------------------------------------------
-    def compute(self) -> ex.ExecutorResult:
+    def check_inputs(self) -> None:
         st = self.state
         try:
             ex.check_values({p["name"]: getattr(st, p["name"]) for p in ex.PARAMETERS})
-        except HetschedError as e:
-            raise HetschedError(f"{e}; refused, the last good result stays on screen", field=e.field) from None
+        except HetschedError as e:  # taken back (Panel.check_inputs)
+            raise HetschedError(f"{e}; refused, the last good value and result stay on screen", field=e.field) from None
+        self._check_step(self.result.n_steps if self.result is not None else None)
+
+    def compute(self) -> ex.ExecutorResult:
+        st = self.state
         g = self.graph
         costs = self._costs()
         max_streams = st.max_streams or None

@@ -20,15 +20,20 @@ import ipywidgets as W
 import traitlets
 
 import hetsched as hs
-from hetsched.errors import FormatError
+from hetsched.errors import FormatError, HetschedError
 from hetsched.io import bundled_graphs, load_graph
 from hetsched.io.generators import SIZINGS, generate
 from hetsched.plot import bytes_unit, color_map, graph_view
 from hetsched.plot.core import block_view
 
-from .base import Panel, Session
+from .base import Panel, Session, link_clamped
 
 __all__ = ["GraphPanel", "GraphState"]
+
+#: the generator's size (ops, roughly) and seed the panel accepts: anything else is refused
+SIZE_RANGE = (2, 20000)
+SEED_RANGE = (0, 10**6)
+
 
 class GraphState(traitlets.HasTraits):
     source = traitlets.Enum(["bundled", "generator", "upload"], default_value="generator")
@@ -42,6 +47,19 @@ class GraphState(traitlets.HasTraits):
     expanded = traitlets.Tuple()  # blocks shown op by op
     upload_name = traitlets.Unicode("")
     upload_content = traitlets.Bytes(b"")
+
+
+def _safe_file_name(name: str) -> str:
+    """The uploaded file's name as the temporary copy's name: its last part, without characters no file
+    name may hold (a NUL byte raised ValueError) and short enough for any file system (messages name it).
+
+    >>> _safe_file_name("../../a" + chr(0) + "b.json"), len(_safe_file_name("x" * 1000 + ".onnx"))
+    ('ab.json', 105)
+    """
+    base = os.path.basename(name.replace("\\", "/"))
+    base = "".join(c for c in base if c.isprintable() and c not in "/\x00") or "upload"
+    stem, suffix = os.path.splitext(base)
+    return stem[:100] + suffix[:10] if len(base) > 110 else base
 
 
 class GraphPanel(Panel):
@@ -73,16 +91,20 @@ class GraphPanel(Panel):
                               description="source")
         bundled = W.Dropdown(options=names or [""], description="graph")
         gen = W.Dropdown(options=list(SIZINGS), description="generator")
-        n = W.BoundedIntText(min=2, max=20000, description="size")
-        seed = W.BoundedIntText(min=0, max=10**6, description="seed")
+        n = W.BoundedIntText(min=SIZE_RANGE[0], max=SIZE_RANGE[1], description="size")
+        seed = W.BoundedIntText(min=SEED_RANGE[0], max=SEED_RANGE[1], description="seed")
         color = W.ToggleButtons(options=[("op type", "op_type"), ("preferred device", "device")], description="colour by",
                                 tooltips=["the kind of each op", "the backend the system's support table prefers for it"])
         view = W.ToggleButtons(options=[("auto", "auto"), ("blocks", "blocks"), ("every op", "ops")], description="draw",
                                tooltips=[f"blocks above {self.BLOCKS_ABOVE} ops", "layers/stages; click one to expand it",
                                          "one marker per op"])
-        for ctl, name in ((src, "source"), (bundled, "bundled"), (gen, "generator"), (n, "n"), (seed, "seed"), (color, "color_by"),
-                          (view, "view")):
+        for ctl, name in ((src, "source"), (gen, "generator"), (color, "color_by"), (view, "view")):
             W.link((state, name), (ctl, "value"))  # state first: it holds the defaults
+        # the trait wins: a size or seed outside the box's range, or a name the dropdown lacks, is
+        # refused and taken back (a plain link clamped the box or raised "Invalid selection")
+        for ctl, name in ((bundled, "bundled"), (n, "n"), (seed, "seed")):
+            link_clamped(state, name, ctl)
+        self._names = names
         self.upload = W.FileUpload(accept=".json,.onnx", multiple=False, description="upload")
         self.upload.observe(self._on_upload, names="value")
         self.summary = W.HTML()
@@ -135,6 +157,17 @@ class GraphPanel(Panel):
             self.state.source = "upload"
 
     # -- Panel -------------------------------------------------------------------
+    def check_inputs(self) -> None:
+        """Refuse a generator size or seed outside the boxes' ranges and an unknown bundled graph (taken back)."""
+        st = self.state
+        for name, word, (lo, hi) in (("n", "size", SIZE_RANGE), ("seed", "seed", SEED_RANGE)):
+            v = getattr(st, name)
+            if not lo <= v <= hi:
+                raise HetschedError(f"generator {word} {v} refused: it must be a whole number from {lo} to {hi}",
+                                    field=name)
+        if st.bundled and st.bundled not in self._names:
+            raise HetschedError(f"bundled graph {st.bundled!r} refused: not one of the bundled graphs", field="bundled")
+
     def _on_upload(self, change: dict) -> None:
         files = change["new"]
         if files:
@@ -154,7 +187,7 @@ class GraphPanel(Panel):
             if suffix not in (".json", ".onnx"):
                 raise FormatError(f"{st.upload_name}: expected a .json or .onnx file", field="upload")
             with tempfile.TemporaryDirectory() as d:
-                path = os.path.join(d, os.path.basename(st.upload_name))
+                path = os.path.join(d, _safe_file_name(st.upload_name))
                 with open(path, "wb") as fh:
                     fh.write(st.upload_content)
                 return load_graph(path)
@@ -196,8 +229,8 @@ class GraphPanel(Panel):
             n_blocks = len(set(blocks.values()))
             return block_view(g, blocks, expanded=[b for b in self.state.expanded if b in set(blocks.values())],
                               color_by=color_by, colors=colors, legend_title=legend,
-                              title=f"{g.name}: {g.n_ops} ops in {n_blocks} blocks (click a block to open it)")
-        return graph_view(g, color_by=color_by, colors=colors, legend_title=legend, title=f"{g.name}: {g.n_ops} ops")
+                              title=f"{html.escape(g.name)}: {g.n_ops} ops in {n_blocks} blocks (click a block to open it)")
+        return graph_view(g, color_by=color_by, colors=colors, legend_title=legend, title=f"{html.escape(g.name)}: {g.n_ops} ops")
 
     def on_result(self, g: hs.OpGraph) -> None:
         if g is not self._loaded:  # a new graph starts with every block closed

@@ -396,8 +396,8 @@ class MappingPanel(BlockDrawing, Panel):
     def system(self) -> hs.System:
         return self._session_system()
 
-    def _check_inputs(self) -> None:
-        """Refuse out-of-range values with a message naming them (never clamp; the last result stays)."""
+    def check_inputs(self) -> None:
+        """Refuse out-of-range values with a message naming them (never clamp: taken back, the last result stays)."""
         st = self.state
         thr = st.occupancy_threshold
         if not (isinstance(thr, float) and math.isfinite(thr)) or not 0 < thr <= 1:
@@ -406,10 +406,10 @@ class MappingPanel(BlockDrawing, Panel):
         if st.max_passes < 0:
             raise HetschedError(f"remap walks {st.max_passes} refused: use 1 or more, or 0 to repeat until stable",
                                 field="max_passes")
+        self._check_step(self.result.n_steps if self.result is not None else None)
 
     # -- Panel -------------------------------------------------------------------
     def compute(self) -> mp.MappingResult:
-        self._check_inputs()
         st = self.state
         g, s = self.graph, self.system
         r = mp.h2h(g, s, occupancy_threshold=st.occupancy_threshold, policy=st.policy, objective=st.objective,
@@ -447,8 +447,8 @@ class MappingPanel(BlockDrawing, Panel):
         except HetschedError as e:
             self.show_error(e)
             return False
-        except Exception as e:  # a bug must not kill the panel; say it plainly
-            self.show_error(HetschedError(f"{type(e).__name__}: {e}"))
+        except Exception as e:  # a bug must not kill the panel; say plainly that it is one
+            self.show_error(self._internal(e))
             return False
         finally:
             self.busy.value = ""

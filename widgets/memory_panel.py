@@ -404,7 +404,6 @@ class MemoryPanel(Panel):
                                 self.method_help])
         self.control_widgets = {"method": method_ctl, "time_limit_s": limit, "overlay": over, "top": top}
         self._fixed_graph = graph
-        self._reverting = False
         self._overlay_cache: dict[tuple, mem.OrderResult] = {}
         self._overlay_graph: Any = None
         self._pending: tuple[Any, dict] | None = None
@@ -455,21 +454,13 @@ class MemoryPanel(Panel):
             return HetschedError(f"tensors listed {new} refused: list at least 1", field="top")
         return None
 
-    def _on_change(self, change: Mapping[str, Any]) -> None:
-        if self._reverting:
-            return
-        err = self._refusal(change["name"], change["new"])
-        if err is not None:
-            # keep the last good value (and the control showing it): a bad value must not stick and
-            # break every later recompute
-            self._reverting = True
-            try:
-                setattr(self.state, change["name"], change["old"])
-            finally:
-                self._reverting = False
-            self.show_error(err)
-            return
-        super()._on_change(change)
+    def check_inputs(self) -> None:
+        # a refused value is taken back (Panel.check_inputs): a bad overlay must not stick and break
+        # every later recompute
+        for name in ("time_limit_s", "overlay", "step", "top"):
+            err = self._refusal(name, getattr(self.state, name))
+            if err is not None:
+                raise err
 
     # -- Panel -------------------------------------------------------------------
     def compute(self) -> mem.OrderResult:

@@ -222,7 +222,8 @@ class PipelinePanel(Panel):
                               description="costs from", style=style)
         model = W.Dropdown(options=[("the dashboard's graph (if training)", SESSION)] + [(n, n) for n in models],
                            description="model", style=style, layout=W.Layout(width="420px"))
-        system = W.Dropdown(options=_bundled_systems(), description="machine", style=style, layout=W.Layout(width="340px"))
+        self._systems = _bundled_systems()
+        system = W.Dropdown(options=self._systems, description="machine", style=style, layout=W.Layout(width="340px"))
         sched_opts = [(SCHEDULE_LABELS.get(n, n), n) for n in _SCHEDULES]
         sched = W.Dropdown(options=sched_opts, description="schedule A", style=style)
         sched_b = W.Dropdown(options=sched_opts, description="schedule B", style=style)
@@ -241,12 +242,13 @@ class PipelinePanel(Panel):
         lock = W.Checkbox(description="lock-step p2p (PaddlePaddle's blocking exchange)", indent=False, layout=W.Layout(width="auto"))
         cache = W.ToggleButtons(options=[("sender (the patent's)", "sender"), ("receiver", "receiver"), ("none", "none")],
                                 description="cache queue", style=style)
-        for ctl, name in ((src, "source"), (model, "model"), (system, "system"), (sched, "schedule"), (sched_b, "schedule_b"),
+        for ctl, name in ((src, "source"), (sched, "schedule"), (sched_b, "schedule_b"),
                           (grouping, "grouping"), (lock, "lockstep"), (cache, "cache")):
             W.link((state, name), (ctl, "value"))
-        # numbers: the trait wins, so NaN or an out-of-range value is reported, never clamped or looped back
+        # numbers and names: the trait wins, so NaN, an out-of-range value or a name the dropdown lacks is
+        # reported and taken back, never clamped or looped back (a plain link raised "Invalid selection")
         for ctl, name in ((p, "p"), (v, "v"), (m, "m"), (f, "f_ms"), (b, "b_ms"), (w, "w_ms"), (lat, "latency_ms"),
-                          (act, "activation_MiB"), (ovh, "overhead_ms")):
+                          (act, "activation_MiB"), (ovh, "overhead_ms"), (model, "model"), (system, "system")):
             link_clamped(state, name, ctl)
         self.applies = W.HTML()
         self.walker = DecisionWalker(state, "step", description="time step", phase_key="phase", group_key="rank",
@@ -323,8 +325,8 @@ class PipelinePanel(Panel):
         self.applies.value = "<span style='color:#444'>" + "; ".join(parts) + ".</span>"
 
     # -- inputs ---------------------------------------------------------------------------
-    def _check(self) -> None:
-        """Refuse out-of-range inputs with the reason (the last good result stays on screen)."""
+    def check_inputs(self) -> None:
+        """Refuse out-of-range inputs with the reason: the value is taken back, the last good result stays."""
         st = self.state
         uses_v = any(pp.SCHEDULE_INFO[n]["v"] is None for n in (st.schedule, st.schedule_b))
         for name, label in _INT_INPUTS.items():
@@ -343,6 +345,9 @@ class PipelinePanel(Panel):
                                 "and cannot exceed it", field="w_ms")
         if st.model != SESSION and st.model not in self._models:
             raise HetschedError(f"unknown model {st.model!r}: pick a bundled training graph", field="model")
+        if st.system not in self._systems:
+            raise HetschedError(f"unknown machine {st.system!r}: pick a bundled system", field="system")
+        self._check_step(len(self._walk.steps) if self.result is not None else None)
 
     def _model_graph(self) -> tuple[Any, str]:
         """The graph to split and, in words, why that one."""
@@ -402,7 +407,6 @@ class PipelinePanel(Panel):
             super()._on_session(change)
 
     def compute(self) -> PipelineView:
-        self._check()
         st = self.state
         if st.source == "numbers":
             return PipelineView(self._numbers_run(st.schedule), self._numbers_run(st.schedule_b))

@@ -117,7 +117,9 @@ def _knapsack(sizes: list[float], values: list[float], capacity: float, buckets:
     if capacity <= 0:
         return [False] * n
     unit = capacity / buckets
-    w = [int(np.ceil(s / unit)) if s > 0 else 0 for s in sizes]
+    # an item larger than the whole budget never fits; dividing it by the unit of a tiny budget (an
+    # occupancy threshold of 1e-300) overflowed to inf and int() raised (issue 20)
+    w = [0 if s <= 0 else buckets + 1 if s > capacity else min(buckets, int(np.ceil(s / unit))) for s in sizes]
     best = np.zeros(buckets + 1)
     keep = np.zeros((n, buckets + 1), dtype=bool)
     for i in range(n):

@@ -21,7 +21,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..errors import HetschedError
-from .core import PALETTE, _gantt_parts, _text, color_map, figure_from_dicts, time_unit
+from .core import PALETTE, _esc, _gantt_parts, _text, color_map, figure_from_dicts, time_unit
 
 __all__ = ["ratio_scatter", "measured_vs_predicted", "efficiency_curves"]
 
@@ -55,14 +55,14 @@ def ratio_scatter(ops: pd.DataFrame, *, band: tuple[float, float] = BAND, title:
     data: list[dict] = []
     for t in types:
         sub = df[df["op_type"].astype(str) == t]
-        hover = [f"<b>{o}</b> ({t})<br>measured {m * f:.4g} {unit}<br>predicted {p * f:.4g} {unit}<br>ratio {r:.3f}"
+        hover = [f"<b>{_esc(o)}</b> ({_esc(t)})<br>measured {m * f:.4g} {unit}<br>predicted {p * f:.4g} {unit}<br>ratio {r:.3f}"
                  for o, m, p, r in zip(sub["op"], sub["measured_s"], sub["predicted_s"], sub["ratio"])]
-        data.append(dict(type="scatter", mode="markers", name=t, x=sub["measured_s"].to_numpy(float) * f,
+        data.append(dict(type="scatter", mode="markers", name=_esc(t), x=sub["measured_s"].to_numpy(float) * f,
                          y=sub["ratio"].to_numpy(float), marker=dict(color=cmap[t], size=7, opacity=0.8),
                          hovertext=hover, hoverinfo="text"))
     if highlight is not None and highlight in set(df["op"]):
         row = df[df["op"] == highlight].iloc[0]
-        data.append(dict(type="scatter", mode="markers", name=str(highlight), x=[float(row["measured_s"]) * f],
+        data.append(dict(type="scatter", mode="markers", name=_esc(highlight), x=[float(row["measured_s"]) * f],
                          y=[float(row["ratio"])], showlegend=False, hoverinfo="skip",
                          marker=dict(size=16, color="rgba(0,0,0,0)", line=dict(color="#D00000", width=3))))
     lo, hi = band
@@ -134,7 +134,7 @@ def efficiency_curves(points: pd.DataFrame, curves: Mapping[str, Any], *, keys: 
             data.append(dict(type="scatter", mode="markers", name=f"{k} ({'sweep' if sweep else 'in model'})",
                              legendgroup=k, x=s["work_s"].to_numpy(float) * 1e6, y=s["efficiency"].to_numpy(float),
                              marker=dict(color=cmap[k], size=6, symbol="circle-open" if sweep else "circle"),
-                             hovertext=[f"{o} ({t})" for o, t in zip(s["op"], s["op_type"])], hoverinfo="text+x+y"))
+                             hovertext=[f"{_esc(o)} ({_esc(t)})" for o, t in zip(s["op"], s["op_type"])], hoverinfo="text+x+y"))
         c = curves[k]
         xs = np.logspace(np.log10(min(c.work_s)) - 0.3, np.log10(max(c.work_s)) + 0.3, 60)
         data.append(dict(type="scatter", mode="lines", name=f"{k} curve", legendgroup=k, x=xs * 1e6,

@@ -161,6 +161,17 @@ def validate_edits(fig: go.Figure) -> go.Figure:
     return fig
 
 
+def _esc(x: Any) -> str:
+    """A name from a user's file as Plotly text: Plotly draws ``<b>``, ``<br>``, ``<a>``... in hover
+    texts, legends and titles, so a name such as ``<img src=x>`` is escaped (Plotly shows ``&lt;``
+    as ``<``; quotes stay as they are: Plotly does not decode ``&quot;``). Issue 20.
+
+    >>> _esc("<b>a</b> & 'b'")
+    "&lt;b&gt;a&lt;/b&gt; &amp; 'b'"
+    """
+    return html.escape(str(x), quote=False)
+
+
 def _text(t: Any) -> dict:
     """A title in Plotly's normal form: a string validates to ``{"text": ...}``, ``None`` to ``{}``."""
     return {} if t is None else {"text": t}
@@ -594,8 +605,8 @@ def _gantt_parts(timeline: pd.DataFrame, *, color_by: str = "kind", colors: Mapp
     nbytes = tl["bytes"].tolist() if "bytes" in tl.columns else none
     mbs = tl["microbatch"].tolist() if "microbatch" in tl.columns else none
     hover_all = np.array([
-        f"<b>{nm}</b><br>lane {ln}<br>{k}: {a:.4g}–{b:.4g} {unit} ({b - a:.4g} {unit})"
-        + (f"<br>op {op}" if isinstance(op, str) and op != nm else "")
+        f"<b>{_esc(nm)}</b><br>lane {_esc(ln)}<br>{_esc(k)}: {a:.4g}–{b:.4g} {unit} ({b - a:.4g} {unit})"
+        + (f"<br>op {_esc(op)}" if isinstance(op, str) and op != nm else "")
         + (f"<br>{_fmt_bytes(by)}" if by == by and by is not None else "")
         + (f"<br>micro-batch {mb}" if mb is not None and mb == mb else "")
         for nm, ln, k, a, b, op, by, mb in zip(names, lane_arr.tolist(), kinds, s_all.tolist(), e_all.tolist(), ops,
@@ -606,7 +617,7 @@ def _gantt_parts(timeline: pd.DataFrame, *, color_by: str = "kind", colors: Mapp
     if label_by is not None and n:
         cols = [label_by] if isinstance(label_by, str) else list(label_by)
         parts = [tl[c].tolist() for c in cols if c in tl.columns]
-        labels = ["".join(_cell_text(v) for v in vals) for vals in zip(*parts)] if parts else None
+        labels = [_esc("".join(_cell_text(v) for v in vals)) for vals in zip(*parts)] if parts else None
     shade = None
     if shade_by is not None and shade_by in tl.columns and n:
         sv = tl[shade_by].tolist()
@@ -627,7 +638,7 @@ def _gantt_parts(timeline: pd.DataFrame, *, color_by: str = "kind", colors: Mapp
             merged_note = f" (gaps under 1/{px} of the axis closed)"
             hover_all = np.array([
                 hover_all[i] if c == 1 else
-                f"<b>{c} intervals</b> of {keys[i]}<br>lane {lane_arr[i]}<br>{a:.4g}–{b:.4g} {unit}<br>"
+                f"<b>{c} intervals</b> of {_esc(keys[i])}<br>lane {_esc(lane_arr[i])}<br>{a:.4g}–{b:.4g} {unit}<br>"
                 f"gaps under 1/{px} of the axis closed: a smaller timeline shows each one"
                 for i, c, a, b in zip(rep, cnt, s_m.tolist(), e_m.tolist())], dtype=object)
             lane_arr, s_all, e_all = lane_arr[rep], s_m, e_m
@@ -651,24 +662,24 @@ def _gantt_parts(timeline: pd.DataFrame, *, color_by: str = "kind", colors: Mapp
         if use_gl:
             xs = np.column_stack([s, e, np.full(len(s), np.nan)]).ravel()
             ys = np.column_stack([lanes_, lanes_, np.full(len(s), None)]).ravel()
-            data.append(dict(type="scattergl", x=xs, y=ys, mode="lines", line=dict(color=cmap[key], width=10), name=key,
+            data.append(dict(type="scattergl", x=xs, y=ys, mode="lines", line=dict(color=cmap[key], width=10), name=_esc(key),
                              legendgroup=key, hoverinfo="skip"))
             data.append(dict(type="scattergl", x=(s + e) / 2, y=lanes_, mode="markers",
-                             marker=dict(color=cmap[key], size=4), name=key, legendgroup=key, showlegend=False,
+                             marker=dict(color=cmap[key], size=4), name=_esc(key), legendgroup=key, showlegend=False,
                              hovertext=hover, hoverinfo="text"))
         else:
             nm = [names[i] for i in idx_list]
             outline = [3 if (names[i] in hl or ref[i] in hl) else 0.5 for i in idx_list]
             color: Any = cmap[key] if shade is None else [_lighten(cmap[key], shade[i]) for i in idx_list]
             # ``base`` validates to a list (it accepts any values), so it is given as one
-            bar = dict(type="bar", y=lanes_, x=e - s, base=s.tolist(), orientation="h", name=key, legendgroup=key,
+            bar = dict(type="bar", y=lanes_, x=e - s, base=s.tolist(), orientation="h", name=_esc(key), legendgroup=key,
                        marker=dict(color=color, line=dict(color="#222222", width=outline)),
                        hovertext=hover, hoverinfo="text", textposition="inside", insidetextanchor="middle")
             if labels is not None:
                 bar["text"] = [labels[i] for i in idx_list]
                 bar["textangle"] = 0
             elif n <= 60:
-                bar["text"] = nm
+                bar["text"] = [_esc(x) for x in nm]
             data.append(bar)
     layout = dict(
         barmode="overlay",
@@ -863,12 +874,12 @@ def graph_view(
         ops_objs = [graph.op(o) for o in ops]
         data.append(dict(
             type=marker_type, x=np.array([pos[o][0] for o in ops]), y=np.array([pos[o][1] for o in ops]), mode="markers",
-            name=lab,
+            name=_esc(lab),
             marker=dict(
                 color=cmap[lab], size=[size * 1.8 if o in hl else size for o in ops],
                 line=dict(color=["#D00000" if o in hl else "#333333" for o in ops], width=[3 if o in hl else 0.5 for o in ops]),
             ),
-            hovertext=[f"<b>{o.name}</b><br>{o.op_type}<br>{o.flops:.3g} FLOPs<br>weights {_fmt_bytes(o.weight_bytes)}"
+            hovertext=[f"<b>{_esc(o.name)}</b><br>{_esc(o.op_type)}<br>{o.flops:.3g} FLOPs<br>weights {_fmt_bytes(o.weight_bytes)}"
                        for o in ops_objs],
             hoverinfo="text", customdata=ops,
         ))
@@ -1173,19 +1184,19 @@ def block_view(
             for o in ops:
                 mix[lab[o]] = mix.get(lab[o], 0) + 1
             if n.startswith("block:"):
-                parts = ", ".join(f"{k}: {v}" for k, v in sorted(mix.items(), key=lambda kv: -kv[1])[:4])
-                hover.append(f"<b>{n[6:]}</b> ({len(ops)} ops; click to expand)<br>{fl / 1e9:.3g} GFLOPs, "
+                parts = ", ".join(f"{_esc(k)}: {v}" for k, v in sorted(mix.items(), key=lambda kv: -kv[1])[:4])
+                hover.append(f"<b>{_esc(n[6:])}</b> ({len(ops)} ops; click to expand)<br>{fl / 1e9:.3g} GFLOPs, "
                              f"weights {_fmt_bytes(wb)}<br>{parts}")
                 sizes.append(block_marker_size(len(ops)))
                 symbols.append("square")
             else:
                 op = graph.op(ops[0])
-                hover.append(f"<b>{op.name}</b> ({blocks[op.name]}; click to collapse)<br>{op.op_type}<br>"
+                hover.append(f"<b>{_esc(op.name)}</b> ({_esc(blocks[op.name])}; click to collapse)<br>{_esc(op.op_type)}<br>"
                              f"{op.flops:.3g} FLOPs")
                 sizes.append(9)
                 symbols.append("circle")
         data.append(dict(type="scatter", x=np.array([pos[n][0] for n in nodes]), y=np.array([pos[n][1] for n in nodes]),
-                         mode="markers", name=key, customdata=nodes, hovertext=hover, hoverinfo="text",
+                         mode="markers", name=_esc(key), customdata=nodes, hovertext=hover, hoverinfo="text",
                          marker=dict(color=cmap[key], size=sizes, symbol=symbols, line=dict(color="#333333", width=0.8))))
     layout = block_axes(lay, legend, title=title, height=height)
     return figure_from_dicts(data, layout)
