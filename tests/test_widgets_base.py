@@ -288,6 +288,22 @@ def test_redraw_patches_the_same_view():
     assert figure_widget(gantt(tl)).data[0].type == "bar"
 
 
+def test_a_steps_top_margin_only_grows_within_one_base():
+    """A step whose title wraps onto a second line widens the top margin; a later one-line title
+    keeps it: the plot does not jump, and the browser does not lay the figure out again per click."""
+    from hetsched.widgets.figure import PlotlyView
+
+    def fig(title, top):
+        return {"data": [{"type": "bar", "x": [1], "y": ["a"]}], "layout": {"title": {"text": title}, "margin": {"t": top}}}
+
+    v = PlotlyView(fig("one line", 40))
+    assert v.show(fig("two<br>lines", 70)) == "edits" and v.edits["layout"]["margin.t"] == 70
+    assert v.show(fig("short", 40)) == "edits"
+    assert "margin.t" in v.edits["layout"] and v.edits["layout"]["margin.t"] == 70   # kept, not back to 40
+    v.show(fig("new base", 40), force_spec=True)
+    assert v.spec["layout"]["margin"]["t"] == 40                                      # a new base starts afresh
+
+
 def test_first_panel_freezes_startup_objects_once(monkeypatch):
     import gc
 

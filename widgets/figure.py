@@ -447,6 +447,7 @@ class PlotlyView(anywidget.AnyWidget):
         self._base_data: list[dict] = []
         self._base_layout: dict = {}
         self._base_weight = 1
+        self._top_margin: float | None = None
         self._hover: dict[int, Any] = {}
         self._click: list[Callable[[int, int, Any], None]] = []
         self.n_sent_specs = 0
@@ -484,6 +485,7 @@ class PlotlyView(anywidget.AnyWidget):
         same_shape = (not force_spec and len(wdata) == len(self._base_data)
                       and all(a.get("type") == b.get("type") for a, b in zip(wdata, self._base_data)))
         if same_shape:
+            wlayout = self._steady_top_margin(wlayout)
             dd = {}
             for i, (b, t) in enumerate(zip(self._base_data, wdata)):
                 d = _diff(b, t)
@@ -500,6 +502,7 @@ class PlotlyView(anywidget.AnyWidget):
                 self.n_sent_edits += 1
                 return "edits"
         self._rev += 1
+        self._top_margin = (wlayout.get("margin") or {}).get("t")
         self._base_data, self._base_layout = wdata, wlayout
         self._base_weight = max(1, _weight({"data": wdata, "layout": wlayout}))
         with self.hold_sync():
@@ -508,6 +511,18 @@ class PlotlyView(anywidget.AnyWidget):
             self.edits_rev += 1
         self.n_sent_specs += 1
         return "spec"
+
+    def _steady_top_margin(self, layout: dict) -> dict:
+        """Within one base, the top margin only grows: a step whose title wraps onto a second line
+        widens it, and the next step's one-line title keeps it. A margin that changed back and forth
+        would make the plot jump up and down and the browser lay the whole figure out again."""
+        t = (layout.get("margin") or {}).get("t")
+        if t is None or self._top_margin is None:
+            return layout
+        if t < self._top_margin:
+            return {**layout, "margin": {**layout["margin"], "t": self._top_margin}}
+        self._top_margin = t
+        return layout
 
     def on_click(self, callback: Callable[[int, int, Any], None]) -> None:
         """Call ``callback(trace_index, point_index, customdata_or_None)`` when a point is clicked."""

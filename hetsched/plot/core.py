@@ -211,6 +211,11 @@ def wrap_title(text: str, chars: int = TITLE_CHARS) -> str:
     return "<br>".join(out)
 
 
+def _title_margin_px(lines: int) -> int:
+    """Top margin (px) that holds a title of ``lines`` lines."""
+    return _TITLE_LINE_PX * lines + _TITLE_GAP_PX
+
+
 def fit_title(layout: dict, chars: int = TITLE_CHARS) -> dict:
     """Wrap ``layout``'s title at ``chars`` (:func:`wrap_title`) and make the top margin tall enough
     for its lines, so that a long title neither runs off the figure nor sits on the plot. Returns
@@ -227,7 +232,7 @@ def fit_title(layout: dict, chars: int = TITLE_CHARS) -> dict:
     layout["title"] = {**t, "text": text}
     lines = text.count("<br>") + 1
     if lines > 1:
-        need = _TITLE_LINE_PX * lines + _TITLE_GAP_PX
+        need = _title_margin_px(lines)
         margin = dict(layout.get("margin") or {})
         if margin.get("t", 100) < need:  # Plotly's default top margin is 100 px
             margin["t"] = need

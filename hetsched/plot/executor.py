@@ -20,7 +20,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..errors import HetschedError
-from .core import NEUTRAL, PALETTE, _gantt_parts, _text, compare, figure_from_dicts, fit_title, group_colors, time_unit
+from .core import (NEUTRAL, PALETTE, _gantt_parts, _text, _title_margin_px, compare, figure_from_dicts, fit_title,
+                   group_colors, time_unit)
 
 __all__ = ["executor_lanes", "executor_gantt", "executor_gantt_at", "policy_bars", "ordering_bars", "rule_bars",
            "rule_bars_at", "RULE_LABELS",
@@ -234,6 +235,11 @@ def executor_gantt(result: Any, *, title: str | None = None, arrows: bool | None
     unit, f = time_unit(float(tl["end_s"].max()) if len(tl) else 0.0)
     if overlay is not None:
         data.append(overlay)
+    if overlay is not None:  # a figure of the walk (or of one step of it)
+        # room for a two-line step title from the start: a top margin that changed from one step to
+        # the next would make the browser lay the whole figure out again (a full redraw per click)
+        layout["margin"] = {**(layout.get("margin") or {}), "t": max((layout.get("margin") or {}).get("t", 0),
+                                                                      _title_margin_px(2))}
     flows = tl[tl["flow"].notna()]
     n_flow = flows["flow"].nunique()
     if arrows is None:
