@@ -191,11 +191,11 @@ def patent_queue_figure(queues: pd.DataFrame, *, send_interval: tuple[int, int] 
             shapes.append(dict(type="line", xref="x", x0=first_group_steps - 0.5, x1=first_group_steps - 0.5,
                                yref=f"y{ax} domain", y0=0, y1=1, line=dict(color="#555555", dash="dot")))
         annotations.append(dict(text=f"rank {rank}, {direction}", xref="x domain", x=0.99, xanchor="right",
-                                yref=f"y{ax} domain", y=0.95, yanchor="top", showarrow=False, font=dict(size=13)))
+                                yref=f"y{ax} domain", y=0.95, yanchor="top", showarrow=False, font=dict(size=14)))
     if send_interval is not None:
         lo, hi = send_interval
         annotations.append(dict(text=f"send interval [{lo}, {hi})", xref="x", x=(lo + hi) / 2 - 0.5, yref="paper", y=1.0,
-                                yanchor="bottom", showarrow=False, font=dict(size=13, color="#006B4F")))
+                                yanchor="bottom", showarrow=False, font=dict(size=14, color="#006B4F")))
     layout = dict(grid=dict(rows=2, columns=1, pattern="coupled"), height=340, showlegend=False,
                   title=_text(title or "the patent's cache queues (its literal rule, in micro-steps)"),
                   xaxis=dict(title=_text("micro-step (the rank's own forward or backward steps)")),
