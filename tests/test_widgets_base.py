@@ -39,6 +39,18 @@ class _P(Panel):
         self.drawn = (result, self.state.view)
 
 
+def test_a_view_change_after_a_failed_recompute_keeps_its_message():
+    """The inputs on screen still fail: redrawing the last good (greyed) result for a view change
+    must not clear the reason; the next successful recompute does."""
+    p = _P(_S())
+    p.state.n = -1
+    assert "n must be" in p.message.value and p.stale and p.result == 2
+    p.state.view = 5                         # a view change: the old result redrawn
+    assert p.drawn == (2, 5) and "n must be" in p.message.value
+    p.state.n = 3                            # inputs that compute again
+    assert p.result == 6 and p.message.value == "" and not p.stale
+
+
 def test_panel_loop_errors_and_view_traits():
     p = _P(_S())
     assert p.result == 2 and p.drawn == (2, 0)

@@ -509,6 +509,7 @@ class Panel(W.VBox):
             except Exception as e:  # a bug must not kill the panel either; say plainly that it is one
                 self._failed(self._internal(e))
                 return False
+            self._compute_error = None
             previous, self.result = self.result, result
             self._in_refresh = True
             try:
@@ -528,9 +529,13 @@ class Panel(W.VBox):
             self.busy.value = ""
             self.last_refresh_s = time.perf_counter() - t0
 
+    #: the message of the last failed recompute, until a recompute succeeds (a redraw of the old,
+    #: greyed result for a view change must not clear it: the inputs on screen still fail)
+    _compute_error: str | None = None
+
     def _failed(self, err: BaseException) -> None:
         """A recompute failed: say why; the figures still show the last good result, greyed."""
-        self.message.value = error_html(err)
+        self._compute_error = self.message.value = error_html(err)
         if self.result is not None:
             self._set_stale(True)
 
@@ -558,7 +563,7 @@ class Panel(W.VBox):
         except Exception as e:  # a bug: said plainly, the panel keeps working
             self.message.value = error_html(self._internal(e))
             return False
-        self.message.value = ""
+        self.message.value = self._compute_error or ""
         self._update_scenario_note()
         self.n_updates += 1
         return True
