@@ -23,16 +23,19 @@ def graph_traces(p) -> list[str]:
 
 def check_auto_blocks(small, big, monkeypatch) -> None:
     """A walker's "draw" choice (issue 22): "auto" draws ``big`` (above the Graph tab's threshold) by
-    blocks and ``small`` op by op; the threshold is the Graph tab's constant (patched, both follow);
-    "blocks" and "every op" override the size both ways. Leaves both panels on "auto"."""
+    blocks and ``small`` op by op; the threshold is the one constant the Graph tab uses too (patched,
+    both follow); "blocks" and "every op" override the size both ways. Leaves both panels on "auto"."""
     from hetsched.widgets import GraphPanel
+    from hetsched.widgets.blocks import BlockDrawing
 
     small.state.view = big.state.view = "auto"
+    assert GraphPanel.BLOCKS_ABOVE == BlockDrawing.BLOCKS_ABOVE
     assert big.drawn_graph().n_ops > GraphPanel.BLOCKS_ABOVE >= small.drawn_graph().n_ops
     assert "blocks" in graph_traces(big) and "ops" not in graph_traces(big)
     assert all(c.startswith("block:") for c in next(t for t in big.figures["graph"].data if t.name == "blocks").customdata)
     assert "ops" in graph_traces(small) and "blocks" not in graph_traces(small)
-    monkeypatch.setattr(GraphPanel, "BLOCKS_ABOVE", small.drawn_graph().n_ops - 1)  # one constant for every tab
+    monkeypatch.setattr(BlockDrawing, "BLOCKS_ABOVE", small.drawn_graph().n_ops - 1)  # one constant for every tab
+    assert GraphPanel.BLOCKS_ABOVE == small.drawn_graph().n_ops - 1
     small.redraw()
     assert "blocks" in graph_traces(small)
     monkeypatch.undo()

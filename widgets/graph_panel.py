@@ -27,6 +27,7 @@ from hetsched.plot import bytes_unit, color_map, graph_view
 from hetsched.plot.core import block_view
 
 from .base import Panel, Session, link_clamped
+from .blocks import BlockDrawing
 
 __all__ = ["GraphPanel", "GraphState"]
 
@@ -42,7 +43,7 @@ class GraphState(traitlets.HasTraits):
     n = traitlets.Int(40)
     seed = traitlets.Int(0)
     color_by = traitlets.Enum(["op_type", "device"], default_value="op_type")
-    # "auto": blocks (layers, stages) beyond BLOCKS_ABOVE ops, else every op
+    # "auto": blocks (layers, stages) beyond BlockDrawing.BLOCKS_ABOVE ops, else every op
     view = traitlets.Enum(["auto", "blocks", "ops"], default_value="auto")
     expanded = traitlets.Tuple()  # blocks shown op by op
     upload_name = traitlets.Unicode("")
@@ -62,7 +63,7 @@ def _safe_file_name(name: str) -> str:
     return stem[:100] + suffix[:10] if len(base) > 110 else base
 
 
-class GraphPanel(Panel):
+class GraphPanel(BlockDrawing, Panel):
     """Pick a graph, see it coloured by op type or by the device the support table prefers.
 
     Parameters
@@ -73,8 +74,6 @@ class GraphPanel(Panel):
 
     TAB = "graph"
     VIEW_TRAITS = ("color_by", "view", "expanded")  # never reloads (a bad upload stays rejected)
-    #: graphs with more ops than this are drawn as blocks when the view is "auto"
-    BLOCKS_ABOVE = 150
 
     def __init__(self, session: Session | None = None, **kw: Any) -> None:
         self.session = session or Session()
@@ -82,7 +81,6 @@ class GraphPanel(Panel):
         names = bundled_graphs()
         if names:
             state.bundled = names[0]
-        self._loaded = None  # the graph as built, before colouring
         # the tab starts on its scenario's graph, which other tabs do not follow: only a graph the
         # user picks (or load()) is published to the session
         self._user = False
@@ -95,10 +93,8 @@ class GraphPanel(Panel):
         seed = W.BoundedIntText(min=SEED_RANGE[0], max=SEED_RANGE[1], description="seed")
         color = W.ToggleButtons(options=[("op type", "op_type"), ("preferred device", "device")], description="colour by",
                                 tooltips=["the kind of each op", "the backend the system's support table prefers for it"])
-        view = W.ToggleButtons(options=[("auto", "auto"), ("blocks", "blocks"), ("every op", "ops")], description="draw",
-                               tooltips=[f"blocks above {self.BLOCKS_ABOVE} ops", "layers/stages; click one to expand it",
-                                         "one marker per op"])
-        for ctl, name in ((src, "source"), (gen, "generator"), (color, "color_by"), (view, "view")):
+        view = self.view_control(state)
+        for ctl, name in ((src, "source"), (gen, "generator"), (color, "color_by")):
             W.link((state, name), (ctl, "value"))  # state first: it holds the defaults
         # the trait wins: a size or seed outside the box's range, or a name the dropdown lacks, is
         # refused and taken back (a plain link clamped the box or raised "Invalid selection")
@@ -111,7 +107,7 @@ class GraphPanel(Panel):
         self.controls = W.VBox([src, W.HBox([bundled, self.upload]), W.HBox([gen, n, seed]), W.HBox([color, view])])
         super().__init__(state, autostart=False, session=self.session, **kw)
         self.children = [self.controls, self.status, self.summary, self.figure_view("graph")]
-        self.figures["graph"].on_click(self._on_click)
+        self.watch_clicks(self.figures["graph"])
         self._start()
 
     def _scenario_state(self, state: GraphState, names: list[str]) -> None:
@@ -193,27 +189,8 @@ class GraphPanel(Panel):
                 return load_graph(path)
         return generate(st.generator, st.n, st.seed)  # the core's sizing table: the CLI builds the same graph
 
-    def blocks_shown(self, g: hs.OpGraph | None = None) -> bool:
-        """Whether the graph is drawn as blocks (the ``view`` choice, or its size under "auto")."""
-        g = self.result if g is None else g
-        return self.state.view == "blocks" or (self.state.view == "auto" and g.n_ops > self.BLOCKS_ABOVE)
-
-    def toggle_block(self, block: str) -> None:
-        """Expand a block into its ops, or collapse it again (what a click on it does)."""
-        ex = list(self.state.expanded)
-        self.state.expanded = tuple(b for b in ex if b != block) if block in ex else tuple(ex + [block])
-
-    def _on_click(self, _trace: int, _point: int, customdata) -> None:
-        if not isinstance(customdata, str) or self.result is None or not self.blocks_shown():
-            return
-        if customdata.startswith("block:"):
-            self.toggle_block(customdata[len("block:"):])
-        elif customdata.startswith("op:"):
-            from hetsched.blocks import op_blocks
-
-            op = customdata[len("op:"):]
-            if op in self.result.ops:
-                self.toggle_block(op_blocks(self.result)[op])
+    def drawn_graph(self) -> hs.OpGraph | None:
+        return self.result
 
     def _figure(self, g: hs.OpGraph):
         sysm = self._session_system()
@@ -223,19 +200,15 @@ class GraphPanel(Panel):
             color_by = {o: (sysm.candidates(g.op(o).op_type) or ["(unsupported)"])[0] for o in g}
             colors, legend = color_map(sysm.device_names), "preferred device"
         if self.blocks_shown(g):
-            from hetsched.blocks import op_blocks
-
-            blocks = op_blocks(g)
+            blocks = self.op_blocks_of(g)
             n_blocks = len(set(blocks.values()))
-            return block_view(g, blocks, expanded=[b for b in self.state.expanded if b in set(blocks.values())],
+            return block_view(g, blocks, expanded=list(self.open_blocks(g)),
                               color_by=color_by, colors=colors, legend_title=legend,
                               title=f"{html.escape(g.name)}: {g.n_ops} ops in {n_blocks} blocks (click a block to open it)")
         return graph_view(g, color_by=color_by, colors=colors, legend_title=legend, title=f"{html.escape(g.name)}: {g.n_ops} ops")
 
     def on_result(self, g: hs.OpGraph) -> None:
-        if g is not self._loaded:  # a new graph starts with every block closed
-            self.state.expanded = ()
-        self._loaded = g
+        self.forget_blocks(g)
 
     def render(self, g: hs.OpGraph) -> None:
         self.show_figure("graph", self._figure(g))
