@@ -159,8 +159,13 @@ def main() -> int:
             def five():
                 for _ in range(5):
                     p.get_by_role("button", name="◀ prev", exact=True).first.click()
-            b.measure("Mapping: 5 quick prev clicks", [five] * 3, dict(STEP, median_s=0.5, worst_s=1.0, bytes=500_000),
-                      note="Playwright clicks one after another, each once the page is free to take it")
+            # Five step clicks one after another are five step clicks: the per-click target five times.
+            # (An earlier page held this row to 0.5 s, a target of our own that asked 100 ms per click, stricter
+            # than the 250 ms; clicks that pile up while the page is busy are the burst row's, below.)
+            b.measure("Mapping: 5 quick prev clicks", [five] * 3,
+                      dict(median_s=5 * STEP["median_s"], worst_s=5 * STEP["worst_s"], bytes=5 * STEP["bytes"]),
+                      note="Playwright clicks one after another, each once the page is free to take it: "
+                           "five step clicks, so five times the step target")
 
             def burst():
                 p.get_by_role("button", name="◀ prev", exact=True).first.evaluate(

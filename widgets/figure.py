@@ -99,6 +99,37 @@ function plotlyFor(model) {
   return g.__hetschedPlotly;
 }
 
+// A page's first WebGL plot pays for setting up WebGL (in a browser without a GPU, software GL: about
+// 0.3-0.5 s on a 2-core machine, measured in headless Chromium). Pay it once while the page is idle, with
+// a tiny off-screen plot of the trace kinds the Gantts and big graphs use, so the first tab that needs
+// WebGL (e.g. the Mapping Gantt) draws at once. Once per page; skipped when the page already drew one.
+function warmWebGL(Plotly) {
+  const g = globalThis;
+  if (g.__hetschedWarmGL || typeof document === "undefined") return;
+  g.__hetschedWarmGL = "scheduled";
+  const idle = g.requestIdleCallback || ((f) => setTimeout(f, 300));
+  idle(async () => {
+    if (document.querySelector(".hetsched-plot .gl-container canvas")) { g.__hetschedWarmGL = "not needed"; return; }
+    const w = document.createElement("div");
+    w.style.cssText = "position:fixed;left:-10000px;top:0;width:160px;height:120px;visibility:hidden";
+    document.body.appendChild(w);
+    const t0 = performance.now();
+    try {
+      await Plotly.newPlot(w, [{type: "scattergl", x: [0, 1, null, 1, 2], y: [0, 0, null, 1, 1], mode: "lines",
+                                line: {width: 10}},
+                               {type: "scattergl", x: [0.5, 1.5], y: [0, 1], mode: "markers"}],
+                           {width: 160, height: 120, margin: {l: 0, r: 0, t: 0, b: 0}, showlegend: false},
+                           {staticPlot: true});
+      g.__hetschedWarmGL = `done in ${Math.round(performance.now() - t0)} ms`;
+    } catch (e) {
+      g.__hetschedWarmGL = "failed: " + e;  // no WebGL at all: the plots will say so themselves
+    } finally {
+      Plotly.purge(w);
+      w.remove();
+    }
+  }, {timeout: 4000});
+}
+
 function typed(x) {
   const T = TYPES[x.dtype] || Float64Array;
   const b = x.bdata;
@@ -185,6 +216,7 @@ function render({ model, el }) {
         // when the page last finished drawing a plot (what browser tests and benchmarks wait on)
         globalThis.__hetschedLastDraw = performance.now();
         globalThis.__hetschedDraws = (globalThis.__hetschedDraws || 0) + 1;
+        warmWebGL(Plotly);
       } while (again && alive);
     } catch (e) {
       div.textContent = "plot failed: " + e;
