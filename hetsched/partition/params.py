@@ -29,7 +29,7 @@ PARAMS = ParamSpec([
           help="inputs a buffer between two backends holds (0: one input at a time, no overlap)"),
     Param("n_inputs", "int", 8, label="number of inputs", min=1, max=1000, step=1,
           help="inputs run through the aggregated ops"),
-    Param("launch_s", "float", None, label="launch cost per group", min=0.0, max=1.0, unit="s", display=(1e6, "us"),
+    Param("launch_s", "float", None, label="launch cost per aggregated op", min=0.0, max=1.0, unit="s", display=(1e6, "us"),
           allow_none=True, help="host time to launch one aggregated op (empty: each backend's own)"),
     Param("priority", "int", 1, label="priority", min=0, max=999, step=1,
           help="a support-table cell: 1 = best, 0 = not supported"),
