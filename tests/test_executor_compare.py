@@ -141,12 +141,8 @@ def test_placement_on_the_host_makes_cpu_ops(toy):
 
 
 def test_parameters_drive_simulate():
-    vals = {p["name"]: p["default"] for p in ex.PARAMETERS}
+    vals = ex.PARAMETERS.defaults()
     vals.update(streams="nimble", max_kernels=2, dispatch_s=1e-5)
     r = ex.simulate(ex.graphs.inception_graph(1), **ex.simulate_kwargs(vals))
     assert r.params["streams"] == "nimble" and r.costs.max_kernels == 2 and r.costs.dispatch_s == 1e-5
-    for p in ex.PARAMETERS:
-        if p["kind"] == "choice":
-            assert p["default"] in p["options"]
-        else:
-            assert p["min"] <= p["default"] <= p["max"]
+    ex.PARAMETERS.check(ex.PARAMETERS.defaults())

@@ -203,4 +203,4 @@ def test_the_patents_grouping_is_the_default():
     assert s.meta["groups"] == [6, 4] and s.name == "interleaved_1f1b[paddle]"
     from hetsched.pipeline import PARAMS, is_patent_schedule
 
-    assert PARAMS["grouping"]["default"] == "paddle" and is_patent_schedule(s)
+    assert PARAMS["grouping"].default == "paddle" and is_patent_schedule(s)

@@ -410,12 +410,12 @@ def test_merge_min_group_and_buffers(panel):
 
 
 @pytest.mark.parametrize("name, bad, words", [
-    ("n_inputs", 0, "number of inputs 0 refused"),
-    ("n_inputs", 100_000, "number of inputs 100000 refused"),
-    ("buffer_depth", -1, "buffer depth -1 refused"),
-    ("min_group_size", 0, "minimum group size 0 refused"),
-    ("launch_s", float("nan"), "launch cost nan s refused"),
-    ("launch_s", -1.0, "launch cost -1.0 s refused"),
+    ("n_inputs", 0, "number of inputs = 0 is out of range: allowed 1 to 1000; refused"),
+    ("n_inputs", 100_000, "number of inputs = 100000 is out of range"),
+    ("buffer_depth", -1, "buffer depth = -1 is out of range: allowed 0 to 1000"),
+    ("min_group_size", 0, "minimum group size = 0 ops is out of range"),
+    ("launch_s", float("nan"), "launch cost per aggregated op must be a finite number, got nan"),
+    ("launch_s", -1.0, "launch cost per aggregated op = -1e+06 us is out of range: allowed 0 to 1000000 us, or empty"),
 ])
 def test_out_of_range_values_are_refused_and_the_last_result_kept(panel, name, bad, words):
     good, before = panel.result, getattr(panel.state, name)

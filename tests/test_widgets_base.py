@@ -14,6 +14,7 @@ from hetsched.errors import HetschedError
 from hetsched.io import save_graph
 from hetsched.io.generators import chain, fork_join
 from hetsched.widgets import Dashboard, GraphPanel, Panel, Session, StepWalker, download_link
+from hetsched.params import Param, ParamSpec
 from hetsched.widgets.base import controls_from_spec, link_clamped, state_from_spec
 
 
@@ -156,10 +157,11 @@ def test_download_link_payloads():
 
 
 def test_spec_controls_and_clamped_links():
-    spec = [{"name": "k", "kind": "int", "default": 2, "min": 0, "max": 5},
-            {"name": "t_s", "kind": "float", "default": 3e-6, "min": 0.0, "max": 1e-3, "step": 1e-6}]
+    spec = ParamSpec([Param("k", "int", 2, min=0, max=5),
+                      Param("t_s", "float", 3e-6, min=0.0, max=1e-3, step=1e-6, unit="s", display=(1e6, "us"))])
     st = state_from_spec(spec)
-    ctl = controls_from_spec(st, spec, scale={"t_s": (1e6, "us")})
+    ctl = controls_from_spec(st, spec)
+    assert ctl["t_s"].max == pytest.approx(1e3) and ctl["t_s"].description == "t s (us)"
     assert ctl["t_s"].value == pytest.approx(3.0) and st.t_s == 3e-6  # no round-trip drift
     ctl["t_s"].value = 7.0
     assert st.t_s == pytest.approx(7e-6)

@@ -315,12 +315,12 @@ _NUMS = ["dispatch_s", "launch_s", "wakeup_s", "pcie_Bps", "pool_size", "max_str
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=st.sampled_from(_NUMS), value=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**6, 10**6)))
 def test_fuzzed_numbers_give_a_result_or_a_message(panel, name, value):
-    spec = {p["name"]: p for p in ex.PARAMETERS}[name]
+    spec = ex.PARAMETERS[name]
     before = panel.result
     try:
         setattr(panel.state, name, value)
     except Exception as e:  # an Int trait refuses a float itself: traitlets' own error, nothing changed
-        assert spec["kind"] == "int" and type(e).__name__ == "TraitError"
+        assert spec.kind == "int" and type(e).__name__ == "TraitError"
         return
     try:
         ex.check_values({name: value})
@@ -333,7 +333,7 @@ def test_fuzzed_numbers_give_a_result_or_a_message(panel, name, value):
     else:
         assert "hetsched-error" in panel.message.value and panel.result is before
         assert "internal error" not in panel.message.value
-    setattr(panel.state, name, spec["default"] if name not in ("dispatch_s", "launch_s", "wakeup_s", "pcie_Bps", "max_kernels")
+    setattr(panel.state, name, spec.default if name not in ("dispatch_s", "launch_s", "wakeup_s", "pcie_Bps", "max_kernels")
             else getattr(ex.PRESETS["cuda"], name))
     if not ok and getattr(panel.state, name) == old:  # the refused value was taken back: no change, no action
         panel.state.color_by = "device" if panel.state.color_by != "device" else "kind"  # a valid action
@@ -492,7 +492,7 @@ def test_thread_summary_matches_the_timeline_and_the_patent_roles():
 
 
 def test_check_values_names_the_value_and_the_range():
-    ex.check_values({p["name"]: p["default"] for p in ex.PARAMETERS})
+    ex.check_values(ex.PARAMETERS.defaults())
     for vals, words in [({"dispatch_s": 1.0}, "dispatch per op = 1e+06 us"), ({"pool_size": 17}, "host threads = 17"),
                         ({"pool_size": 2.5}, "whole number"), ({"launch_s": math.nan}, "finite"),
                         ({"pcie_Bps": True}, "must be a number"), ({"streams": "x"}, "unknown choice")]:

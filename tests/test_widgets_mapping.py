@@ -593,7 +593,7 @@ def test_out_of_range_threshold_is_refused_and_the_last_result_kept(bad):
     good, before = p.result, p.state.occupancy_threshold
     p.state.occupancy_threshold = bad
     assert "occupancy threshold" in p.message.value and "refused" in p.message.value
-    assert "must be a number in (0, 1]" in p.message.value and p.result is good
+    assert "allowed more than 0 up to 1" in p.message.value and p.result is good
     # taken back: the box shows the threshold in effect, which the result on screen was computed with
     assert p.state.occupancy_threshold == before == p.control_widgets["occupancy_threshold"].value and not p.stale
     p.state.occupancy_threshold = 0.5
@@ -605,7 +605,7 @@ def test_negative_remap_walks_and_a_step_out_of_range_are_refused():
     good = p.result
     passes = p.state.max_passes
     p.state.max_passes = -1
-    assert "remap walks -1 refused" in p.message.value and p.result is good and p.state.max_passes == passes
+    assert "remap walks = -1 is out of range: allowed 0 or more; refused" in p.message.value and p.result is good and p.state.max_passes == passes
     p.state.max_passes = passes + 1
     assert p.message.value == ""
     text, k = p.step_text.value, p.state.step

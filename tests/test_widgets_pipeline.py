@@ -218,6 +218,29 @@ def test_the_walk_is_the_cores_log_with_the_patents_phases(panel):
     assert [o[0] for o in panel.walker.phases.options] == ["start", "warm-up", "cool-down", "final"]
 
 
+def test_the_panels_step_k_is_the_cores_step_k(panel):
+    """The walker walks ``result.steps`` itself (no step list of the panel's own): step k on screen is the
+    core's step k - 1, with its subject, start and end; its phase is the core's analysis (action_phases)."""
+    for sched in ("interleaved_1f1b", "zb_h1"):
+        panel.state.schedule = sched
+        r = panel.result.a
+        assert panel.walker.steps == tuple(r.steps)
+        phase, micro = pp.action_phases(r.schedule)
+        n = len(r.steps)
+        for k in sorted({1, 2, n // 3, n // 2, n - 1, n}):
+            panel.state.step = k
+            core, shown = r.steps[k - 1], panel.walker.steps[k - 1]
+            assert (shown.subject, shown.before, shown.after) == (core.subject, core.before, core.after)
+            i = core.data["action"]
+            assert r.schedule.labels()[i] == core.subject and core.before == r.start_s[i] and core.after == r.end_s[i]
+            assert core.data["phase"] == phase[i] and core.data["micro_step"] == micro[i]
+            txt = _text(panel.step_text.value)
+            assert f"step {k} of {n}" in txt and f"starts {core.subject}," in txt and f"in its {phase[i]} phase" in txt
+        # step k + 1 never starts before step k: start time, then rank
+        starts = [s.before for s in r.steps]
+        assert starts == sorted(starts)
+
+
 def test_a_step_line_says_what_starts_why_and_what_the_cache_does(panel):
     r = panel.result.a
     panel.state.step = 0
@@ -259,12 +282,12 @@ def test_a_step_click_sends_only_the_cursor_and_the_text(model_panel):
 # ---- issue 20: refused inputs, the last good state, escaped names ------------------------------------
 
 @pytest.mark.parametrize("name,value,words", [
-    ("m", 0, "m (micro-batches) = 0 is outside 1..256"),
-    ("p", 100000, "p (ranks) = 100000 is outside 2..64"),
-    ("v", -1, "v (chunks per rank) = -1 is outside 1..8"),
-    ("f_ms", math.nan, "forward time F must be a finite number >= 0, got nan"),
-    ("b_ms", -1.0, "backward time B must be a finite number >= 0, got -1.0"),
-    ("latency_ms", math.inf, "p2p latency must be a finite number >= 0"),
+    ("m", 0, "m (micro-batches) = 0 is out of range: allowed 1 to 256; refused"),
+    ("p", 100000, "p (ranks) = 100000 is out of range: allowed 2 to 64"),
+    ("v", -1, "v (chunks per rank) = -1 is out of range: allowed 1 to 8"),
+    ("f_ms", math.nan, "forward time F must be a finite number, got nan; allowed 0 ms or more"),
+    ("b_ms", -1.0, "backward time B = -1 ms is out of range: allowed 0 ms or more"),
+    ("latency_ms", math.inf, "p2p latency must be a finite number, got inf"),
 ])
 def test_out_of_range_values_are_refused_with_why_and_the_last_good_state_kept(panel, name, value, words):
     good, title, before = panel.result, panel.figures["gantt_a"].layout.title.text, getattr(panel.state, name)

@@ -63,18 +63,16 @@ from .base import Panel, Session, link_clamped
 from .blocks import BlockDrawing
 from .walker import DecisionWalker
 
-__all__ = ["BackendPanel", "BackendState", "BackendView", "describe_step", "LIMITS"]
+__all__ = ["BackendPanel", "BackendState", "BackendView", "describe_step"]
 
 SETUPS = {
     "example": "example: 7 ops, merges, a merge refused for a cycle, buffers",
     "loaded": "the loaded graph and system",
 }
 MERGES = [("adjacent (the patent)", "adjacent"), ("global", "global"), ("none: one launch per op", "none")]
-#: (lowest, highest) accepted for the number inputs; anything else is refused with a message
-LIMITS = {"n_inputs": (1, 1000), "buffer_depth": (0, 1000), "min_group_size": (1, 10**6)}
-_WORDS = {"n_inputs": "number of inputs", "buffer_depth": "buffer depth", "min_group_size": "minimum group size"}
-MAX_PRIORITY = 999
-MAX_LAUNCH_S = 1.0
+#: the inputs' bounds and words, declared in the core: a value outside them is refused with the spec's message
+_SPEC = pt.PARAMS
+_PRIORITY = _SPEC["priority"]
 OUTCOMES = {"merged": "merged", "cycle": "refused: would create a cycle", "different_backend": "different backends",
             "not_adjacent": "not adjacent"}
 _PHASE = {"mark": "marking", "merge": "merging", "fallback": "fallback", "dispatch": "buffering"}
@@ -113,12 +111,13 @@ class BackendState(traitlets.HasTraits):
     enabled = traitlets.List(traitlets.Unicode())  # backends switched on
     # grid edits: "backend|op_type" -> priority (0: not supported) or None (the explicit entry taken out)
     priorities = traitlets.Dict()
-    merge = traitlets.Enum([v for _l, v in MERGES], default_value="adjacent")
-    min_group_size = traitlets.Int(1)
+    merge = traitlets.Enum([v for _l, v in MERGES], default_value=_SPEC["merge"].default)
+    min_group_size = traitlets.Int(_SPEC["min_group_size"].default)
     fallback = traitlets.Unicode("")  # "" = none
-    buffer_depth = traitlets.Int(2)
-    n_inputs = traitlets.Int(8)
-    launch_s = traitlets.Float(None, allow_none=True)  # per aggregated-op launch; None: each backend's own
+    buffer_depth = traitlets.Int(_SPEC["buffer_depth"].default)
+    n_inputs = traitlets.Int(_SPEC["n_inputs"].default)
+    # per aggregated-op launch; None: each backend's own
+    launch_s = traitlets.Float(_SPEC["launch_s"].default, allow_none=True)
     color_by = traitlets.Enum(["backend", "group"], default_value="backend")  # view
     # view: "auto" draws the graph by blocks (layers, stages) beyond the Graph tab's threshold
     view = traitlets.Enum(["auto", "blocks", "ops"], default_value="auto")
@@ -388,8 +387,7 @@ class BackendPanel(BlockDrawing, Panel):
             self.show_error(HetschedError(f"the grid has no cell for op type {op_type!r} on backend {backend!r}",
                                           device=backend, field="priority"))
             return False
-        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)
-                                     or not 0 <= priority <= MAX_PRIORITY):
+        if priority is not None and (not isinstance(priority, int) or not _PRIORITY.allows(priority)):
             self._refuse_priority(backend, op_type, priority)
             return False
         pr = dict(self.state.priorities)
@@ -402,8 +400,8 @@ class BackendPanel(BlockDrawing, Panel):
 
     def _refuse_priority(self, backend: str, op_type: str, value: Any) -> None:
         self.show_error(HetschedError(
-            f"priority of {op_type} on {backend}: {value!r} refused: type a whole number from 0 (not supported) to "
-            f"{MAX_PRIORITY} (1 = best), or clear the cell; the last good mapping list stays", device=backend,
+            f"priority of {op_type} on {backend}: {value!r} refused: type a whole number from {_PRIORITY.min} (not supported) "
+            f"to {_PRIORITY.max} (1 = best), or clear the cell; the last good mapping list stays", device=backend,
             field="priority"))
         self._sync_grid(force=True)
 
@@ -430,23 +428,23 @@ class BackendPanel(BlockDrawing, Panel):
         if t == "":
             self.state.launch_s = None
             return
+        spec = _SPEC["launch_s"]
         try:
-            v = float(t)
-        except ValueError:
-            v = math.nan
-        if not (math.isfinite(v) and 0 <= v * 1e-6 <= MAX_LAUNCH_S):
-            self.show_error(HetschedError(f"launch cost {t!r} us refused: type a number of microseconds from 0 to "
-                                          f"{MAX_LAUNCH_S * 1e6:.0f}, or clear the box for each backend's own; the last "
-                                          f"good result stays", field="launch_s"))
+            v = float(t) / spec.factor  # typed as shown (us)
+            spec.check(v)
+        except (ValueError, HetschedError) as e:
+            why = e if isinstance(e, HetschedError) else f"{spec.words} {t!r} is not a number"
+            self.show_error(HetschedError(f"{why}; refused: type {spec.bounds_text()} (empty: each backend's own); "
+                                          f"the last good result stays", field="launch_s"))
             self._show_launch()
             return
-        self.state.launch_s = v * 1e-6
+        self.state.launch_s = v
 
     def _show_launch(self, _change: dict | None = None) -> None:
         v = self.state.launch_s
         self._launch_sync = True
         try:
-            self.launch_text.value = "" if v is None or not math.isfinite(v) else f"{v * 1e6:.6g}"
+            self.launch_text.value = "" if v is None or not math.isfinite(v) else f"{v * _SPEC['launch_s'].factor:.6g}"
         finally:
             self._launch_sync = False
 
@@ -595,22 +593,13 @@ class BackendPanel(BlockDrawing, Panel):
         """Refuse what the panel cannot use (taken back, the last good result stays): numbers out of range,
         a grid edit outside the grid, every backend switched off, a step outside the log."""
         st = self.state
-        for name, (lo, hi) in LIMITS.items():
-            v = getattr(st, name)
-            if not lo <= v <= hi:
-                raise HetschedError(f"{_WORDS[name]} {v} refused: it must be a whole number from {lo} to {hi}; the last "
-                                    f"good result stays on screen", field=name)
-        v = st.launch_s
-        if v is not None and not (math.isfinite(v) and 0 <= v <= MAX_LAUNCH_S):
-            raise HetschedError(f"launch cost {v!r} s refused: it must be from 0 to {MAX_LAUNCH_S:g} s (or empty: each "
-                                f"backend's own); the last good result stays on screen", field="launch_s")
+        self.check_params(_SPEC, {n: getattr(st, n) for n in ("min_group_size", "buffer_depth", "n_inputs", "launch_s")})
         for key, p in st.priorities.items():
             b, _, t = str(key).partition("|")
-            if (b, t) not in self.grid_cells or (p is not None and (isinstance(p, bool) or not isinstance(p, int)
-                                                                     or not 0 <= p <= MAX_PRIORITY)):
+            if (b, t) not in self.grid_cells or (p is not None and (not isinstance(p, int) or not _PRIORITY.allows(p))):
                 raise HetschedError(f"grid edit {key!r}: {p!r} refused: a cell is 'backend|op type' of the grid, its "
-                                    f"priority a whole number from 0 to {MAX_PRIORITY} or empty; the last good mapping "
-                                    f"list stays", device=b or None, field="priorities")
+                                    f"priority a whole number from {_PRIORITY.min} to {_PRIORITY.max} or empty; the last "
+                                    f"good mapping list stays", device=b or None, field="priorities")
         if not st.enabled:
             raise HetschedError("every backend switched off: refused, switch another one on first", field="enabled")
         if st.fallback and st.fallback not in self.checkboxes:

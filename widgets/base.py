@@ -48,6 +48,7 @@ import pandas as pd
 import traitlets
 
 from hetsched.errors import HetschedError
+from hetsched.params import Param, ParamSpec
 
 from .figure import PlotlyView
 
@@ -411,6 +412,29 @@ class Panel(W.VBox):
         if n_steps is not None and not 0 <= k <= n_steps:
             raise HetschedError(f"step {k} refused: this result has decisions 0..{n_steps}", field=name)
 
+    def check_params(self, spec: ParamSpec, values: Mapping[str, Any], *, fields: Mapping[str, str] | None = None) -> None:
+        """The static part of :meth:`check_inputs`: refuse what the core's parameter spec refuses
+        (:meth:`hetsched.params.ParamSpec.check`: out of range, NaN, not whole, not a choice), in the
+        spec's words, saying that the last good state stays. ``values`` are keyed by the spec's names;
+        ``fields`` maps a name to this panel's trait when they differ (``{"f_s": "f_ms"}``).
+
+        >>> from hetsched.params import Param, ParamSpec
+        >>> import traitlets
+        >>> class S(traitlets.HasTraits):
+        ...     n = traitlets.Int(1)
+        >>> class P(Panel):
+        ...     def check_inputs(self):
+        ...         self.check_params(ParamSpec([Param("n", "int", 1, min=0, max=9)]), {"n": self.state.n})
+        ...     def compute(self): return self.state.n
+        ...     def render(self, r): pass
+        >>> p = P(S()); p.state.n = 12; p.state.n, "n = 12 is out of range: allowed 0 to 9; refused" in p.message.value
+        (1, True)
+        """
+        try:
+            spec.check(values, fields=fields)
+        except HetschedError as e:
+            raise HetschedError(f"{e}; refused, the last good value and result stay on screen", field=e.field) from None
+
     def _checked(self) -> bool:
         """Run :meth:`check_inputs`; on a refusal take the changes back and say why (returns whether all passed)."""
         changed, self._unchecked = self._unchecked, {}
@@ -713,67 +737,64 @@ class StepWalker(W.HBox):
             setattr(self._state, self._name, n)
 
 
-def state_from_spec(spec: Iterable[Mapping[str, Any]], name: str = "SpecState", **extra: traitlets.TraitType) -> traitlets.HasTraits:
-    """A ``HasTraits`` instance with one trait per entry of a parameter spec (UI parameters as data).
+def state_from_spec(spec: Iterable[Param], name: str = "SpecState", **extra: traitlets.TraitType) -> traitlets.HasTraits:
+    """A ``HasTraits`` instance with one trait per :class:`~hetsched.params.Param` of a spec (UI
+    parameters as data, declared in the core), starting at its default. ``extra`` adds more traits.
 
-    Each entry has ``name``, ``kind`` (``choice``, ``int``, ``float``, ``bool``) and ``default``
-    (``options`` for choices). ``extra`` adds more traits.
-
-    >>> st = state_from_spec([{"name": "k", "kind": "int", "default": 2}])
+    >>> from hetsched.params import Param
+    >>> st = state_from_spec([Param("k", "int", 2)])
     >>> st.k
     2
     """
     traits: dict[str, traitlets.TraitType] = {}
     for p in spec:
-        kind, d = p["kind"], p.get("default")
+        kind, d, none = p.kind, p.default, p.allow_none
         if kind == "choice":
-            traits[p["name"]] = traitlets.Enum(list(p["options"]), default_value=d)
+            traits[p.name] = traitlets.Enum(list(p.options), default_value=d)
         elif kind == "int":
-            traits[p["name"]] = traitlets.Int(int(d))
+            traits[p.name] = traitlets.Int(None if d is None else int(d), allow_none=none)
         elif kind == "float":
-            traits[p["name"]] = traitlets.Float(float(d))
+            traits[p.name] = traitlets.Float(None if d is None else float(d), allow_none=none)
         elif kind == "bool":
-            traits[p["name"]] = traitlets.Bool(bool(d))
+            traits[p.name] = traitlets.Bool(bool(d))
         else:
-            traits[p["name"]] = traitlets.Any(d)
+            traits[p.name] = traitlets.Any(d)
     traits.update(extra)
     return type(name, (traitlets.HasTraits,), traits)()
 
 
-def controls_from_spec(state: traitlets.HasTraits, spec: Iterable[Mapping[str, Any]], *, scale: Mapping[str, tuple[float, str]] | None = None) -> dict[str, W.Widget]:
-    """One control per spec entry, ``link()``-ed to ``state`` (state first: it holds the values).
+def controls_from_spec(state: traitlets.HasTraits, spec: Iterable[Param]) -> dict[str, W.Widget]:
+    """One control per :class:`~hetsched.params.Param`, ``link()``-ed to ``state`` (state first: it
+    holds the values), labelled in the spec's words; numbers are shown as a person reads them (the
+    ``display`` factor and unit: seconds in microseconds) while the trait keeps SI units.
 
-    ``scale`` shows a float in friendlier units, e.g. ``{"dispatch_s": (1e6, "us")}``; the trait
-    keeps SI units.
-
-    >>> st = state_from_spec([{"name": "p", "kind": "choice", "options": ["a", "b"], "default": "a"}])
-    >>> c = controls_from_spec(st, [{"name": "p", "kind": "choice", "options": ["a", "b"], "default": "a"}])
+    >>> from hetsched.params import Param
+    >>> spec = [Param("p", "choice", "a", options=("a", "b"))]
+    >>> st = state_from_spec(spec); c = controls_from_spec(st, spec)
     >>> c["p"].value = "b"; st.p
     'b'
     """
-    scale = dict(scale or {})
     out: dict[str, W.Widget] = {}
     style = {"description_width": "initial"}
     for p in spec:
-        n, kind = p["name"], p["kind"]
-        label = n.replace("_", " ")
-        tip = p.get("help", "")
+        n, kind, tip = p.name, p.kind, p.help
+        lo, hi, step = p.display_bounds()
+        unit = p.shown_unit
+        label = p.words + (f" ({unit})" if unit else "")
         if kind == "choice":
-            ctl = W.Dropdown(options=list(p["options"]), description=label, tooltip=tip, style=style)
+            ctl = W.Dropdown(options=list(p.options), description=p.words, tooltip=tip, style=style)
             W.link((state, n), (ctl, "value"))
         elif kind == "int":
-            ctl = W.BoundedIntText(min=p.get("min", 0), max=p.get("max", 10**9), step=p.get("step", 1),
-                                   description=label + (f" ({p['unit']})" if p.get("unit") else ""), tooltip=tip,
-                                   style=style, layout=W.Layout(width="220px"))
+            ctl = W.BoundedIntText(min=0 if lo is None else lo, max=10**9 if hi is None else hi, step=step or 1,
+                                   description=label, tooltip=tip, style=style, layout=W.Layout(width="220px"))
             W.link((state, n), (ctl, "value"))
         elif kind == "float":
-            f, unit = scale.get(n, (1.0, p.get("unit", "")))
-            ctl = W.BoundedFloatText(min=p.get("min", 0.0) * f, max=p.get("max", 1e30) * f, step=p.get("step", 0.1) * f,
-                                     description=label + (f" ({unit})" if unit else ""), tooltip=tip, style=style,
+            ctl = W.BoundedFloatText(min=0.0 if lo is None else lo, max=1e30 if hi is None else hi,
+                                     step=0.1 if step is None else step, description=label, tooltip=tip, style=style,
                                      layout=W.Layout(width="220px"))
-            _scaled_link(state, n, ctl, f)
+            _scaled_link(state, n, ctl, p.factor)
         elif kind == "bool":
-            ctl = W.Checkbox(description=label, tooltip=tip, indent=False)
+            ctl = W.Checkbox(description=p.words, tooltip=tip, indent=False)
             W.link((state, n), (ctl, "value"))
         else:
             continue

@@ -54,7 +54,6 @@ __all__ = ["ExecutorPanel", "executor_state", "describe_decision", "DEFAULT_GRAP
 #: what the panel runs when shown alone (every thread rule fires on it)
 DEFAULT_GRAPH = "executor_thread_rules"
 _COST_FIELDS = ("dispatch_s", "launch_s", "wakeup_s", "max_kernels", "pcie_Bps")
-_SPEC = {p["name"]: p for p in ex.PARAMETERS}
 _METRICS = ["makespan_s", "host_blocked_s", "device_busy_frac", "gap_to_lb", "n_events", "n_handoffs"]
 _STREAM_WORDS = {"single": "one stream per device", "patent": "the patent's streams (async / sync / copies)",
                  "nimble": "Nimble's streams (one per chain)"}
@@ -133,12 +132,11 @@ def _link_number(state: traitlets.HasTraits, name: str, ctl: W.Widget, factor: f
 def _number_control(name: str) -> W.Widget:
     """An unbounded text box for a number of :data:`~hetsched.executor.PARAMETERS`, labelled in words
     with its unit (the range is checked, and a bad value refused, when the panel recomputes)."""
-    p = _SPEC[name]
-    _f, unit = p.get("display", (1.0, p.get("unit", "")))
+    p = ex.PARAMETERS[name]
     # a count's unit (threads, streams, kernels) is already in its label; a measure shows its unit
-    label = p.get("label", name) + (f" ({unit})" if "display" in p else "")
-    tip = f"{p.get('help', '')}; allowed {p['min'] * _f:.4g} to {p['max'] * _f:.4g} {unit}".strip()
-    cls = W.IntText if p["kind"] == "int" else W.FloatText
+    label = p.words + (f" ({p.shown_unit})" if p.display else "")
+    tip = f"{p.help}; allowed {p.bounds_text()}".strip()
+    cls = W.IntText if p.kind == "int" else W.FloatText
     return cls(description=label, tooltip=tip, style={"description_width": "initial"}, layout=W.Layout(width="auto"))
 
 
@@ -231,10 +229,10 @@ class ExecutorPanel(Panel):
         style = {"description_width": "initial"}
         streams = W.Dropdown(options=[(w, k) for k, w in _STREAM_WORDS.items() if k in ex.STREAM_POLICIES],
                              description="streams", style=style, layout=W.Layout(width="auto"),
-                             tooltip=_SPEC["streams"]["help"])
+                             tooltip=ex.PARAMETERS["streams"].help)
         threads = W.Dropdown(options=[(w, k) for k, w in _THREAD_WORDS.items() if k in ex.THREAD_POLICIES],
                              description="threads", style=style, layout=W.Layout(width="auto"),
-                             tooltip=_SPEC["threads"]["help"])
+                             tooltip=ex.PARAMETERS["threads"].help)
         preset = W.ToggleButtons(options=[(_PRESET_WORDS.get(k, k), k) for k in ex.PRESETS], description="host costs",
                                  style={**style, "button_width": "auto"})
         metric = W.Dropdown(options=[(METRIC_WORDS[k][0], k) for k in _METRICS], description="compare by", style=style)
@@ -245,7 +243,7 @@ class ExecutorPanel(Panel):
             W.link((state, name), (ctl, "value"))
         numbers = {n: _number_control(n) for n in ("pool_size", "max_streams", *_COST_FIELDS)}
         for n, ctl in numbers.items():
-            _link_number(state, n, ctl, _SPEC[n].get("display", (1.0, ""))[0])
+            _link_number(state, n, ctl, ex.PARAMETERS[n].factor)
         wrap = W.Layout(flex_flow="row wrap", align_items="center")
         self.controls = W.VBox([
             W.HBox([streams, threads, numbers["pool_size"], numbers["max_streams"]], layout=wrap),
@@ -419,10 +417,7 @@ class ExecutorPanel(Panel):
     # -- Panel -----------------------------------------------------------------------
     def check_inputs(self) -> None:
         st = self.state
-        try:
-            ex.check_values({p["name"]: getattr(st, p["name"]) for p in ex.PARAMETERS})
-        except HetschedError as e:  # taken back (Panel.check_inputs)
-            raise HetschedError(f"{e}; refused, the last good value and result stay on screen", field=e.field) from None
+        self.check_params(ex.PARAMETERS, {p.name: getattr(st, p.name) for p in ex.PARAMETERS})
         self._check_step(self.result.n_steps if self.result is not None else None)
 
     def compute(self) -> ex.ExecutorResult:

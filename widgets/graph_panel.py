@@ -22,7 +22,8 @@ import traitlets
 import hetsched as hs
 from hetsched.errors import FormatError, HetschedError
 from hetsched.io import bundled_graphs, load_graph
-from hetsched.io.generators import SIZINGS, generate
+from hetsched.io.generators import PARAMS as GENERATOR_PARAMS
+from hetsched.io.generators import generate
 from hetsched.plot import bytes_unit, color_map, graph_view
 from hetsched.plot.core import block_view
 
@@ -31,17 +32,12 @@ from .blocks import BlockDrawing
 
 __all__ = ["GraphPanel", "GraphState"]
 
-#: the generator's size (ops, roughly) and seed the panel accepts: anything else is refused
-SIZE_RANGE = (2, 20000)
-SEED_RANGE = (0, 10**6)
-
-
 class GraphState(traitlets.HasTraits):
     source = traitlets.Enum(["bundled", "generator", "upload"], default_value="generator")
     bundled = traitlets.Unicode("")
-    generator = traitlets.Enum(list(SIZINGS), default_value="resnet_like")
-    n = traitlets.Int(40)
-    seed = traitlets.Int(0)
+    generator = traitlets.Enum(list(GENERATOR_PARAMS["generator"].options), default_value=GENERATOR_PARAMS["generator"].default)
+    n = traitlets.Int(GENERATOR_PARAMS["n"].default)
+    seed = traitlets.Int(GENERATOR_PARAMS["seed"].default)
     color_by = traitlets.Enum(["op_type", "device"], default_value="op_type")
     # "auto": blocks (layers, stages) beyond BlockDrawing.BLOCKS_ABOVE ops, else every op
     view = traitlets.Enum(["auto", "blocks", "ops"], default_value="auto")
@@ -88,9 +84,11 @@ class GraphPanel(BlockDrawing, Panel):
         src = W.ToggleButtons(options=[("bundled", "bundled"), ("generator", "generator"), ("upload", "upload")],
                               description="source")
         bundled = W.Dropdown(options=names or [""], description="graph")
-        gen = W.Dropdown(options=list(SIZINGS), description="generator")
-        n = W.BoundedIntText(min=SIZE_RANGE[0], max=SIZE_RANGE[1], description="size")
-        seed = W.BoundedIntText(min=SEED_RANGE[0], max=SEED_RANGE[1], description="seed")
+        gp = GENERATOR_PARAMS
+        gen = W.Dropdown(options=list(gp["generator"].options), description="generator")
+        # the core's bounds (hetsched.io.generators.PARAMS): a value outside them is refused, not clamped
+        n = W.BoundedIntText(min=gp["n"].min, max=gp["n"].max, description="size", tooltip=gp["n"].help)
+        seed = W.BoundedIntText(min=gp["seed"].min, max=gp["seed"].max, description="seed", tooltip=gp["seed"].help)
         color = W.ToggleButtons(options=[("op type", "op_type"), ("preferred device", "device")], description="colour by",
                                 tooltips=["the kind of each op", "the backend the system's support table prefers for it"])
         view = self.view_control(state)
@@ -156,11 +154,7 @@ class GraphPanel(BlockDrawing, Panel):
     def check_inputs(self) -> None:
         """Refuse a generator size or seed outside the boxes' ranges and an unknown bundled graph (taken back)."""
         st = self.state
-        for name, word, (lo, hi) in (("n", "size", SIZE_RANGE), ("seed", "seed", SEED_RANGE)):
-            v = getattr(st, name)
-            if not lo <= v <= hi:
-                raise HetschedError(f"generator {word} {v} refused: it must be a whole number from {lo} to {hi}",
-                                    field=name)
+        self.check_params(GENERATOR_PARAMS, {"n": st.n, "seed": st.seed})
         if st.bundled and st.bundled not in self._names:
             raise HetschedError(f"bundled graph {st.bundled!r} refused: not one of the bundled graphs", field="bundled")
 

@@ -42,8 +42,6 @@ from __future__ import annotations
 
 import dataclasses
 import html
-import inspect
-import math
 import re
 from collections import Counter, OrderedDict
 from typing import Any, Callable, Sequence
@@ -83,20 +81,16 @@ _METRICS = [("system total latency", "total_latency_s"), ("makespan", "makespan_
             ("data moved", "bytes_moved")]
 _OBJ_WORDS = {"total_latency": "system total latency", "makespan": "makespan",
               "op_latency": "this layer's latency with memory cleared"}
-#: ``max_passes`` of the core's h2h: the panel follows it (1: the patent's one walk, claim 7)
-_CORE_PASSES = inspect.signature(mp.h2h).parameters["max_passes"].default
-
-
-def _passes_default() -> int:
-    return 0 if _CORE_PASSES is None else int(_CORE_PASSES)
+#: the inputs' defaults, bounds and words, declared in the core (``max_passes``: h2h's own default, 0 = until stable)
+_SPEC = mp.PARAMS
 
 
 class MappingState(traitlets.HasTraits):
-    objective = traitlets.Enum(list(mp.OBJECTIVES), default_value="total_latency")
-    occupancy_threshold = traitlets.Float(0.9)
-    policy = traitlets.Enum(list(mp.LOCALITY_POLICIES), default_value="greedy")
-    direction = traitlets.Enum(["successor", "both"], default_value="successor")
-    max_passes = traitlets.Int(_passes_default())  # 0: repeat the remap walk until stable (beyond the patent)
+    objective = traitlets.Enum(list(_SPEC["objective"].options), default_value=_SPEC["objective"].default)
+    occupancy_threshold = traitlets.Float(_SPEC["occupancy_threshold"].default)
+    policy = traitlets.Enum(list(_SPEC["policy"].options), default_value=_SPEC["policy"].default)
+    direction = traitlets.Enum(list(_SPEC["direction"].options), default_value=_SPEC["direction"].default)
+    max_passes = traitlets.Int(_SPEC["max_passes"].default)  # 0: repeat the remap walk until stable (beyond the patent)
     step = traitlets.Int(0)  # view: 0 = before the first decision, k = after decision k-1
     metric = traitlets.Enum([k for _l, k in _METRICS], default_value="total_latency_s")  # view
     keep_resident = traitlets.Bool(False)  # view: the comparison re-timed without the host round trip
@@ -334,10 +328,11 @@ class MappingPanel(BlockDrawing, Panel):
         direction = W.ToggleButtons(options=[("successor (patent)", "successor"), ("successor or predecessor", "both")],
                                     description="remap towards", style=style)
         # plain text boxes: a value outside the range reaches the check and is reported, never clamped
-        thr = W.FloatText(step=0.05, description="occupancy threshold (0-1)", style=style, layout=W.Layout(width="250px"))
+        thr = W.FloatText(step=_SPEC["occupancy_threshold"].step, description="occupancy threshold (0-1)", style=style,
+                          layout=W.Layout(width="250px"), tooltip=_SPEC["occupancy_threshold"].help)
         policy = W.Dropdown(options=[("greedy (patent)", "greedy"), ("knapsack (H2H)", "knapsack")],
                             description="keep on-chip by", style=style, layout=W.Layout(width="260px"))
-        passes = W.IntText(description=f"remap walks ({_passes_default()}: the patent's; 0: until stable)", style=style,
+        passes = W.IntText(description=f"remap walks ({_SPEC['max_passes'].default}: the patent's; 0: until stable)", style=style,
                            layout=W.Layout(width="340px"))
         metric = W.Dropdown(options=_METRICS, description="compare by", style=style, layout=W.Layout(width="280px"))
         resident = W.Checkbox(description="keep tensors resident (what-if: no round trip through host memory)",
@@ -399,13 +394,7 @@ class MappingPanel(BlockDrawing, Panel):
     def check_inputs(self) -> None:
         """Refuse out-of-range values with a message naming them (never clamp: taken back, the last result stays)."""
         st = self.state
-        thr = st.occupancy_threshold
-        if not (isinstance(thr, float) and math.isfinite(thr)) or not 0 < thr <= 1:
-            raise HetschedError(f"occupancy threshold {thr!r} refused: it must be a number in (0, 1] "
-                                "(the share of a device's memory that may hold kept data)", field="occupancy_threshold")
-        if st.max_passes < 0:
-            raise HetschedError(f"remap walks {st.max_passes} refused: use 1 or more, or 0 to repeat until stable",
-                                field="max_passes")
+        self.check_params(_SPEC, {"occupancy_threshold": st.occupancy_threshold, "max_passes": st.max_passes})
         self._check_step(self.result.n_steps if self.result is not None else None)
 
     # -- Panel -------------------------------------------------------------------

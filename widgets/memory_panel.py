@@ -100,8 +100,8 @@ PHASES = {"S2": "ILP", "S31": "BFS", "S32": "DFS", "S4-pick": "pick the lower", 
 _CLAIMS = {"S2": "claims 1-5", "S31": "claim 7", "S32": "claim 8", "S4-pick": "claim 1", "S4": "claim 9"}
 
 class MemoryState(traitlets.HasTraits):
-    method = traitlets.Enum(_METHOD_KEYS, default_value="patent")
-    time_limit_s = traitlets.Float(2.0)
+    method = traitlets.Enum(_METHOD_KEYS, default_value=mem.PARAMS["method"].default)
+    time_limit_s = traitlets.Float(mem.PARAMS["time_limit_s"].default)
     overlay = traitlets.Tuple(default_value=_DEFAULT_OVERLAY)  # other orders drawn for comparison
     step = traitlets.Int(0)  # view: decisions done (0 = before the first)
     top = traitlets.Int(20)  # view: tensors listed at the peak
@@ -386,7 +386,9 @@ class MemoryPanel(Panel):
         method_ctl = W.Dropdown(options=[(self._method_option(k), k) for k in _METHOD_KEYS], description="method",
                                 style=style, layout=W.Layout(width="420px"))
         limit = W.FloatText(description="ILP time limit (s)", style=style, layout=W.Layout(width="220px"),
-                            tooltip="how long the integer programme (and the exact search) may run")
+                            step=mem.PARAMS["time_limit_s"].step,
+                            tooltip=f"how long the integer programme (and the exact search) may run: "
+                                    f"{mem.PARAMS['time_limit_s'].bounds_text()}")
         over = W.SelectMultiple(options=[(METHODS[k][0], k) for k in _OVERLAY_KEYS], description="compare with",
                                 style=style, rows=4, layout=W.Layout(width="330px"))
         top = W.BoundedIntText(min=1, max=200, description="tensors listed", style=style, layout=W.Layout(width="170px"))
@@ -430,15 +432,7 @@ class MemoryPanel(Panel):
     # -- refusing bad values ---------------------------------------------------------
     def _refusal(self, name: str, new: Any) -> HetschedError | None:
         """Why a new value of ``name`` cannot be used (``None``: it can)."""
-        if name == "time_limit_s":
-            try:
-                x = float(new)
-            except (TypeError, ValueError):
-                x = math.nan
-            if not (0.0 < x < math.inf):
-                return HetschedError(f"ILP time limit {new!r} s refused: it must be a positive number of seconds; "
-                                     f"the previous limit is kept", field="time_limit_s")
-        elif name == "overlay":
+        if name == "overlay":
             bad = [x for x in new if x not in _OVERLAY_KEYS]
             if bad:
                 solver = [x for x in bad if x in mem.SOLVER_METHODS]
@@ -457,7 +451,9 @@ class MemoryPanel(Panel):
     def check_inputs(self) -> None:
         # a refused value is taken back (Panel.check_inputs): a bad overlay must not stick and break
         # every later recompute
-        for name in ("time_limit_s", "overlay", "step", "top"):
+        st = self.state
+        self.check_params(mem.PARAMS, {"method": st.method, "time_limit_s": st.time_limit_s})
+        for name in ("overlay", "step", "top"):
             err = self._refusal(name, getattr(self.state, name))
             if err is not None:
                 raise err

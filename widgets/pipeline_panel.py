@@ -40,7 +40,7 @@ of a rank, and to the next cache-queue change. A step changes only the cursor sh
 >>> bubble = p.result.a.metrics["bubble_fraction"]
 >>> p.state.m = 16; p.result.a.metrics["bubble_fraction"] < bubble     # more micro-batches, fewer bubbles
 True
->>> p.state.m = 0; "m (micro-batches) = 0 is outside 1..256" in p.message.value
+>>> p.state.m = 0; "m (micro-batches) = 0 is out of range: allowed 1 to 256" in p.message.value
 True
 """
 
@@ -85,10 +85,10 @@ SCHEDULE_LABELS = {
     "interleaved_zero_bubble": "interleaved zero bubble", "dualpipev": "DualPipeV",
 }
 _KIND_WORDS = {"F": "forward", "B": "backward", "I": "input-gradient backward", "W": "weight-gradient backward"}
-#: what each numeric input is called on screen, and its allowed range (ints: from ``pp.PARAMS``)
-_INT_INPUTS = {"p": "p (ranks)", "v": "v (chunks per rank)", "m": "m (micro-batches)"}
-_FLOAT_INPUTS = {"f_ms": "forward time F", "b_ms": "backward time B", "w_ms": "weight-gradient time W",
-                 "latency_ms": "p2p latency", "activation_MiB": "activation size", "overhead_ms": "runtime overhead"}
+#: the panel's number boxes in the units typed (ms, MiB) -> the core's parameter (:data:`hetsched.pipeline.PARAMS`,
+#: seconds and bytes) and the factor from one to the other
+_TYPED = {"f_ms": ("f_s", 1e-3), "b_ms": ("b_s", 1e-3), "w_ms": ("w_s", 1e-3), "latency_ms": ("latency_s", 1e-3),
+          "activation_MiB": ("activation_bytes", 2.0**20), "overhead_ms": ("overhead_s", 1e-3)}
 
 
 def _bundled_training_graphs() -> list[str]:
@@ -118,25 +118,25 @@ def _is_training(graph: Any) -> bool:
 
 
 class PipelineState(traitlets.HasTraits):
-    source = traitlets.Enum(list(_P["source"]["options"]), default_value=_P["source"]["default"])
+    source = traitlets.Enum(list(_P["source"].options), default_value=_P["source"].default)
     model = traitlets.Unicode(SESSION)  # SESSION: the dashboard's graph; else a bundled training graph
-    system = traitlets.Unicode(pp.DEFAULT_MODEL["system"])
-    schedule = traitlets.Enum(_SCHEDULES, default_value="interleaved_1f1b")
+    system = traitlets.Unicode(_P["system"].default)
+    schedule = traitlets.Enum(_SCHEDULES, default_value=_P["schedule"].default)
     schedule_b = traitlets.Enum(_SCHEDULES, default_value="1f1b")
-    p = traitlets.Int(_P["p"]["default"])
-    v = traitlets.Int(_P["v"]["default"])
-    m = traitlets.Int(_P["m"]["default"])
-    grouping = traitlets.Enum(sorted(pp.GROUPINGS), default_value=_P["grouping"]["default"])  # the patent's
+    p = traitlets.Int(_P["p"].default)
+    v = traitlets.Int(_P["v"].default)
+    m = traitlets.Int(_P["m"].default)
+    grouping = traitlets.Enum(list(_P["grouping"].options), default_value=_P["grouping"].default)  # the patent's
     # numbers only: one rank's share of the model, in ms (the playground's F, B, W; W is part of B)
-    f_ms = traitlets.Float(1.0)
-    b_ms = traitlets.Float(2.0)
-    w_ms = traitlets.Float(1.0)
-    latency_ms = traitlets.Float(0.0)
-    activation_MiB = traitlets.Float(64.0)  # one stage output for one micro-batch
-    overhead_ms = traitlets.Float(0.0)  # added to every compute action (launch, Python dispatch)
+    f_ms = traitlets.Float(_P["f_s"].default / _TYPED["f_ms"][1])
+    b_ms = traitlets.Float(_P["b_s"].default / _TYPED["b_ms"][1])
+    w_ms = traitlets.Float(_P["w_s"].default / _TYPED["w_ms"][1])
+    latency_ms = traitlets.Float(_P["latency_s"].default / _TYPED["latency_ms"][1])
+    activation_MiB = traitlets.Float(_P["activation_bytes"].default / _TYPED["activation_MiB"][1])  # one stage output, one micro-batch
+    overhead_ms = traitlets.Float(_P["overhead_s"].default / _TYPED["overhead_ms"][1])  # added to every compute action
     # PaddlePaddle's blocking exchange, as the patent runs: early outputs wait in the cache queues
-    lockstep = traitlets.Bool(True)
-    cache = traitlets.Enum(_CACHES, default_value="sender")
+    lockstep = traitlets.Bool(_P["lockstep"].default)
+    cache = traitlets.Enum(_CACHES, default_value=_P["cache"].default or "none")
     step = traitlets.Int(0)  # view: 0 = before anything runs, k = the start of A's action k - 1 (time order)
 
 
@@ -171,27 +171,19 @@ class PipelineView:
 
 
 class _Walk:
-    """Schedule A's action starts in time order, as walker steps (rank, phase) plus what a step line needs."""
+    """Cursors for walking schedule A's steps (the core's ``result.steps``: action starts by start time, then
+    rank): each step's start time, and the walker positions at which a cache queue changed."""
 
     def __init__(self, r: pp.PipelineResult) -> None:
-        s = r.schedule
-        # the core's step order (``PipelineResult.steps``): start time, then rank
-        self.order = np.lexsort((s.rank, r.start_s))
-        self.starts = np.asarray(r.start_s, float)[self.order]
-        labels = s.labels()
-        # warm-up / steady / cool-down and the patent's micro-step of every action: the core's analysis
-        phase, micro = pp.action_phases(s)
-        self.phase, self.micro, self.labels = phase, micro, labels
-        o = self.order
-        ranks = s.rank[o].tolist()
-        self.steps = [Step(k, "start", labels[i], before=float(r.start_s[i]), after=float(r.end_s[i]),
-                           data={"rank": rk, "phase": phase[i]})
-                      for k, (i, rk) in enumerate(zip(o.tolist(), ranks))]
+        #: the core's steps, walked as they are (data: rank, action, phase, micro_step)
+        self.steps = r.steps
+        self.starts = np.asarray(r.start_s, float)[r.step_order]
         # walker positions (k + 1) at which a cache queue has changed: the first start at or after each change
         qt = r.queue_trace()
         ev = np.unique(qt["time_s"].to_numpy(float)) if len(qt) else np.zeros(0)
         self.queue_trace = qt
-        self.queue_steps = sorted({int(min(j, len(o) - 1)) + 1 for j in np.searchsorted(self.starts, ev, side="left")}) if len(o) else []
+        n = len(self.starts)
+        self.queue_steps = sorted({int(min(j, n - 1)) + 1 for j in np.searchsorted(self.starts, ev, side="left")}) if n else []
 
 
 class PipelinePanel(Panel):
@@ -230,9 +222,9 @@ class PipelinePanel(Panel):
         grouping = W.Dropdown(options=[("paddle (the patent's)", "paddle")] + [(g, g) for g in sorted(pp.GROUPINGS) if g != "paddle"],
                               description="grouping", style=style, layout=W.Layout(width="260px"))
         # plain text boxes: any value the user types reaches the checks and is refused with a reason
-        p = W.IntText(description=_INT_INPUTS["p"], style=style, layout=W.Layout(width="150px"))
-        v = W.IntText(description=_INT_INPUTS["v"], style=style, layout=W.Layout(width="170px"))
-        m = W.IntSlider(min=_P["m"]["min"], max=_P["m"]["max"], description=_INT_INPUTS["m"], style=style, continuous_update=False)
+        p = W.IntText(description=_P["p"].words, style=style, layout=W.Layout(width="150px"), tooltip=_P["p"].help)
+        v = W.IntText(description=_P["v"].words, style=style, layout=W.Layout(width="170px"), tooltip=_P["v"].help)
+        m = W.IntSlider(min=_P["m"].min, max=_P["m"].max, description=_P["m"].words, style=style, continuous_update=False)
         f = W.FloatText(step=0.1, description="F per rank (ms)", style=style, layout=W.Layout(width="190px"))
         b = W.FloatText(step=0.1, description="B per rank (ms)", style=style, layout=W.Layout(width="190px"))
         w = W.FloatText(step=0.1, description="W of B (ms)", style=style, layout=W.Layout(width="170px"))
@@ -329,17 +321,11 @@ class PipelinePanel(Panel):
         """Refuse out-of-range inputs with the reason: the value is taken back, the last good result stays."""
         st = self.state
         uses_v = any(pp.SCHEDULE_INFO[n]["v"] is None for n in (st.schedule, st.schedule_b))
-        for name, label in _INT_INPUTS.items():
-            if name == "v" and not uses_v:
-                continue
-            lo, hi, val = _P[name]["min"], _P[name]["max"], getattr(st, name)
-            if not lo <= val <= hi:
-                raise HetschedError(f"{label} = {val} is outside {lo}..{hi}, the range this panel simulates", field=name)
-        floats = ["overhead_ms"] + (["f_ms", "b_ms", "w_ms", "latency_ms", "activation_MiB"] if st.source == "numbers" else [])
-        for name in floats:
-            val = getattr(st, name)
-            if not (math.isfinite(val) and val >= 0):
-                raise HetschedError(f"the {_FLOAT_INPUTS[name]} must be a finite number >= 0, got {val}", field=name)
+        # the static part: the core's bounds (v only where a schedule uses it; the typed costs only with numbers)
+        values = {"p": st.p, **({"v": st.v} if uses_v else {}), "m": st.m}
+        typed = ["overhead_ms"] + (["f_ms", "b_ms", "w_ms", "latency_ms", "activation_MiB"] if st.source == "numbers" else [])
+        values.update({_TYPED[t][0]: getattr(st, t) * _TYPED[t][1] for t in typed})
+        self.check_params(pp.PARAMS, values, fields={_TYPED[t][0]: t for t in typed})
         if st.source == "numbers" and st.w_ms > st.b_ms and any(pp.SCHEDULE_INFO[n]["split_backward"] for n in (st.schedule, st.schedule_b)):
             raise HetschedError(f"the weight-gradient time W ({st.w_ms:g} ms) is part of the backward B ({st.b_ms:g} ms) "
                                 "and cannot exceed it", field="w_ms")
@@ -647,8 +633,8 @@ class PipelinePanel(Panel):
         walk = self._walk
         res = r.a
         s = res.schedule
-        core = res.steps[j - 1]  # the core's own words for why it started then
-        i = int(walk.order[j - 1])
+        core = walk.steps[j - 1]  # the core's step: which action, its phase, and why it started then
+        i = int(core.data["action"])
         rank = int(s.rank[i])
         kind = pp.KINDS[int(s.kind[i])]
         stage, mb = int(s.stage[i]), int(s.microbatch[i])
@@ -656,7 +642,7 @@ class PipelinePanel(Panel):
         reason = re.sub(r"idle ([0-9.eE+-]+) s", lambda mt: "idle " + format_value(float(mt.group(1)), "_s"), core.reason)
         line = (f"<b>step {j} of {len(walk.steps)}</b> · t = {format_value(start, '_s')}: <b>rank {rank}</b> starts "
                 f"<b>{html.escape(core.subject)}</b>, the {_KIND_WORDS[kind]} of stage {stage} (chunk {stage // s.p}) on micro-batch "
-                f"{mb}, in its {walk.phase[i]} phase; it ends at {format_value(end, '_s')}. Why now: {html.escape(reason)}.")
+                f"{mb}, in its {core.data['phase']} phase; it ends at {format_value(end, '_s')}. Why now: {html.escape(reason)}.")
         # what entered or left a cache queue since the previous step
         qt = walk.queue_trace
         if len(qt):
@@ -672,7 +658,7 @@ class PipelinePanel(Panel):
             d = ("forward", s.p - 1) if kind == "F" and rank == s.p - 1 else ("backward", 0) if kind in "BI" and rank == 0 else None
             if d is not None:
                 q = pv["queues"]
-                k = int(walk.micro[i])
+                k = int(core.data["micro_step"])
                 row = q[(q["direction"] == d[0]) & (q["micro_step"] == k)]
                 if len(row):
                     row = row.iloc[0]

@@ -49,7 +49,7 @@ from .kinds import (
     resolve_ops,
 )
 from .simulate import ExecutorResult, dispatch_frame, lower_bound, rules_fired, simulate, thread_summary
-from .spec import PARAMETERS, check_values, simulate_kwargs
+from .spec import PARAMETERS, PARAMS, check_values, simulate_kwargs
 from .trace import executor_trace, lane_order
 from .streams import STREAM_POLICIES, assign_streams, transitive_reduction_edges
 from .threads import (
@@ -97,6 +97,7 @@ __all__ = [
     "dispatch_frame",
     "thread_summary",
     "PARAMETERS",
+    "PARAMS",
     "check_values",
     "executor_trace",
     "lane_order",

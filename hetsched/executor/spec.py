@@ -1,12 +1,13 @@
 """The executor's inputs declared as data, for panels and CLIs (no UI code here).
 
-Each entry: ``name``, ``kind`` (``choice``, ``int``, ``float``), ``default``, ``options`` or
-``min``/``max``/``step``, ``unit``, ``label`` (plain words for a screen), ``display`` (``(factor,
-unit)``: how a person reads the value, e.g. seconds in microseconds) and ``help``. A widget builds
-its controls from this list, refuses values outside it with :func:`check_values` and passes the
-values to :func:`~hetsched.executor.simulate` (``costs`` overrides go in a dict).
+:data:`PARAMETERS` is a :class:`~hetsched.params.ParamSpec` (the one format every family declares
+its panel inputs in): each :class:`~hetsched.params.Param` has a kind, default, options or bounds,
+unit, a label in plain words, how a person reads it (``display``: seconds in microseconds) and a
+line of help. A widget builds its controls from it, refuses values outside it with
+:func:`check_values` (``PARAMETERS.check``) and passes the values to
+:func:`~hetsched.executor.simulate` (``costs`` overrides go in a dict).
 
->>> [p["name"] for p in PARAMETERS][:3]
+>>> [p.name for p in PARAMETERS][:3]
 ['streams', 'threads', 'pool_size']
 >>> simulate_kwargs({"streams": "nimble", "dispatch_s": 1e-5})["costs"]["dispatch_s"]
 1e-05
@@ -18,38 +19,40 @@ hetsched.errors.HetschedError: dispatch per op = 1e+06 us is out of range: allow
 
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping
 
-from ..errors import HetschedError
+from ..params import Param, ParamSpec
 from .costs import PRESETS
 from .streams import STREAM_POLICIES
 from .threads import THREAD_POLICIES
 
-__all__ = ["PARAMETERS", "simulate_kwargs", "check_values"]
+__all__ = ["PARAMETERS", "PARAMS", "simulate_kwargs", "check_values"]
 
 _C = PRESETS["cuda"]
+_US = (1e6, "us")
 
-PARAMETERS: list[dict[str, Any]] = [
-    {"name": "streams", "label": "streams", "kind": "choice", "options": list(STREAM_POLICIES), "default": "patent",
-     "help": "stream policy: one stream, the patent's async/sync/copy streams, or Nimble's chains"},
-    {"name": "threads", "label": "host threads policy", "kind": "choice", "options": list(THREAD_POLICIES), "default": "patent",
-     "help": "host-thread policy: one thread, the patent's rules, or TensorFlow's inline-one"},
-    {"name": "pool_size", "label": "host threads", "kind": "int", "min": 1, "max": 16, "step": 1, "default": 4, "unit": "threads",
-     "help": "host threads (the patent's thread 0 launches async ops, the others form the sync pool)"},
-    {"name": "max_streams", "label": "max streams per device (0: no limit)", "kind": "int", "min": 0, "max": 64, "step": 1, "default": 0, "unit": "streams",
-     "help": "fold Nimble's chains onto this many streams (0: no limit)"},
-    {"name": "dispatch_s", "label": "dispatch per op", "display": (1e6, "us"), "kind": "float", "min": 0.0, "max": 50e-6, "step": 1e-6, "default": _C.dispatch_s,
-     "unit": "s", "help": "host time to dispatch one op (interpreter overhead)"},
-    {"name": "launch_s", "label": "kernel launch", "display": (1e6, "us"), "kind": "float", "min": 0.0, "max": 20e-6, "step": 1e-6, "default": _C.launch_s,
-     "unit": "s", "help": "host time of one kernel launch"},
-    {"name": "wakeup_s", "label": "thread wake-up", "display": (1e6, "us"), "kind": "float", "min": 0.0, "max": 50e-6, "step": 1e-6, "default": _C.wakeup_s,
-     "unit": "s", "help": "time to wake a sleeping thread on a hand-off"},
-    {"name": "max_kernels", "label": "kernels at once", "kind": "int", "min": 1, "max": 32, "step": 1, "default": _C.max_kernels,
-     "unit": "kernels", "help": "kernels a device runs at once"},
-    {"name": "pcie_Bps", "label": "PCIe bandwidth", "display": (1e-9, "GB/s"), "kind": "float", "min": 1e9, "max": 64e9, "step": 1e9, "default": _C.pcie_Bps,
-     "unit": "B/s", "help": "host <-> device copy bandwidth"},
-]
+PARAMETERS = ParamSpec([
+    Param("streams", "choice", "patent", label="streams", options=list(STREAM_POLICIES),
+          help="stream policy: one stream, the patent's async/sync/copy streams, or Nimble's chains"),
+    Param("threads", "choice", "patent", label="host threads policy", options=list(THREAD_POLICIES),
+          help="host-thread policy: one thread, the patent's rules, or TensorFlow's inline-one"),
+    Param("pool_size", "int", 4, label="host threads", min=1, max=16, step=1, unit="threads",
+          help="host threads (the patent's thread 0 launches async ops, the others form the sync pool)"),
+    Param("max_streams", "int", 0, label="max streams per device (0: no limit)", min=0, max=64, step=1, unit="streams",
+          help="fold Nimble's chains onto this many streams (0: no limit)"),
+    Param("dispatch_s", "float", _C.dispatch_s, label="dispatch per op", display=_US, min=0.0, max=50e-6, step=1e-6,
+          unit="s", help="host time to dispatch one op (interpreter overhead)"),
+    Param("launch_s", "float", _C.launch_s, label="kernel launch", display=_US, min=0.0, max=20e-6, step=1e-6,
+          unit="s", help="host time of one kernel launch"),
+    Param("wakeup_s", "float", _C.wakeup_s, label="thread wake-up", display=_US, min=0.0, max=50e-6, step=1e-6,
+          unit="s", help="time to wake a sleeping thread on a hand-off"),
+    Param("max_kernels", "int", _C.max_kernels, label="kernels at once", min=1, max=32, step=1, unit="kernels",
+          help="kernels a device runs at once"),
+    Param("pcie_Bps", "float", _C.pcie_Bps, label="PCIe bandwidth", display=(1e-9, "GB/s"), min=1e9, max=64e9, step=1e9,
+          unit="B/s", help="host <-> device copy bandwidth"),
+])
+#: the same spec under the name every other family uses
+PARAMS = PARAMETERS
 
 _COST_FIELDS = ("dispatch_s", "launch_s", "wakeup_s", "max_kernels", "pcie_Bps")
 
@@ -71,18 +74,13 @@ def simulate_kwargs(values: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _shown(p: Mapping[str, Any], v: float) -> str:
-    f, unit = p.get("display", (1.0, p.get("unit", "")))
-    return f"{v * f:.4g} {unit}".strip()
-
-
 def check_values(values: Mapping[str, Any]) -> None:
     """Refuse any value of :data:`PARAMETERS` that is not a finite number, not whole where a count is
-    asked, not one of the options, or outside the entry's ``min``..``max``.
+    asked, not one of the options, or outside the entry's ``min``..``max`` (``PARAMETERS.check``).
 
     A panel calls this before simulating, so a bad entry is reported with its value and the
     allowed range instead of being clamped to the nearest allowed value (issue 20: a dispatch cost
-    of 1 s silently became 50 us). Names not in :data:`PARAMETERS` are ignored.
+    of 1 s silently became 50 us).
 
     Raises
     ------
@@ -97,26 +95,6 @@ def check_values(values: Mapping[str, Any]) -> None:
     >>> check_values({"launch_s": float("nan")})
     Traceback (most recent call last):
     ...
-    hetsched.errors.HetschedError: kernel launch must be a finite number, got nan
+    hetsched.errors.HetschedError: kernel launch must be a finite number, got nan; allowed 0 to 20 us
     """
-    spec = {p["name"]: p for p in PARAMETERS}
-    for name, v in values.items():
-        p = spec.get(name)
-        if p is None:
-            continue
-        label = p.get("label", name)
-        if p["kind"] == "choice":
-            if v not in p["options"]:
-                raise HetschedError(f"{label}: unknown choice {v!r}; choose from {list(p['options'])}", field=name)
-            continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise HetschedError(f"{label} must be a number, got {v!r}", field=name)
-        if not math.isfinite(v):
-            raise HetschedError(f"{label} must be a finite number, got {v!r}", field=name)
-        if p["kind"] == "int" and int(v) != v:
-            raise HetschedError(f"{label} must be a whole number, got {v!r}", field=name)
-        lo, hi = p.get("min"), p.get("max")
-        if (lo is not None and v < lo) or (hi is not None and v > hi):
-            f, unit = p.get("display", (1.0, p.get("unit", "")))
-            raise HetschedError(f"{label} = {_shown(p, v)} is out of range: allowed {lo * f:.4g} to {hi * f:.4g} {unit}".rstrip(),
-                                field=name)
+    PARAMETERS.check(values)

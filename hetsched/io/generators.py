@@ -24,6 +24,7 @@ from typing import Callable, NamedTuple
 
 from ..errors import HetschedError
 from ..graph import OpGraph
+from ..params import Param, ParamSpec
 
 __all__ = [
     "topcuoglu",
@@ -38,6 +39,7 @@ __all__ = [
     "DEFAULT_N",
     "Sizing",
     "SIZINGS",
+    "PARAMS",
     "generate",
 ]
 
@@ -502,6 +504,19 @@ SIZINGS: dict[str, Sizing] = {
     "resnet_like": Sizing(lambda n, seed, batch: resnet_like(blocks_per_stage=max(1, n // 20), batch=batch), False, True),
     "randwire_ws": Sizing(lambda n, seed, batch: randwire_ws(max(6, n // 2), seed=seed, batch=batch), True, True),
 }
+
+
+#: What a panel (the Graph tab) offers for :func:`generate`, declared as data: a generator of
+#: :data:`SIZINGS`, its size (ops, roughly) and seed. The bounds keep an interactive graph quick to
+#: build and draw; the CLI and the core take any positive size.
+PARAMS = ParamSpec([
+    Param("generator", "choice", "resnet_like", label="generator", options=tuple(SIZINGS),
+          help="the shape of the generated graph"),
+    Param("n", "int", DEFAULT_N, label="generator size", min=2, max=20000, step=1, unit="ops",
+          help="about this many ops"),
+    Param("seed", "int", 0, label="seed", min=0, max=10**6, step=1,
+          help="the random seed of the generators that take one (the same seed builds the same graph)"),
+])
 
 
 def generate(name: str, n: int = DEFAULT_N, seed: int = 0, batch: int = 1) -> OpGraph:

@@ -28,8 +28,10 @@ from .search import map_search
 from .ilp import map_ilp
 from .methods import METHODS, compare, comparison_row
 from .result import MappingResult, Trial, evaluate_state, evaluate_trial, state_placement
+from .params import PARAMS  # what a panel can offer the user, declared as data (a ParamSpec)
 
 __all__ = [
+    "PARAMS",
     "MappingResult",
     "evaluate_state",
     "evaluate_trial",

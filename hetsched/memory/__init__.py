@@ -42,8 +42,10 @@ from .model import (
 from .optimize import SOLVER_METHODS, STRATEGIES, optimize_order
 from .patent import order_auto, order_patent
 from .portfolio import order_patent_heuristic, order_portfolio
+from .params import PARAMS  # what a panel can offer the user, declared as data (a ParamSpec)
 
 __all__ = [
+    "PARAMS",
     "OrderResult",
     "peak_memory",
     "memory_curve",

@@ -21,6 +21,7 @@ True
 from .buffered import BufferedResult, group_deps, serial_timeline, simulate_buffered
 from .compare import BufferSweepResult, PartitionComparison, best_buffer_depth, compare_partitions
 from .core import MERGE_STRATEGIES, GroupEdge, MergeContext, PartitionResult, find_cycle_merge, partition_by_support
+from .params import PARAMS  # what a panel can offer the user, declared as data (a ParamSpec)
 from .support import (
     edit_support,
     load_support_table,
@@ -32,6 +33,7 @@ from .support import (
 )
 
 __all__ = [
+    "PARAMS",
     "BufferSweepResult",
     "PartitionComparison",
     "best_buffer_depth",

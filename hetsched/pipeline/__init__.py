@@ -50,28 +50,7 @@ from .schedules import (
 from .simulate import P2P, PipelineResult, StageCosts, simulate, timeline_deps
 from .stages import DEFAULT_MODEL, ModelRun, StageSplit, default_devices, exhaustive_split, simulate_model, split_stages, stage_costs
 from .validate import dependencies, validate
-
-#: What a panel can offer the user, declared as data (the widgets read it; no logic here).
-#: ``f_s``/``b_s``/``w_s`` are one rank's share of the model (``StageCosts.per_rank`` splits them
-#: over a schedule's chunks); ``w_s`` is the weight-gradient part of ``b_s`` (split backwards).
-#: ``source="model"`` starts from ``graph`` on ``system`` (:func:`simulate_model`).
-PARAMS = {
-    "source": {"options": ["model", "numbers"], "default": "model"},
-    "graph": {"default": DEFAULT_MODEL["graph"]},
-    "system": {"default": DEFAULT_MODEL["system"]},
-    "schedule": {"options": sorted(SCHEDULES), "default": "interleaved_1f1b"},
-    "p": {"min": 2, "max": 64, "step": 1, "default": 4},
-    "v": {"min": 1, "max": 8, "step": 1, "default": 2},
-    "m": {"min": 1, "max": 256, "step": 1, "default": 10},
-    "grouping": {"options": sorted(GROUPINGS), "default": "paddle"},  # the patent's
-    "f_s": {"min": 0.1, "max": 4.0, "step": 0.1, "default": 1.0},
-    "b_s": {"min": 0.1, "max": 8.0, "step": 0.1, "default": 2.0},
-    "w_s": {"min": 0.0, "max": 8.0, "step": 0.1, "default": 1.0},
-    "latency_s": {"min": 0.0, "max": 2.0, "step": 0.05, "default": 0.0},
-    "overhead_s": {"min": 0.0, "max": 1.0, "step": 0.01, "default": 0.0},
-    "lockstep": {"options": [False, True], "default": False},
-    "cache": {"options": [None, "sender", "receiver"], "default": "sender"},
-}
+from .params import PARAMS  # what a panel can offer the user, declared as data (a ParamSpec)
 
 __all__ = [
     "PARAMS",

@@ -62,7 +62,7 @@ from ..results import LazySteps, Result, Step
 from ..timeline import TimelineBuilder
 from .costs import P2P, StageCosts
 from .deps import checked_dependencies, walk
-from .ir import B, F, I, KINDS, W, Schedule
+from .ir import B, F, I, KINDS, W, Schedule, action_phases
 
 __all__ = ["StageCosts", "P2P", "PipelineResult", "simulate", "timeline_deps", "CACHE_DESIGNS"]
 
@@ -93,11 +93,32 @@ def _txt(s: Schedule, i: int) -> str:
     return f"{s.stage[i]}{KINDS[s.kind[i]]}{s.microbatch[i]}"
 
 
+class _Phases:
+    """A schedule's :func:`~hetsched.pipeline.action_phases`, computed on first use and kept: a run
+    whose steps nobody reads never pays for them (picklable, unlike a cached closure)."""
+
+    __slots__ = ("schedule", "_value")
+
+    def __init__(self, schedule: Schedule) -> None:
+        self.schedule, self._value = schedule, None
+
+    def __call__(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._value is None:
+            self._value = action_phases(self.schedule)
+        return self._value
+
+
 def _start_step(s: Schedule, order: np.ndarray, rank: np.ndarray, start: np.ndarray, end: np.ndarray, dep: np.ndarray,
-                ready: np.ndarray, lockstep: bool, k: int) -> Step:
+                ready: np.ndarray, lockstep: bool, phases: Any, k: int) -> Step:
     """Step ``k`` of a run: the ``k``-th action start in time order, and why it started then
-    (made on access: a million-action run logs a million starts)."""
+    (made on access: a million-action run logs a million starts).
+
+    ``data``: ``rank``, ``start_s``, ``end_s``, ``action`` (the flat action index), and the action's
+    ``phase`` on its rank (warm-up / steady / cool-down) and patent ``micro_step``
+    (:func:`~hetsched.pipeline.action_phases`; ``phases()`` computes them once per run, on first use).
+    """
     i = int(order[k])
+    phase, micro = phases()
     r = int(rank[i])
     st, en = float(start[i]), float(end[i])
     prev_end = float(end[i - 1]) if i > s.offsets[r] else 0.0
@@ -111,7 +132,8 @@ def _start_step(s: Schedule, order: np.ndarray, rank: np.ndarray, start: np.ndar
         why = f"rank {r} idle {st - prev_end:.4g} s"
     else:
         why = f"rank {r} runs it as soon as its previous action ends"
-    return Step(k, "start", _txt(s, i), before=st, after=en, accepted=True, reason=why, data={"rank": r, "start_s": st, "end_s": en})
+    return Step(k, "start", _txt(s, i), before=st, after=en, accepted=True, reason=why,
+                data={"rank": r, "start_s": st, "end_s": en, "action": i, "phase": str(phase[i]), "micro_step": int(micro[i])})
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -135,8 +157,9 @@ class PipelineResult(Result):
         the module docstring); ``blocked_send_s`` (total time senders were blocked in lock-step
         exchanges); ``n_actions``, ``n_transfers``, ``bytes_moved``.
     steps : sequence of Step
-        One per action start, in time order (built lazily); :meth:`replay` rebuilds what each rank
-        runs, holds and has queued at that instant.
+        One per action start, in time order then rank (built lazily); ``data`` holds the rank, the
+        flat action index (``action``), its phase and patent micro-step; :meth:`replay` rebuilds
+        what each rank runs, holds and has queued at that instant.
     """
 
     schedule: Schedule
@@ -149,6 +172,20 @@ class PipelineResult(Result):
     _ready: np.ndarray = field(repr=False)  # when each action's input was there (start if none)
     _msg: dict = field(repr=False)  # per message arrays: src, dst, xs, xe, bytes, blocked_s
     _queue: tuple = field(repr=False)  # (holder rank, t0, t1, item index) of cached items
+
+    @property
+    def step_order(self) -> np.ndarray:
+        """The flat action index of each step, in step order (start time, then rank): step ``k``
+        starts action ``step_order[k]`` (a read-only view).
+
+        >>> from hetsched.pipeline import one_f_one_b
+        >>> r = simulate(one_f_one_b(2, 2), costs={"F": 1, "B": 1})
+        >>> r.start_s[r.step_order].tolist() == sorted(r.start_s.tolist())
+        True
+        """
+        v = self._order.view()
+        v.flags.writeable = False
+        return v
 
     def _replay(self, k: int) -> dict[str, Any]:
         """State at the start of the ``k``-th action (``k = -1``: before anything runs), computed
@@ -426,7 +463,8 @@ def simulate(schedule: Schedule, *, costs: StageCosts | Mapping | None = None, c
         timeline=tl,
         params={"schedule": s.name, "p": s.p, "v": s.v, "m": s.m, "costs": cost, "comm": link, "cache": cache, "lockstep": link.lockstep},
         initial_state={"time_s": 0.0},
-        steps=LazySteps(n=n, make=partial(_start_step, s, order, rank, start, end, dep, ready, bool(link.lockstep))),
+        steps=LazySteps(n=n, make=partial(_start_step, s, order, rank, start, end, dep, ready, bool(link.lockstep),
+                                          _Phases(s))),
         _order=order,
         _rank=rank,
         _dep=dep,

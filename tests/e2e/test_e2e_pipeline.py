@@ -85,12 +85,12 @@ def test_pipeline_panel_walks_the_patents_cache_queue(voila_page):
     box = panel.locator(".widget-text").filter(has_text="p (ranks)").locator("input")
     box.fill("100000")
     box.press("Enter")
-    _wait_text(page, "p (ranks) = 100000 is outside 2..64")
+    _wait_text(page, "p (ranks) = 100000 is out of range: allowed 2 to 64")
     assert "m=16" in figure_title(page, a_i)
     box.fill("8")
     box.press("Enter")
     page.wait_for_function(f"() => ({_TITLE_JS})({a_i}).includes('p=8')", timeout=90_000)
-    assert "is outside" not in panel_text(page)
+    assert "is out of range" not in panel_text(page)
 
     # downloads are built on demand: one click, then the trace of the result on screen
     assert panel.locator("a[download]").count() == 0
