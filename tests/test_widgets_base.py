@@ -190,8 +190,10 @@ def test_graph_panel_sources_and_bad_uploads(tmp_path):
     g = fork_join(2, 2)
     path = tmp_path / "fj.json"
     save_graph(g, path)
+    n = p.n_updates
     p.upload_bytes(path.read_bytes(), "fj.json")
     assert p.result.n_ops == g.n_ops and p.message.value == ""
+    assert p.n_updates - n == 1, "one upload (name, content, source) loads the graph once"
     p.upload_bytes(b"{not json", "bad.json")
     assert "hetsched-error" in p.message.value and p.result.n_ops == g.n_ops
     p.upload_bytes(b"abc", "model.txt")

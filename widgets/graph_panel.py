@@ -145,7 +145,7 @@ class GraphPanel(BlockDrawing, Panel):
 
     def upload_bytes(self, content: bytes, filename: str) -> None:
         """What the upload button does (also the headless-test entry point)."""
-        with self.state.hold_trait_notifications():
+        with self.hold():  # three traits, one load (traitlets' own hold still notifies once per trait)
             self.state.upload_name = filename
             self.state.upload_content = bytes(content)
             self.state.source = "upload"
