@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from hetsched.errors import CapacityError, HetschedError, Infeasible, UnsupportedOpError
@@ -371,6 +371,97 @@ def test_brute_force_total_latency_bnb_matches_enumeration():
         best_p = min(ctx.total_latency(_with_locality(ctx, dev, 0.9)) for dev in placements)
         assert patent.metrics["total_latency_s"] == pytest.approx(best_p, rel=1e-9)
         assert patent.metrics["total_latency_s"] >= bnb.metrics["total_latency_s"] * (1 - 1e-12)
+
+
+def twins(mem_scale: float = 1.0, gpu1_link_Bps: float = 16e9) -> System:
+    """A host, three identical GPUs on identical links (gpu1's link is a parameter), a fourth GPU on a
+    slower link and two identical FPGAs that run a few op types: interchangeable devices and look-alikes."""
+    gpu = dict(kind="gpu", peak_flops={"default": 20e12, "matmul": 100e12, "conv": 80e12},
+               memory_bytes=int(16 * GiB * mem_scale), mem_bandwidth_Bps=900e9, launch_overhead_s=5e-6)
+    fpga = dict(kind="fpga", peak_flops={"default": 2e12, "conv": 30e12, "matmul": 20e12},
+                memory_bytes=int(4 * GiB * mem_scale), mem_bandwidth_Bps=77e9, launch_overhead_s=1e-6)
+    devs = [Device("cpu0", "cpu", {"default": 1e12}, int(256 * GiB), 100e9, 2e-6)]
+    devs += [Device(f"gpu{i}", **gpu) for i in range(4)] + [Device(f"fpga{i}", **fpga) for i in range(2)]
+    bw = {"gpu0": 16e9, "gpu1": gpu1_link_Bps, "gpu2": 16e9, "gpu3": 8e9, "fpga0": 8e9, "fpga1": 8e9}
+    links = [Link("cpu0", d, b, 5e-6) for d, b in bw.items()]
+    fsup = {"Conv": 1, "MatMul": 1, "Relu": 2, "Add": 2, "Task": 2}
+    sup = SupportTable({**{f"gpu{i}": {"*": 1} for i in range(4)}, "fpga0": fsup, "fpga1": fsup, "cpu0": {"*": 3}})
+    return System(devs, links, host="cpu0", support=sup, name="twins")
+
+
+def enumerate_placements(g: OpGraph, s: System, objective: str) -> tuple[float, dict[str, str]]:
+    """The best placement over every placement (no symmetry, no bound), each with its best residency;
+    the first best in ``itertools.product`` order."""
+    import itertools
+
+    from hetsched.mapping._plan import best_residency, plan_budget
+    ctx = Ctx(g, s)
+    budget = plan_budget(ctx)
+    best = (float("inf"), {})
+    for combo in itertools.product(*[ctx.candidates(o) for o in ctx.order]):
+        dev = dict(zip(ctx.order, combo))
+        stt = best_residency(ctx, dev, budget)
+        v = ctx.total_latency(stt) if objective == "total_latency" else ctx.simulate(stt)[0]
+        if v < best[0]:
+            best = (v, dev)
+    return best
+
+
+def test_interchangeable_devices_are_found_on_the_prices():
+    from hetsched.cost import TableCost
+    from hetsched.mapping.baselines import interchangeable_devices
+    g = topcuoglu(5, seed=1)
+    multi = lambda s, cost=None: [c for c in interchangeable_devices(Ctx(g, s, cost)) if len(c) > 1]  # noqa: E731
+    assert multi(twins()) == [["gpu0", "gpu1", "gpu2"], ["fpga0", "fpga1"]]
+    # the same specs on a different link are not interchangeable
+    assert multi(twins(gpu1_link_Bps=12e9)) == [["gpu0", "gpu2"], ["fpga0", "fpga1"]]
+    # a measured table that prices one twin differently splits it off
+    s = twins()
+    ops = list(g.ops)
+    cost = TableCost(s, {(ops[0], "gpu2"): 1e-3}, g)
+    assert multi(s, cost) == [["gpu0", "gpu1"], ["fpga0", "fpga1"]]
+    # the host is never swapped, and a system of distinct devices has no class
+    assert multi(toy_system()) == [] and multi(four_devices()) == []
+
+
+@settings(max_examples=12, deadline=None)
+@given(small_dags(min_ops=1, max_ops=4), st.sampled_from([1.0, 0.02]), st.sampled_from(["total_latency", "makespan"]))
+def test_brute_force_with_interchangeable_devices_equals_enumeration(g, mem_scale, objective):
+    """One placement per orbit of identical devices finds the optimum of every placement (memory to
+    spare and binding), and the makespan search the same first best placement."""
+    assume(g.n_ops <= 4)  # fork_join/layered draws can exceed 4 ops: 7 devices ** n placements to enumerate
+    s = twins(mem_scale)
+    try:
+        ref_v, ref_dev = enumerate_placements(g, s, objective)
+    except CapacityError:
+        return
+    try:
+        r = brute_force(g, s, objective=objective)
+    except CapacityError as err:
+        # brute force does not drop placements whose working set overflows a device (a known limit):
+        # the full enumeration's best placement overflows the same device, even with nothing resident
+        with pytest.raises(CapacityError) as ref_err:
+            evaluate(g, s, Placement(ref_dev))
+        assert ref_err.value.device == err.device
+        return
+    check(r)
+    key = f"{objective}_s"
+    assert r.metrics[key] == pytest.approx(ref_v, rel=1e-12, abs=0.0)
+    assert r.params["n_canonical"] <= r.params["n_placements"]
+    if objective == "makespan":  # no bound: the same enumeration order, filtered
+        assert r.placement.device == ref_dev
+
+
+def test_brute_force_with_interchangeable_devices_equals_the_ilp():
+    from hetsched.mapping import map_ilp
+    s = twins()
+    for g in (topcuoglu(7, ccr=1.0, seed=3), layered(2, 3, seed=1)):
+        bf = brute_force(g, s, objective="total_latency")
+        assert bf.params["interchangeable"] == [["gpu0", "gpu1", "gpu2"], ["fpga0", "fpga1"]]
+        assert bf.params["n_canonical"] < bf.params["n_placements"] / 5
+        r = map_ilp(g, s, time_limit_s=60, warm_evals=300)
+        assert r.params["status"] == "optimal"
+        assert r.metrics["total_latency_s"] == pytest.approx(bf.metrics["total_latency_s"], rel=1e-9)
 
 
 def test_deterministic_across_hash_seeds():

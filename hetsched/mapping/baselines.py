@@ -5,7 +5,9 @@
 * :func:`brute_force` — every placement (each op on each device that supports it), each with its
   residency decided by one rule, timed by the same model; exact over placements for the
   evaluator's default op order. ``objective="total_latency"`` uses a depth-first branch and bound
-  on the additive terms (so 10-op graphs on 4 devices stay fast).
+  on the additive terms (so 10-op graphs on 4 devices stay fast); both objectives enumerate one
+  placement per orbit of interchangeable devices (:func:`interchangeable_devices`), so 9 devices
+  of which 4, 2 and 2 are identical cost what about 4 distinct ones do.
 
 >>> from hetsched.io.generators import chain
 >>> from hetsched.io.systems import toy_system
@@ -18,7 +20,6 @@ True
 
 from __future__ import annotations
 
-import itertools
 import time
 from typing import Callable
 
@@ -32,7 +33,7 @@ from ._plan import best_residency, plan_budget
 from .h2h import EMPTY_STATE, OBJECTIVES, _locality, finish
 from .result import MappingResult
 
-__all__ = ["fastest_single_device", "brute_force", "single_device_states"]
+__all__ = ["fastest_single_device", "brute_force", "single_device_states", "interchangeable_devices"]
 
 
 def _with_locality(ctx: Ctx, device: dict[str, str], threshold: float) -> State:
@@ -89,6 +90,127 @@ def fastest_single_device(graph: OpGraph, system: System, *, cost: CostModel | N
                   params={"device": d, "objective": objective, "locality": locality}, initial_state=EMPTY_STATE)
 
 
+def interchangeable_devices(ctx: Ctx, budget: dict[str, float] | None = None) -> list[list[str]]:
+    """Classes of devices that swapping never changes a mapping's cost, on this graph: ``[[d, ...], ...]``.
+
+    Two devices are interchangeable when the swap ``(a b)`` of their names maps every price the
+    evaluator's clock reads onto itself, checked on the numbers, not on the names or the specs:
+    same support and the same compute time for every op, the same memory (and memory plan), and
+    routes that the swap maps onto routes (hop by hop, with the same duration for every weight and
+    tensor size of the graph, and lanes that stay shared or separate alike). The clock, the
+    additive terms and :func:`~hetsched.mapping._plan.best_residency` only look devices up by name,
+    so a placement and its image under the swap have bit-identical makespan and total latency.
+    The host is never swapped. Classes are in device order, members in device order; a device in
+    no class with another is a class of its own.
+
+    >>> from hetsched.io import load_system
+    >>> from hetsched.io.generators import topcuoglu
+    >>> ctx = Ctx(topcuoglu(4, seed=0), load_system("pipeline_a100_v100_u280"))
+    >>> [c for c in interchangeable_devices(ctx) if len(c) > 1]
+    [['gpu0', 'gpu1', 'gpu2', 'gpu3'], ['gpu4', 'gpu5'], ['fpga0', 'fpga1']]
+    """
+    budget = plan_budget(ctx) if budget is None else budget
+    devs = list(ctx.devices)
+    sizes = sorted({float(ctx.weight[o]) for o in ctx.order if ctx.weight[o]} | {float(v) for v in ctx.size.values()})
+    routes = {(x, y): [(a, b, lane) for a, b, lane in ctx.hops(x, y)] for x in devs for y in devs}
+
+    def swappable(a: str, b: str) -> bool:
+        if ctx.host in (a, b) or ctx.capacity[a] != ctx.capacity[b] or budget.get(a) != budget.get(b):
+            return False
+        for o in ctx.order:
+            c = ctx.candidates(o)
+            if (a in c) != (b in c) or (a in c and ctx.comp(o, a) != ctx.comp(o, b)):
+                return False
+        sw = {a: b, b: a}
+        lanes: dict[str, str] = {}
+        for (x, y), hops in routes.items():
+            img = routes[(sw.get(x, x), sw.get(y, y))]
+            if len(img) != len(hops):
+                return False
+            for (h1, h2, lane), (i1, i2, ilane) in zip(hops, img):
+                if (sw.get(h1, h1), sw.get(h2, h2)) != (i1, i2) or lanes.setdefault(lane, ilane) != ilane:
+                    return False
+                if (a in (h1, h2) or b in (h1, h2)) and any(ctx.hop_s(n, h1, h2) != ctx.hop_s(n, i1, i2) for n in sizes):
+                    return False
+        # a shared lane must stay shared: the lane map is a bijection
+        return len(set(lanes.values())) == len(lanes)
+
+    classes: list[list[str]] = []
+    for d in devs:
+        for cl in classes:
+            if swappable(cl[0], d):
+                cl.append(d)
+                break
+        else:
+            classes.append([d])
+    return classes
+
+
+class _Orbits:
+    """One placement per orbit of the interchangeable devices: the members of a class are taken into
+    use in class order (op by op, a member is allowed only if every earlier member is in use already).
+
+    Since a swap of interchangeable devices changes no cost, every placement has the same value as
+    the one member of its orbit enumerated; and with candidates listing class members in class order
+    (device order), that member is the first of its orbit in enumeration order, so the first best
+    placement found is the one full enumeration finds.
+    """
+
+    def __init__(self, classes: list[list[str]]) -> None:
+        self.cls = {d: k for k, c in enumerate(classes) for d in c}
+        self.idx = {d: i for c in classes for i, d in enumerate(c)}
+        self.used = [0] * len(classes)
+
+    def enter(self, d: str) -> int:
+        """-1: ``d`` is not the representative of its orbit here; else 1 if it takes a new member into use."""
+        k, i = self.cls[d], self.idx[d]
+        u = self.used[k]
+        if i > u:
+            return -1
+        if i == u:
+            self.used[k] = u + 1
+            return 1
+        return 0
+
+    def leave(self, d: str, new: int) -> None:
+        if new == 1:
+            self.used[self.cls[d]] -= 1
+
+    def count(self, cands: list[list[str]]) -> int:
+        """How many placements the enumeration visits (a count over the members in use per class)."""
+        states = {tuple(self.used): 1}
+        for c in cands:
+            nxt: dict[tuple, int] = {}
+            for st, n in states.items():
+                for d in c:
+                    k, i = self.cls[d], self.idx[d]
+                    if i > st[k]:
+                        continue
+                    key = st if i < st[k] else st[:k] + (st[k] + 1,) + st[k + 1:]
+                    nxt[key] = nxt.get(key, 0) + n
+            states = nxt
+        return sum(states.values())
+
+    def product(self, cands: list[list[str]]):
+        """The placements visited, as tuples in the order of ``itertools.product`` over ``cands``."""
+        combo: list[str] = []
+
+        def rec(i: int):
+            if i == len(cands):
+                yield tuple(combo)
+                return
+            for d in cands[i]:
+                new = self.enter(d)
+                if new < 0:
+                    continue
+                combo.append(d)
+                yield from rec(i + 1)
+                combo.pop()
+                self.leave(d, new)
+
+        return rec(0)
+
+
 def brute_force(graph: OpGraph, system: System, *, objective: str = "makespan", cost: CostModel | None = None,
                 residency: str = "best", occupancy_threshold: float = 0.9, max_placements: int = 200_000) -> MappingResult:
     """The best placement over all placements, each with its residency decided by one rule.
@@ -103,9 +225,15 @@ def brute_force(graph: OpGraph, system: System, *, objective: str = "makespan", 
     residency is chosen by the same rule (by transfer time saved), so the result is exact over
     placements only.
 
+    With ``residency="best"``, placements that differ only by a swap of interchangeable devices
+    (:func:`interchangeable_devices`: e.g. four identical GPUs on identical links) have the same
+    value, so only one per orbit is visited (``params["n_canonical"]`` of ``n_placements``); the
+    value and the placement returned are those of the full enumeration.
+
     ``objective="total_latency"`` runs a depth-first branch and bound on the additive terms; a
-    ``makespan`` search simulates every placement and raises :class:`~hetsched.errors.Infeasible`
-    naming the count above ``max_placements``. Steps log each new best.
+    ``makespan`` search simulates every placement visited and raises
+    :class:`~hetsched.errors.Infeasible` naming the count above ``max_placements``. Steps log each
+    new best.
 
     >>> from hetsched.io.generators import chain
     >>> from hetsched.io.systems import toy_system
@@ -128,15 +256,19 @@ def brute_force(graph: OpGraph, system: System, *, objective: str = "makespan", 
     best: list = [float("inf"), None]
     n_eval = 0
     budget = plan_budget(ctx)
+    # the patent's locality pass is not checked for swap symmetry: it enumerates every placement
+    classes = interchangeable_devices(ctx, budget) if residency == "best" else [[d] for d in ctx.devices]
+    orbits = _Orbits(classes)
+    n_canon = orbits.count(cands)
 
     def resident(dev: dict[str, str]) -> State:
         return best_residency(ctx, dev, budget) if residency == "best" else _with_locality(ctx, dev, occupancy_threshold)
 
     if objective == "makespan":
-        if n_total > max_placements:
-            raise Infeasible(f"brute force would simulate {n_total} placements, above max_placements={max_placements}",
-                             field="max_placements", n_placements=n_total)
-        for combo in itertools.product(*cands):
+        if n_canon > max_placements:
+            raise Infeasible(f"brute force would simulate {n_canon} placements, above max_placements={max_placements}",
+                             field="max_placements", n_placements=n_canon)
+        for combo in orbits.product(cands):
             dev = dict(zip(order, combo))
             v = ctx.simulate(resident(dev))[0]
             n_eval += 1
@@ -145,7 +277,7 @@ def brute_force(graph: OpGraph, system: System, *, objective: str = "makespan", 
                         {"device": dev}, data={"phase": "brute_force", "metric": objective})
                 best = [v, dev]
     else:
-        n_eval = _bnb_total(ctx, cands, resident, best, log)
+        n_eval = _bnb_total(ctx, cands, resident, best, log, orbits)
     log.add("choose", "best", None, best[0], True, f"best of {n_eval} evaluated placements", {},
             data={"phase": "brute_force", "metric": objective})
     if residency == "best":
@@ -158,17 +290,23 @@ def brute_force(graph: OpGraph, system: System, *, objective: str = "makespan", 
         st = State(dict(best[1]))
         _locality(ctx, st, log, occupancy_threshold, "greedy", ctx.total_latency(st))
     return finish(ctx, st, log, phase="brute_force",
-                  params={"objective": objective, "residency": residency, "n_placements": n_total, "n_evaluated": n_eval},
+                  params={"objective": objective, "residency": residency, "n_placements": n_total,
+                          "n_canonical": n_canon, "n_evaluated": n_eval,
+                          "interchangeable": [list(c) for c in classes if len(c) > 1]},
                   initial_state=EMPTY_STATE, extra_metrics={"search_s": time.perf_counter() - t0})
 
 
-def _bnb_total(ctx: Ctx, cands: list[list[str]], resident: Callable[[dict[str, str]], State], best: list, log: StepLog) -> int:
+def _bnb_total(ctx: Ctx, cands: list[list[str]], resident: Callable[[dict[str, str]], State], best: list, log: StepLog,
+               orbits: _Orbits) -> int:
     """Depth-first branch and bound on the additive total latency (placements in op order).
 
     With memory to spare the residency rule keeps every weight and every tensor that pays, so a
-    tensor's term is ``min(kept, not kept)`` once its producer and consumers are placed and an op's
-    term is its compute time. Each leaf is re-scored with the residency rule itself (exact under a
-    binding capacity too); the bound only prunes with the optimistic terms, which never overestimate.
+    tensor's term is ``min(kept, not kept)`` and an op's term is its compute time. The bound counts,
+    for every tensor with a placed endpoint, that minimum over the readers placed so far (the op
+    order is topological, so its producer is placed before any reader): a tensor's busy time only
+    grows as readers are added (each reader either reads in place or adds a copy), so the partial
+    term never overestimates. Unplaced ops count their fastest compute. Each leaf is re-scored with
+    the residency rule itself (exact under a binding capacity too).
     """
     order = ctx.order
     n = len(order)
@@ -178,23 +316,19 @@ def _bnb_total(ctx: Ctx, cands: list[list[str]], resident: Callable[[dict[str, s
     suffix = [0.0] * (n + 1)
     for i in range(n - 1, -1, -1):
         suffix[i] = suffix[i + 1] + opt[i]
-    # a tensor is complete once its last endpoint (producer or consumer) is placed
-    last_pos: dict[str, int] = {}
     pos = ctx.pos
-    for t in ctx.size:
-        ends = [pos[c] for c in ctx.consumers[t] if c in pos]
-        if ctx.producer[t] is not None:
-            ends.append(pos[ctx.producer[t]])
-        last_pos[t] = max(ends) if ends else -1
-    done_at: dict[int, list[str]] = {}
-    for t, k in last_pos.items():
-        done_at.setdefault(k, []).append(t)
+    # tensors no op of the order touches (an unread graph input) are priced once, up front
+    touched = [list(dict.fromkeys(ctx.inputs[o] + ctx.outputs[o])) for o in order]
+    seen = {t for ts in touched for t in ts}
+    base = sum(ctx.tensor_term(t, {}, False) for t in ctx.size if t not in seen)
+    for t in seen:
+        p = ctx.producer[t]
+        if p is not None and p in pos and any(pos[c] < pos[p] for c in ctx.consumers[t] if c in pos):
+            raise HetschedError(f"internal: op order not topological at tensor {t!r}")  # pragma: no cover
+    part = dict.fromkeys(seen, 0.0)
     dev: dict[str, str] = {}
     count = [0]
-    base = sum(ctx.tensor_term(t, {}, False) for t in done_at.get(-1, ()))
-
-    def op_opt(o: str, d: str) -> float:
-        return ctx.op_term(o, d, d != host)
+    term = ctx.tensor_term
 
     def rec(i: int, acc: float) -> None:
         if acc + suffix[i] >= best[0] * (1 - 1e-12):
@@ -208,13 +342,25 @@ def _bnb_total(ctx: Ctx, cands: list[list[str]], resident: Callable[[dict[str, s
                 best[0], best[1] = v, dict(dev)
             return
         o = order[i]
+        ts = touched[i]
+        old = [part[t] for t in ts]
         for d in cands[i]:
+            new = orbits.enter(d)
+            if new < 0:
+                continue
             dev[o] = d
-            add = op_opt(o, d)
-            for t in done_at.get(i, ()):
+            add = ctx.op_term(o, d, d != host)
+            for t in ts:
                 # kept or not, whichever is cheaper: a lower bound under any residency rule
-                add += min(ctx.tensor_term(t, dev, False), ctx.tensor_term(t, dev, True))
+                v = term(t, dev, False)
+                k = term(t, dev, True)
+                v = k if k < v else v
+                add += v - part[t]
+                part[t] = v
             rec(i + 1, acc + add)
+            for t, v in zip(ts, old):
+                part[t] = v
+            orbits.leave(d, new)
         del dev[o]
 
     rec(0, base)
