@@ -311,7 +311,13 @@ def _sweep_specs(types_seen: Iterable[str], quick: bool = False) -> list[tuple[s
     rows, ks, seqs = ((16, 64, 256), (768,), (16, 32, 64)) if quick else ((16, 64, 256, 1024, 4096), (768, 2048),
                                                                            (16, 32, 64, 128, 256, 512))
     conv_shapes, batches = (((128, 28), (512, 7)), (1,)) if quick else (((64, 56), (128, 28), (256, 14), (512, 7)), (1, 4, 16))
-    bn_shapes = conv_shapes + (() if quick else ((2048, 7),))
+    # a CNN's bottleneck widens and narrows its channels 4x with 1x1 convolutions: their activations
+    # (4 c planes) leave the caches at batch sizes where a c -> c convolution's still fit, and such a
+    # convolution gains nothing from a larger batch (ResNet-50's measure the same per image at batch
+    # 8 as at batch 1) while a 3x3 one gains 10-40 %; batches up to 8: the 4 c planes of 64 x 56 x 56
+    # at batch 16 are 51 MB, beyond the 32 MiB the allocator maps afresh (see sizes)
+    wide_batches = (1,) if quick else (1, 4, 8)
+    bn_shapes = tuple((m * c, h) for c, h in conv_shapes for m in (1, 4))
     unary = {"Relu": "relu", "Gelu": "gelu", "Tanh": "tanh", "Sigmoid": "sigmoid", "Erf": "erf", "Exp": "exp",
              "Neg": "neg", "Clip": "relu6"}
     binary = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
@@ -326,7 +332,7 @@ def _sweep_specs(types_seen: Iterable[str], quick: bool = False) -> list[tuple[s
         # size, not only on the bytes (512 channels of 7x7 run at half the rate of 64 of 56x56), so it
         # is swept over the plane shapes of a CNN, like the convolutions, not over one long plane
         out += [(f"sweep/BatchNormalization/{c}x{h}/b{b}", "BatchNormalization", {"kind": "bn", "b": b, "c": c, "h": h})
-                for c, h in bn_shapes for b in batches]
+                for c, h in bn_shapes for b in wide_batches]
     if "LayerNormalization" in seen:
         out += [(f"sweep/LayerNormalization/{n}", "LayerNormalization", {"kind": "ln", "n": n}) for n in sizes]
     if "Softmax" in seen:
@@ -340,8 +346,10 @@ def _sweep_specs(types_seen: Iterable[str], quick: bool = False) -> list[tuple[s
     if "MatMul" in seen:
         out += [(f"sweep/MatMul/{s}", "MatMul", {"kind": "bmm", "b": 12, "s": s, "d": 64}) for s in seqs]
     if "Conv" in seen:
-        out += [(f"sweep/Conv/{c}x{h}x{k}/b{b}", "Conv", {"kind": "conv", "b": b, "c": c, "h": h, "k": k})
+        out += [(f"sweep/Conv/{c}x{h}x{k}/b{b}", "Conv", {"kind": "conv", "b": b, "c": c, "h": h, "k": k, "co": c})
                 for c, h in conv_shapes for k in (1, 3) for b in batches]
+        out += [(f"sweep/Conv/{ci}-{co}x{h}x1/b{b}", "Conv", {"kind": "conv", "b": b, "c": ci, "h": h, "k": 1, "co": co})
+                for c, h in conv_shapes for ci, co in ((c, 4 * c), (4 * c, c)) for b in wide_batches]
     return out
 
 
@@ -392,10 +400,10 @@ def sweep_graph(types_seen: Iterable[str], quick: bool = False) -> tuple[OpGraph
             ins, outs = [b * s * d, b * d * s], [b * s * s]
             flops = 2.0 * b * s * s * d
         elif kind == "conv":
-            b, c, h, k = sp["b"], sp["c"], sp["h"], sp["k"]
-            ins, outs = [b * c * h * h], [b * c * h * h]
-            flops = 2.0 * b * c * h * h * c * k * k
-            w = c * c * k * k * f4
+            b, c, h, k, co = sp["b"], sp["c"], sp["h"], sp["k"], sp.get("co", sp["c"])
+            ins, outs = [b * c * h * h], [b * co * h * h]
+            flops = 2.0 * b * co * h * h * c * k * k
+            w = c * co * k * k * f4
         else:  # pragma: no cover - every kind is listed above
             raise HetschedError(f"unknown sweep kind {kind!r}")
         g.add_op(name, t, flops=float(flops), weight_bytes=int(w), attrs={"sweep": True})
@@ -453,7 +461,7 @@ def _sweep_callable(sp: dict, dev: str) -> tuple[Callable[[], Any], Callable[[],
         return (lambda: torch.matmul(q, k)), (lambda: (q.mul_(1.0), k.mul_(1.0)))  # both are a model's activations
     if kind == "conv":
         x = torch.randn(sp["b"], sp["c"], sp["h"], sp["h"], device=dev)
-        conv = torch.nn.Conv2d(sp["c"], sp["c"], sp["k"], padding=sp["k"] // 2, bias=False).to(dev).eval()
+        conv = torch.nn.Conv2d(sp["c"], sp.get("co", sp["c"]), sp["k"], padding=sp["k"] // 2, bias=False).to(dev).eval()
         return (lambda: conv(x)), rewrite(x)
     raise HetschedError(f"unknown sweep kind {kind!r}")  # pragma: no cover
 

@@ -110,7 +110,13 @@ def test_sweep_batch_norm_covers_the_planes_of_a_cnn():
     g, specs = sweep_graph(["BatchNormalization", "Conv"])
     bn = {n: sp for n, sp in specs.items() if sp["kind"] == "bn"}
     planes = {sp["h"] for sp in bn.values()}
-    assert {7, 14, 28, 56} <= planes and {1, 4, 16} <= {sp["b"] for sp in bn.values()}
+    assert {7, 14, 28, 56} <= planes and {1, 4, 8} <= {sp["b"] for sp in bn.values()}
+    # the 4x-wide planes of a bottleneck, for batch norms and 1x1 convolutions both ways
+    assert {(256, 56), (2048, 7)} <= {(sp["c"], sp["h"]) for sp in bn.values()}
+    convs = [sp for sp in specs.values() if sp["kind"] == "conv"]
+    assert any(sp["co"] == 4 * sp["c"] for sp in convs) and any(4 * sp["co"] == sp["c"] for sp in convs)
+    # no tensor of 32 MiB or more: glibc maps those afresh on every call (page faults no model pays)
+    assert max(g.tensor(t).size_bytes for t in g.tensors) < 32 << 20
     for n, sp in bn.items():  # elements and weights by the shape: 2 FLOPs an element, 4 vectors of c
         elems = sp["b"] * sp["c"] * sp["h"] ** 2
         op = g.op(n)
