@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
 
     warnings.simplefilter("ignore")  # ATen ops without a FLOP rule; TableCost's own warnings are shown below
     machine = bl.machine_line()
+    load0 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     warm = warm_allocator()
     torch.set_num_threads(a.threads)
     t0 = time.perf_counter()
@@ -82,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     roof = RooflineCost(system)
 
     rows, base_rows, match_rows, detail, op_frames = [], [], [], [], []
+    loads: list[float] = []
     ok_all = True
     for name, kw in [("resnet50", {"batch": 8}), ("bert_base", {"batch": 1, "seq_len": 128})]:
         m, x = torch_model(name, **kw)
@@ -93,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             # calls); contention from other jobs comes and goes, so one run can be 20 % off in all its
             # memory-bound ops: the verdict is on the median of the runs' numbers, and each is shown
             load_j = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+            loads.append(load_j)
             prof, wall = _measure(m, x, g, a, load_profile, profile_torch, time_torch)
             profs.append(prof)
             mt = compare(prof, cost, system, wall_s=wall).metrics
@@ -160,6 +163,11 @@ def main(argv: list[str] | None = None) -> int:
         "The machine is shared with other jobs: the load above is what the other jobs put on its 2 cores; "
         "the CPU clock does not count the time our thread waits for a core, but caches and memory are shared.",
         "",
+        f"**Load**: 1-min load {load0:.1f} when the calibration started ({cal.metrics['load_1min']:.1f} by its own "
+        f"record), {min(loads):.1f}-{max(loads):.1f} when the measured runs started"
+        + (" -- taken under load from other jobs (memory-bound ops run 10-30 % slower and vary run to run)"
+           if max(loads + [load0]) >= 1.0 else " -- a quiet machine") + ".",
+        "",
         "Calibrated on ResNet-50 batch 1 and BERT-base sequence 64 (zoo torch twins, eval mode); "
         "predicted (`hetsched.calibrate.compare`: `evaluate` with the calibrated cost file, every op on `cpu0`) "
         "and measured ResNet-50 batch 8 and BERT-base sequence 128. Ratio = predicted / measured; end to end "
@@ -215,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         from pathlib import Path
 
         Path(a.out).write_text("\n".join(lines) + "\n")
-    print("\n".join(lines[8:20]))
+    print("\n".join(lines[10:22]))
     return 0 if ok_all else 1
 
 
