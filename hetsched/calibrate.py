@@ -26,13 +26,19 @@ other batch sizes and sequence lengths (``bench/bench_calibration.py`` measures 
 The workloads fit the caches (ResNet-50 at batch 1 touches 21 MiB around its largest op), so their
 memory-bound ops run from the caches: up to twice the DRAM copy rate, and a layer's speed depends
 on what its neighbours left in them. A bigger graph (ResNet-50 at batch 8: 172 MiB) streams those
-ops from memory. The sweep, timed after evicting the caches, gives per op type a **cold curve**
+ops from memory. The sweep times each point as a model would run it -- caches evicted (weights and
+older tensors come from memory), then the op's activation input rewritten, as its producer would
+just have written it -- and gives per op type a **cold curve**
 (:func:`fit_cold_curves`); with the cache sizes of the CPU (Linux sysfs) the cost file prices such
 ops by it (the "cold ops" of :class:`~hetsched.cost.CalibratedCost`).
 
-Timings are order statistics over ``repeats`` runs (``stat``: ``"median"`` by default; on a machine
+Timings are order statistics over ``repeats`` calls (``stat``: ``"median"`` by default; on a machine
 shared with other jobs ``"min"`` is the better estimate of the uncontended time, as contention only
-ever adds). Torch threads are pinned for the whole run (``threads``) and recorded.
+ever adds). Contention also comes and goes over seconds, shifting a whole run: the workloads and the
+sweep run ``runs`` times (3 by default), each op's time is the median over the runs
+(:func:`median_runs`) and its layer factor is shrunk toward 1 when it is within the run-to-run
+noise (:func:`robust_layer_factors`). Torch threads are pinned for the whole run (``threads``) and
+recorded.
 
 The result writes a **system YAML** (one ``cpu0`` device with the measured numbers; a ``gpu0`` and
 its host link when CUDA is present) and a **cost file** (``docs/formats.md``, section 5) that
@@ -73,6 +79,7 @@ from .system import Device, Link, System, op_class
 from .timeline import make_timeline
 
 __all__ = ["calibrate", "Calibration", "compare", "Comparison", "fit_curves", "fit_cold_curves", "DEFAULT_WORKLOADS",
+           "median_runs", "robust_layer_factors", "DEFAULT_RUNS",
            "sweep_graph",
            "parse_workload",
            "warm_allocator", "measure_peak_flops", "measure_bandwidth", "measure_launch"]
@@ -80,6 +87,9 @@ __all__ = ["calibrate", "Calibration", "compare", "Comparison", "fit_curves", "f
 #: The workloads ``hetsched calibrate`` runs by default: ResNet-50 at batch 1 and BERT-base at
 #: sequence length 64 (convolutions, normalisations, pooling; matrix products, attention, GELU).
 DEFAULT_WORKLOADS: tuple[tuple[str, dict], ...] = (("resnet50", {"batch": 1}), ("bert_base", {"batch": 1, "seq_len": 64}))
+#: Independent runs of the workloads and the sweep ``calibrate`` takes the per-op median of (see
+#: :func:`median_runs`): three ignore one run spoiled by other jobs; ~25 s each for the defaults.
+DEFAULT_RUNS = 3
 MIN_POINTS_PER_TYPE = 4  # fewer points of one op type: its op class's curve prices it
 WORK = "sum"  # compute and traffic do not overlap on a CPU core (see CalibratedCost)
 MONOTONE = frozenset({"conv", "matmul"})  # op classes whose curves are non-decreasing in work
@@ -301,6 +311,13 @@ def _sweep_specs(types_seen: Iterable[str], quick: bool = False) -> list[tuple[s
     rows, ks, seqs = ((16, 64, 256), (768,), (16, 32, 64)) if quick else ((16, 64, 256, 1024, 4096), (768, 2048),
                                                                            (16, 32, 64, 128, 256, 512))
     conv_shapes, batches = (((128, 28), (512, 7)), (1,)) if quick else (((64, 56), (128, 28), (256, 14), (512, 7)), (1, 4, 16))
+    # a CNN's bottleneck widens and narrows its channels 4x with 1x1 convolutions: their activations
+    # (4 c planes) leave the caches at batch sizes where a c -> c convolution's still fit, and such a
+    # convolution gains nothing from a larger batch (ResNet-50's measure the same per image at batch
+    # 8 as at batch 1) while a 3x3 one gains 10-40 %; batches up to 8: the 4 c planes of 64 x 56 x 56
+    # at batch 16 are 51 MB, beyond the 32 MiB the allocator maps afresh (see sizes)
+    wide_batches = (1,) if quick else (1, 4, 8)
+    bn_shapes = tuple((m * c, h) for c, h in conv_shapes for m in (1, 4))
     unary = {"Relu": "relu", "Gelu": "gelu", "Tanh": "tanh", "Sigmoid": "sigmoid", "Erf": "erf", "Exp": "exp",
              "Neg": "neg", "Clip": "relu6"}
     binary = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
@@ -311,7 +328,11 @@ def _sweep_specs(types_seen: Iterable[str], quick: bool = False) -> list[tuple[s
         if t in seen:
             out += [(f"sweep/{t}/{n}", t, {"kind": "binary", "fn": fn, "n": n}) for n in sizes]
     if "BatchNormalization" in seen:
-        out += [(f"sweep/BatchNormalization/{n}", "BatchNormalization", {"kind": "bn", "n": n}) for n in sizes]
+        # an inference batch norm loops over (image, channel) planes: its speed depends on the plane's
+        # size, not only on the bytes (512 channels of 7x7 run at half the rate of 64 of 56x56), so it
+        # is swept over the plane shapes of a CNN, like the convolutions, not over one long plane
+        out += [(f"sweep/BatchNormalization/{c}x{h}/b{b}", "BatchNormalization", {"kind": "bn", "b": b, "c": c, "h": h})
+                for c, h in bn_shapes for b in wide_batches]
     if "LayerNormalization" in seen:
         out += [(f"sweep/LayerNormalization/{n}", "LayerNormalization", {"kind": "ln", "n": n}) for n in sizes]
     if "Softmax" in seen:
@@ -325,8 +346,10 @@ def _sweep_specs(types_seen: Iterable[str], quick: bool = False) -> list[tuple[s
     if "MatMul" in seen:
         out += [(f"sweep/MatMul/{s}", "MatMul", {"kind": "bmm", "b": 12, "s": s, "d": 64}) for s in seqs]
     if "Conv" in seen:
-        out += [(f"sweep/Conv/{c}x{h}x{k}/b{b}", "Conv", {"kind": "conv", "b": b, "c": c, "h": h, "k": k})
+        out += [(f"sweep/Conv/{c}x{h}x{k}/b{b}", "Conv", {"kind": "conv", "b": b, "c": c, "h": h, "k": k, "co": c})
                 for c, h in conv_shapes for k in (1, 3) for b in batches]
+        out += [(f"sweep/Conv/{ci}-{co}x{h}x1/b{b}", "Conv", {"kind": "conv", "b": b, "c": ci, "h": h, "k": 1, "co": co})
+                for c, h in conv_shapes for ci, co in ((c, 4 * c), (4 * c, c)) for b in wide_batches]
     return out
 
 
@@ -345,11 +368,16 @@ def sweep_graph(types_seen: Iterable[str], quick: bool = False) -> tuple[OpGraph
     for name, t, sp in _sweep_specs(types_seen, quick):
         kind, f4 = sp["kind"], 4
         w = 0
-        if kind in ("unary", "binary", "bn", "ln", "softmax"):
+        if kind == "bn":
+            n = sp["b"] * sp["c"] * sp["h"] ** 2
+            ins, outs = [n], [n]
+            flops = ELEMENTWISE_FLOPS.get(t, 1.0) * n
+            w = 4 * sp["c"] * f4
+        elif kind in ("unary", "binary", "ln", "softmax"):
             n = sp["n"]
             ins, outs = ([n, n] if kind == "binary" else [n]), [n]
             flops = ELEMENTWISE_FLOPS.get(t, 1.0) * n
-            w = {"bn": 4 * 64, "ln": 2 * 768}.get(kind, 0) * f4
+            w = {"ln": 2 * 768}.get(kind, 0) * f4
         elif kind == "maxpool":
             n = sp["n"]
             hw = max(4, int(math.sqrt(n / 64)))
@@ -372,10 +400,10 @@ def sweep_graph(types_seen: Iterable[str], quick: bool = False) -> tuple[OpGraph
             ins, outs = [b * s * d, b * d * s], [b * s * s]
             flops = 2.0 * b * s * s * d
         elif kind == "conv":
-            b, c, h, k = sp["b"], sp["c"], sp["h"], sp["k"]
-            ins, outs = [b * c * h * h], [b * c * h * h]
-            flops = 2.0 * b * c * h * h * c * k * k
-            w = c * c * k * k * f4
+            b, c, h, k, co = sp["b"], sp["c"], sp["h"], sp["k"], sp.get("co", sp["c"])
+            ins, outs = [b * c * h * h], [b * co * h * h]
+            flops = 2.0 * b * co * h * h * c * k * k
+            w = c * co * k * k * f4
         else:  # pragma: no cover - every kind is listed above
             raise HetschedError(f"unknown sweep kind {kind!r}")
         g.add_op(name, t, flops=float(flops), weight_bytes=int(w), attrs={"sweep": True})
@@ -387,48 +415,54 @@ def sweep_graph(types_seen: Iterable[str], quick: bool = False) -> tuple[OpGraph
     return g, specs
 
 
-def _sweep_callable(sp: dict, dev: str):
+def _sweep_callable(sp: dict, dev: str) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """``(run, produce)`` of a sweep point: ``run`` times the op; ``produce`` rewrites, in place, the
+    input a model's previous op would just have written (the activation; not the weights, nor the
+    second operand of a binary op, which in a model was written earlier: a residual branch)."""
     torch = _torch()
     F = torch.nn.functional
     kind = sp["kind"]
+
+    def rewrite(x):
+        return lambda: x.mul_(1.0)  # a write of every element, values (and so the op's speed) unchanged
+
     if kind == "unary":
         x = torch.randn(sp["n"], device=dev)
         fn = {"relu6": F.relu6, "gelu": F.gelu}.get(sp["fn"]) or getattr(torch, sp["fn"])
-        return lambda: fn(x)
+        return (lambda: fn(x)), rewrite(x)
     if kind == "binary":
         x, y = torch.randn(sp["n"], device=dev), torch.rand(sp["n"], device=dev) + 0.5
         fn = getattr(torch, sp["fn"])
-        return lambda: fn(x, y)
+        return (lambda: fn(x, y)), rewrite(x)
     if kind == "bn":
-        hw = max(1, int(math.sqrt(sp["n"] / 64)))
-        x = torch.randn(sp["n"] // (64 * hw * hw) or 1, 64, hw, hw, device=dev)
-        rm, rv, w, b = (torch.rand(64, device=dev) + 0.5 for _ in range(4))
-        return lambda: F.batch_norm(x, rm, rv, w, b, False)
+        x = torch.randn(sp["b"], sp["c"], sp["h"], sp["h"], device=dev)
+        rm, rv, w, b = (torch.rand(sp["c"], device=dev) + 0.5 for _ in range(4))
+        return (lambda: F.batch_norm(x, rm, rv, w, b, False)), rewrite(x)
     if kind == "ln":
         x = torch.randn(max(1, sp["n"] // 768), 768, device=dev)
         w, b = torch.ones(768, device=dev), torch.zeros(768, device=dev)
-        return lambda: F.layer_norm(x, (768,), w, b)
+        return (lambda: F.layer_norm(x, (768,), w, b)), rewrite(x)
     if kind == "softmax":
         x = torch.randn(max(1, sp["n"] // 128), 128, device=dev)
-        return lambda: torch.softmax(x, -1)
+        return (lambda: torch.softmax(x, -1)), rewrite(x)
     if kind == "maxpool":
         x = torch.randn(1, 64, sp["hw"], sp["hw"], device=dev)
-        return lambda: F.max_pool2d(x, 3, 2, 1)
+        return (lambda: F.max_pool2d(x, 3, 2, 1)), rewrite(x)
     if kind == "gap":
         x = torch.randn(1, 256, sp["hw"], sp["hw"], device=dev)
-        return lambda: F.adaptive_avg_pool2d(x, 1)
+        return (lambda: F.adaptive_avg_pool2d(x, 1)), rewrite(x)
     if kind == "linear":
         x = torch.randn(sp["m"], sp["k"], device=dev)
         lin = torch.nn.Linear(sp["k"], sp["n"]).to(dev)
-        return lambda: lin(x)
+        return (lambda: lin(x)), rewrite(x)
     if kind == "bmm":
         q = torch.randn(1, sp["b"], sp["s"], sp["d"], device=dev)
         k = torch.randn(1, sp["b"], sp["d"], sp["s"], device=dev)
-        return lambda: torch.matmul(q, k)
+        return (lambda: torch.matmul(q, k)), (lambda: (q.mul_(1.0), k.mul_(1.0)))  # both are a model's activations
     if kind == "conv":
         x = torch.randn(sp["b"], sp["c"], sp["h"], sp["h"], device=dev)
-        conv = torch.nn.Conv2d(sp["c"], sp["c"], sp["k"], padding=sp["k"] // 2, bias=False).to(dev).eval()
-        return lambda: conv(x)
+        conv = torch.nn.Conv2d(sp["c"], sp.get("co", sp["c"]), sp["k"], padding=sp["k"] // 2, bias=False).to(dev).eval()
+        return (lambda: conv(x)), rewrite(x)
     raise HetschedError(f"unknown sweep kind {kind!r}")  # pragma: no cover
 
 
@@ -441,25 +475,30 @@ def _profile_sweep(g: OpGraph, specs: Mapping[str, dict], dev: str, repeats: int
     from .io.profile import load_profile
 
     calls = {name: _sweep_callable(sp, dev) for name, sp in specs.items()}
-    # in a model an op reads what the previous op wrote, not what it read itself a moment ago:
-    # evict the caches before each timed call so the sweep does not time warm re-reads. The eviction
-    # *reads* 64 MiB: writing them would leave the caches full of dirty lines whose write-back the
-    # timed op would pay on top of its own traffic (a cost no op in a model pays)
+    # in a model an op reads what the previous op wrote, not what it read itself a moment ago: before
+    # each timed call evict the caches (no warm re-reads, weights come from memory) and then rewrite
+    # the op's activation input, as its producer would have: as much of it as the caches hold is
+    # found there, the rest streams from memory. Flushing alone timed every input from DRAM, which
+    # priced the ReLUs of ResNet-50 at batch 8 (3-13 MB, read right after their batch norm wrote them)
+    # 1.4x too slow and made batch-1 convolutions look slower than in a model (a cold input), hence
+    # a too-steep gain with batch. The eviction *reads* 64 MiB: writing them would leave the caches
+    # full of dirty lines whose write-back the timed op would pay (a cost no op in a model pays)
     buf = torch.ones(1 << 24, device=dev)
 
-    def flush() -> None:
+    def prepare(produce: Callable[[], Any]) -> None:
         buf.sum()
+        produce()
 
     if clock != "profiler":
         now = _now(clock)
         fn_stat = _stat_fn(stat)
         out = {}
         with torch.no_grad():
-            for name, fn in calls.items():
+            for name, (fn, produce) in calls.items():
                 fn()
                 ts = []
                 for _ in range(repeats):
-                    flush()
+                    prepare(produce)
                     t0 = now()
                     fn()
                     _sync(dev)
@@ -468,12 +507,12 @@ def _profile_sweep(g: OpGraph, specs: Mapping[str, dict], dev: str, repeats: int
         return out
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" else [])
     with torch.no_grad():
-        for fn in calls.values():
+        for fn, _ in calls.values():
             fn()
         with profile(activities=acts) as prof:
             for _ in range(repeats):
-                for name, fn in calls.items():
-                    flush()
+                for name, (fn, produce) in calls.items():
+                    prepare(produce)
                     with record_function(name):
                         fn()
                 _sync(dev)
@@ -612,11 +651,73 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
     return curves, steps.freeze(), full_key
 
 
+def median_runs(runs: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Per op, the median of its times over independent runs (an op missing from a run: over the others).
+
+    On a machine shared with other jobs, contention comes and goes over seconds: one run of a model
+    or of the sweep can be 20 % slower across all its memory-bound ops. The median of three
+    independent runs ignores one such run whole, which an order statistic within a run (whose
+    repeats share the contention) cannot.
+
+    >>> median_runs([{"a": 1.0, "b": 2.0}, {"a": 1.2, "b": 9.0}, {"a": 0.9}])
+    {'a': 1.0, 'b': 5.5}
+    """
+    ops: dict[str, list[float]] = {}
+    for run in runs:
+        for o, t in run.items():
+            ops.setdefault(o, []).append(float(t))
+    return {o: float(statistics.median(ts)) for o, ts in ops.items()}
+
+
+def robust_layer_factors(factors: Mapping[str, Sequence[float]], groups: Mapping[str, str] | None = None
+                         ) -> dict[str, tuple[float, float]]:
+    """``{op: (factor, spread)}``: per op, its layer factors of independent runs combined and shrunk toward 1.
+
+    ``factors`` gives each op's factor (measured / curves) in each run; ``groups`` (e.g. the op
+    types) pools the noise estimate. In log space, the op's factor is the median ``L`` over the
+    runs and its noise ``s`` the larger of its own spread over the runs (1.4826 x the median
+    absolute deviation from ``L``) and the median spread of its group; the factor kept is
+    ``exp(L * L^2 / (L^2 + s^2))``: a factor well above the run-to-run noise (a 1x1 convolution
+    that runs 30 % below its class, in every run) is kept, one within the noise (a ReLU 10 % off in
+    one run and 10 % the other way in the next) goes to 1 (shrinkage, as of a James-Stein
+    estimator). With one run there is no spread to judge by and the factor is kept as measured.
+
+    >>> fs = robust_layer_factors({"conv": [1.30, 1.31, 1.29], "relu": [1.15, 0.87, 1.02],
+    ...                            "add": [1.0, 1.02, 3.0]}, {"conv": "Conv", "relu": "Relu", "add": "Add"})
+    >>> {o: round(f, 3) for o, (f, _) in fs.items()}   # the run at 3.0 does not count
+    {'conv': 1.299, 'relu': 1.0, 'add': 1.006}
+    >>> robust_layer_factors({"x": [0.5]})["x"]
+    (0.5, 0.0)
+    """
+    logs = {o: np.log(np.asarray([f for f in fs if f > 0 and math.isfinite(f)], float)) for o, fs in factors.items()}
+    logs = {o: v for o, v in logs.items() if len(v)}
+    med = {o: float(np.median(v)) for o, v in logs.items()}
+    own = {o: 1.4826 * float(np.median(np.abs(v - med[o]))) if len(v) > 1 else float("nan") for o, v in logs.items()}
+    grp = groups or {}
+    pooled: dict[str, list[float]] = {}
+    for o, sp in own.items():
+        if math.isfinite(sp):
+            pooled.setdefault(grp.get(o, ""), []).append(sp)
+    pool = {k: float(np.median(v)) for k, v in pooled.items()}
+    out = {}
+    for o, L in med.items():
+        sp = own[o]
+        if not math.isfinite(sp):  # one run: nothing to judge the noise by
+            out[o] = (float(math.exp(L)), 0.0)
+            continue
+        s = max(sp, pool.get(grp.get(o, ""), 0.0))
+        w = L * L / (L * L + s * s) if L * L + s * s > 0 else 1.0
+        out[o] = (float(math.exp(w * L)), s)
+    return out
+
+
 def fit_cold_curves(points: pd.DataFrame, *, bin_decades: float = BIN_DECADES) -> dict[str, EfficiencyCurve]:
     """Per op type, the efficiency curve of the sweep points alone (``source == "sweep"``).
 
-    Every sweep point is timed after the caches were evicted, so these curves are what an op
-    achieves when its inputs come from memory: :class:`~hetsched.cost.CalibratedCost` prices a
+    Every sweep point is timed after the caches were evicted and its activation input rewritten,
+    so these curves are what an op achieves when only what its producer just wrote can be in the
+    caches (all of it for a small op, the tail of it for one beyond the last-level cache; weights
+    and older tensors from memory): :class:`~hetsched.cost.CalibratedCost` prices a
     memory-bound op with them once its graph no longer fits the caches (its "cold ops"), where the
     workload curves, measured in models that fit, would carry their in-cache efficiency.
 
@@ -719,7 +820,7 @@ def parse_workload(spec: str) -> tuple[str, dict]:
 
 
 def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cpu", repeats: int = 7,
-              warmup: int = 2, stat: str = "median", clock: str = "wall", threads: int | None = None,
+              runs: int = DEFAULT_RUNS, warmup: int = 2, stat: str = "median", clock: str = "wall", threads: int | None = None,
               sweep: bool | str = True,
               system_name: str = "local", system_path: str | Path | None = None,
               cost_path: str | Path | None = None, progress: Callable[[str], None] | None = None) -> Calibration:
@@ -735,6 +836,11 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
         the workloads run on the GPU.
     repeats, warmup : int
         Profiled and unprofiled runs per workload and per sweep point.
+    runs : int
+        Independent runs of every workload and of the sweep (default :data:`DEFAULT_RUNS`); each op's
+        time is the median over the runs (:func:`median_runs`) and its layer factor is shrunk toward
+        1 by its run-to-run spread (:func:`robust_layer_factors`). ``runs=1``: one run, the factors
+        as measured.
     stat : {"median", "min", "mean"}
         Over the repeats (``min`` on a shared, loaded machine).
     clock : {"wall", "cpu", "profiler"}
@@ -775,6 +881,8 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
         raise HetschedError("device='cuda' but torch sees no CUDA device", field="device")
     if not isinstance(repeats, int) or repeats < 1:
         raise HetschedError(f"repeats must be a positive integer, got {repeats!r}", field="repeats")
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise HetschedError(f"runs must be a positive integer, got {runs!r}", field="runs")
     _stat_fn(stat)
     _now(clock)
     if device == "cuda" and clock != "profiler":
@@ -837,38 +945,73 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
         rows: list[dict] = []
         profiles: dict[str, Any] = {}
         graphs: dict[str, OpGraph] = {}
+        runs_of: dict[str, list[Any]] = {}  # every run's Profile per workload
+        sweep_runs: list[dict[str, float]] = []
         types_seen: set[str] = set()
         view_times: dict[str, list[float]] = {}
         from .io.profile import load_profile, profile_torch, time_torch
         from .io.torch_import import load_torch
 
-        for label, module, inputs in resolved:
-            if device == "cuda":
-                module = module.to("cuda")
-                inputs = tuple(x.to("cuda") if hasattr(x, "to") else x for x in inputs)
-            t0 = time.perf_counter()
-            import warnings
+        if device == "cuda":
+            resolved = [(label, module.to("cuda"), tuple(x.to("cuda") if hasattr(x, "to") else x for x in inputs))
+                        for label, module, inputs in resolved]
+        sg, specs = sweep_graph(set(), quick=sweep == "quick") if sweep else (None, {})
+        for run in range(runs):
+            # run by run (workloads, then the sweep), so that a spell of contention from other jobs
+            # spoils one run of each, which the median over the runs then ignores
+            for label, module, inputs in resolved:
+                t0 = time.perf_counter()
+                if label not in graphs:
+                    import warnings
 
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # ATen ops without a FLOP rule: priced as memory-bound
-                g = load_torch(module, inputs, name=label)
-            if clock == "profiler":
-                doc = profile_torch(module, inputs, repeats=repeats, warmup=warmup, annotate=False)
-                prof = load_profile(doc, g, device=name, stat=stat)
-            else:
-                prof = time_torch(module, inputs, g, repeats=repeats, warmup=warmup, clock=clock, stat=stat,
-                                  device=name)
-            profiles[label], graphs[label] = prof, g
-            types_seen |= {g.op(o).op_type for o in prof.latency_s}
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")  # ATen ops without a FLOP rule: priced as memory-bound
+                        graphs[label] = load_torch(module, inputs, name=label)
+                g = graphs[label]
+                if clock == "profiler":
+                    doc = profile_torch(module, inputs, repeats=repeats, warmup=warmup, annotate=False)
+                    prof = load_profile(doc, g, device=name, stat=stat)
+                else:
+                    prof = time_torch(module, inputs, g, repeats=repeats, warmup=warmup, clock=clock, stat=stat,
+                                      device=name)
+                runs_of.setdefault(label, []).append(prof)
+                types_seen |= {g.op(o).op_type for o in prof.latency_s}
+                step("profile_workload", f"{label} run {run + 1}", prof.metrics["match_rate"],
+                     f"{label}{f' (run {run + 1} of {runs})' if runs > 1 else ''}: {g.n_ops} ops, "
+                     f"{prof.metrics['match_rate']:.0%} matched, iteration {prof.metrics['iteration_s'] * 1e3:.1f} ms "
+                     f"({time.perf_counter() - t0:.1f} s)")
+            if sweep:
+                if run == 0:  # the op types are known once every workload ran
+                    sg, specs = sweep_graph(types_seen or {"Relu", "Add", "Gemm", "MatMul", "Conv"},
+                                            quick=sweep == "quick")
+                if specs:
+                    t0 = time.perf_counter()
+                    sweep_runs.append(_profile_sweep(sg, specs, dev_t, repeats, stat, clock))
+                    step("sweep", f"generic sizes run {run + 1}", float(len(sweep_runs[-1])),
+                         f"sweep{f' (run {run + 1} of {runs})' if runs > 1 else ''}: {len(sweep_runs[-1])} size(s) "
+                         f"({time.perf_counter() - t0:.1f} s)")
+        for label, g in graphs.items():
+            ps = runs_of[label]
+            lat = median_runs([p.latency_s for p in ps])
+            its = [p.metrics["iteration_s"] for p in ps]
+            prof = _replace(ps[0], latency_s=lat,
+                            samples={o: tuple(t for p in ps for t in p.samples.get(o, ())) for o in lat},
+                            metrics={**ps[0].metrics, "iteration_s": float(statistics.median(its)),
+                                     "total_s": float(sum(lat.values())), "n_runs": float(len(ps))})
+            profiles[label] = prof
             bound = ref.bind(g)
-            for o, t in prof.latency_s.items():
+            for o, t in lat.items():
                 if bound.traffic_bytes(g.op(o))[1]:
                     view_times.setdefault(g.op(o).op_type, []).append(t)
-            new = _points(g, prof.latency_s, bound, dev, launch, label)
+            new = _points(g, lat, bound, dev, launch, label)
             rows += new
-            step("profile_workload", label, prof.metrics["match_rate"],
-                 f"{label}: {g.n_ops} ops, {prof.metrics['match_rate']:.0%} matched, {len(new)} point(s), "
-                 f"iteration {prof.metrics['iteration_s'] * 1e3:.1f} ms ({time.perf_counter() - t0:.1f} s)")
+            if runs > 1:
+                spread = [max(v) / min(v) - 1 for v in (
+                    [p.latency_s[o] for p in ps if o in p.latency_s] for o in lat) if len(v) > 1 and min(v) > 0]
+                step("combine_runs", label, float(statistics.median(spread)) if spread else 0.0,
+                     f"{label}: per-op median of {len(ps)} runs -> {len(new)} point(s); iterations "
+                     + ", ".join(f"{t * 1e3:.1f}" for t in its) + " ms; an op's max/min over the runs: median "
+                     f"{(statistics.median(spread) if spread else 0.0):+.1%}")
         all_views = [t for ts in view_times.values() for t in ts]
         launch_by_type = {t: float(statistics.median(ts)) for t, ts in view_times.items() if len(ts) >= 3}
         if len(all_views) >= 5:
@@ -882,16 +1025,12 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
                 r["efficiency"] = r["work_s"] / (t - launch) if t > launch and r["work_s"] > 0 else float("nan")
             system = system.with_devices({name: _replace(system.device(name), launch_overhead_s=launch)})
             dev = system.device(name)
-        if sweep:
-            sg, specs = sweep_graph(types_seen or {"Relu", "Add", "Gemm", "MatMul", "Conv"}, quick=sweep == "quick")
-            if specs:
-                t0 = time.perf_counter()
-                lat = _profile_sweep(sg, specs, dev_t, repeats, stat, clock)
-                new = _points(sg, lat, ref.bind(sg), dev, launch, "sweep")
-                rows += new
-                step("sweep", "generic sizes", float(len(new)),
-                     f"sweep: {len(new)} point(s) over {len({r['op_type'] for r in new})} op type(s) "
-                     f"({time.perf_counter() - t0:.1f} s)")
+        if sweep_runs:
+            new = _points(sg, median_runs(sweep_runs), ref.bind(sg), dev, launch, "sweep")
+            rows += new
+            step("sweep", "generic sizes", float(len(new)),
+                 f"sweep: {len(new)} point(s) over {len({r['op_type'] for r in new})} op type(s)"
+                 + (f", per-size median of {len(sweep_runs)} runs" if len(sweep_runs) > 1 else ""))
         points = pd.DataFrame(rows, columns=["source", "op", "op_type", "flops", "bytes", "work_s", "measured_s", "efficiency"])
         curves, fit_steps, key = fit_curves(points)
         if not curves:
@@ -904,26 +1043,38 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
             # the caches of the calibrated CPU (sysfs), and what its op types achieve beyond them
             spec.update(cache_bytes=cache, cold_curves=cold)
             step("cold_curves", "sweep", float(len(cold)),
-                 f"cold curves: {len(cold)} op type(s) from the flushed sweep, for memory-bound ops beyond the "
+                 f"cold curves: {len(cold)} op type(s) from the sweep (caches evicted, input rewritten), "
+                 "for memory-bound ops beyond the "
                  f"{cache['private'] / 2**20:.3g} MiB private cache in graphs beyond the "
                  f"{cache['last_level'] / 2**20:.3g} MiB last-level cache")
         curve_only = CalibratedCost(system, {name: spec})
         layers: dict[str, dict[str, dict]] = {}
+        n_shrunk, n_layers = 0, 0
         for label, g in graphs.items():
             bound, model = curve_only.bind(g), model_id(g)
             rows_l = layers.setdefault(model, {})
-            for o, t in profiles[label].latency_s.items():
+            per_run: dict[str, list[float]] = {}
+            for o in profiles[label].latency_s:
                 op = g.op(o)
                 pred_o = bound.curve_s(op, dev)
-                if pred_o > 0 and t > 0:
-                    rows_l[o] = {"op_type": op.op_type, "weight_bytes": int(op.weight_bytes), "factor": t / pred_o}
-        step("layer_factors", "workloads", float(sum(len(v) for v in layers.values())),
-             f"layer factors: {sum(len(v) for v in layers.values())} op(s) of {len(layers)} model(s) keep what they "
-             "measured relative to the curves (applied to the same layers at other sizes)")
+                if pred_o > 0:
+                    per_run[o] = [p.latency_s[o] / pred_o for p in runs_of[label] if p.latency_s.get(o, 0) > 0]
+            robust = robust_layer_factors(per_run, {o: g.op(o).op_type for o in per_run})
+            for o, (f, _) in robust.items():
+                op = g.op(o)
+                rows_l[o] = {"op_type": op.op_type, "weight_bytes": int(op.weight_bytes), "factor": f}
+                raw = float(np.median(per_run[o]))
+                n_layers += 1
+                n_shrunk += abs(math.log(f)) < 0.5 * abs(math.log(raw)) if raw > 0 else 0
+        step("layer_factors", "workloads", float(n_layers),
+             f"layer factors: {n_layers} op(s) of {len(layers)} model(s) keep what they measured relative to the "
+             "curves (applied to the same layers at other sizes)"
+             + (f"; the median of {runs} runs, shrunk toward 1 by their run-to-run spread ({n_shrunk} op(s) to less "
+                "than half their log factor: within the noise)" if runs > 1 else ""))
         cost = CalibratedCost(system, {name: {**spec, "layers": layers}},
                               meta={"machine": _cpu_name(), "platform": platform.platform(), "threads": n_threads,
                                     "torch": str(torch.__version__), "stat": stat, "clock": clock, "repeats": repeats,
-                                    "load_1min": load,
+                                    "runs": runs, "load_1min": load,
                                     "workloads": list(profiles), "sweep": sweep,
                                     "date": host_attrs["calibrated"], "python": sys.version.split()[0]})
         points["key"] = key
@@ -938,11 +1089,11 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
         duration = time.perf_counter() - t_start
         metrics = {"peak_flops": peak, "mem_bandwidth_Bps": bw, "launch_overhead_s": launch, "n_points": float(len(points)),
                    "n_curves": float(len(curves)), "fit_median_ratio": float(q[0.5]), "fit_p10_ratio": float(q[0.1]),
-                   "fit_p90_ratio": float(q[0.9]), "threads": float(n_threads), "duration_s": duration, "load_1min": load}
+                   "fit_p90_ratio": float(q[0.9]), "threads": float(n_threads), "duration_s": duration, "load_1min": load, "runs": float(runs)}
         first = next(iter(profiles.values()), None)
         result = Calibration(system=system, cost=cost, points=points, profiles=profiles, graphs=graphs, metrics=metrics,
                              timeline=first.timeline if first is not None else make_timeline([]), steps=steps,
-                             params={"workloads": list(profiles), "device": device, "repeats": repeats, "warmup": warmup,
+                             params={"workloads": list(profiles), "device": device, "repeats": repeats, "runs": runs, "warmup": warmup,
                                      "stat": stat, "clock": clock, "threads": n_threads, "sweep": sweep, "system_name": system_name})
         result.save(system_path, cost_path)
         say(f"done in {duration:.1f} s: {len(curves)} curve(s) from {len(points)} point(s)")

@@ -183,6 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", default="local", help="name of the system written (default local)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--runs", type=_positive_int, default=None,
+                   help="independent runs of the workloads and the sweep, per-op median (default 3)")
     p.add_argument("--stat", choices=["median", "min", "mean"], default="median")
     p.add_argument("--clock", choices=["wall", "cpu", "profiler"], default="wall")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
@@ -673,7 +675,8 @@ def _cmd_calibrate(a: argparse.Namespace) -> int:
 
     warm_allocator()  # no page faults that one run pays and another does not (see its docstring)
     say = None if a.quiet else (lambda line: print(line, flush=True))
-    r = calibrate([parse_workload(w) for w in a.workloads], device=a.device, repeats=a.repeats, stat=a.stat,
+    runs = {} if a.runs is None else {"runs": a.runs}
+    r = calibrate([parse_workload(w) for w in a.workloads], device=a.device, repeats=a.repeats, stat=a.stat, **runs,
                   clock=a.clock, threads=a.threads, sweep={"full": True, "quick": "quick", "none": False}[a.sweep],
                   system_name=a.name, system_path=a.system_out, cost_path=a.cost_out, progress=say)
     _print(a, f"calibrated {a.name}: {a.system_out}, {a.cost_out}", _metrics_frame(r.metrics))

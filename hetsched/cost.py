@@ -471,13 +471,14 @@ class CalibratedCost(RooflineCost):
       (``bytes / bandwidth > flops / peak``) that moves more than the core's private cache
       (``cache_bytes["private"]``) in a graph whose working set (:meth:`working_set_bytes`)
       exceeds the last-level cache (``cache_bytes["last_level"]``) is priced by its type's *cold*
-      curve (the sweep's, each point timed after the caches were evicted), without layer factor.
+      curve (the sweep's, each point timed after the caches were evicted and its input rewritten,
+      as its producer would have), without layer factor.
       Why: the workload curves and layer factors are measured in calibration models whose
       activations stay in the caches (ResNet-50 at batch 1 keeps a layer's tensors in L2/L3, and
       whether a 200 KB ReLU follows a 1x1 or a 3x3 convolution halves or doubles its time), so
       their efficiencies (up to twice the DRAM copy rate) and per-layer differences describe cache
       states a larger graph does not have: at batch 8 the same layers stream from memory, at the
-      flushed sweep's efficiency, and layers of one shape cost about the same.
+      sweep's efficiency, and layers of one shape cost about the same.
 
     Devices without curves are priced by the roofline.
 

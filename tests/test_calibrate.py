@@ -32,7 +32,7 @@ def _mlp(batch):
 def cal(tmp_path_factory):
     d = tmp_path_factory.mktemp("cal")
     m, x = _mlp(8)
-    r = hs.calibrate([(m, x, "mlp(batch=8)")], repeats=3, warmup=1, threads=1, clock="cpu", sweep="quick",
+    r = hs.calibrate([(m, x, "mlp(batch=8)")], repeats=3, runs=1, warmup=1, threads=1, clock="cpu", sweep="quick",
                      system_name="t-local", system_path=d / "sys.yaml", cost_path=d / "cost.yaml")
     return r, d
 
@@ -63,6 +63,7 @@ def test_measures_and_fits(cal):
 
 
 def test_layer_factors_reproduce_the_calibration_run(cal):
+    # one run: no run-to-run spread to shrink the factors by, so they reproduce the run exactly
     r, _ = cal
     prof = r.profiles["mlp(batch=8)"]
     c = hs.calibrate.compare(prof, r.cost, r.system)
@@ -128,7 +129,7 @@ def test_predicts_another_batch_and_trace(cal):
 def test_argument_errors():
     cases = [({"repeats": 0}, "repeats"), ({"stat": "p50"}, "stat"), ({"clock": "tsc"}, "clock"),
              ({"device": "tpu"}, "device"), ({"sweep": "some"}, "sweep"), ({"threads": 0}, "threads"),
-             ({"clock": "cpu", "threads": 2}, "threads")]
+             ({"clock": "cpu", "threads": 2}, "threads"), ({"runs": 0}, "runs"), ({"runs": True}, "runs")]
     for kw, field in cases:
         with pytest.raises(HetschedError) as e:
             hs.calibrate([("resnet50", {"image_size": 32})], **kw)
@@ -191,13 +192,15 @@ def test_the_calibrate_command_writes_files_the_other_commands_take(tmp_path, ca
     from hetsched.cli import main
 
     sys_out, cost_out = tmp_path / "sys.yaml", tmp_path / "cost.yaml"
-    rc = main(["calibrate", "resnet50:batch=1,image_size=32", "--sweep", "none", "--repeats", "1", "--threads", "1",
+    rc = main(["calibrate", "resnet50:batch=1,image_size=32", "--sweep", "none", "--repeats", "1", "--runs", "2",
+               "--threads", "1",
                "--clock", "cpu", "--name", "cli-local", "--system-out", str(sys_out), "--cost-out", str(cost_out),
                "--quiet"])
     assert rc == 0 and sys_out.exists() and cost_out.exists()
     s = hs.load_system(sys_out)
     assert s.name == "cli-local" and s.device("cpu0").peak_flops_for("Conv") > 0
-    assert isinstance(load_cost(cost_out, s), CalibratedCost)
+    cost = load_cost(cost_out, s)
+    assert isinstance(cost, CalibratedCost) and cost.meta["runs"] == 2
     from hetsched.io.torch_zoo import torch_model
 
     m, x = torch_model("resnet50", batch=2, image_size=32)  # another batch: the fit is shape-aware

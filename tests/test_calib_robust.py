@@ -1,0 +1,137 @@
+"""Robustness of the calibration to run-to-run noise (issue 19, ResNet-50 batch 8 on a shared machine).
+
+No timing here: synthetic latencies with a known efficiency, multiplicative noise and one spoiled
+run go through the fitting functions, and the fitted efficiency must stay within a band of the
+true one; the spoiled run must not move it. The numbers come from the rules in the docstrings of
+``median_runs`` and ``robust_layer_factors`` (median over runs; shrinkage ``L^3 / (L^2 + s^2)`` in
+log space), not from the code's output."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hetsched.calibrate import fit_curves, median_runs, robust_layer_factors, sweep_graph
+
+LAUNCH = 0.0
+
+
+def _true_eff(work_s: float) -> float:
+    """A made-up efficiency rising from 0.3 at 1 us of work to 1.2 at 10 ms (linear in log10 work)."""
+    return 0.3 + 0.9 * (math.log10(work_s) + 6) / 4
+
+
+def _ops(n: int = 60, seed: int = 0) -> dict[str, float]:
+    rng = np.random.default_rng(seed)
+    return {f"op{i}": float(10 ** rng.uniform(-6, -2)) for i in range(n)}  # op -> work in seconds
+
+
+def _run(work: dict[str, float], sigma: float, seed: int, slow: float = 1.0) -> dict[str, float]:
+    """Measured times of one run: work / efficiency, times lognormal noise, times ``slow`` (contention)."""
+    rng = np.random.default_rng(seed)
+    return {o: w / _true_eff(w) * float(np.exp(rng.normal(0, sigma))) * slow for o, w in work.items()}
+
+
+def _points(work: dict[str, float], lat: dict[str, float]) -> pd.DataFrame:
+    return pd.DataFrame({"source": "model", "op": list(work), "op_type": "Relu", "work_s": list(work.values()),
+                         "efficiency": [work[o] / (lat[o] - LAUNCH) for o in work]})
+
+
+def _fitted_error(curves, work: dict[str, float]) -> float:
+    """The largest relative error of the fitted curve against the true efficiency, over the ops' work sizes
+    (away from the two ends, where a bin holds few points)."""
+    ws = sorted(work.values())[5:-5]
+    return max(abs(curves["Relu"](w) / _true_eff(w) - 1) for w in ws)
+
+
+def test_median_of_runs_fits_within_the_noise_band():
+    work = _ops()
+    runs = [_run(work, 0.10, seed) for seed in (1, 2, 3)]
+    curves, _, _ = fit_curves(_points(work, median_runs(runs)))
+    # 10 % noise per op, the median of 3 runs and of each bin's points: well within 15 %
+    assert _fitted_error(curves, work) < 0.15
+
+
+def test_a_spoiled_run_does_not_move_the_fit():
+    work = _ops()
+    clean = [_run(work, 0.05, seed) for seed in (1, 2)]
+    spoiled = _run(work, 0.05, 3, slow=2.0)  # another job took the memory bus: every op twice as slow
+    curves_clean, _, _ = fit_curves(_points(work, median_runs(clean + [_run(work, 0.05, 4)])))
+    curves_spoiled, _, _ = fit_curves(_points(work, median_runs(clean + [spoiled])))
+    # a single run with the spoiled one in it would be off by up to 2x; the median ignores it
+    assert _fitted_error(curves_spoiled, work) < 0.12
+    for w in sorted(work.values())[5:-5]:
+        assert curves_spoiled["Relu"](w) == pytest.approx(curves_clean["Relu"](w), rel=0.12)
+    one_run, _, _ = fit_curves(_points(work, spoiled))
+    assert _fitted_error(one_run, work) > 0.4  # what the median protects from
+
+
+def test_median_runs_takes_each_ops_median_and_tolerates_missing_ops():
+    assert median_runs([{"a": 1.0, "b": 4.0}, {"a": 3.0}, {"a": 2.0, "b": 2.0}]) == {"a": 2.0, "b": 3.0}
+    assert median_runs([]) == {}
+
+
+def test_layer_factor_kept_when_consistent_shrunk_when_noise():
+    rng = np.random.default_rng(7)
+    factors, groups = {}, {}
+    # 20 convolutions whose factors are real (a layer 30 % slower than its class, in every run, 2 % noise)
+    for i in range(20):
+        factors[f"conv{i}"] = list(1.3 * np.exp(rng.normal(0, 0.02, 3)))
+        groups[f"conv{i}"] = "Conv"
+    # 20 ReLUs whose factors are noise (no real effect, 25 % run-to-run noise)
+    for i in range(20):
+        factors[f"relu{i}"] = list(np.exp(rng.normal(0, 0.25, 3)))
+        groups[f"relu{i}"] = "Relu"
+    out = robust_layer_factors(factors, groups)
+    for i in range(20):
+        assert out[f"conv{i}"][0] == pytest.approx(1.3, rel=0.05)
+    relu_logs = np.abs([math.log(out[f"relu{i}"][0]) for i in range(20)])
+    raw_logs = np.abs([math.log(float(np.median(factors[f"relu{i}"]))) for i in range(20)])
+    # shrinkage: every ReLU factor is pulled toward 1, and on the whole by more than half
+    assert (relu_logs <= raw_logs + 1e-12).all() and relu_logs.sum() < 0.5 * raw_logs.sum()
+    # the spread reported is the group's noise at least
+    assert all(out[f"relu{i}"][1] >= 0.1 for i in range(20))
+
+
+def test_layer_factor_ignores_an_outlier_run_and_keeps_a_single_run():
+    out = robust_layer_factors({"conv": [1.3, 1.31, 4.0], "other": [1.29, 1.3, 1.31]},
+                               {"conv": "Conv", "other": "Conv"})
+    assert out["conv"][0] == pytest.approx(1.3, rel=0.02)  # not pulled toward 4.0
+    single = robust_layer_factors({"x": [0.6]})
+    assert single["x"] == (pytest.approx(0.6), 0.0)  # one run: nothing to judge the noise by
+    # non-positive or infinite factors are not evidence
+    assert robust_layer_factors({"y": [float("inf"), 0.0]}) == {}
+
+
+def test_sweep_batch_norm_covers_the_planes_of_a_cnn():
+    g, specs = sweep_graph(["BatchNormalization", "Conv"])
+    bn = {n: sp for n, sp in specs.items() if sp["kind"] == "bn"}
+    planes = {sp["h"] for sp in bn.values()}
+    assert {7, 14, 28, 56} <= planes and {1, 4, 8} <= {sp["b"] for sp in bn.values()}
+    # the 4x-wide planes of a bottleneck, for batch norms and 1x1 convolutions both ways
+    assert {(256, 56), (2048, 7)} <= {(sp["c"], sp["h"]) for sp in bn.values()}
+    convs = [sp for sp in specs.values() if sp["kind"] == "conv"]
+    assert any(sp["co"] == 4 * sp["c"] for sp in convs) and any(4 * sp["co"] == sp["c"] for sp in convs)
+    # no tensor of 32 MiB or more: glibc maps those afresh on every call (page faults no model pays)
+    assert max(g.tensor(t).size_bytes for t in g.tensors) < 32 << 20
+    for n, sp in bn.items():  # elements and weights by the shape: 2 FLOPs an element, 4 vectors of c
+        elems = sp["b"] * sp["c"] * sp["h"] ** 2
+        op = g.op(n)
+        assert op.weight_bytes == 4 * sp["c"] * 4
+        assert g.tensor(f"{n}:in0").size_bytes == elems * 4
+
+
+def test_sweep_produce_rewrites_the_input_without_changing_it():
+    torch = pytest.importorskip("torch")
+    from hetsched.calibrate import _sweep_callable
+
+    for sp in ({"kind": "unary", "fn": "relu", "n": 64}, {"kind": "binary", "fn": "add", "n": 64},
+               {"kind": "bn", "b": 1, "c": 4, "h": 3}, {"kind": "conv", "b": 1, "c": 4, "h": 5, "k": 3},
+               {"kind": "bmm", "b": 2, "s": 4, "d": 8}):
+        run, produce = _sweep_callable(sp, "cpu")
+        before = run().clone()
+        produce()  # what the op's producer would have written: the same values, just written again
+        assert torch.equal(run(), before), sp
