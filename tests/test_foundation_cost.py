@@ -159,3 +159,27 @@ def test_resolve_cost(sg):
                                          launch_overhead_s=1e-6)})
     r = resolve_cost(bound, g, faster)
     assert r.system is faster and r.compute_s("mm", "a") == approx(1e-3 + 1e-6)
+
+
+def test_each_op_device_pair_is_priced_once_and_a_new_op_of_the_same_name_afresh(monkeypatch):
+    """A cost model shared by several algorithms (the Mapping panel's comparison) works out an op's
+    price on a device once; an op given under a name already priced, but with other numbers, is not
+    served the old price."""
+    from hetsched.cost import RooflineCost
+    from hetsched.graph import Op
+    from hetsched.io.generators import chain
+    from hetsched.io.systems import toy_system
+
+    g, s = chain(4), toy_system()
+    c = RooflineCost(s, g)
+    calls = []
+    real = RooflineCost._resident_s
+    monkeypatch.setattr(RooflineCost, "_resident_s", lambda self, o, d: calls.append((o.name, d.name)) or real(self, o, d))
+    dev = s.compute_devices[0]
+    first = [c.compute_s(o, dev) for o in g.ops]
+    again = [c.compute_s(o, dev, weights_resident=False) for o in g.ops]
+    assert len(calls) == g.n_ops and all(b >= a for a, b in zip(first, again))
+    op = next(iter(g.ops))
+    small, big = Op(op, "Conv", flops=1e9), Op(op, "Conv", flops=4e9)
+    assert c.compute_s(big, dev) > c.compute_s(small, dev)
+    assert c.compute_s(small, dev) == real(c, small, s.device(dev))

@@ -260,3 +260,18 @@ def test_big_graph_walks_draw_the_graph_in_webgl_and_small_ones_in_svg():
     small, big = types(40), types(400)
     assert set(small.values()) == {"scatter"}
     assert big["ops"] == big["edges"] == "scattergl" and big["this decision"] == "scatter"
+
+
+def test_mapping_gantt_hover_points_are_one_invisible_line_in_svg_and_markers_in_webgl():
+    """Hover finds a bar at its middle either way; in SVG the points are one invisible path (a 1k-op
+    step redrew one SVG element per invisible marker), in WebGL markers cost nothing extra."""
+    from hetsched.timeline import make_timeline
+
+    tl = make_timeline([dict(lane="gpu0", group="gpu0", name=f"op{i}", kind="compute", start_s=i * 1e-3,
+                             end_s=(i + 1) * 1e-3, op=f"op{i}", device="gpu0") for i in range(3)])
+    svg = {t.name: t for t in mapping_gantt(tl, ["cpu0", "gpu0"], webgl=False).data}["bars"]
+    gl = {t.name: t for t in mapping_gantt(tl, ["cpu0", "gpu0"], webgl=True).data}["bars"]
+    assert (svg.type, svg.mode, svg.line.width) == ("scatter", "lines", 0)
+    assert (gl.type, gl.mode) == ("scattergl", "markers")
+    for t in (svg, gl):
+        assert list(t.x) == pytest.approx([0.5, 1.5, 2.5]) and t.hoverinfo == "text" and "op1" in t.hovertext[1]

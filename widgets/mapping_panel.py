@@ -52,10 +52,11 @@ import traitlets
 
 import hetsched as hs
 import hetsched.mapping as mp
+from hetsched.cost import resolve_cost
 from hetsched.errors import HetschedError
 from hetsched.io.tables import csv_safe
 from hetsched.plot import color_map, format_value, time_unit
-from hetsched.plot.mapping import (METHOD_LABELS, OPTIMISES_LABELS, busy_bars, mapping_gantt, method_bars,
+from hetsched.plot.mapping import (GANTT_WEBGL_BARS, METHOD_LABELS, OPTIMISES_LABELS, busy_bars, mapping_gantt, method_bars,
                                    placement_blocks, placement_graph)
 from hetsched.results import Step
 
@@ -361,6 +362,7 @@ class MappingPanel(BlockDrawing, Panel):
         self._fixed_graph, self._fixed_system = graph, system
         self._runs: dict[str, tuple[mp.MappingResult, float]] = {}  # method -> (result, runtime) on _runs_key
         self._runs_key: Any = None
+        self._cost: Any = None  # the cost model bound to the graph of _runs_key
         self._rows: dict[tuple, dict] = {}
         self._trials: OrderedDict = OrderedDict()  # (id(result), k) -> Trial, a small LRU
         self._states: OrderedDict = OrderedDict()  # (id(result), i) -> Evaluation of the state before decision i
@@ -401,12 +403,14 @@ class MappingPanel(BlockDrawing, Panel):
     def compute(self) -> mp.MappingResult:
         st = self.state
         g, s = self.graph, self.system
-        r = mp.h2h(g, s, occupancy_threshold=st.occupancy_threshold, policy=st.policy, objective=st.objective,
-                   direction=st.direction, max_passes=st.max_passes or None)
         key = (id(g), g.n_ops, id(s))
         if key != self._runs_key:
             self._runs, self._rows, self._runs_key, self._pos = {}, {}, key, None
-        return r
+            # one cost model bound to the graph for h2h and every mapper of the comparison: each op's
+            # price on each device is worked out once, not once per mapper (the same prices)
+            self._cost = resolve_cost(None, g, s)
+        return mp.h2h(g, s, occupancy_threshold=st.occupancy_threshold, policy=st.policy, objective=st.objective,
+                      direction=st.direction, max_passes=st.max_passes or None, cost=self._cost)
 
     def _run_comparison(self, r: mp.MappingResult) -> None:
         """The mappers the comparison shows beside h2h (each run once per graph and system)."""
@@ -423,6 +427,7 @@ class MappingPanel(BlockDrawing, Panel):
             if m in self._runs:
                 continue
             opts = {"time_limit_s": ilp_limit_s} if m.startswith("ilp") else {}
+            opts["cost"] = self._cost
             t0 = time.perf_counter()
             self._runs[m] = (mp.METHODS[m](g, s, **opts), time.perf_counter() - t0)
 
@@ -610,8 +615,9 @@ class MappingPanel(BlockDrawing, Panel):
 
     @staticmethod
     def _webgl(r: mp.MappingResult) -> bool:
-        # fixed per graph (not per state), so every step's Gantt has the same trace types
-        return r.graph.n_ops > 300
+        # fixed per graph (not per state), so every step's Gantt has the same trace types; an op
+        # has a compute bar and, often, a transfer: about GANTT_WEBGL_BARS bars from half as many ops
+        return r.graph.n_ops > GANTT_WEBGL_BARS // 2
 
     def _render_summary(self, r: mp.MappingResult) -> None:
         m = r.metrics

@@ -40,7 +40,7 @@ from .core import (GROUP_PALETTE, MAX_BARS, NEUTRAL, BlockLayout, _fmt_bytes, _l
                    block_colors, block_layout, block_legend, block_node_trace, block_ring_trace, bytes_unit, color_map,
                    edge_xy, figure_from_dicts, legend_below, legend_height_px, metric_label, time_unit)
 
-__all__ = ["TRANSFER_COLOR", "UNASSIGNED", "placement_graph", "placement_blocks", "mapping_gantt", "busy_bars", "method_bars",
+__all__ = ["TRANSFER_COLOR", "GANTT_WEBGL_BARS", "UNASSIGNED", "placement_graph", "placement_blocks", "mapping_gantt", "busy_bars", "method_bars",
            "METHOD_LABELS", "OPTIMISES_LABELS"]
 
 #: Transfers on links: a dark grey, so a link lane never borrows a device's colour (issue 22).
@@ -208,6 +208,14 @@ def placement_blocks(graph, placement: Mapping[str, str], devices: Sequence[str]
     return figure_from_dicts(data, layout_)
 
 
+#: Bars beyond which a mapping Gantt is drawn with WebGL. A walk redraws every bar at each step:
+#: measured on a 973-op graph in headless Chromium on this project's 2-core machine, WebGL steps
+#: take ~190 ms from click to plot against ~228 ms in SVG. SVG would show the tab's first view
+#: ~250 ms sooner (no WebGL start-up, whose software GL also takes the cores the kernel computes
+#: on), but stepping is what a walk is for.
+GANTT_WEBGL_BARS = 600
+
+
 def mapping_gantt(timeline: pd.DataFrame, devices: Sequence[str], *, colors: Mapping[str, str] | None = None,
                   highlight: Iterable[str] = (), title: str | None = None, height: int | None = None,
                   unit: tuple[str, float] | None = None, webgl: bool | None = None) -> go.Figure:
@@ -225,7 +233,7 @@ def mapping_gantt(timeline: pd.DataFrame, devices: Sequence[str], *, colors: Map
     unit : (str, float), optional
         The time unit and factor (default: chosen from the timeline's span).
     webgl : bool, optional
-        Draw the traces with WebGL (default: when there are more than 600 bars). A caller
+        Draw the traces with WebGL (default: beyond :data:`GANTT_WEBGL_BARS` bars). A caller
         stepping through states of one graph fixes it, so the trace types stay the same.
 
     >>> from hetsched.timeline import make_timeline
@@ -266,8 +274,8 @@ def mapping_gantt(timeline: pd.DataFrame, devices: Sequence[str], *, colors: Map
     is_dev = np.fromiter((ln in lane_y and lane_y[ln] < len(devices) and k != "transfer"
                           for ln, k in zip(lanes_all, kinds)), dtype=bool, count=n)
     lane_w = 14 if len(lane_y) <= 8 else 8
-    webgl = n > 600 if webgl is None else webgl
-    kind = "scattergl" if webgl else "scatter"  # redrawing ~1k SVG segments and markers per step is slow
+    webgl = n > GANTT_WEBGL_BARS if webgl is None else webgl
+    kind = "scattergl" if webgl else "scatter"
     data: list[dict] = []
     for d in devices:
         x, _y = segments(np.flatnonzero(is_dev & (y_all == lane_y[d])))
@@ -287,9 +295,13 @@ def mapping_gantt(timeline: pd.DataFrame, devices: Sequence[str], *, colors: Map
     hover = [f"<b>{nm}</b><br>{ln}<br>{k}: {a:.4g}–{b:.4g} {u}"
              + (f"<br>{_fmt_bytes(by)}" if by is not None and by == by else "")
              for nm, ln, k, a, b, by in zip(names, lanes_all, kinds, s_all.tolist(), e_all.tolist(), nbytes)]
+    # what the mouse finds: one point at each bar's middle. In SVG an invisible line through them
+    # (one path) rather than invisible markers (one SVG element per bar: a 1k-op step redrew ~1k
+    # elements); a line's points answer hover as markers do. WebGL draws markers at no such cost.
+    hover_pts = (dict(mode="markers", marker=dict(size=6, color="rgba(0,0,0,0)")) if webgl
+                 else dict(mode="lines", line=dict(width=0)))
     data.append(dict(type=kind, x=((s_all + e_all) / 2).astype(np.float32), y=y_all.astype(np.float32),
-                     mode="markers", name="bars", showlegend=False, marker=dict(size=6, color="rgba(0,0,0,0)"),
-                     hovertext=hover, hoverinfo="text"))
+                     name="bars", showlegend=False, hovertext=hover, hoverinfo="text", **hover_pts))
     ticks = devices + links
     layout = dict(
         xaxis=dict(title=_text(f"time ({u})"), range=[0, max(span * f, 1e-9) * 1.02]),
