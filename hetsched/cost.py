@@ -66,6 +66,7 @@ __all__ = [
     "save_cost",
     "default_cost",
     "set_default_cost",
+    "current_default_cost",
     "VIEW_OP_TYPES",
     "GATHER_OP_TYPES",
     "COST_FORMAT",
@@ -852,6 +853,18 @@ def set_default_cost(cost: "CostModel | str | Path | None") -> None:
     _PROCESS_DEFAULT[0] = cost
 
 
+def current_default_cost() -> "CostModel | str | Path | None":
+    """The default :func:`resolve_cost` uses for ``cost=None`` right now (``None``: the roofline).
+
+    A caller that keeps a resolved model across calls (a panel pricing several mappers with one)
+    compares this to know when :func:`set_default_cost` or :func:`default_cost` replaced it.
+
+    >>> current_default_cost() is None
+    True
+    """
+    return _DEFAULT[-1] if _DEFAULT else _PROCESS_DEFAULT[0]
+
+
 def _from_path(path: str | Path, system: System) -> CostModel:
     p = Path(path)
     key = (str(p.resolve()), p.stat().st_mtime_ns if p.exists() else None, id(system))
@@ -881,7 +894,7 @@ def resolve_cost(cost: CostModel | str | Path | None, graph: OpGraph, system: Sy
     2
     """
     if cost is None:
-        cost = _DEFAULT[-1] if _DEFAULT else _PROCESS_DEFAULT[0]
+        cost = current_default_cost()
     if cost is None:
         return RooflineCost(system, graph)
     if isinstance(cost, (str, Path)):

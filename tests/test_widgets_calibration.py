@@ -123,11 +123,16 @@ def test_other_panels_price_with_the_default_cost(tmp_path):
     s = toy_system()
     g = chain(4, seed=0)
     slow = TableCost(s, {(t, d): 1.0 for t in {o.op_type for o in g.ops.values()} for d in s.compute_devices})
-    base = MappingPanel(graph=g, system=s).result.metrics["makespan_s"]
+    first = MappingPanel(graph=g, system=s)
+    base = first.result.metrics["makespan_s"]
     try:
         set_default_cost(slow)
         p = MappingPanel(graph=g, system=s)
         assert p.result.metrics["makespan_s"] >= 4.0 > base  # four ops of 1 s each, in a chain
+        # a panel made before the change prices its walk and its comparison with the new default
+        first.refresh()
+        assert first.result.metrics["makespan_s"] >= 4.0
+        assert all(r.metrics["makespan_s"] >= 4.0 for r, _t in first._runs.values())
         set_default_cost(RooflineCost(SYS))  # made for another system: said in the panel
         p.refresh()
         assert "panel-cpu" in p.message.value

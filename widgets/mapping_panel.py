@@ -52,7 +52,7 @@ import traitlets
 
 import hetsched as hs
 import hetsched.mapping as mp
-from hetsched.cost import resolve_cost
+from hetsched.cost import current_default_cost, resolve_cost
 from hetsched.errors import HetschedError
 from hetsched.io.tables import csv_safe
 from hetsched.plot import color_map, format_value, time_unit
@@ -403,7 +403,10 @@ class MappingPanel(BlockDrawing, Panel):
     def compute(self) -> mp.MappingResult:
         st = self.state
         g, s = self.graph, self.system
-        key = (id(g), g.n_ops, id(s))
+        # a new default cost (set_default_cost: a notebook pointing the panels at a calibration) is a
+        # new input too: the comparison's mappers run again with it
+        default = current_default_cost()
+        key = (id(g), g.n_ops, id(s), id(default), default)
         if key != self._runs_key:
             self._runs, self._rows, self._runs_key, self._pos = {}, {}, key, None
             # one cost model bound to the graph for h2h and every mapper of the comparison: each op's
