@@ -43,15 +43,17 @@ def _fmt(x: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from hetsched.cli import _positive_int  # the CLI's checked type: 0 or -1 is refused, never replaced
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     ap.add_argument("--clock", choices=["cpu", "wall", "profiler"], default="cpu",
                     help="how ops are timed (default cpu: thread CPU time; needs --threads 1)")
     ap.add_argument("--stat", choices=["median", "min", "mean"], default="median", help="over the repeats")
-    ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--runs", type=int, default=None,
+    ap.add_argument("--repeats", type=_positive_int, default=10)
+    ap.add_argument("--runs", type=_positive_int, default=None,
                     help="independent calibration runs, per-op median (default: hetsched.calibrate.DEFAULT_RUNS)")
-    ap.add_argument("--measured-runs", type=int, default=3,
+    ap.add_argument("--measured-runs", type=_positive_int, default=3,
                     help="independent measured runs of each predicted model; the verdict is on their median")
     ap.add_argument("--no-sweep", action="store_true", help="workload points only")
     ap.add_argument("--out", default=str(bl.RESULTS / "calibration.md"))
@@ -74,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     warm = warm_allocator()
     torch.set_num_threads(a.threads)
     t0 = time.perf_counter()
-    runs = a.runs or DEFAULT_RUNS
+    runs = DEFAULT_RUNS if a.runs is None else a.runs
     cal = hs.calibrate([("resnet50", {"batch": 1}), ("bert_base", {"batch": 1, "seq_len": 64})], repeats=a.repeats,
                        runs=runs, stat=a.stat, clock=a.clock, threads=a.threads, sweep=not a.no_sweep, progress=print,
                        system_name="bench-local")

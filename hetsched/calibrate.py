@@ -955,7 +955,7 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
         if device == "cuda":
             resolved = [(label, module.to("cuda"), tuple(x.to("cuda") if hasattr(x, "to") else x for x in inputs))
                         for label, module, inputs in resolved]
-        sg, specs = sweep_graph(set(), quick=sweep == "quick") if sweep else (None, {})
+        sg, specs = None, {}  # the sweep is built after the first run, once the op types are known
         for run in range(runs):
             # run by run (workloads, then the sweep), so that a spell of contention from other jobs
             # spoils one run of each, which the median over the runs then ignores

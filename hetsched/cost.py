@@ -139,8 +139,10 @@ class RooflineCost:
         self._eff = _check_efficiency(efficiency)
         self._eff_of: dict[str, float] = {}
         self.graph = graph
-        self._io: dict[str, tuple[float, float]] = {}
-        self._work: dict[str, tuple[float, bool]] = {}
+        # per-op caches keyed by name, each entry with the Op it was worked out for: an op replaced
+        # under the same name (or an unbound model priced with look-alike ops) is worked out afresh
+        self._io: dict[str, tuple[Op, tuple[float, float]]] = {}
+        self._work: dict[str, tuple[Op, tuple[float, bool]]] = {}
         self._res: dict[tuple[str, str], tuple[Op, Device, float]] = {}
 
     def bind(self, graph: OpGraph) -> "RooflineCost":
@@ -167,20 +169,21 @@ class RooflineCost:
     def io_bytes(self, op: Op | str) -> tuple[float, float]:
         """``(input_bytes, output_bytes)`` of an op (0, 0 when unbound)."""
         o = self._op(op)
-        hit = self._io.get(o.name)
-        if hit is None:
-            g = self.graph
-            if g is None or o.name not in g:
-                hit = (float(o.attrs.get("input_bytes", 0)), float(o.attrs.get("output_bytes", 0)))
-            else:
-                ts = g._tensors  # hot path: unchecked access (the op is known to be in g)
-                hit = (
-                    float(sum([ts[t].size_bytes for t in g._inputs.get(o.name, ())])),
-                    # an op's scratch workspace (torch importer) is memory, not traffic
-                    float(sum([ts[t].size_bytes for t in g._outputs.get(o.name, ())
-                               if not (ts[t].attrs and ts[t].attrs.get("kind") == "workspace")])),
-                )
-            self._io[o.name] = hit
+        cached = self._io.get(o.name)
+        if cached is not None and cached[0] is o:
+            return cached[1]
+        g = self.graph
+        if g is None or o.name not in g:
+            hit = (float(o.attrs.get("input_bytes", 0)), float(o.attrs.get("output_bytes", 0)))
+        else:
+            ts = g._tensors  # hot path: unchecked access (the op is known to be in g)
+            hit = (
+                float(sum([ts[t].size_bytes for t in g._inputs.get(o.name, ())])),
+                # an op's scratch workspace (torch importer) is memory, not traffic
+                float(sum([ts[t].size_bytes for t in g._outputs.get(o.name, ())
+                           if not (ts[t].attrs and ts[t].attrs.get("kind") == "workspace")])),
+            )
+        self._io[o.name] = (o, hit)
         return hit
 
     def traffic_bytes(self, op: Op | str) -> tuple[float, bool]:
@@ -195,10 +198,11 @@ class RooflineCost:
         (8080.0, False)
         """
         o = self._op(op)
-        hit = self._work.get(o.name)
-        if hit is None:
-            hit = self._traffic(o)
-            self._work[o.name] = hit
+        cached = self._work.get(o.name)
+        if cached is not None and cached[0] is o:
+            return cached[1]
+        hit = self._traffic(o)
+        self._work[o.name] = (o, hit)
         return hit
 
     def _traffic(self, o: Op) -> tuple[float, bool]:
@@ -253,7 +257,7 @@ class RooflineCost:
         o, d = self._op(op), self._dev(device)
         # the resident time is a pure function of the (op, device) objects: every algorithm sharing this
         # model (a panel's comparison runs six mappers) prices each pair once; an op or device replaced
-        # under the same name is priced afresh
+        # under the same name is priced afresh (as the per-op caches above)
         key = (o.name, d.name)
         hit = self._res.get(key)
         if hit is not None and hit[0] is o and hit[1] is d:

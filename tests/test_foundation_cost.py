@@ -183,3 +183,8 @@ def test_each_op_device_pair_is_priced_once_and_a_new_op_of_the_same_name_afresh
     small, big = Op(op, "Conv", flops=1e9), Op(op, "Conv", flops=4e9)
     assert c.compute_s(big, dev) > c.compute_s(small, dev)
     assert c.compute_s(small, dev) == real(c, small, s.device(dev))
+    # an unbound model priced with look-alike ops: the traffic and I/O are worked out per op too
+    u = RooflineCost(s)
+    light, heavy = Op("x", "Relu", weight_bytes=10), Op("x", "Relu", weight_bytes=10**9)
+    assert u.compute_s(light, dev) < u.compute_s(heavy, dev) == RooflineCost(s).compute_s(heavy, dev)
+    assert u.traffic_bytes(heavy) == RooflineCost(s).traffic_bytes(heavy)

@@ -406,7 +406,7 @@ class MappingPanel(BlockDrawing, Panel):
         # a new default cost (set_default_cost: a notebook pointing the panels at a calibration) is a
         # new input too: the comparison's mappers run again with it
         default = current_default_cost()
-        key = (id(g), g.n_ops, id(s), id(default), default)
+        key = (id(g), g.n_ops, id(s), default)  # the default object itself, not its id: a freed id can come back
         if key != self._runs_key:
             self._runs, self._rows, self._runs_key, self._pos = {}, {}, key, None
             # one cost model bound to the graph for h2h and every mapper of the comparison: each op's

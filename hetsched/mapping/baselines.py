@@ -100,8 +100,9 @@ def interchangeable_devices(ctx: Ctx, budget: dict[str, float] | None = None) ->
     tensor size of the graph, and lanes that stay shared or separate alike). The clock, the
     additive terms and :func:`~hetsched.mapping._plan.best_residency` only look devices up by name,
     so a placement and its image under the swap have bit-identical makespan and total latency.
-    The host is never swapped. Classes are in device order, members in device order; a device in
-    no class with another is a class of its own.
+    The host is never swapped. Classes are in device order, members in the order every op's
+    candidate list gives them (devices listed in different orders by different ops are not grouped);
+    a device in no class with another is a class of its own.
 
     >>> from hetsched.io import load_system
     >>> from hetsched.io.generators import topcuoglu
@@ -143,7 +144,18 @@ def interchangeable_devices(ctx: Ctx, budget: dict[str, float] | None = None) ->
                 break
         else:
             classes.append([d])
-    return classes
+    # enumeration meets a class's members in its candidate lists' order (the support table's
+    # priorities, then its listing order): a class stays one only where every list has its members
+    # in one order, which becomes the class order, so the first best placement of its orbit is the one
+    # full enumeration finds first
+    out: list[list[str]] = []
+    for cl in classes:
+        orders = {tuple(d for d in ctx.candidates(o) if d in cl) for o in ctx.order} - {()} if len(cl) > 1 else set()
+        if len(orders) > 1:
+            out.extend([d] for d in cl)
+        else:
+            out.append(list(next(iter(orders))) if orders else cl)
+    return out
 
 
 class _Orbits:
@@ -151,9 +163,9 @@ class _Orbits:
     use in class order (op by op, a member is allowed only if every earlier member is in use already).
 
     Since a swap of interchangeable devices changes no cost, every placement has the same value as
-    the one member of its orbit enumerated; and with candidates listing class members in class order
-    (device order), that member is the first of its orbit in enumeration order, so the first best
-    placement found is the one full enumeration finds.
+    the one member of its orbit enumerated; and since every candidate list has a class's members in
+    class order (:func:`interchangeable_devices` makes it so), that member is the first of its orbit
+    in enumeration order, so the first best placement found is the one full enumeration finds.
     """
 
     def __init__(self, classes: list[list[str]]) -> None:

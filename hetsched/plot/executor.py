@@ -233,13 +233,12 @@ def executor_gantt(result: Any, *, title: str | None = None, arrows: bool | None
                            ticktext=[_lane_text(ln, threads) for ln in reversed(lanes)])
     layout["font"] = dict(FONT)
     unit, f = time_unit(float(tl["end_s"].max()) if len(tl) else 0.0)
-    if overlay is not None:
-        data.append(overlay)
     if overlay is not None:  # a figure of the walk (or of one step of it)
+        data.append(overlay)
         # room for a two-line step title from the start: a top margin that changed from one step to
         # the next would make the browser lay the whole figure out again (a full redraw per click)
-        layout["margin"] = {**(layout.get("margin") or {}), "t": max((layout.get("margin") or {}).get("t", 0),
-                                                                      _title_margin_px(2))}
+        margin = layout.get("margin") or {}
+        layout["margin"] = {**margin, "t": max(margin.get("t", 0), _title_margin_px(2))}
     flows = tl[tl["flow"].notna()]
     n_flow = flows["flow"].nunique()
     if arrows is None:
