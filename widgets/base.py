@@ -696,8 +696,23 @@ class Panel(W.VBox):
         shapes, not a figure.
         """
         v = self.figure_view(name)
+        v.warm_gl = self._expects_webgl()
         v.show(fig)
         return v
+
+    def _expects_webgl(self) -> bool:
+        """Whether the graph every tab follows is big enough for some tab to draw it with WebGL.
+
+        Then the page sets up WebGL while idle (``warm_gl``), so that tab's first view does not pay for
+        it; a page of small graphs never makes a WebGL context.
+        """
+        from hetsched.plot.mapping import GANTT_WEBGL_BARS
+
+        drawn = getattr(self, "drawn_graph", None)
+        # the session's graph, and the one this panel draws (the Graph tab publishes it after drawing)
+        graphs = (self.session.graph, drawn() if drawn is not None else None)
+        # the Mapping Gantt turns to WebGL from about GANTT_WEBGL_BARS bars, i.e. half as many ops
+        return any(getattr(g, "n_ops", 0) > GANTT_WEBGL_BARS // 2 for g in graphs if g is not None)
 
 
 class StepWalker(W.HBox):

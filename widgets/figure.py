@@ -103,6 +103,8 @@ function plotlyFor(model) {
 // 0.3-0.5 s on a 2-core machine, measured in headless Chromium). Pay it once while the page is idle, with
 // a tiny off-screen plot of the trace kinds the Gantts and big graphs use, so the first tab that needs
 // WebGL (e.g. the Mapping Gantt) draws at once. Once per page; skipped when the page already drew one.
+// Only a figure whose panel expects WebGL asks for it (`warm_gl`): a page of small graphs never makes a
+// WebGL context, which costs memory and, in a headless browser without a GPU, can stall the page.
 function warmWebGL(Plotly) {
   const g = globalThis;
   if (g.__hetschedWarmGL || typeof document === "undefined") return;
@@ -216,7 +218,7 @@ function render({ model, el }) {
         // when the page last finished drawing a plot (what browser tests and benchmarks wait on)
         globalThis.__hetschedLastDraw = performance.now();
         globalThis.__hetschedDraws = (globalThis.__hetschedDraws || 0) + 1;
-        warmWebGL(Plotly);
+        if (model.get("warm_gl")) warmWebGL(Plotly);
       } while (again && alive);
     } catch (e) {
       div.textContent = "plot failed: " + e;
@@ -471,6 +473,8 @@ class PlotlyView(anywidget.AnyWidget):
     edits = traitlets.Dict().tag(sync=True)
     edits_rev = traitlets.Int(0).tag(sync=True)
     stale = traitlets.Bool(False).tag(sync=True)
+    #: set up WebGL once the page is idle (see ``warmWebGL``): a panel sets it when a WebGL plot is to come
+    warm_gl = traitlets.Bool(False).tag(sync=True)
 
     def __init__(self, fig: Any = None, **kw: Any) -> None:
         super().__init__(**kw)

@@ -186,6 +186,12 @@ class GraphPanel(BlockDrawing, Panel):
     def drawn_graph(self) -> hs.OpGraph | None:
         return self.result
 
+    def _expects_webgl(self) -> bool:
+        # the graph drawn here is the one every tab is about to follow (published after drawing)
+        from hetsched.plot.mapping import GANTT_WEBGL_BARS
+
+        return self.result is not None and self.result.n_ops > GANTT_WEBGL_BARS // 2
+
     def _figure(self, g: hs.OpGraph):
         sysm = self._session_system()
         colors, legend = None, "op type"

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 
 import pytest
 from e2e_helpers import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, VoilaServer, WsCounter, screenshot, start_voila
@@ -54,6 +55,23 @@ def _require_browser() -> None:
     if os.environ.get("CI"):
         pytest.fail(msg + " [CI is set, so this is a failure, not a skip]", pytrace=False)
     pytest.skip(msg)
+
+
+#: how many times a failed browser test runs again (pytest-rerunfailures) before it counts as failed
+E2E_RERUNS = int(os.environ.get("HETSCHED_E2E_RERUNS", "1"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """A browser test that fails runs once more on a new page before it fails the run.
+
+    A page load drives a kernel, Voila, Chromium and its GPU process on a 2-core machine; once in a CI
+    run (issue 14's round) a page showed its plots but not its panel within two minutes, and then passed
+    on a new page. The rerun shows in the summary line ("1 rerun") and the first failure prints the
+    page's state (``_page_state``), so a real regression still fails and a flake can be traced.
+    """
+    for item in items:
+        if item.get_closest_marker("e2e") and not item.get_closest_marker("flaky") and E2E_RERUNS > 0:
+            item.add_marker(pytest.mark.flaky(reruns=E2E_RERUNS))
 
 
 @pytest.fixture(scope="session")
@@ -133,15 +151,47 @@ def voila_page(voila_server, browser_context, request):
 
     yield open_page
     rep = getattr(request.node, "rep_call", None)
+    states = []
     for i, page in enumerate(pages):
         if rep is not None and rep.failed:
+            states.append(_page_state(page))
             try:
                 screenshot(page, f"{request.node.name}-FAILED{'' if i == 0 else i}")
             except Exception:  # noqa: BLE001 - the failure itself is what matters
                 pass
         page.close()
     if rep is not None and rep.failed:
+        for i, state in enumerate(states):
+            print(f"--- page {i}: {state}")
+        # a warning outlives a failure that passes on its rerun (the captured output does not)
+        crash = getattr(rep.longrepr, "reprcrash", None)
+        first = (crash.message if crash is not None else str(rep.longrepr)).splitlines()[0][:300]
+        warnings.warn(f"browser test failed: {first}; pages: {states}", UserWarning, stacklevel=1)
         print(f"--- voila log tail ---\n{voila_server.log_tail()}")
+
+
+# What a failed browser test reports about its page (CI keeps no screenshots): how far the page got
+# in showing its widgets and plots, what its console said, and whether its main thread still answers.
+_STATE_JS = """() => ({
+    outputs: document.querySelectorAll('.jp-OutputArea-output').length,
+    widgets: document.querySelectorAll('.jupyter-widgets').length,
+    panels: document.querySelectorAll('.hetsched-panel').length,
+    plots: document.querySelectorAll('.js-plotly-plot').length,
+    drawing: globalThis.__hetschedDrawing, draws: globalThis.__hetschedDraws,
+    warm_gl: globalThis.__hetschedWarmGL, plotly_loading: !!globalThis.__hetschedPlotly,
+    errors: Array.from(document.querySelectorAll('.jp-RenderedText[data-mime-type="application/vnd.jupyter.stderr"],'
+                                                 + ' .jupyter-widgets .widget-error, .jp-OutputArea-output pre'))
+                 .map(e => e.innerText.slice(0, 300)).filter(t => /error|exception|not found/i.test(t)).slice(0, 5),
+})"""
+
+
+def _page_state(page) -> str:
+    try:
+        page.wait_for_function("() => true", timeout=5000)  # evaluate alone would wait on a hung page for ever
+        state = page.evaluate(_STATE_JS)
+    except Exception as e:  # noqa: BLE001 - a page that no longer answers is itself the finding
+        state = f"the page did not answer ({type(e).__name__}: {str(e)[:200]})"
+    return f"{state}; console errors: {getattr(page, 'console_errors', [])[-5:]}"
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -46,3 +46,14 @@ def test_dashboard_graph_panel_and_tabs(voila_page):
     )
     assert output_errors(page) == []
     screenshot(page, "e2e_dashboard_executor_tab")
+    # BERT (176 ops) draws without WebGL anywhere: the page has not set it up
+    assert page.evaluate("() => globalThis.__hetschedWarmGL === undefined")
+
+    # a model big enough for WebGL Gantts: once the page is idle it sets WebGL up with a throw-away plot,
+    # so the first tab that draws with WebGL does not pay for it (issue 14), and removes that plot again
+    page.locator(".lm-TabBar-tab", has_text="Graph").first.click()
+    graph.locator(".widget-dropdown", has_text="graph").locator("select").first.select_option("inception_v3_train_b32")
+    page.wait_for_function("() => /^(done|not needed)/.test(String(globalThis.__hetschedWarmGL || ''))",
+                           timeout=90_000)
+    assert page.evaluate("() => document.querySelectorAll('body > div[style*=\"-10000px\"]').length") == 0
+    assert "inception" in graph.inner_text()

@@ -54,11 +54,10 @@ def test_mapping_panel_walks_the_central_step(voila_page):
     wait_for_title_change(page, title, gantt, timeout_s=90)
     assert figure_title(page, gantt).startswith("after decision 1:")
     assert nbytes < 100_000, f"a jump sent {nbytes} bytes"
-    # once idle, the page has set up WebGL with a throw-away plot (issue 14: a tab's first WebGL Gantt no
-    # longer pays for it) and removed that plot again
-    page.wait_for_function("() => /^(done|not needed)/.test(String(globalThis.__hetschedWarmGL || ''))",
-                           timeout=30_000)
-    assert page.evaluate("() => document.querySelectorAll('body > div[style*=\"-10000px\"]').length") == 0
+    # a page of small graphs makes no throw-away WebGL plot (issue 14's warm-up is for pages whose graph
+    # some tab draws with WebGL Gantts; the dashboard test checks that one)
+    page.wait_for_timeout(1500)
+    assert page.evaluate("() => globalThis.__hetschedWarmGL === undefined"), page.evaluate("() => globalThis.__hetschedWarmGL")
     # what a user sees (the fixture's 1280x900 window) with the panel scrolled into view
     panel.evaluate("el => el.scrollIntoView()")
     page.wait_for_timeout(800)
