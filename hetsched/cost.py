@@ -67,6 +67,7 @@ __all__ = [
     "default_cost",
     "set_default_cost",
     "current_default_cost",
+    "default_cost_key",
     "VIEW_OP_TYPES",
     "GATHER_OP_TYPES",
     "COST_FORMAT",
@@ -144,16 +145,28 @@ class RooflineCost:
         self._io: dict[str, tuple[Op, tuple[float, float]]] = {}
         self._work: dict[str, tuple[Op, tuple[float, bool]]] = {}
         self._res: dict[tuple[str, str], tuple[Op, Device, float]] = {}
+        # a tensor resized in place (set_tensor) keeps every Op object: the graph's version tells
+        self._seen = graph.version if graph is not None else None
 
     def bind(self, graph: OpGraph) -> "RooflineCost":
         """A copy of this model that knows ``graph``'s tensor sizes."""
         c = self.__class__.__new__(self.__class__)
         c.__dict__.update(self.__dict__)
         c.graph = graph
-        c._io = {}
-        c._work = {}
-        c._res = {}
+        c._forget()
         return c
+
+    def _forget(self) -> None:
+        """Drop what was worked out for the bound graph (it changed, or another graph is bound)."""
+        self._io = {}
+        self._work = {}
+        self._res = {}
+        self._seen = self.graph.version if self.graph is not None else None
+
+    def _current(self) -> None:
+        g = self.graph
+        if g is not None and g._version != self._seen:
+            self._forget()
 
     # -- helpers -------------------------------------------------------------
     def _op(self, op: Op | str) -> Op:
@@ -169,6 +182,7 @@ class RooflineCost:
     def io_bytes(self, op: Op | str) -> tuple[float, float]:
         """``(input_bytes, output_bytes)`` of an op (0, 0 when unbound)."""
         o = self._op(op)
+        self._current()
         cached = self._io.get(o.name)
         if cached is not None and cached[0] is o:
             return cached[1]
@@ -198,6 +212,7 @@ class RooflineCost:
         (8080.0, False)
         """
         o = self._op(op)
+        self._current()
         cached = self._work.get(o.name)
         if cached is not None and cached[0] is o:
             return cached[1]
@@ -255,6 +270,7 @@ class RooflineCost:
     ) -> float:
         """Latency of ``op`` on ``device``; non-resident weights/inputs stream from the host first."""
         o, d = self._op(op), self._dev(device)
+        self._current()
         # the resident time is a pure function of the (op, device) objects: every algorithm sharing this
         # model (a panel's comparison runs six mappers) prices each pair once; an op or device replaced
         # under the same name is priced afresh (as the per-op caches above)
@@ -585,10 +601,12 @@ class CalibratedCost(RooflineCost):
         self._ws: float | None = None
 
     def bind(self, graph: OpGraph) -> "CalibratedCost":
-        c = super().bind(graph)
-        c._model = model_id(graph)
-        c._ws = None
-        return c
+        return super().bind(graph)
+
+    def _forget(self) -> None:
+        super()._forget()
+        self._model = model_id(self.graph)
+        self._ws = None
 
     def working_set_bytes(self) -> float:
         """The most bytes one op and the ops producing its inputs move, in the bound graph (0 unbound).
@@ -604,6 +622,7 @@ class CalibratedCost(RooflineCost):
         >>> CalibratedCost(s, {"cpu0": {"peak_flops": 1e11, "mem_bandwidth_Bps": 1e10}}).bind(g).working_set_bytes()
         900.0
         """
+        self._current()
         if self._ws is None:
             g, ws = self.graph, 0.0
             if g is not None:
@@ -867,6 +886,23 @@ def current_default_cost() -> "CostModel | str | Path | None":
     True
     """
     return _DEFAULT[-1] if _DEFAULT else _PROCESS_DEFAULT[0]
+
+
+def default_cost_key() -> Any:
+    """A value equal between two calls exactly when ``cost=None`` prices alike in both.
+
+    :func:`current_default_cost` itself, except that a cost *file* also counts its modification
+    time: a calibration written again into the same file is a new default. What a panel keeps in the
+    key of a result it reuses.
+
+    >>> default_cost_key() is None
+    True
+    """
+    d = current_default_cost()
+    if isinstance(d, (str, Path)):
+        p = Path(d)
+        return (str(p.resolve()), p.stat().st_mtime_ns if p.exists() else None)
+    return d
 
 
 def _from_path(path: str | Path, system: System) -> CostModel:

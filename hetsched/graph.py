@@ -115,6 +115,7 @@ class OpGraph:
         self._inputs: dict[str, list[str]] = {}  # op -> tensors it reads
         self._outputs: dict[str, list[str]] = {}  # op -> tensors it writes
         self._cache: dict[str, Any] = {}
+        self._version = 0
 
     # ------------------------------------------------------------------ building
     def add_op(
@@ -138,7 +139,7 @@ class OpGraph:
         self._ops[name] = op
         self._inputs.setdefault(name, [])
         self._outputs.setdefault(name, [])
-        self._cache.clear()
+        self._changed()
         return op
 
     def add_tensor(
@@ -175,7 +176,7 @@ class OpGraph:
             self._outputs.setdefault(producer, []).append(name)
         for c in t.consumers:
             self._inputs.setdefault(c, []).append(name)
-        self._cache.clear()
+        self._changed()
         return t
 
     def add_consumer(self, tensor: str, op: str) -> None:
@@ -191,7 +192,7 @@ class OpGraph:
             return
         self._tensors[tensor] = replace(t, consumers=t.consumers + (op,))
         self._inputs.setdefault(op, []).append(tensor)
-        self._cache.clear()
+        self._changed()
 
     def connect(self, src: str, dst: str, size_bytes: int, *, name: str | None = None, **attrs: Any) -> Tensor:
         """Shortcut: a tensor from ``src`` to ``dst``; reuses ``src``'s output named ``name`` if it exists.
@@ -210,7 +211,7 @@ class OpGraph:
         """Replace fields of an op (``flops``, ``weight_bytes``, ``attrs``, ``op_type``)."""
         op = replace(self.op(name), **changes)
         self._ops[name] = op
-        self._cache.clear()
+        self._changed()
         return op
 
     def set_tensor(self, name: str, **changes: Any) -> Tensor:
@@ -219,7 +220,7 @@ class OpGraph:
             raise GraphError("change producer/consumers by rebuilding the tensor", tensor=name)
         t = replace(self.tensor(name), **changes)
         self._tensors[name] = t
-        self._cache.clear()
+        self._changed()
         return t
 
     # ------------------------------------------------------------------ access
@@ -268,6 +269,23 @@ class OpGraph:
 
     def __repr__(self) -> str:
         return f"OpGraph({self.name!r}, n_ops={self.n_ops}, n_tensors={self.n_tensors})"
+
+    def _changed(self) -> None:
+        self._cache.clear()
+        self._version += 1
+
+    @property
+    def version(self) -> int:
+        """A number that grows with every change to the graph (an op or tensor added or edited).
+
+        Whoever keeps something computed from a graph keys it by ``(graph, graph.version)``: an edit in
+        place (``set_tensor``, ``add_consumer``...) keeps the object and its op count but not its version.
+
+        >>> g = OpGraph(); _ = g.add_op("a", "Relu"); v = g.version
+        >>> _ = g.add_tensor("x", 10, consumers=["a"]); g.version > v
+        True
+        """
+        return self._version
 
     @property
     def n_ops(self) -> int:

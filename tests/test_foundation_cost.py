@@ -188,3 +188,25 @@ def test_each_op_device_pair_is_priced_once_and_a_new_op_of_the_same_name_afresh
     light, heavy = Op("x", "Relu", weight_bytes=10), Op("x", "Relu", weight_bytes=10**9)
     assert u.compute_s(light, dev) < u.compute_s(heavy, dev) == RooflineCost(s).compute_s(heavy, dev)
     assert u.traffic_bytes(heavy) == RooflineCost(s).traffic_bytes(heavy)
+
+
+def test_a_graph_edited_in_place_is_priced_afresh():
+    """set_tensor keeps every Op object; the bound model must still see the new sizes (graph.version)."""
+    from hetsched.cost import CalibratedCost, RooflineCost
+    from hetsched.graph import OpGraph
+    from hetsched.io.systems import toy_system
+
+    g = OpGraph()
+    g.add_op("r", "Relu")
+    g.add_tensor("x", 10**6, consumers=["r"])
+    g.add_tensor("y", 10**6, producer="r", is_output=True)
+    s = toy_system()
+    for c in (RooflineCost(s, g), CalibratedCost(s, {}).bind(g)):
+        before = c.compute_s("r", "gpu0")
+        v = g.version
+        g.set_tensor("x", size_bytes=10**9)
+        assert g.version > v
+        fresh = type(c)(s, g) if type(c) is RooflineCost else CalibratedCost(s, {}).bind(g)
+        assert c.compute_s("r", "gpu0") == fresh.compute_s("r", "gpu0") > before
+        assert c.io_bytes("r") == (10**9, 10**6)
+        g.set_tensor("x", size_bytes=10**6)

@@ -677,3 +677,20 @@ def test_a_control_change_reuses_the_baselines_on_the_toy_system():
     p.state.objective = "makespan"
     assert p.message.value == "" and p.result.params["objective"] == "makespan"
     assert {m: id(res) for m, (res, _t) in p._runs.items() if m in before} == before
+
+
+def test_a_graph_edited_in_place_is_mapped_afresh():
+    """Tensors resized in place (same graph object, same op count): h2h and the comparison run again."""
+    import hetsched as hs
+    import hetsched.mapping as mp
+    from hetsched.io.generators import fork_join
+    from hetsched.widgets.mapping_panel import MappingPanel
+
+    g, s = fork_join(3, 2, seed=0), hs.toy_system()
+    p = MappingPanel(graph=g, system=s)
+    before = p.result.metrics["total_latency_s"]
+    for name in list(g.tensors):
+        g.set_tensor(name, size_bytes=g.tensors[name].size_bytes * 1000)
+    p.refresh()
+    assert p.result.metrics["total_latency_s"] == mp.h2h(g, s).metrics["total_latency_s"] > before
+    assert p._runs["heft"][0].metrics["total_latency_s"] == mp.METHODS["heft"](g, s).metrics["total_latency_s"]

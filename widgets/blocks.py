@@ -85,13 +85,13 @@ class BlockDrawing:
     def op_blocks_of(self, g: Any) -> dict[str, str]:
         """:func:`hetsched.blocks.op_blocks` of ``g``, computed once per graph."""
         cache = self.__dict__.setdefault("_block_layouts", {})
-        blocks = cache.get(("blocks", id(g)))
-        if blocks is None or blocks[0] is not g:
+        blocks = cache.get("blocks")
+        if blocks is None or blocks[0] is not g or blocks[1] != g.version:
             from hetsched.blocks import op_blocks
 
-            cache.clear()
-            blocks = cache[("blocks", id(g))] = (g, op_blocks(g))
-        return blocks[1]
+            cache.clear()  # the layouts were of the old graph (or of its old version)
+            blocks = cache["blocks"] = (g, g.version, op_blocks(g))
+        return blocks[2]
 
     def open_blocks(self, g: Any) -> tuple[str, ...]:
         """The blocks of ``g`` shown op by op (``state.expanded`` without names ``g`` lacks)."""
@@ -106,7 +106,7 @@ class BlockDrawing:
         key = (id(g), open_)
         if key not in cache:
             if len(cache) > 12:  # a class clicking blocks open and shut: keep the few latest layouts
-                for k in [k for k in cache if k[0] != "blocks"][:6]:
+                for k in [k for k in cache if k != "blocks"][:6]:
                     del cache[k]
             cache[key] = block_layout(g, blocks, open_)
         return cache[key]

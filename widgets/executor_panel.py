@@ -39,6 +39,7 @@ import pandas as pd
 import traitlets
 
 import hetsched.executor as ex
+from hetsched.cost import default_cost_key
 from hetsched.errors import HetschedError
 from hetsched.io import csv_safe
 from hetsched.plot import format_value
@@ -428,11 +429,11 @@ class ExecutorPanel(Panel):
         rules = self._rules_for(g)
         sync = tuple(st.sync_copy_devices)
         opts = {"rules": rules or None, "sync_copy_devices": list(sync) or None}
-        key = (id(g), g.n_ops, dataclasses.astuple(costs), st.pool_size, max_streams, tuple(sorted(rules.items())), sync)
+        key = (g, g.version, default_cost_key(), dataclasses.astuple(costs), st.pool_size, max_streams, tuple(sorted(rules.items())), sync)
         if key != self._cmp_key:
             self._cmp = ex.compare_policies(g, costs=costs, pool_size=st.pool_size, max_streams=max_streams, **opts)
             self._cmp_key = key
-        kkey = (id(g), g.n_ops, tuple(sorted(rules.items())), sync)
+        kkey = (g, g.version, tuple(sorted(rules.items())), sync)
         if kkey != self._kinds_key:
             self._kinds = ex.kind_table(g, rules=rules or None, sync_copy_devices=list(sync) or None)
             self._default_kinds = (ex.kind_table(g, sync_copy_devices=list(sync) or None) if rules else self._kinds)

@@ -52,7 +52,7 @@ import traitlets
 
 import hetsched as hs
 import hetsched.mapping as mp
-from hetsched.cost import current_default_cost, resolve_cost
+from hetsched.cost import default_cost_key, resolve_cost
 from hetsched.errors import HetschedError
 from hetsched.io.tables import csv_safe
 from hetsched.plot import color_map, format_value, time_unit
@@ -405,8 +405,9 @@ class MappingPanel(BlockDrawing, Panel):
         g, s = self.graph, self.system
         # a new default cost (set_default_cost: a notebook pointing the panels at a calibration) is a
         # new input too: the comparison's mappers run again with it
-        default = current_default_cost()
-        key = (id(g), g.n_ops, id(s), default)  # the default object itself, not its id: a freed id can come back
+        # the objects themselves, not their ids (a freed id can come back), and the graph's version (an
+        # edit in place keeps the object)
+        key = (g, g.version, s, default_cost_key())
         if key != self._runs_key:
             self._runs, self._rows, self._runs_key, self._pos = {}, {}, key, None
             # one cost model bound to the graph for h2h and every mapper of the comparison: each op's

@@ -60,6 +60,7 @@ import pandas as pd
 import traitlets
 
 import hetsched.pipeline as pp
+from hetsched.cost import default_cost_key
 from hetsched.errors import HetschedError
 from hetsched.plot import format_value
 from hetsched.plot.core import wrap_title
@@ -365,7 +366,9 @@ class PipelinePanel(Panel):
         st = self.state
         v, opts = self._options(name)
         cache = None if st.cache == "none" else st.cache
-        key = (id(graph), graph.n_ops, system.name, name, st.p, v, st.m, opts.get("grouping"), st.lockstep, cache, st.overhead_ms)
+        # the graph and system themselves (a freed id can come back, a what-if copy keeps the name), the
+        # graph's version (edits in place) and the default cost (set_default_cost prices the stages anew)
+        key = (graph, graph.version, system, default_cost_key(), name, st.p, v, st.m, opts.get("grouping"), st.lockstep, cache, st.overhead_ms)
         run = self._runs.get(key)
         if run is None:
             run = pp.simulate_model(graph, system, devices=pp.default_devices(system, st.p), p=st.p, v=v, m=st.m, schedule=name,
