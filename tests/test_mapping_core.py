@@ -558,3 +558,26 @@ def test_bad_names_and_sizes_are_named_errors():
         with pytest.raises(GraphError) as ei:
             fn(bad, s)
         assert ei.value.op == op
+
+
+def test_mappers_keep_ops_off_devices_too_small_for_them():
+    """GPUs of 200 kB hold no op's working set: every mapper places on the host-class CPU, none hands
+    the evaluator a placement it refuses (brute force stays exact under the binding capacity)."""
+    from hetsched.io.generators import topcuoglu
+    from hetsched.mapping import METHODS
+    from hetsched.mapping.baselines import brute_force
+    from hetsched.system import Device, Link, SupportTable, System
+
+    gib = 2**30
+    devs = [Device("cpu0", "cpu", {"default": 1e12}, 256 * gib, 100e9, 2e-6)]
+    links = []
+    for i in range(2):
+        devs.append(Device(f"gpu{i}", "gpu", {"default": 20e12}, 2e5, 900e9, 5e-6))
+        links.append(Link("cpu0", f"gpu{i}", 16e9, 5e-6))
+    s = System(devs, links, host="cpu0", support=SupportTable({"gpu0": {"*": 1}, "gpu1": {"*": 1}, "cpu0": {"*": 3}}))
+    g = topcuoglu(6, seed=0)
+    for name in ("heft", "cpop", "peft", "fastest_single_device", "h2h", "compute_first"):
+        assert set(dict(METHODS[name](g, s).placement.device).values()) == {"cpu0"}, name
+    for obj in ("makespan", "total_latency"):
+        r = brute_force(g, s, objective=obj)
+        assert set(dict(r.placement.device).values()) == {"cpu0"} and r.params["n_canonical"] == 1

@@ -56,6 +56,7 @@ class Ctx(Clock):
         self.devices = system.devices
         self.capacity = {d: float(dev.memory_bytes) for d, dev in self.devices.items()}
         self._cand: dict[str, list[str]] = {}
+        self._servable: dict[str, list[str]] = {}
         self._ws: dict[str, float] = {}
 
     # ---------------------------------------------------------------- pricing
@@ -72,6 +73,17 @@ class Ctx(Clock):
         if all(self.candidates_of_type(t) for t in types):
             return
         self.system.require_support([(o, self.ops[o].op_type) for o in self.order])
+
+    def servable(self, op: str) -> list[str]:
+        """The candidates of ``op`` whose memory holds its working set (weights, inputs, outputs), in the
+        support table's order; none -> :class:`~hetsched.errors.CapacityError` naming the largest.
+
+        What a mapper may place the op on: a placement outside it cannot be evaluated.
+        """
+        c = self._servable.get(op)
+        if c is None:
+            c = self._servable[op] = raise_if_unservable(self, op, self.candidates(op))
+        return c
 
     def candidates_of_type(self, op_type: str) -> list[str]:
         c = self._cand.get(op_type)

@@ -54,7 +54,7 @@ def single_device_states(ctx: Ctx, locality: bool = True, threshold: float = 0.9
     for d in ctx.system.compute_devices:
         dev = {}
         for o in ctx.order:
-            c = ctx.candidates(o)
+            c = ctx.servable(o)
             dev[o] = d if d in c else min(c, key=lambda x: (ctx.comp(o, x), c.index(x)))
         yield d, dev, (_with_locality(ctx, dev, threshold) if locality else State(dict(dev)))
 
@@ -260,7 +260,9 @@ def brute_force(graph: OpGraph, system: System, *, objective: str = "makespan", 
     ctx = Ctx(graph, system, cost)
     ctx.require_support()
     order = ctx.order
-    cands = [ctx.candidates(o) for o in order]
+    # a device too small for an op's working set cannot take it, whatever the residency (exactness
+    # under a binding capacity: such a placement has no value, the evaluator refuses it)
+    cands = [ctx.servable(o) for o in order]
     log = StepLog()
     n_total = 1
     for c in cands:

@@ -67,7 +67,8 @@ class _Parts:
         self.devices = ctx.system.compute_devices
         self.exec: dict[str, dict[str, float]] = {}
         for o in ctx.order:
-            self.exec[o] = {d: ctx.comp(o, d) for d in ctx.candidates(o)}
+            # only devices that can hold the op's working set (a placement elsewhere cannot be evaluated)
+            self.exec[o] = {d: ctx.comp(o, d) for d in ctx.servable(o)}
         # bytes each op->op edge carries (one entry per tensor), keyed for caching by the byte tuple
         acc: dict[tuple[str, str], list[float]] = {}
         for t, p in ctx.producer.items():
