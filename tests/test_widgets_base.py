@@ -161,12 +161,29 @@ def test_spec_controls_and_clamped_links():
                       Param("t_s", "float", 3e-6, min=0.0, max=1e-3, step=1e-6, unit="s", display=(1e6, "us"))])
     st = state_from_spec(spec)
     ctl = controls_from_spec(st, spec)
-    assert ctl["t_s"].max == pytest.approx(1e3) and ctl["t_s"].description == "t s (us)"
+    assert ctl["t_s"].description == "t s (us)"
     assert ctl["t_s"].value == pytest.approx(3.0) and st.t_s == 3e-6  # no round-trip drift
     ctl["t_s"].value = 7.0
     assert st.t_s == pytest.approx(7e-6)
     st.k = 4
     assert ctl["k"].value == 4
+    # no silent clamping: an out-of-range entry reaches the state, where the spec's check refuses it
+    ctl["k"].value = 1000
+    ctl["t_s"].value = -5.0
+    assert st.k == 1000 and st.t_s == pytest.approx(-5e-6)
+    with pytest.raises(HetschedError, match="k"):
+        spec.check({"k": st.k, "t_s": 3e-6})
+    # a parameter that may be empty: a text box, empty is None
+    spec2 = [Param("launch_s", "float", None, min=0.0, allow_none=True, unit="s", display=(1e6, "us"))]
+    st2 = state_from_spec(spec2)
+    box = controls_from_spec(st2, spec2)["launch_s"]
+    assert box.value == "" and st2.launch_s is None
+    box.value = "3"
+    assert st2.launch_s == pytest.approx(3e-6)
+    box.value = "abc"
+    assert st2.launch_s == pytest.approx(3e-6) and box.value == "3"
+    st2.launch_s = None
+    assert box.value == ""
 
     class S(traitlets.HasTraits):
         step = traitlets.Int(0)

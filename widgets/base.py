@@ -779,42 +779,79 @@ def state_from_spec(spec: Iterable[Param], name: str = "SpecState", **extra: tra
 
 
 def controls_from_spec(state: traitlets.HasTraits, spec: Iterable[Param]) -> dict[str, W.Widget]:
-    """One control per :class:`~hetsched.params.Param`, ``link()``-ed to ``state`` (state first: it
-    holds the values), labelled in the spec's words; numbers are shown as a person reads them (the
-    ``display`` factor and unit: seconds in microseconds) while the trait keeps SI units.
+    """One control per :class:`~hetsched.params.Param`, linked to ``state`` (state first: it holds the
+    values), labelled in the spec's words; numbers are shown as a person reads them (the ``display``
+    factor and unit: seconds in microseconds) while the trait keeps SI units.
+
+    Number boxes do not clamp: a value outside the spec's bounds reaches the state as typed, for the
+    panel's :meth:`Panel.check_params` to refuse with a message (a clamping box would silently run
+    with another value). A parameter that may be empty (``allow_none``) gets a text box: empty is
+    ``None``.
 
     >>> from hetsched.params import Param
-    >>> spec = [Param("p", "choice", "a", options=("a", "b"))]
+    >>> spec = [Param("p", "choice", "a", options=("a", "b")), Param("m", "int", 4, min=1, max=8),
+    ...         Param("w_s", "float", None, min=0.0, allow_none=True, unit="s", display=(1e3, "ms"))]
     >>> st = state_from_spec(spec); c = controls_from_spec(st, spec)
-    >>> c["p"].value = "b"; st.p
-    'b'
+    >>> c["p"].value = "b"; c["m"].value = 99; st.p, st.m         # 99: refused by the panel, not clamped
+    ('b', 99)
+    >>> c["w_s"].value = "2.5"; st.w_s; c["w_s"].value = ""; st.w_s is None
+    0.0025
+    True
     """
     out: dict[str, W.Widget] = {}
     style = {"description_width": "initial"}
     for p in spec:
         n, kind, tip = p.name, p.kind, p.help
-        lo, hi, step = p.display_bounds()
         unit = p.shown_unit
         label = p.words + (f" ({unit})" if unit else "")
+        box = {"description": label, "tooltip": tip, "style": style, "layout": W.Layout(width="220px")}
         if kind == "choice":
             ctl = W.Dropdown(options=list(p.options), description=p.words, tooltip=tip, style=style)
-            W.link((state, n), (ctl, "value"))
+            link_clamped(state, n, ctl)
+        elif kind in ("int", "float") and p.allow_none:
+            ctl = W.Text(placeholder="empty: none", **box)
+            _text_number_link(state, n, ctl, p.factor, kind == "int")
         elif kind == "int":
-            ctl = W.BoundedIntText(min=0 if lo is None else lo, max=10**9 if hi is None else hi, step=step or 1,
-                                   description=label, tooltip=tip, style=style, layout=W.Layout(width="220px"))
-            W.link((state, n), (ctl, "value"))
+            ctl = W.IntText(**box)
+            link_clamped(state, n, ctl)
         elif kind == "float":
-            ctl = W.BoundedFloatText(min=0.0 if lo is None else lo, max=1e30 if hi is None else hi,
-                                     step=0.1 if step is None else step, description=label, tooltip=tip, style=style,
-                                     layout=W.Layout(width="220px"))
+            ctl = W.FloatText(step=p.display_bounds()[2] or 0.1, **box)
             _scaled_link(state, n, ctl, p.factor)
         elif kind == "bool":
             ctl = W.Checkbox(description=p.words, tooltip=tip, indent=False)
-            W.link((state, n), (ctl, "value"))
+            link_clamped(state, n, ctl)
         else:
             continue
         out[n] = ctl
     return out
+
+
+def _text_number_link(state: traitlets.HasTraits, name: str, ctl: W.Text, f: float, integer: bool) -> None:
+    """A number that may be ``None`` in a text box: empty is ``None``, else ``text / f``; text that is
+    no number is put back to the state's value."""
+
+    def show(v: Any) -> str:
+        return "" if v is None else format(v * f, "g") if not integer else str(int(v))
+
+    ctl.value = show(getattr(state, name))
+
+    def to_ctl(change):
+        if ctl.value.strip() == "" and change["new"] is None:
+            return
+        ctl.value = show(change["new"])
+
+    def to_state(change):
+        text = change["new"].strip()
+        try:
+            v = None if text == "" else (int(text) if integer else float(text) / f)
+        except ValueError:
+            ctl.value = show(getattr(state, name))
+            return
+        if v != getattr(state, name):
+            setattr(state, name, v)
+
+    state.observe(to_ctl, names=name)
+    ctl.observe(to_state, names="value")
 
 
 def link_clamped(state: traitlets.HasTraits, name: str, ctl: W.Widget) -> None:
