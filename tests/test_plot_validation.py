@@ -275,3 +275,13 @@ def test_mapping_gantt_hover_points_are_one_invisible_line_in_svg_and_markers_in
     assert (gl.type, gl.mode) == ("scattergl", "markers")
     for t in (svg, gl):
         assert list(t.x) == pytest.approx([0.5, 1.5, 2.5]) and t.hoverinfo == "text" and "op1" in t.hovertext[1]
+
+
+def test_graph_view_of_a_small_graph_is_svg_throughout():
+    """A page showing a small graph never needs WebGL (its set-up costs a context and, without a GPU,
+    hundreds of ms of software GL); beyond MAX_BARS ops, edges and markers go WebGL together."""
+    small = {t.type for t in graph_view(chain(40)).data}
+    assert small == {"scatter"}
+    big = graph_view(layered(MAX_BARS // 4 + 1, 4, seed=0))
+    assert {t.type for t in big.data if t.name == "edges"} == {"scattergl"}
+    assert {t.type for t in big.data if t.mode == "markers"} == {"scattergl"}

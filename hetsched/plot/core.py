@@ -858,7 +858,11 @@ def graph_view(
     edges = list(graph.nx.edges)
     ex, ey = edge_xy(edges, pos)
     n = graph.n_ops
-    data = [dict(type="scattergl", x=ex, y=ey, mode="lines", line=dict(color="#BBBBBB", width=1 if n > 200 else 1.5),
+    # thousands of SVG markers make every redraw slow; WebGL draws them at once. A small graph stays SVG
+    # throughout: one WebGL trace would make the page set up WebGL (a context, and in a browser without
+    # a GPU a few hundred ms of software GL) for a handful of lines
+    marker_type = "scatter" if n <= MAX_BARS else "scattergl"
+    data = [dict(type=marker_type, x=ex, y=ey, mode="lines", line=dict(color="#BBBBBB", width=1 if n > 200 else 1.5),
                  hoverinfo="skip", showlegend=False, name="edges")]
     if edge_highlight:
         hx, hy = [], []
@@ -870,8 +874,6 @@ def graph_view(
                          name="highlighted edges", hoverinfo="skip"))
     hl = set(highlight or ())
     size = 12 if n <= 60 else (7 if n <= 600 else 4)
-    # thousands of SVG markers make every redraw slow; WebGL draws them at once
-    marker_type = "scatter" if n <= MAX_BARS else "scattergl"
     ops_of: dict[str, list[str]] = {}
     for o in graph:
         ops_of.setdefault(label[o], []).append(o)

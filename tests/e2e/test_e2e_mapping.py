@@ -54,10 +54,12 @@ def test_mapping_panel_walks_the_central_step(voila_page):
     wait_for_title_change(page, title, gantt, timeout_s=90)
     assert figure_title(page, gantt).startswith("after decision 1:")
     assert nbytes < 100_000, f"a jump sent {nbytes} bytes"
-    # a page of small graphs makes no throw-away WebGL plot (issue 14's warm-up is for pages whose graph
+    # a page of small graphs makes no WebGL context: no throw-away plot (issue 14's warm-up is for pages whose graph
     # some tab draws with WebGL Gantts; the dashboard test checks that one)
     page.wait_for_timeout(1500)
     assert page.evaluate("() => globalThis.__hetschedWarmGL === undefined"), page.evaluate("() => globalThis.__hetschedWarmGL")
+    # ... and nothing on it is drawn with WebGL (a 91-op model: every plot is SVG)
+    assert page.evaluate("() => document.querySelectorAll('.gl-container canvas').length") == 0
     # what a user sees (the fixture's 1280x900 window) with the panel scrolled into view
     panel.evaluate("el => el.scrollIntoView()")
     page.wait_for_timeout(800)
