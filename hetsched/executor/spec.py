@@ -7,6 +7,9 @@ line of help. A widget builds its controls from it, refuses values outside it wi
 :func:`check_values` (``PARAMETERS.check``) and passes the values to
 :func:`~hetsched.executor.simulate` (``costs`` overrides go in a dict).
 
+The stream and thread defaults are a panel's (the patent's policies, what it walks through), not
+:func:`~hetsched.executor.simulate`'s (``single``: the baseline a caller compares against).
+
 >>> [p.name for p in PARAMETERS][:3]
 ['streams', 'threads', 'pool_size']
 >>> simulate_kwargs({"streams": "nimble", "dispatch_s": 1e-5})["costs"]["dispatch_s"]

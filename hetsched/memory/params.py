@@ -5,6 +5,10 @@ declared as data (:class:`~hetsched.params.ParamSpec`).
 and 6-9); ``time_limit_s`` is the budget of the methods that run a solver or an exact search
 (:data:`~hetsched.memory.SOLVER_METHODS`): any positive number of seconds.
 
+The defaults are a panel's, not :func:`~hetsched.memory.optimize_order`'s (``method="auto"``,
+``time_limit_s=10``): a panel opens on the patent's own flow, the thing it teaches, and keeps a
+click answering within a couple of seconds.
+
 >>> PARAMS["time_limit_s"].bounds_text()
 'more than 0 s'
 >>> PARAMS.check({"time_limit_s": 0})

@@ -9,6 +9,10 @@ arrive early wait in its cache queues); ``cache=None`` is no cache. Which of ``v
 and ``w_s`` a schedule uses is :data:`~hetsched.pipeline.SCHEDULE_INFO`'s to say; ``w_s <= b_s``
 is a relation between two values, checked where both are known.
 
+The defaults are a panel's: the patent's interleaved 1F1B with 10 micro-batches (m not a multiple of
+p = 4, so the patent's first group of p + r micro-batches shows), where
+:func:`~hetsched.pipeline.simulate_model` defaults to plain 1F1B with m = 16.
+
 >>> PARAMS["m"].bounds_text(), PARAMS["f_s"].shown(PARAMS["f_s"].default)
 ('1 to 256', '1 ms')
 >>> PARAMS.check({"p": 1})
