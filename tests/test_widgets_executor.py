@@ -36,6 +36,7 @@ def panel():
 
 def _texts(p) -> list[str]:
     """Everything the panel writes on screen: HTML, control labels and options, figure words."""
+    p.kind_editor.selected_index = 0  # the op-kind rows are made when the editor is opened
     out = [p.summary.value, p.step_text.value, p.kind_counts.value, p.op_rules_text.value]
     out += [label.value for label, _dd in p._type_controls.values()]
     for w in p.control_widgets.values():
@@ -221,6 +222,8 @@ def test_a_step_click_sends_a_small_patch_on_the_1k_op_graph():
 def test_kind_edits_drive_the_core_through_rules():
     g = hs.load_graph("executor_thread_rules")
     p = ExecutorPanel(graph=g)
+    assert p._type_controls == {} and p.kind_rows.children == ()  # made when the editor is first opened
+    p.kind_editor.selected_index = 0
     label, dd = p._type_controls["NonMaxSuppression"]
     assert "sync kernel" in label.value
     dd.value = "gpu_async"  # the patent's claim 1 info edited: NMS no longer holds its thread
@@ -254,6 +257,7 @@ def test_kind_edits_drive_the_core_through_rules():
 
 def test_kind_rules_set_on_the_state_show_in_the_editor():
     p = ExecutorPanel(graph=hs.load_graph("executor_thread_rules"))
+    p.kind_editor.selected_index = 0
     p.state.rules = {"MemcpyD2H": "gpu_async", "draw": "gpu_async"}
     assert p._type_controls["MemcpyD2H"][1].value == "gpu_async"
     assert "draw" in p.op_rules_text.value
@@ -347,6 +351,7 @@ def test_names_from_user_files_are_escaped():
     g.add_op("post", "PostProcess", flops=1e6)
     g.add_tensor("mid", 1024, producer="<img src=x onerror=alert(1)>", consumers=["post"])
     p = ExecutorPanel(graph=g)
+    p.kind_editor.selected_index = 0
     assert p.message.value == ""
     p.state.step = 1
     for html_text in (p.summary.value, p.step_text.value, *[lbl.value for lbl, _ in p._type_controls.values()]):
@@ -448,6 +453,8 @@ def test_follows_the_session_graph():
     p.load(g)
     assert set(p.result.op_end_s) == set(g.ops) and p.graph is g
     assert p.state.step == p.result.n_steps  # a new graph: the walk starts at its end
+    assert p._type_controls == {}  # the editor is shut: no rows made for the new graph yet
+    p.kind_editor.selected_index = 0
     assert set(p._type_controls) == {o.op_type for o in g.ops.values()}
     assert json.dumps(ex.executor_trace(p.result))  # serialisable trace for the download
 
@@ -510,6 +517,7 @@ def test_an_empty_graph_is_a_documented_result_not_an_error():
 
 def test_kind_edits_for_another_graph_wait_for_it():
     p = ExecutorPanel(graph=hs.load_graph("executor_thread_rules"))
+    p.kind_editor.selected_index = 0  # open: a new graph's rows are made at once
     p.state.rules = {"NonMaxSuppression": "gpu_async", "Relu": "gpu_sync"}  # Relu: not in this graph
     assert p.message.value == "" and p.result.kinds["nms"] == "gpu_async"
     p.load(fork_join(2, 1))  # no NMS here; the edits stay in the state for a later graph

@@ -348,8 +348,30 @@ class ExecutorPanel(Panel):
                     *self.sync_boxes.values()], layout=W.Layout(flex_flow="row wrap", align_items="center")),
         ])
         self.kind_editor = W.Accordion(children=[box], titles=("op kinds: which ops are sync (editable)",))
+        # a row per op type (about six widgets each) and a list of every op name: made when the editor is
+        # first opened for a graph, not on every graph load (a 1k-op model has dozens of op types, and
+        # 150 new widgets cost the tab's first show a few hundred ms in the browser)
+        self._rows_pending: Any = None
+        self.kind_editor.observe(self._on_kind_editor, names="selected_index")
+
+    def _on_kind_editor(self, change: dict | None = None) -> None:
+        if self.kind_editor.selected_index is None or self._rows_pending is None:
+            return
+        g, self._rows_pending = self._rows_pending, None
+        self._make_kind_rows(g)
+        self._sync_kind_editor()
+        if getattr(self, "_kinds", None) is not None:
+            self._kind_lines()
 
     def _fill_kind_rows(self, g) -> None:
+        """The editor's rows for a new graph: now if the editor is open, else when it is next opened."""
+        self._type_controls = {}
+        self.kind_rows.children = ()
+        self.op_name.options = ()
+        self._rows_pending = g
+        self._on_kind_editor()
+
+    def _make_kind_rows(self, g) -> None:
         """One row per op type of a new graph: its op count, its kinds now, and a kind to force."""
         counts = pd.Series([o.op_type for o in g.ops.values()]).value_counts()
         self._type_controls = {}
