@@ -453,6 +453,8 @@ class OpGraph:
         ...
         hetsched.errors.GraphError: tensor 't' has negative size_bytes -1
         """
+        if self._cache.get("valid"):  # checked since the last change (every algorithm validates its input)
+            return
         total = 0
         for op in self._ops.values():
             if not isinstance(op.name, str) or not op.name:
@@ -509,6 +511,7 @@ class OpGraph:
             )
         self._check_aliases()
         self.topological_order()
+        self._cache["valid"] = True
 
     def _check_aliases(self) -> None:
         """No tensor aliases itself, directly or through a chain of views that comes back to it."""
