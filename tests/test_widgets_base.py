@@ -431,7 +431,7 @@ def test_download_csvs_are_formula_safe():
 
 def test_figures_ask_for_webgl_set_up_only_when_the_graph_is_big_enough():
     """The page sets WebGL up while idle (issue 14) only when some tab will draw the graph with WebGL."""
-    from hetsched.plot.mapping import GANTT_WEBGL_BARS
+    from hetsched.plot.mapping import GRAPH_WEBGL_NODES
 
     d = Dashboard(tabs=("graph", "memory"))
     gp = d.panels["graph"]
@@ -439,8 +439,8 @@ def test_figures_ask_for_webgl_set_up_only_when_the_graph_is_big_enough():
     gp.state.generator = "chain"
     gp.state.n = 20
     assert gp.figures["graph"].warm_gl is False
-    gp.state.n = GANTT_WEBGL_BARS // 2 + 1
-    assert d.session.graph.n_ops > GANTT_WEBGL_BARS // 2 and gp.figures["graph"].warm_gl is True
+    gp.state.n = GRAPH_WEBGL_NODES + 1
+    assert d.session.graph.n_ops > GRAPH_WEBGL_NODES and gp.figures["graph"].warm_gl is True
     # another tab drawing the same (session) graph asks too
     assert all(v.warm_gl for v in d.show("memory").figures.values() if v.spec.get("data"))
     d.show("graph")

@@ -706,13 +706,13 @@ class Panel(W.VBox):
         Then the page sets up WebGL while idle (``warm_gl``), so that tab's first view does not pay for
         it; a page of small graphs never makes a WebGL context.
         """
-        from hetsched.plot.mapping import GANTT_WEBGL_BARS
+        from hetsched.plot.mapping import GRAPH_WEBGL_NODES
 
         drawn = getattr(self, "drawn_graph", None)
         # the session's graph, and the one this panel draws (the Graph tab publishes it after drawing)
         graphs = (self.session.graph, drawn() if drawn is not None else None)
-        # the Mapping Gantt turns to WebGL from about GANTT_WEBGL_BARS bars, i.e. half as many ops
-        return any(getattr(g, "n_ops", 0) > GANTT_WEBGL_BARS // 2 for g in graphs if g is not None)
+        # the Mapping tab's placement graph turns to WebGL markers beyond GRAPH_WEBGL_NODES ops
+        return any(getattr(g, "n_ops", 0) > GRAPH_WEBGL_NODES for g in graphs if g is not None)
 
 
 class StepWalker(W.HBox):

@@ -188,9 +188,9 @@ class GraphPanel(BlockDrawing, Panel):
 
     def _expects_webgl(self) -> bool:
         # the graph drawn here is the one every tab is about to follow (published after drawing)
-        from hetsched.plot.mapping import GANTT_WEBGL_BARS
+        from hetsched.plot.mapping import GRAPH_WEBGL_NODES
 
-        return self.result is not None and self.result.n_ops > GANTT_WEBGL_BARS // 2
+        return self.result is not None and self.result.n_ops > GRAPH_WEBGL_NODES
 
     def _figure(self, g: hs.OpGraph):
         sysm = self._session_system()

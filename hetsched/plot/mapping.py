@@ -40,7 +40,7 @@ from .core import (GROUP_PALETTE, MAX_BARS, NEUTRAL, BlockLayout, _fmt_bytes, _l
                    block_colors, block_layout, block_legend, block_node_trace, block_ring_trace, bytes_unit, color_map,
                    edge_xy, figure_from_dicts, legend_below, legend_height_px, metric_label, time_unit)
 
-__all__ = ["TRANSFER_COLOR", "GANTT_WEBGL_BARS", "UNASSIGNED", "placement_graph", "placement_blocks", "mapping_gantt", "busy_bars", "method_bars",
+__all__ = ["TRANSFER_COLOR", "GANTT_WEBGL_BARS", "GRAPH_WEBGL_NODES", "UNASSIGNED", "placement_graph", "placement_blocks", "mapping_gantt", "busy_bars", "method_bars",
            "METHOD_LABELS", "OPTIMISES_LABELS"]
 
 #: Transfers on links: a dark grey, so a link lane never borrows a device's colour (issue 22).
@@ -117,7 +117,7 @@ def placement_graph(graph, placement: Mapping[str, str], devices: Sequence[str],
     edges = list(graph.nx.edges)
     ex, ey = edge_xy(edges, pos)
     size = 12 if n <= 60 else (7 if n <= 600 else 4)
-    marker_type = "scatter" if n <= 300 else "scattergl"
+    marker_type = "scatter" if n <= GRAPH_WEBGL_NODES else "scattergl"
     objs = graph.ops
     hover = [f"<b>{o}</b><br>{objs[o].op_type}<br>on {placement.get(o, 'no device yet')}<br>"
              f"{objs[o].flops:.3g} FLOPs, weights {_fmt_bytes(objs[o].weight_bytes) or '0 B'}" for o in ops]
@@ -189,7 +189,7 @@ def placement_blocks(graph, placement: Mapping[str, str], devices: Sequence[str]
     devices = [str(d) for d in devices]
     cmap = color_map(devices, base=colors)
     col = block_colors(graph, lay, placement, cmap, on="on", missing="not mapped yet")
-    kind = "scatter" if len(lay.nodes) <= 300 else "scattergl"
+    kind = "scatter" if len(lay.nodes) <= GRAPH_WEBGL_NODES else "scattergl"
     mv = [lay.node_of[o] for o in moved if o in lay.node_of]
     rs = [lay.node_of[o] for o in residency if o in lay.node_of]
     rs = [x for x in dict.fromkeys(rs) if x not in set(mv)]
@@ -208,12 +208,16 @@ def placement_blocks(graph, placement: Mapping[str, str], devices: Sequence[str]
     return figure_from_dicts(data, layout_)
 
 
-#: Bars beyond which a mapping Gantt is drawn with WebGL. A walk redraws every bar at each step:
-#: measured on a 973-op graph in headless Chromium on this project's 2-core machine, WebGL steps
-#: take ~190 ms from click to plot against ~228 ms in SVG. SVG would show the tab's first view
-#: ~250 ms sooner (no WebGL start-up, whose software GL also takes the cores the kernel computes
-#: on), but stepping is what a walk is for.
-GANTT_WEBGL_BARS = 600
+#: Bars beyond which a mapping Gantt is drawn with WebGL. Measured on the 973-op bundled graph (about
+#: 2,300 bars) in headless Chromium on this project's 2-core machine (`bench/bench_browser.py`): in
+#: SVG the Mapping tab's first view settles in ~650 ms against ~830 ms with WebGL (a WebGL plot's
+#: first draw makes its own context and compiles its shaders, ~230 ms in software GL, even after the
+#: page's warm-up), and a step click takes about as long (170-190 ms either way) now that an SVG Gantt
+#: finds its bars by one invisible line. WebGL beyond a few thousand bars, where SVG paths get slow.
+GANTT_WEBGL_BARS = 2500
+
+#: Nodes beyond which a placement graph or block view is drawn with WebGL markers.
+GRAPH_WEBGL_NODES = 300
 
 
 def mapping_gantt(timeline: pd.DataFrame, devices: Sequence[str], *, colors: Mapping[str, str] | None = None,
