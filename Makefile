@@ -18,6 +18,10 @@ STAMP := $(VENV)/.installed
 # Every page load starts a kernel (~230 MB); a class reloading pages would pile them up. Voila culls
 # kernels whose page is gone once idle this long (seconds), checking this often.
 APP_CULL ?= --MappingKernelManager.cull_idle_timeout=300 --MappingKernelManager.cull_interval=60
+# Voila runs the notebook before it sends the page; nbclient drops a cell's outputs (the dashboard
+# itself) when they reach it more than iopub_timeout seconds after the cell finished (default 4 s),
+# which a busy server (kernels starting and being culled, a class loading pages) exceeds.
+APP_IOPUB ?= --VoilaExecutor.iopub_timeout=60
 # JupyterLab refuses to run as root unless told to (CI and containers run as root).
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
@@ -52,7 +56,7 @@ app: $(STAMP)
 	@test -f notebooks/dashboard.ipynb || { \
 	  echo "make app: notebooks/dashboard.ipynb does not exist yet (the dashboard arrives with the" >&2; \
 	  echo "widgets work, issue 8). Meanwhile 'make lab' opens the tour notebook." >&2; exit 1; }
-	$(BIN)/voila notebooks/dashboard.ipynb --no-browser $(APP_CULL) $(APP_ARGS)
+	$(BIN)/voila notebooks/dashboard.ipynb --no-browser $(APP_CULL) $(APP_IOPUB) $(APP_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py $(BENCH_ARGS)

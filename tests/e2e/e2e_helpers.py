@@ -212,6 +212,9 @@ def start_voila(work: Path, *, timeout_s: float = 60.0, page_timeout_s: float = 
         "--Voila.ip=127.0.0.1",
         "--show_tracebacks=True",
         f"--VoilaExecutor.timeout={int(page_timeout_s)}",
+        # as `make app`: a cell's outputs that reach nbclient late (a busy machine) are kept, not dropped
+        # with "Timeout waiting for IOPub output" (a page without its panel)
+        *([] if any("iopub_timeout" in a for a in extra_args or []) else ["--VoilaExecutor.iopub_timeout=60"]),
         *(extra_args or []),
     ]
     env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(runtime), PYTHONHASHSEED="0")
