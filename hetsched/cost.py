@@ -600,9 +600,6 @@ class CalibratedCost(RooflineCost):
         self._model = model_id(graph)
         self._ws: float | None = None
 
-    def bind(self, graph: OpGraph) -> "CalibratedCost":
-        return super().bind(graph)
-
     def _forget(self) -> None:
         super()._forget()
         self._model = model_id(self.graph)
@@ -899,15 +896,18 @@ def default_cost_key() -> Any:
     True
     """
     d = current_default_cost()
-    if isinstance(d, (str, Path)):
-        p = Path(d)
-        return (str(p.resolve()), p.stat().st_mtime_ns if p.exists() else None)
-    return d
+    return _file_key(d) if isinstance(d, (str, Path)) else d
+
+
+def _file_key(path: str | Path) -> tuple[str, int | None]:
+    """A cost file by its resolved path and modification time (a file written again is another model)."""
+    p = Path(path)
+    return str(p.resolve()), p.stat().st_mtime_ns if p.exists() else None
 
 
 def _from_path(path: str | Path, system: System) -> CostModel:
     p = Path(path)
-    key = (str(p.resolve()), p.stat().st_mtime_ns if p.exists() else None, id(system))
+    key = (*_file_key(p), id(system))
     hit = _LOADED.get(key)
     if hit is None or hit.system is not system:
         hit = load_cost(p, system)

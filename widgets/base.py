@@ -706,13 +706,17 @@ class Panel(W.VBox):
         Then the page sets up WebGL while idle (``warm_gl``), so that tab's first view does not pay for
         it; a page of small graphs never makes a WebGL context.
         """
-        from hetsched.plot.mapping import GRAPH_WEBGL_NODES
-
         drawn = getattr(self, "drawn_graph", None)
-        # the session's graph, and the one this panel draws (the Graph tab publishes it after drawing)
-        graphs = (self.session.graph, drawn() if drawn is not None else None)
-        # the Mapping tab's placement graph turns to WebGL markers beyond GRAPH_WEBGL_NODES ops
-        return any(getattr(g, "n_ops", 0) > GRAPH_WEBGL_NODES for g in graphs if g is not None)
+        # the session's graph, and the one this panel draws
+        return _webgl_sized(self.session.graph) or _webgl_sized(drawn() if drawn is not None else None)
+
+
+def _webgl_sized(graph: Any) -> bool:
+    """Whether some tab draws ``graph`` with WebGL: the Mapping tab's placement graph turns to WebGL
+    markers beyond :data:`~hetsched.plot.mapping.GRAPH_WEBGL_NODES` ops."""
+    from hetsched.plot.mapping import GRAPH_WEBGL_NODES
+
+    return graph is not None and getattr(graph, "n_ops", 0) > GRAPH_WEBGL_NODES
 
 
 class StepWalker(W.HBox):

@@ -50,7 +50,7 @@ from ..evaluate import Placement, evaluate
 from ..graph import OpGraph
 from ..results import StepLog
 from ..system import System
-from ._core import REL_EPS, Ctx, Occupancy, Snapshot, State, decide_tensor, decide_weights, raise_if_unservable, tensor_candidates
+from ._core import REL_EPS, Ctx, Occupancy, Snapshot, State, decide_tensor, decide_weights, tensor_candidates
 from .result import MappingResult
 
 __all__ = [
@@ -91,7 +91,7 @@ def _compute_first(ctx: Ctx, log: StepLog) -> State:
     groups = ctx.graph.generations()
     for gi, group in enumerate(groups):  # claim 9: groups of layers whose predecessors are mapped
         for o in sorted(group, key=ctx.pos.__getitem__):
-            cands = raise_if_unservable(ctx, o, ctx.candidates(o))  # claim 10: every device able to run it
+            cands = ctx.servable(o)  # claim 10: every device able to run it (and hold its working set)
             priced = {d: cleared_price(ctx, o, d) for d in cands}
             lat = {d: p[0] for d, p in priced.items()}
             best = min(cands, key=lambda d: (lat[d], cands.index(d)))  # claim 8: the fastest

@@ -51,7 +51,7 @@ from ..errors import HetschedError
 from ..graph import OpGraph
 from ..results import StepLog
 from ..system import System
-from ._core import Ctx, State, check_fits
+from ._core import Ctx, State
 from ._plan import best_residency, footprint, plan_budget
 from .baselines import single_device_states
 from .h2h import EMPTY_STATE, OBJECTIVES, finish
@@ -77,12 +77,7 @@ class _Model:
         self.oi = {o: i for i, o in enumerate(ctx.order)}
         self.ti = {t: i for i, t in enumerate(ctx.size)}
         # devices each op may run on: supported and able to hold its working set
-        self.C = {o: [d for d in ctx.candidates(o) if check_fits(ctx, o, d)] for o in ctx.order}
-        for o, c in self.C.items():
-            if not c:
-                from ._core import raise_if_unservable
-
-                raise_if_unservable(ctx, o, ctx.candidates(o))
+        self.C = {o: ctx.servable(o) for o in ctx.order}
         add = self.prob.add_variable
         # x[o, d]: op o runs on device d (binary)
         self.x = {(o, d): add(f"x_{self.oi[o]}_{d}", cat="Binary") for o in ctx.order for d in self.C[o]}
