@@ -13,7 +13,7 @@ from hetsched.graph import OpGraph
 from hetsched.io.generators import layered, topcuoglu
 from hetsched.io.systems import toy_system
 from hetsched.mapping import h2h, map_compute_first, optimize_locality, remap
-from hetsched.mapping._core import Ctx
+from hetsched.mapping.engine import Ctx
 from hetsched.mapping.h2h import cleared_price
 from hetsched.system import Device, Link, SupportTable, System
 

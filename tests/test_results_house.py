@@ -149,8 +149,8 @@ def test_list_schedulers_price_a_routed_transfer_as_the_evaluator_does():
     """HEFT's edge cost is the clock's per-hop transfer (issue 21: one transfer formula): with a cost
     model that charges 1 s per ``transfer_s`` call, gpu0 -> fpga0 (two hops via the host) costs 2 s."""
     from hetsched.cost import RooflineCost
-    from hetsched.mapping._core import Ctx
-    from hetsched.mapping.listsched import _Parts
+    from hetsched.mapping.engine import Ctx
+    from hetsched.mapping.listsched import Parts
 
     class PerCall(RooflineCost):
         def transfer_s(self, nbytes, src, dst):
@@ -158,7 +158,7 @@ def test_list_schedulers_price_a_routed_transfer_as_the_evaluator_does():
 
     g, s = chain(4), toy_system()
     ctx = Ctx(g, s, PerCall(s))
-    parts = _Parts(ctx, "pairs")
+    parts = Parts(ctx, "pairs")
     (u, v), bs = next(iter(parts.edge_bytes.items()))
     assert len(s.route("gpu0", "fpga0")) == 2
     assert parts.comm(u, v, "gpu0", "fpga0") == pytest.approx(2.0 * len(bs))
