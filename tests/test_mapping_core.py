@@ -312,10 +312,10 @@ def test_heft_rank_comm_saga_differs_only_in_ranks():
 
 def test_compare_frame():
     df = compare(fork_join(2, 2, seed=1), toy_system())
-    assert list(df.columns) == ["method", "makespan_s", "total_latency_s", "energy_J", "bytes_moved", "runtime_s",
+    assert list(df.columns) == ["label", "makespan_s", "total_latency_s", "energy_J", "bytes_moved", "runtime_s",
                                 "optimises", "status"]
-    assert "brute_force" in set(df["method"])
-    bf = df.set_index("method").loc["brute_force", "total_latency_s"]
+    assert "brute_force" in set(df["label"])
+    bf = df.set_index("label").loc["brute_force", "total_latency_s"]
     assert (df["total_latency_s"] >= bf * (1 - 1e-9)).all()
 
 

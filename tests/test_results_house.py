@@ -136,9 +136,9 @@ def test_mapping_compare_speaks_the_long_format_and_keeps_every_run():
 
     g, s = chain(5), toy_system()
     wide = compare(g, s, ["h2h", "heft", "heft"])
-    assert wide.method.tolist() == ["h2h", "heft", "heft#2"]      # a repeated name keeps its own row
+    assert wide["label"].tolist() == ["h2h", "heft", "heft#2"]      # a repeated name keeps its own row
     long = compare(g, s, ["h2h", "heft"], long=True)
-    f = wide.set_index("method")
+    f = wide.set_index("label")
     for (lab, m), val in long.set_index(["label", "metric"])["value"].items():
         if m != "runtime_s":                                          # timed per call
             assert f.loc[lab, m] == pytest.approx(val)
