@@ -40,9 +40,9 @@ Every duration comes from the bound :class:`~hetsched.cost.CostModel` (``compute
 >>> st = State({o: "gpu0" for o in ctx.order})
 >>> mv = Mover(ctx, st, "total_latency", plan_budget(ctx))
 >>> rec = mv.move("op1", "cpu0")
->>> mv.delta([rec])["device"], mv.value() == ctx.total_latency(mv.state)
+>>> mv.delta([rec])["device"], mv.value() == ctx.total_latency(mv.st)
 ({'op1': 'cpu0'}, True)
->>> mv.undo(rec); mv.state.device["op1"]
+>>> mv.undo(rec); mv.st.device["op1"]
 'gpu0'
 """
 
@@ -389,10 +389,6 @@ class Mover:
             for o, v in self.opterm.items():
                 self.load[dev[o]] += v
             self._retime(0)
-
-    @property
-    def state(self) -> State:
-        return self.st
 
     # ---------------------------------------------------------------- objective
     def value(self, *, bound: bool = False) -> float:
