@@ -371,7 +371,7 @@ def _cmd_compare(a: argparse.Namespace) -> int:
     sections: list[tuple[str, Any]] = []
     if a.html:
         sections = [("Comparison", df)] + [(m, plot.compare(df, m)) for m in ("makespan_s", "total_latency_s", "energy_J") if m in df]
-        best = str(df.loc[df["makespan_s"].astype(float).idxmin(), "method"]) if len(df) and "makespan_s" in df else None
+        best = str(df.loc[df["makespan_s"].astype(float).idxmin(), "label"]) if len(df) and "makespan_s" in df else None
         if best in mapping.METHODS:  # the winner's mapping, drawn like `hetsched map` draws it
             sections += _map_sections(g, s, run_mapping(g, s, best), f"best makespan: {best}")
     _outputs(a, "hetsched compare", None, sections, {"compare": df})

@@ -652,11 +652,11 @@ class MappingPanel(BlockDrawing, Panel):
         order = BASELINES + [m for ms in BEST.values() for m in ms]
         rows += [self._row(m, *self._runs[m], keep) for m in order if m in self._runs]
         frame = pd.DataFrame(rows)
-        frame["label"] = [self._method_label(row) for row in rows]
+        frame["text"] = [self._method_label(row) for row in rows]
         return frame
 
     def _method_label(self, row: dict) -> str:
-        m = row["method"]
+        m = row["label"]
         if m == THIS:
             return "h2h (this panel)"
         lab = METHOD_LABELS.get(m, m)
@@ -684,7 +684,7 @@ class MappingPanel(BlockDrawing, Panel):
     def _explanations(self, r: mp.MappingResult, frame: pd.DataFrame) -> str:
         obj = r.params["objective"]
         okey = f"{obj}_s"
-        base = self.comparison_frame(keep_resident=False).set_index("method")
+        base = self.comparison_frame(keep_resident=False).set_index("label")
         me = base.loc[THIS]
         lines = [self._best_line(r, base)]
         lines.append(
@@ -701,7 +701,7 @@ class MappingPanel(BlockDrawing, Panel):
         tr_share = self._transfer_share(r)
         keep_words = ""
         if self.state.keep_resident:
-            now = frame.set_index("method").loc[THIS]
+            now = frame.set_index("label").loc[THIS]
             keep_words = (f" With the round trip off, h2h's {_OBJ_WORDS[obj]} would be {_t(now[okey])} "
                           f"(now {_t(me[okey])}), data moved {format_value(now['bytes_moved'], 'bytes_moved')}; "
                           "the mappers still decided under the round-trip model (memory not checked in this what-if"
@@ -715,7 +715,7 @@ class MappingPanel(BlockDrawing, Panel):
             + ". Tick <i>keep tensors resident</i> to re-time every mapping with all tensors kept on their device."
             + keep_words)
         descr = "".join(f"<li><b>{_e(METHOD_LABELS.get(m, m))}</b>: {_e(mp.METHODS[m].description)}</li>"
-                        for m in frame["method"] if m in mp.METHODS)
+                        for m in frame["label"] if m in mp.METHODS)
         lines.append(f"<details><summary>What each mapper does</summary><ul>{descr}</ul></details>")
         return "".join(f"<div style='margin:0.3em 0'>{ln}</div>" for ln in lines if ln)
 
@@ -730,7 +730,7 @@ class MappingPanel(BlockDrawing, Panel):
         best = min(cands, key=lambda m: float(base.loc[m, okey]))
         bval = float(base.loc[best, okey])
         line = (f"<b>How far is the patent from the best mapping?</b> h2h (this panel) {_t(mine)}, best found "
-                f"{_t(bval)} ({_e(self._method_label(base.loc[best].to_dict() | {'method': best}))}): "
+                f"{_t(bval)} ({_e(self._method_label(base.loc[best].to_dict() | {'label': best}))}): "
                 + (f"h2h is {mine / bval - 1:.1%} above it" if mine >= bval else f"h2h is {1 - mine / bval:.1%} below it")
                 + f" in {_OBJ_WORDS[obj]}")
         ilp = next((m for m in cands if m.startswith("ilp")), None)

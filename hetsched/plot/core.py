@@ -1233,7 +1233,7 @@ def compare(
         from ..errors import HetschedError
 
         raise HetschedError(f"no column {metric!r} to compare; have {list(frame.columns)}", field=metric)
-    by = by or next((c for c in ("method", "policy", "schedule", "name") if c in frame.columns), frame.columns[0])
+    by = by or next((c for c in ("label", "method", "policy", "schedule", "name") if c in frame.columns), frame.columns[0])
     try:
         vals = frame[metric].astype(float)
     except (TypeError, ValueError):

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ..mapping.methods import METHODS
 from .core import (GROUP_PALETTE, MAX_BARS, NEUTRAL, BlockLayout, _fmt_bytes, _layout, _lighten, _text, block_axes,
                    block_colors, block_layout, block_legend, block_node_trace, block_ring_trace, bytes_unit, color_map,
                    edge_xy, figure_from_dicts, legend_below, legend_height_px, metric_label, time_unit)
@@ -47,14 +48,8 @@ __all__ = ["TRANSFER_COLOR", "GANTT_WEBGL_BARS", "GRAPH_WEBGL_NODES", "UNASSIGNE
 TRANSFER_COLOR = "#6E6E6E"
 #: The label of an op not mapped yet (drawn :data:`~hetsched.plot.core.NEUTRAL`).
 UNASSIGNED = "(unassigned)"
-#: Plain names of the mappers in :data:`hetsched.mapping.METHODS`.
-METHOD_LABELS = {
-    "compute_first": "compute-first", "h2h": "h2h (patent)", "h2h_makespan": "h2h, makespan rule",
-    "h2h_plus": "h2h extended", "heft": "HEFT", "cpop": "CPOP", "peft": "PEFT",
-    "fastest_single_device": "fastest single device", "search": "search", "search_makespan": "search (makespan)",
-    "ilp": "ILP", "ilp_makespan": "ILP (makespan)", "brute_force": "brute force",
-    "brute_force_makespan": "brute force (makespan)",
-}
+#: Plain names of the mappers, read from :data:`hetsched.mapping.METHODS` (each entry's ``label``).
+METHOD_LABELS = {k: m.label for k, m in METHODS.items()}
 #: What a mapper minimises, in words (the ``optimises`` column of :func:`hetsched.mapping.compare`).
 OPTIMISES_LABELS = {
     "total_latency": "minimises the system total latency",
@@ -368,13 +363,13 @@ def method_bars(frame: pd.DataFrame, metric: str, *, highlight: str | None = Non
                 labels: Mapping[str, str] | None = None, height: int = 340) -> go.Figure:
     """One bar per mapper, coloured by what it minimises (a group colour, never a device colour).
 
-    ``frame`` has ``method``, ``metric`` and optionally ``optimises`` (as from
-    :func:`hetsched.mapping.compare`) and ``label`` (the text under the bar; default
+    ``frame`` has ``label`` (the method), ``metric`` and optionally ``optimises`` (as from
+    :func:`hetsched.mapping.compare`) and ``text`` (the text under the bar; default
     :data:`METHOD_LABELS`). ``highlight`` (a method) gets a thick outline. One trace per kind of
     objective, so the legend says what each colour means.
 
     >>> import pandas as pd
-    >>> f = pd.DataFrame({"method": ["heft", "h2h"], "makespan_s": [2e-3, 1e-3], "optimises": ["makespan", "total_latency"]})
+    >>> f = pd.DataFrame({"label": ["heft", "h2h"], "makespan_s": [2e-3, 1e-3], "optimises": ["makespan", "total_latency"]})
     >>> fig = method_bars(f, "makespan_s", highlight="h2h")
     >>> [t.name for t in fig.data], fig.layout.yaxis.title.text
     (['minimises the makespan', 'minimises the system total latency'], 'makespan (ms)')
@@ -387,8 +382,8 @@ def method_bars(frame: pd.DataFrame, metric: str, *, highlight: str | None = Non
         u, f = bytes_unit(float(np.nanmax(np.abs(vals))) if len(vals) else 0.0)
     else:
         u, f = None, 1.0
-    text_of = (frame["label"].astype(str).tolist() if "label" in frame.columns
-               else [labels.get(str(m), str(m)) for m in frame["method"]])
+    keys = frame["label"].astype(str).tolist()
+    text_of = frame["text"].astype(str).tolist() if "text" in frame.columns else [labels.get(m, m) for m in keys]
     opt = frame["optimises"].fillna("").astype(str).tolist() if "optimises" in frame.columns else [""] * len(frame)
     groups = list(dict.fromkeys(opt))
     data = []
@@ -398,9 +393,8 @@ def method_bars(frame: pd.DataFrame, metric: str, *, highlight: str | None = Non
         data.append(dict(
             type="bar", x=[text_of[i] for i in idx], y=[float(vals[i] * f) for i in idx],
             name=OPTIMISES_LABELS.get(grp, grp or "custom"),
-            marker=dict(color=color, line=dict(color=["#D00000" if str(frame["method"].iloc[i]) == highlight else color
-                                                      for i in idx],
-                                               width=[4 if str(frame["method"].iloc[i]) == highlight else 0 for i in idx])),
+            marker=dict(color=color, line=dict(color=["#D00000" if keys[i] == highlight else color for i in idx],
+                                               width=[4 if keys[i] == highlight else 0 for i in idx])),
             text=[f"{vals[i] * f:.3g}" for i in idx], textposition="outside", cliponaxis=False,
             hovertemplate="%{x}: %{y:.4g}" + (f" {u}" if u else "") + "<extra></extra>"))
     # the legend under the bars: at the top right it covered the end of the title
