@@ -343,28 +343,25 @@ def test_downloads(panel):
     assert panel.downloads.value == "" and panel.download_button.description.startswith("prepare")
 
 
-def test_a_new_default_cost_prices_the_model_stages_anew():
-    """set_default_cost (a notebook pointing the panels at a calibration) re-runs the model pipeline."""
+def test_a_new_session_cost_prices_the_model_stages_anew():
+    """The session's cost (a notebook pointing the panels at a calibration) re-runs the model pipeline."""
     import hetsched.pipeline as pp
-    from hetsched.cost import RooflineCost, set_default_cost
+    from hetsched.cost import RooflineCost
     from hetsched.whatif import resolve_system
     from hetsched.widgets.pipeline_panel import PipelinePanel
 
     p = PipelinePanel()
     before = p.result.a.metrics["makespan_s"]
     sysm = resolve_system(p.state.system)
-    set_default_cost(RooflineCost(sysm, efficiency=0.1))
-    try:
-        p.refresh()
-        after = p.result.a.metrics["makespan_s"]
-        g, _ = p._model_graph()
-        st = p.state
-        v, opts = p._options(st.schedule)
-        fresh = pp.simulate_model(g, sysm, devices=pp.default_devices(sysm, st.p), p=st.p, v=v, m=st.m,
-                                  schedule=st.schedule, grouping=opts.get("grouping"), comm={"lockstep": st.lockstep},
-                                  cache=None if st.cache == "none" else st.cache, overhead_s=st.overhead_ms * 1e-3)
-    finally:
-        set_default_cost(None)
+    slow = RooflineCost(sysm, efficiency=0.1)
+    p.session.cost = slow  # recomputes at once
+    after = p.result.a.metrics["makespan_s"]
+    g, _ = p._model_graph()
+    st = p.state
+    v, opts = p._options(st.schedule)
+    fresh = pp.simulate_model(g, sysm, devices=pp.default_devices(sysm, st.p), p=st.p, v=v, m=st.m,
+                              schedule=st.schedule, grouping=opts.get("grouping"), comm={"lockstep": st.lockstep},
+                              cache=None if st.cache == "none" else st.cache, overhead_s=st.overhead_ms * 1e-3, cost=slow)
     assert after > before and after == pytest.approx(fresh.result.metrics["makespan_s"])
-    p.refresh()
+    p.session.cost = None
     assert p.result.a.metrics["makespan_s"] == pytest.approx(before)

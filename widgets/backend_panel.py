@@ -619,7 +619,7 @@ class BackendPanel(BlockDrawing, Panel):
         merge = None if st.merge == "none" else st.merge
         part = pt.partition_by_support(g, sysm, enabled=list(st.enabled), merge=merge,
                                        min_group_size=st.min_group_size, fallback=st.fallback or None)
-        kw = dict(n_inputs=st.n_inputs, launch_s=st.launch_s)
+        kw = dict(n_inputs=st.n_inputs, launch_s=st.launch_s, cost=self.cost)
         buf = pt.simulate_buffered(part, sysm, buffer_depth=st.buffer_depth, **kw)
         ser = buf if st.buffer_depth == 0 else pt.simulate_buffered(part, sysm, buffer_depth=0, **kw)
         return BackendView(part, buf, ser, sysm)

@@ -254,6 +254,7 @@ class Panel(W.VBox):
         self.state.observe(self._on_change, names=traitlets.All)
         if self._follow:
             self.session.observe(self._on_session, names=["graph", "system"])
+        self.session.observe(self._on_session, names=["cost"])  # every panel prices with the session's cost
         if self.active:
             self.refresh()
         else:
@@ -275,8 +276,13 @@ class Panel(W.VBox):
         else:
             self._mark_stale()
 
+    @property
+    def cost(self) -> Any:
+        """The cost model (or cost file) this panel prices with: its session's (``None``: the roofline)."""
+        return self.session.cost
+
     def _on_session(self, change: Mapping[str, Any]) -> None:
-        # a graph or system loaded, or taken back (None: the tab returns to its own scenario)
+        # a graph or system loaded, or taken back (None: the tab returns to its own scenario), or a new cost
         if self.active:
             self.refresh()
         else:
@@ -930,7 +936,11 @@ def downloads_html(items: Iterable[tuple[Any, str]]) -> str:
 
 
 class Session(traitlets.HasTraits):
-    """What every panel of a dashboard shares: the loaded graph and system.
+    """What every panel of a dashboard shares: the loaded graph and system, and the cost model.
+
+    ``cost`` (a :class:`~hetsched.cost.CostModel` or a cost file, ``None``: the roofline) is what
+    every panel passes as ``cost=`` to the algorithms it runs: setting it re-prices every tab (a
+    notebook pointing the panels at a calibration). There is no process-wide default cost.
 
     >>> from hetsched.io.generators import chain
     >>> s = Session(); s.graph = chain(2); s.graph.n_ops
@@ -939,5 +949,6 @@ class Session(traitlets.HasTraits):
 
     graph = traitlets.Any(None, allow_none=True)
     system = traitlets.Any(None, allow_none=True)
+    cost = traitlets.Any(None, allow_none=True)
     #: the scenario the graph and system came from (``None``: loaded by the user, or nothing yet)
     scenario = traitlets.Unicode(None, allow_none=True)

@@ -39,7 +39,7 @@ import pandas as pd
 import traitlets
 
 import hetsched.executor as ex
-from hetsched.cost import default_cost_key
+from hetsched.cost import cost_key
 from hetsched.errors import HetschedError
 from hetsched.io import csv_safe
 from hetsched.plot import format_value
@@ -450,8 +450,8 @@ class ExecutorPanel(Panel):
         max_streams = st.max_streams or None
         rules = self._rules_for(g)
         sync = tuple(st.sync_copy_devices)
-        opts = {"rules": rules or None, "sync_copy_devices": list(sync) or None}
-        key = (g, g.version, default_cost_key(), dataclasses.astuple(costs), st.pool_size, max_streams, tuple(sorted(rules.items())), sync)
+        opts = {"rules": rules or None, "sync_copy_devices": list(sync) or None, "cost": self.cost}
+        key = (g, g.version, cost_key(self.cost), dataclasses.astuple(costs), st.pool_size, max_streams, tuple(sorted(rules.items())), sync)
         if key != self._cmp_key:
             self._cmp = ex.compare_policies(g, costs=costs, pool_size=st.pool_size, max_streams=max_streams, **opts)
             self._cmp_key = key

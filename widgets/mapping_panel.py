@@ -52,7 +52,7 @@ import traitlets
 
 import hetsched as hs
 import hetsched.mapping as mp
-from hetsched.cost import default_cost_key, resolve_cost
+from hetsched.cost import cost_key, resolve_cost
 from hetsched.errors import HetschedError
 from hetsched.io.tables import csv_safe
 from hetsched.plot import color_map, format_value, time_unit
@@ -403,16 +403,15 @@ class MappingPanel(BlockDrawing, Panel):
     def compute(self) -> mp.MappingResult:
         st = self.state
         g, s = self.graph, self.system
-        # a new default cost (set_default_cost: a notebook pointing the panels at a calibration) is a
-        # new input too: the comparison's mappers run again with it
-        # the objects themselves, not their ids (a freed id can come back), and the graph's version (an
-        # edit in place keeps the object)
-        key = (g, g.version, s, default_cost_key())
+        # the session's cost (a notebook pointing the panels at a calibration) is an input too: the
+        # comparison's mappers run again with a new one; the objects themselves, not their ids (a
+        # freed id can come back), and the graph's version (an edit in place keeps the object)
+        key = (g, g.version, s, cost_key(self.cost))
         if key != self._runs_key:
             self._runs, self._rows, self._runs_key, self._pos = {}, {}, key, None
             # one cost model bound to the graph for h2h and every mapper of the comparison: each op's
             # price on each device is worked out once, not once per mapper (the same prices)
-            self._cost = resolve_cost(None, g, s)
+            self._cost = resolve_cost(self.cost, g, s)
         return mp.h2h(g, s, occupancy_threshold=st.occupancy_threshold, policy=st.policy, objective=st.objective,
                       direction=st.direction, max_passes=st.max_passes or None, cost=self._cost)
 

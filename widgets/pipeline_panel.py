@@ -60,7 +60,7 @@ import pandas as pd
 import traitlets
 
 import hetsched.pipeline as pp
-from hetsched.cost import default_cost_key
+from hetsched.cost import cost_key
 from hetsched.errors import HetschedError
 from hetsched.plot import format_value
 from hetsched.plot.core import wrap_title
@@ -367,13 +367,13 @@ class PipelinePanel(Panel):
         v, opts = self._options(name)
         cache = None if st.cache == "none" else st.cache
         # the graph and system themselves (a freed id can come back, a what-if copy keeps the name), the
-        # graph's version (edits in place) and the default cost (set_default_cost prices the stages anew)
-        key = (graph, graph.version, system, default_cost_key(), name, st.p, v, st.m, opts.get("grouping"), st.lockstep, cache, st.overhead_ms)
+        # graph's version (edits in place) and the session's cost (a new one prices the stages anew)
+        key = (graph, graph.version, system, cost_key(self.cost), name, st.p, v, st.m, opts.get("grouping"), st.lockstep, cache, st.overhead_ms)
         run = self._runs.get(key)
         if run is None:
             run = pp.simulate_model(graph, system, devices=pp.default_devices(system, st.p), p=st.p, v=v, m=st.m, schedule=name,
                                     grouping=opts.get("grouping"), comm={"lockstep": st.lockstep}, cache=cache,
-                                    overhead_s=st.overhead_ms * 1e-3)
+                                    overhead_s=st.overhead_ms * 1e-3, cost=self.cost)
             self._runs[key] = run
             while len(self._runs) > 6:
                 self._runs.popitem(last=False)
@@ -391,8 +391,8 @@ class PipelinePanel(Panel):
 
     # -- Panel ------------------------------------------------------------------------------
     def _on_session(self, change) -> None:
-        # only the graph matters, and only while the panel splits the dashboard's graph
-        if change["name"] == "graph" and self.state.source == "model" and self.state.model == SESSION:
+        # only the graph (while the panel splits the dashboard's graph) and the cost (while it prices a model)
+        if self.state.source == "model" and (change["name"] == "cost" or change["name"] == "graph" and self.state.model == SESSION):
             super()._on_session(change)
 
     def compute(self) -> PipelineView:

@@ -653,7 +653,7 @@ def _prepare(graph: OpGraph, *, costs: Any = "cuda", kinds: Mapping[str, str] | 
                 raise HetschedError(f"op {n!r} has kind {kinds.get(n)!r}; expected one of {list(OP_KINDS)}", op=n, field="kinds")
         rules = {**dict(rules or {}), **dict(kinds)}
     if system is None:
-        system = cost.system if cost is not None else executor_system(c)
+        system = getattr(cost, "system", None) or executor_system(c)  # a cost file is read against the executor's
     host = system.host
     res = resolve_ops(graph, rules=rules, placement=placement, system=system, kernels=kernels,
                       sync_copy_devices=sync_copy_devices)
