@@ -42,7 +42,7 @@ def test_ilp_equals_dp_and_brute_force(formulation, gi):
     opt = brute(g)
     assert r.peak_bytes == opt == order_exact(g).peak_bytes
     assert r.solver == "highs"
-    assert r.metrics["n_vars"] > 0 and r.metrics["n_constraints"] > 0
+    assert r.ilp.n_vars > 0 and r.ilp.n_constraints > 0 and r.ilp.status == "optimal" and r.ilp.incumbent == r.peak_bytes
     check_timeline(r.timeline, g)
 
 

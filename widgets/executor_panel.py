@@ -559,7 +559,7 @@ class ExecutorPanel(Panel):
         if label is None:  # a pair outside the table: add it as its own bar
             m = r.metrics
             label = f"{self.state.streams} streams + {self.state.threads} threads"
-            row = {"policy": label, "streams": self.state.streams, "threads": self.state.threads,
+            row = {"label": label, "streams": self.state.streams, "threads": self.state.threads,
                    **{c: m.get(c) for c in frame.columns if c in m}}
             frame = pd.concat([frame, pd.DataFrame([row])], ignore_index=True)
         return policy_bars(frame, self.state.metric, current=label)
@@ -608,7 +608,7 @@ class ExecutorPanel(Panel):
         m = r.metrics
         p = r.params
         threads = p.get("threads")
-        one = self._cmp.frame.set_index("policy")["makespan_s"].get("multi-stream, one thread")
+        one = self._cmp.frame.set_index("label")["makespan_s"].get("multi-stream, one thread")
         vs = (f" (one host thread: {_t(one)})" if one is not None and threads != "single" else "")
         head = (f"<b>{html.escape(self.graph.name)}</b>: makespan <b>{_t(m['makespan_s'])}</b>{vs} with "
                 f"{_THREAD_WORDS.get(threads, html.escape(str(threads)))} on {_n(m['n_threads'], 'host thread')} and "

@@ -65,7 +65,7 @@ from hetsched.errors import HetschedError
 from hetsched.plot import format_value
 from hetsched.plot.core import wrap_title
 from hetsched.plot.pipeline import cache_depth, patent_queue_figure, schedule_gantt, stage_costs_figure
-from hetsched.results import Step
+from hetsched.results import Step, compare_results
 
 from .base import Panel, Session, link_clamped
 from .walker import DecisionWalker
@@ -696,8 +696,7 @@ class PipelinePanel(Panel):
                 + body + "</table></div>")
 
     def download_items(self, r: PipelineView):
-        both = pd.concat([pd.DataFrame([{"schedule": r.a.schedule.name, **r.a.metrics}]),
-                          pd.DataFrame([{"schedule": r.b.schedule.name, **r.b.metrics}])], ignore_index=True)
+        both = compare_results({f"A: {r.a.schedule.name}": r.a, f"B: {r.b.schedule.name}": r.b}, wide=True)
         items = [(pp.to_chrome_trace(r.a), "pipeline_A_trace.json"), (pp.to_chrome_trace(r.b), "pipeline_B_trace.json"),
                  (r.a.timeline, "pipeline_A_timeline.csv"), (r.b.timeline, "pipeline_B_timeline.csv"),
                  (both, "pipeline_metrics.csv"), (pp.to_torch_csv(r.a.schedule), "pipeline_A_torch.csv")]

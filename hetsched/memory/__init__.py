@@ -39,7 +39,7 @@ from .model import (
     prefix_curve,
     walk_state,
 )
-from .optimize import SOLVER_METHODS, STRATEGIES, optimize_order
+from .optimize import METHODS, SOLVER_METHODS, optimize_order
 from .patent import order_auto, order_patent
 from .portfolio import order_patent_heuristic, order_portfolio
 from .params import PARAMS  # what a panel can offer the user, declared as data (a ParamSpec)
@@ -71,7 +71,7 @@ __all__ = [
     "order_patent",
     "order_patent_heuristic",
     "order_auto",
-    "STRATEGIES",
+    "METHODS",
     "SOLVER_METHODS",
     "BASELINES",
     "order_baseline",

@@ -43,10 +43,12 @@ __all__ = ["BASELINES", "order_baseline", "inductor_order", "xla_order"]
 
 
 def _given(m: _Mem) -> list[int]:
+    """Given order: the order the ops are listed in."""
     return m.topo()
 
 
 def _kahn(m: _Mem) -> list[int]:
+    """Kahn's order: a plain topological order (Kahn's algorithm), what a naive runtime runs."""
     indeg = [len(p) for p in m.preds]
     q = deque(v for v in range(m.n) if indeg[v] == 0)
     out = []
@@ -61,7 +63,9 @@ def _kahn(m: _Mem) -> list[int]:
 
 
 def _inductor_lpmf(m: _Mem) -> list[int]:
-    """Least Peak Memory First: keep the max memory so far; among ready ops, if some would run
+    """Inductor LPMF: PyTorch Inductor's least-peak-memory-first order.
+
+    Least Peak Memory First: keep the max memory so far; among ready ops, if some would run
     without exceeding it, take the one leaving the least memory, else the one with the lowest peak
     (the key ``(max(live + size, max_mem), size - memory_to_free, index)``)."""
     n = m.n
@@ -102,7 +106,9 @@ def _inductor_lpmf(m: _Mem) -> list[int]:
 
 
 def _inductor_bfs(m: _Mem) -> list[int]:
-    """The ready op whose predecessors ran earliest (sorted list of their steps), then index."""
+    """Inductor BFS: PyTorch Inductor's breadth-first order.
+
+    The ready op whose predecessors ran earliest (sorted list of their steps), then index."""
     indeg = [len(p) for p in m.preds]
     step = [-1] * m.n
     heap = [([], v) for v in range(m.n) if indeg[v] == 0]
@@ -143,7 +149,9 @@ def _post_order(m: _Mem, roots: list[int], key: Callable[[int], tuple] | None) -
 
 
 def _inductor_dfs(m: _Mem) -> list[int]:
-    """DFS from every op by increasing (bytes written + bytes read, index); same key for preds."""
+    """Inductor DFS: PyTorch Inductor's depth-first order.
+
+    DFS from every op by increasing (bytes written + bytes read, index); same key for preds."""
     sw = [int(m.out_all[v]) + int(m.size[m.op_in[v]].sum()) for v in range(m.n)]
 
     def key(v: int) -> tuple:
@@ -157,7 +165,9 @@ def _sinks(m: _Mem) -> list[int]:
 
 
 def _xla_list(m: _Mem) -> list[int]:
-    """XLA's ``ListScheduler``: the ready op of highest priority ``(bytes freed - bytes defined,
+    """XLA list: XLA's list scheduler (its default memory scheduler's first candidate).
+
+    XLA's ``ListScheduler``: the ready op of highest priority ``(bytes freed - bytes defined,
     number of users)`` runs next; among equal priorities the one that entered (or was re-ranked
     in) the ready queue last, as XLA takes the last entry of a ``std::multimap`` keyed by priority.
     Graph inputs play XLA's parameters, whose buffers the priority ignores.
@@ -218,7 +228,9 @@ def _xla_list(m: _Mem) -> list[int]:
 
 
 def _xla_dfs(m: _Mem) -> list[int]:
-    """XLA's ``DFSMemoryScheduler``: post-order DFS from the roots visiting operands by decreasing
+    """XLA DFS: XLA's depth-first scheduler.
+
+    XLA's ``DFSMemoryScheduler``: post-order DFS from the roots visiting operands by decreasing
     cumulative extra users (users beyond the first, summed over the cone), then decreasing
     cumulative bytes defined in the cone, then name. As in XLA, the sums are taken over XLA's own
     post-order and capped (extra users at the op count, bytes at the bytes defined so far in that
@@ -246,6 +258,7 @@ def _xla_dfs(m: _Mem) -> list[int]:
 
 
 def _xla_post_order(m: _Mem) -> list[int]:
+    """XLA post-order: XLA's post-order scheduler."""
     return _post_order(m, _sinks(m), None)
 
 

@@ -37,7 +37,7 @@ import pandas as pd
 
 from ..errors import GraphError, HetschedError, ScheduleError, UnknownNameError, name_list
 from ..graph import OpGraph
-from ..results import Result, Step, StepLog
+from ..results import Result, SolverRun, Step, StepLog
 from ..timeline import TimelineBuilder
 
 __all__ = [
@@ -602,45 +602,40 @@ class OrderResult(Result):
     ----------
     order : tuple of str
         The ops, one per step.
-    peak_bytes : int
-        Peak live bytes, re-simulated with :func:`peak_memory` (never a solver's objective).
     curve : DataFrame
         ``step, op, bytes``: live bytes during each step.
     method : str
         Which method produced the order (``"ilp-cumulative"``, ``"bfs+fine_tune"``...).
     status : str
         ``"optimal"`` (proven), ``"feasible"`` (a solver's incumbent, not proven), ``"heuristic"``,
-        ``"fallback"`` (the solver did not answer in time: a heuristic order is returned).
-    solver : str or None
-        The ILP solver used, when one ran.
-    bound_bytes : float or None
-        A proven lower bound on the optimum from the solver or the DP, when one is known.
-    lower_bound_bytes : int
-        :func:`lower_bound` of the graph.
-    gap : float
-        ``(peak - best bound) / best bound`` where best bound = max(lower bound, proven bound).
-    runtime_s : float
-        Wall-clock time of the call.
+        ``"fallback"`` (the solver did not answer in time: a heuristic order is returned),
+        ``"timeout"`` (the exact search ran out of time: its best order and proven bound).
     why : str
         Which path ran and why, in plain words.
-
+    ilp : SolverRun or None
+        What the integer programme said, for every method that ran (or skipped) one: ``status``,
+        ``bound``, ``gap``, ``incumbent``, size and solve time (:class:`~hetsched.results.SolverRun`).
     metrics : dict
-        ``peak_bytes``, ``lower_bound_bytes``, ``gap``, ``runtime_s``, ``n_ops``, ``weight_bytes``,
-        ``bound_bytes`` when a bound is known, and a method's own counts; ``makespan_s`` is the span
-        of the timeline: the ops run one at a time on the timeline's device, priced by the cost
-        model. It is the same for every order of a graph (an order changes when memory is live,
-        not how long the ops take), so it gives the figures a time axis and is not something any
-        method optimises or a comparison of orders should rank by.
+        The order's numbers, each stored once: ``peak_bytes`` (re-simulated with
+        :func:`peak_memory`, never a solver's objective), ``lower_bound_bytes``
+        (:func:`lower_bound`), ``bound_bytes`` (a proven lower bound on the optimum from a solver
+        or the exact search, when one is known), ``gap`` (``(peak - best bound) / best bound``
+        where best bound = max(lower bound, proven bound)), ``runtime_s`` (wall-clock time of the
+        call), ``n_ops``, ``weight_bytes``, and a method's own counts. ``peak_bytes``,
+        ``lower_bound_bytes``, ``bound_bytes``, ``gap`` and ``runtime_s`` read as attributes too.
 
-    The timeline is in seconds (:func:`order_timeline`, built on first access): one ``compute``
-    row per op, back to back on ``gpu0`` of the toy system, priced by the roofline model, and one
-    ``alloc`` row per storage (from the start of its allocation step to the end of its free step),
-    so :func:`~hetsched.timeline.memory_usage` peaks at ``peak_bytes``; ``curve`` keeps the
-    per-step view. ``steps`` are the decisions, each with ``data["phase"]`` (``S2``, ``S31``, ``S32``,
-    ``S4-pick``, ``S4``, ``portfolio``, ``polish``, ``exact``): the ILP attempt; the traversals'
-    ``pick`` (BFS) and ``push``/``pop`` (DFS) steps; one ``candidate`` step per order a portfolio
-    tried (accepted when it beats the best so far) and a ``pick`` step (the order that goes to the
-    fine-tune); one ``free_earlier`` / ``create_later`` step per fine-tune move tried.
+    The timeline counts steps, as the memory model does (claim 2: one op per step): one
+    ``compute`` row per op from step ``i`` to ``i + 1`` and one ``alloc`` row per storage from its
+    allocation step to the end of its free step, so :func:`~hetsched.timeline.memory_usage` peaks
+    at ``peak_bytes``; the frame says so in ``attrs["time_unit"] == "step"``. An order has no
+    duration of its own (it changes when memory is live, not how long the ops take):
+    :func:`order_timeline` prices one in seconds on a device the caller names. ``steps`` are the
+    decisions, each with ``data["phase"]`` (``S2``, ``S31``, ``S32``, ``S4-pick``, ``S4``,
+    ``portfolio``, ``polish``, ``exact``): the ILP attempt (``data["ilp"]``: its
+    :class:`~hetsched.results.SolverRun`); the traversals' ``pick`` (BFS) and ``push``/``pop``
+    (DFS) steps; one ``candidate`` step per order a portfolio tried (accepted when it beats the
+    best so far) and a ``pick`` step (the order that goes to the fine-tune); one ``free_earlier``
+    / ``create_later`` step per fine-tune move tried.
 
     State (:meth:`replay`): ``order`` (the current complete order; ``replay(-1)["order"]`` is the
     start, ``replay(n_steps - 1)["order"]`` the result) and, while a traversal builds one, its
@@ -649,16 +644,25 @@ class OrderResult(Result):
     """
 
     order: tuple[str, ...] = ()
-    peak_bytes: int = 0
     curve: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["step", "op", "bytes"]))
     method: str = ""
     status: str = "heuristic"
-    solver: str | None = None
-    bound_bytes: float | None = None
-    lower_bound_bytes: int = 0
-    gap: float = 0.0
-    runtime_s: float = 0.0
     why: str = ""
+    ilp: SolverRun | None = None
+
+    # the numbers are stored once, in metrics; these read them as typed attributes
+    peak_bytes = property(lambda self: int(self.metrics.get("peak_bytes", 0)), doc="Peak live bytes of the order.")
+    lower_bound_bytes = property(lambda self: int(self.metrics.get("lower_bound_bytes", 0)),
+                                 doc=":func:`lower_bound` of the graph.")
+    bound_bytes = property(lambda self: self.metrics.get("bound_bytes"),
+                           doc="A proven lower bound on the optimum (a solver's, the exact search's), else ``None``.")
+    gap = property(lambda self: float(self.metrics.get("gap", 0.0)), doc="``(peak - best bound) / best bound``.")
+    runtime_s = property(lambda self: float(self.metrics.get("runtime_s", 0.0)), doc="Wall-clock time of the call.")
+
+    @property
+    def solver(self) -> str | None:
+        """The ILP solver that ran (``ilp.solver``), if any."""
+        return self.ilp.solver if self.ilp is not None else None
 
     def _apply(self, state: dict[str, Any], step: Step) -> None:
         for k, v in step.delta.items():
@@ -672,86 +676,84 @@ class OrderResult(Result):
                 state[k] = v
 
 
-#: the device OrderResult timelines are priced on (see :func:`order_timeline`)
-TIMELINE_DEVICE = "gpu0"
 _MIN_STEP_S = 1e-9  # a step the cost model prices at 0 s still lasts 1 ns, so its memory stays visible
 
 
-def _durations(m: _Mem, system=None, cost=None, device: str | None = None) -> tuple[np.ndarray, str]:
-    """Seconds each op takes on ``device`` (index order), priced by the cost model; cached on ``m``
-    for the default system."""
-    default = system is None and cost is None and device is None
-    if default and getattr(m, "_dur", None) is not None:
-        return m._dur  # type: ignore[attr-defined]
+def _durations(m: _Mem, device: str, system=None, cost=None) -> np.ndarray:
+    """Seconds each op takes on ``device`` (index order), priced by the cost model."""
     from ..cost import resolve_cost
 
+    system = system if system is not None else getattr(cost, "system", None)
     if system is None:
-        if cost is not None:
-            system = cost.system
-        else:
-            from ..io.systems import toy_system
-
-            system = toy_system()
-    dev = device or (TIMELINE_DEVICE if TIMELINE_DEVICE in system.device_names else
-                     next((d for d in system.device_names if d != system.host), system.host))
-    system.device(dev)  # an unknown device raises, naming it
+        raise HetschedError(f"pricing an order on {device!r} needs the system (or a cost model) it belongs to",
+                            device=device, field="system")
+    system.device(device)  # an unknown device raises, naming it
     cm = resolve_cost(cost, m.graph, system)
     ops = m.graph.ops
-    dur = np.fromiter((cm.compute_s(ops[n], dev) for n in m.names), dtype=np.float64, count=m.n)
+    dur = np.fromiter((cm.compute_s(ops[n], device) for n in m.names), dtype=np.float64, count=m.n)
     bad = np.flatnonzero(~(dur >= 0) | ~np.isfinite(dur))
     if len(bad):
         raise HetschedError(f"cost model gave op {m.names[bad[0]]!r} an invalid duration {dur[bad[0]]!r}",
-                            op=m.names[bad[0]], device=dev)
-    out = (np.maximum(dur, _MIN_STEP_S), dev)
-    if default:
-        m._dur = out  # type: ignore[attr-defined]
-    return out
+                            op=m.names[bad[0]], device=device)
+    return np.maximum(dur, _MIN_STEP_S)
 
 
 def _timeline(m: _Mem, arr: np.ndarray, dur: np.ndarray | None = None, device: str | None = None) -> pd.DataFrame:
-    if dur is None:
-        dur, device = _durations(m)
+    """The order's rows: in steps (``dur=None``), or in seconds with each op's ``dur`` on ``device``."""
     n = m.n
     names = np.array(m.names + [None], dtype=object)  # index -1 (no producer: a graph input) -> None
     a, f = m.spans(arr) if n else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    ends = np.cumsum(dur[arr]) if n else np.zeros(0)
+    ends = (np.cumsum(dur[arr]) if dur is not None else np.arange(1, n + 1, dtype=np.float64)) if n else np.zeros(0)
     # exactly the previous end, so a free and the next allocation meet at one instant
     starts = np.concatenate([[0.0], ends[:-1]]) if n else np.zeros(0)
+    lane = device if device is not None else "order"
     tb = TimelineBuilder()
     ops = names[arr]
-    tb.extend(device, device, ops, "compute", starts, ends, op=ops, device=device, bytes=np.nan)
+    tb.extend(lane, lane, ops, "compute", starts, ends, op=ops, device=device, bytes=np.nan)
     # a storage lives from the start of its allocation step to the end of its free step
     s_names = np.array(m.s_names, dtype=object)
-    tb.extend(f"{device} memory", device, s_names, "alloc", starts[a] if n else np.zeros(0), ends[f] if n else np.zeros(0),
+    tb.extend(f"{lane} memory", lane, s_names, "alloc", starts[a] if n else np.zeros(0), ends[f] if n else np.zeros(0),
               op=names[m.prod], tensor=s_names, device=device, bytes=m.size.astype(float))
-    return tb.build()
+    tl = tb.build()
+    if dur is None:
+        tl.attrs["time_unit"] = "step"
+    return tl
 
 
 def _result_timeline(m: _Mem, arr: np.ndarray, _result: "OrderResult") -> pd.DataFrame:
     return _timeline(m, arr)
 
 
-def order_timeline(graph: OpGraph, order: Sequence[str], *, system=None, cost=None, device: str | None = None) -> pd.DataFrame:
-    """The order as a timeline in seconds: one ``compute`` row per op, back to back on ``device``
-    (the memory model runs one op per step, claim 2), each priced by the cost model, and one
-    ``alloc`` row per storage from the start of its allocation step to the end of its free step.
+def order_timeline(graph: OpGraph, order: Sequence[str], *, device: str | None = None, system=None,
+                   cost=None) -> pd.DataFrame:
+    """The order as a timeline: one ``compute`` row per op, back to back (the memory model runs one
+    op per step, claim 2), and one ``alloc`` row per storage from the start of its allocation step
+    to the end of its free step.
 
-    Defaults: :func:`~hetsched.io.systems.toy_system`'s ``gpu0`` with the roofline model, which is
-    what every :class:`OrderResult`'s ``timeline`` uses. Time only stretches the steps: the bytes
-    and the peak are the step curve's, so ``memory_usage(order_timeline(...))`` peaks at
-    :func:`peak_memory`.
+    By default times count steps (op ``i`` runs from ``i`` to ``i + 1``; ``attrs["time_unit"] ==
+    "step"``), as every :class:`OrderResult`'s ``timeline`` does. Name a ``device`` (of ``system``,
+    or of ``cost``'s system) to price each op on it with the cost model (default the roofline):
+    the times are then seconds. Either way the bytes and the peak are the step curve's, so
+    ``memory_usage(order_timeline(...))`` peaks at :func:`peak_memory`.
 
     >>> from hetsched.io.generators import chain
+    >>> from hetsched.io.systems import toy_system
     >>> from hetsched.timeline import memory_usage
     >>> g = chain(3, act_bytes=100)
     >>> tl = order_timeline(g, g.topological_order())
-    >>> int(memory_usage(tl)["bytes"].max()) == peak_memory(g, g.topological_order())
+    >>> tl.attrs["time_unit"], float(tl["end_s"].max()), int(memory_usage(tl)["bytes"].max()) == peak_memory(g, g.topological_order())
+    ('step', 3.0, True)
+    >>> bool(order_timeline(g, g.topological_order(), device="gpu0", system=toy_system())["end_s"].max() < 1e-3)
     True
     """
     m = _compile(graph)
     arr = m.to_idx(order)
-    dur, dev = _durations(m, system, cost, device)
-    return _timeline(m, arr, dur, dev)
+    if device is None:
+        if system is not None or cost is not None:
+            raise HetschedError("an order is priced on one device: name it (device=...) with the system or cost",
+                                field="device")
+        return _timeline(m, arr)
+    return _timeline(m, arr, _durations(m, device, system, cost), device)
 
 
 def _make_result(
@@ -765,7 +767,7 @@ def _make_result(
     params: Mapping[str, Any] | None = None,
     steps: StepLog | Sequence[Step] = (),
     initial: Sequence[int] | None = None,
-    solver: str | None = None,
+    ilp: SolverRun | None = None,
     bound: float | None = None,
     extra: Mapping[str, float] | None = None,
     lb: int | None = None,
@@ -780,16 +782,11 @@ def _make_result(
     best_lb = max(float(lb), float(bound) if bound is not None else 0.0)
     gap = (peak - best_lb) / best_lb if best_lb > 0 else 0.0
     order = tuple(m.names[i] for i in arr)
-    dur, _dev = _durations(m)
-    # the span of the timeline: its last compute row ends at this cumulative sum, bit for bit
-    makespan = float(np.cumsum(dur[arr])[-1]) if len(arr) else 0.0
-    runtime = time.perf_counter() - t0
     metrics = {
         "peak_bytes": float(peak),
-        "makespan_s": makespan,
         "lower_bound_bytes": float(lb),
         "gap": float(gap),
-        "runtime_s": float(runtime),
+        "runtime_s": float(time.perf_counter() - t0),
         "n_ops": float(m.n),
         "weight_bytes": float(m.graph.total_weight_bytes),
     }
@@ -799,15 +796,10 @@ def _make_result(
     init = tuple(m.names[i] for i in initial) if initial is not None else order
     return OrderResult(
         order=order,
-        peak_bytes=peak,
         curve=_curve_frame(m, arr, curve),
         method=method,
         status=status,
-        solver=solver,
-        bound_bytes=None if bound is None else float(bound),
-        lower_bound_bytes=int(lb),
-        gap=float(gap),
-        runtime_s=float(runtime),
+        ilp=ilp,
         why=why,
         metrics=metrics,
         timeline=partial(_result_timeline, m, arr),  # built on first access: a portfolio makes many results

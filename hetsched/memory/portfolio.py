@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..graph import OpGraph
-from ..results import Step, StepLog
+from ..results import SolverRun, Step, StepLog
 from ._search import search
 from .baselines import BASELINES
 from .heuristics import _bfs, _dfs, _fine_tune, _greedy, _log_tried
@@ -175,8 +175,8 @@ def _portfolio(m: _Mem, t0: float, *, time_limit_s: float | None, beam: int | No
 
 def _patent_s3_s4(m: _Mem, t0: float, *, why_prefix: str = "", time_limit_s: float | None = None,
                   lead_steps: Sequence[Step] = (), method_prefix: str = "patent",
-                  extra: dict[str, float] | None = None, params: dict[str, Any] | None = None,
-                  bound: float | None = None, solver: str | None = None) -> OrderResult:
+                  params: dict[str, Any] | None = None, bound: float | None = None,
+                  ilp: SolverRun | None = None) -> OrderResult:
     """S3 + S4: BFS and DFS (their picks logged), the lower one fine-tuned (its moves logged)."""
     start = m.topo()
     steps = StepLog(lead_steps)
@@ -192,11 +192,11 @@ def _patent_s3_s4(m: _Mem, t0: float, *, why_prefix: str = "", time_limit_s: flo
     _log_tried(steps, tried)
     kept = sum(1 for t in tried if t["accepted"])
     return _make_result(m, new, method=f"{method_prefix}:{name}+fine_tune", status="heuristic", t0=t0, steps=steps,
-                        initial=start, solver=solver, bound=bound, params=params,
+                        initial=start, ilp=ilp, bound=bound, params=params,
                         why=why_prefix + f"S3: BFS peak {pb} B, DFS peak {pd_} B; S4: fine-tuned {name} "
                                          f"({kept} of {len(tried)} moves kept)",
                         extra={"bfs_peak_bytes": float(pb), "dfs_peak_bytes": float(pd_),
-                               "n_moves_tried": float(len(tried)), "n_moves_kept": float(kept), **(extra or {})})
+                               "n_moves_tried": float(len(tried)), "n_moves_kept": float(kept)})
 
 
 def order_portfolio(graph: OpGraph, *, time_limit_s: float | None = 10.0, beam: int | None = None) -> OrderResult:

@@ -1218,10 +1218,10 @@ def compare(
     title: str | None = None,
     highlight: str | None = None,
 ) -> go.Figure:
-    """Bars of one metric per method (or per ``by`` column), grouped by ``color`` if given.
+    """Bars of one metric per label of a compare table (or per ``by`` column), grouped by ``color`` if given.
 
     >>> import pandas as pd
-    >>> f = pd.DataFrame({"method": ["heft", "h2h"], "makespan_s": [2e-3, 1e-3]})
+    >>> f = pd.DataFrame({"label": ["heft", "h2h"], "makespan_s": [2e-3, 1e-3]})
     >>> list(compare(f, "makespan_s").data[0].x)
     ['heft', 'h2h']
     >>> compare(f.assign(status=["ok", "ok"]), "status")
@@ -1233,7 +1233,7 @@ def compare(
         from ..errors import HetschedError
 
         raise HetschedError(f"no column {metric!r} to compare; have {list(frame.columns)}", field=metric)
-    by = by or next((c for c in ("method", "policy", "schedule", "name") if c in frame.columns), frame.columns[0])
+    by = by or ("label" if "label" in frame.columns else frame.columns[0])
     try:
         vals = frame[metric].astype(float)
     except (TypeError, ValueError):

@@ -278,7 +278,7 @@ def policy_bars(comparison: Any, metric: str = "makespan_s", *, current: str | N
     if factor is not None:  # not a time: shown under its plain label, scaled (shares as percent)
         col = f"{label} ({unit})" if unit else label
         frame = frame.assign(**{col: pd.to_numeric(frame[metric], errors="coerce") * factor})
-    fig = compare(frame, col, by="policy", highlight=current,
+    fig = compare(frame, col, highlight=current,
                   title=title or f"{label} by executor policy" + (f" (current: {current})" if current else ""))
     bars = fig.data[0]
     bars.name = label
