@@ -67,7 +67,8 @@ _OVERLAY_COLORS = group_colors(method_name(k) for k in _OVERLAY_KEYS)
 
 #: step phases (``step.data["phase"]``) in plain words: the jump buttons and the step list
 PHASES = {"S2": "ILP", "S31": "BFS", "S32": "DFS", "S4-pick": "pick the lower", "S4": "fine-tune",
-          "portfolio": "candidates", "polish": "polish", "exact": "exact search", "start": "start", "final": "end"}
+          "portfolio": "candidates", "polish": "polish", "exact": "exact search", "stop": "stop at the bound",
+          "start": "start", "final": "end"}
 #: the claim of the patent that decides each phase (cited in each step's explanation)
 _CLAIMS = {"S2": "claims 1-5", "S31": "claim 7", "S32": "claim 8", "S4-pick": "claim 1", "S4": "claim 9"}
 
@@ -175,7 +176,7 @@ def describe_step(step: Step, *, n_steps: int | None = None, n_ops: int | None =
     ph = d.get("phase")
     claim = _CLAIMS.get(ph)
     where = f"<b>step {step.index + 1}{f' of {n_steps}' if n_steps else ''}</b> · {html.escape(PHASES.get(ph, str(ph or '')))}"
-    where += f" <i>({claim})</i>" if claim else " <i>(ours, not in the patent)</i>" if ph in ("portfolio", "polish") else ""
+    where += f" <i>({claim})</i>" if claim else " <i>(ours, not in the patent)</i>" if ph in ("portfolio", "polish", "stop") else ""
     if ph == "S2":
         run: SolverRun = d["ilp"]
         form = "the patent's A/P" if run.model == "patent" else f"the {html.escape(run.model)}"
@@ -449,7 +450,7 @@ class MemoryPanel(Panel):
             return "given order"
         return {"S2": "ILP order", "S31": "BFS order", "S32": "DFS order",
                 "S4-pick": f"{str(s.subject).upper()} order (picked)", "S4": "order being fine-tuned",
-                "portfolio": "best candidate", "polish": "polished order"}.get(ph, "order")
+                "portfolio": "best candidate", "polish": "polished order", "stop": "order at the lower bound"}.get(ph, "order")
 
     def _curves_fig(self, r: mem.OrderResult, w: Mapping[str, Any], k: int):
         overlays = {method_name(m): res for m, res in self._overlays.items()}

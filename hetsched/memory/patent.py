@@ -32,8 +32,8 @@ from typing import Any
 from ..graph import OpGraph
 from ..results import SolverRun, StepLog
 from .ilp import FORMULATIONS, order_ilp
-from .model import OrderResult, _check_time_limit, _compile, _make_result, _Mem
-from .portfolio import _patent_s3_s4
+from .model import OrderResult, _check_time_limit, _compile, _make_result, _Mem, lower_bound
+from .portfolio import _patent_s3_s4, _stop_at_bound
 
 __all__ = ["order_patent", "order_auto", "ILP_MAX_VARS", "ilp_vars"]
 
@@ -156,7 +156,9 @@ def order_auto(
 ) -> OrderResult:
     """Ours: the patent's S3 + S4 first, then the ILP warm-started with that order, within the limit.
 
-    The heuristic order bounds the ILP's peak from above and is handed to the solver as a start;
+    When the heuristic order already reaches :func:`~hetsched.memory.lower_bound` it is optimal and
+    the ILP is skipped (a ``stop`` step says so; ``ilp.status == "skipped"``). Otherwise the
+    heuristic order bounds the ILP's peak from above and is handed to the solver as a start;
     when the solver proves optimality its order is returned (``status="optimal"``), else the lower
     of the solver's incumbent and the heuristic order. Above ``ILP_MAX_VARS`` variables the ILP is
     skipped (``why`` says so). ``ilp`` is what the solver said, as in :func:`order_patent`.
@@ -175,6 +177,13 @@ def order_auto(
         return _patent_s3_s4(m, t0, why_prefix=f"S2 skipped: {note}; ", time_limit_s=time_limit_s, params=params,
                              ilp=SolverRun("skipped", model=formulation, time_limit_s=time_limit_s, n_vars=nv, note=note))
     heur = _patent_s3_s4(m, t0)
+    lb = lower_bound(graph)
+    if heur.peak_bytes <= lb:  # issue 28: already optimal, the solver could only spend the time limit
+        note = f"the heuristic order reaches the lower bound ({lb} B): it is optimal, the ILP cannot improve it"
+        return _stop_at_bound(m, t0, StepLog(heur.steps), heur.method, list(m.to_idx(heur.order)), lb,
+                              m.to_idx(heur.initial_state["order"]).tolist(), skipped="the ILP", params=params,
+                              why=f"S3/S4: {heur.why}; {note}",
+                              ilp=SolverRun("skipped", model=formulation, time_limit_s=time_limit_s, note=note))
     r = order_ilp(graph, time_limit_s=max(0.05, time_limit_s - (time.perf_counter() - t0)), formulation=formulation,
                   solver=solver, warm_start=heur)
     better = r.status == "optimal" or (r.status == "feasible" and r.peak_bytes < heur.peak_bytes)

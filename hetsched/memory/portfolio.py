@@ -28,12 +28,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..errors import HetschedError
 from ..graph import OpGraph
 from ..results import SolverRun, Step, StepLog
 from ._search import search
 from .baselines import BASELINES
 from .heuristics import _bfs, _dfs, _fine_tune, _greedy, _log_tried
-from .model import OrderResult, _check_time_limit, _compile, _make_result, _Mem
+from .model import OrderResult, _check_time_limit, _compile, _make_result, _Mem, lower_bound
 
 __all__ = ["order_portfolio", "order_patent_heuristic", "BEAM_MAX_OPS", "POLISH_MAX_OPS"]
 
@@ -94,21 +95,37 @@ def _log_candidates(log: StepLog, m: _Mem, cands: list[tuple[str, list[int], int
     return best
 
 
+def _stop_at_bound(m: _Mem, t0: float, steps: StepLog, name: str, arr: list[int], lb: int, start: list[int],
+                   skipped: str, **kw: Any) -> OrderResult:
+    """An order at the lower bound is optimal: log why the rest is skipped, and return it (proven)."""
+    steps.add("stop", name, before=None, after=float(lb), accepted=True,
+              reason=f"{name} reaches the lower bound ({lb} B): no order can be lower, so {skipped} are skipped",
+              delta={"order": tuple(m.names[v] for v in arr)}, data={"phase": "stop", "lower_bound_bytes": lb})
+    return _make_result(m, arr, method=name, status="optimal", t0=t0, steps=steps, initial=start, lb=lb, **kw)
+
+
 def _portfolio(m: _Mem, t0: float, *, time_limit_s: float | None, beam: int | None) -> OrderResult:
     n = m.n
     start = m.topo()
+    lb = lower_bound(m.graph)
+    width = beam if beam is not None else (_beam_width(n) if n <= BEAM_MAX_OPS else 0)
+    params = {"time_limit_s": time_limit_s, "beam": width}
     cands: list[tuple[str, list[int], int]] = []
     gens: list[tuple[str, Callable[[_Mem], list[int]]]] = [
         ("bfs", lambda mm: _bfs(mm)[0]), ("lifetime-greedy", _greedy), ("dfs", lambda mm: _dfs(mm)[0])] + [
         (k, f) for k, f in BASELINES.items() if not (k in QUADRATIC and n > QUADRATIC_MAX_OPS)]
+    if width and n:
+        gens.append((f"beam{width}", lambda mm: search(mm, beam=width)[1]))
     for name, fn in gens:
         arr = fn(m)
         cands.append((name, arr, m.peak(np.asarray(arr, dtype=np.int64))))
-    width = beam if beam is not None else (_beam_width(n) if n <= BEAM_MAX_OPS else 0)
-    if width and n:
-        res = search(m, beam=width)
-        assert res is not None
-        cands.append((f"beam{width}", res[1], m.peak(np.asarray(res[1], dtype=np.int64))))
+        if cands[-1][2] <= lb:  # issue 28: nothing can beat it; the rest would only spend time
+            steps = StepLog()
+            _log_candidates(steps, m, cands, start)
+            return _stop_at_bound(m, t0, steps, f"heuristic:{name}", arr, lb, start, params=params,
+                                  skipped="the other candidates, the fine-tunes and the polish",
+                                  why=f"portfolio: {name} reaches the lower bound, the order is optimal",
+                                  extra={"n_candidates": float(len(cands))})
     # fine-tune every candidate on small graphs; only the best few on large ones (time)
     ranked = sorted(range(len(cands)), key=lambda i: (cands[i][2], i))
     n_tune = len(cands) if n <= 500 else 3
@@ -162,14 +179,13 @@ def _portfolio(m: _Mem, t0: float, *, time_limit_s: float | None, beam: int | No
             n_polish += 1
             method = f"heuristic:{name}+fine_tune+polish"
     return _make_result(
-        m, arr, method=method, status="heuristic", t0=t0, steps=steps, initial=start,
+        m, arr, method=method, status="optimal" if proven else "heuristic", t0=t0, steps=steps, initial=start, lb=lb,
         why=f"portfolio of {len(cands)} orders (patent BFS/DFS, our lifetime greedy, compiler baselines"
             f"{', beam search' if width else ''}), each fine-tuned; {name} won"
             + (f"; {n_polish} budgeted depth-first search(es) lowered it further" if n_polish else "")
             + ("; a budgeted search proved no order is lower" if proven else ""),
-        params={"time_limit_s": time_limit_s, "beam": width, "polish_moves": polish},
-        extra={"n_candidates": float(len(cands)), "n_moves_tried": float(len(tried)), "n_polish": float(n_polish),
-               "proven_optimal": float(proven)},
+        params={**params, "polish_moves": polish},
+        extra={"n_candidates": float(len(cands)), "n_moves_tried": float(len(tried)), "n_polish": float(n_polish)},
     )
 
 
@@ -212,7 +228,9 @@ def order_portfolio(graph: OpGraph, *, time_limit_s: float | None = 10.0, beam: 
         0 disables it and the polish, which otherwise runs up to ``POLISH_MAX_OPS`` ops).
 
     ``steps``: one ``candidate`` per order tried, a ``pick`` (the winner before its fine-tune),
-    its fine-tune moves, then one ``polish`` step per lower order a feasibility search found.
+    its fine-tune moves, then one ``polish`` step per lower order a feasibility search found. A
+    candidate that reaches :func:`~hetsched.memory.lower_bound` is optimal: the portfolio stops
+    there (a ``stop`` step says so, ``status="optimal"``).
 
     >>> from hetsched.io.generators import randwire_ws
     >>> from hetsched.memory import order_baseline
@@ -223,6 +241,8 @@ def order_portfolio(graph: OpGraph, *, time_limit_s: float | None = 10.0, beam: 
     t0 = time.perf_counter()
     if time_limit_s is not None:
         time_limit_s = _check_time_limit(time_limit_s)
+    if beam is not None and (isinstance(beam, bool) or not isinstance(beam, (int, np.integer)) or beam < 0):
+        raise HetschedError(f"beam must be a whole number of states >= 0 (0: no beam search), got {beam!r}", field="beam")
     return _portfolio(_compile(graph), t0, time_limit_s=time_limit_s, beam=beam)
 
 
