@@ -203,6 +203,22 @@ class LazySteps(Sequence):
         """The raw step tuples (no copies), or ``None`` for a function-built log."""
         return self._raw
 
+    def views(self) -> Iterator[Any]:
+        """Every step in order, as cheaply as the log allows: a read-only :class:`StepView` per raw
+        tuple (what a walker scans for phases and groups), else the made :class:`Step`.
+
+        >>> [v.subject for v in LazySteps([("a", "x", None, None, True, "", {}, {})]).views()]
+        ['x']
+        """
+        raw = self._raw
+        if raw is not None:
+            new = tuple.__new__
+            for j, r in enumerate(raw):
+                yield new(StepView, (j, *r))
+        else:
+            for j in range(self._n):
+                yield self._make(j)
+
     def accepted(self, k: int) -> Iterator[Any]:
         """Every accepted step among ``0..k``, as a read-only :class:`StepView` for a raw log.
 

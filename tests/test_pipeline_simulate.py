@@ -180,3 +180,17 @@ def test_unknown_comm_field_is_a_schedule_error():
     with pytest.raises(ScheduleError) as ei:
         simulate(one_f_one_b(2, 2), comm={"latency": 1e-6})
     assert ei.value.field == "comm" and "latency" in str(ei.value)
+
+
+def test_how_long_a_message_was_held_is_the_cores_by_cache_design():
+    """Issue 29: 'held' is defined once, in the core, per cache design (the receive buffer: arrival to
+    consumption; the sender's queue: production to send), in messages() and in the consumer's step."""
+    s = interleaved_1f1b(4, 2, 10, grouping="paddle")
+    for cache in ("sender", "receiver"):
+        r = simulate(s, costs={"F": 1, "B": 1}, comm=P2P(lockstep=True), cache=cache)
+        msg = r.messages()
+        want = msg["consumed_s"] - msg["arrived_s"] if cache == "receiver" else msg["sent_s"] - msg["produced_s"]
+        assert msg["held_s"].tolist() == want.tolist() and (msg["held_s"] > 0).any()
+        by_consumer = dict(zip(msg["consumer"], msg["held_s"]))
+        for st in r.steps:
+            assert st.data["held_s"] == by_consumer.get(st.subject)

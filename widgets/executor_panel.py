@@ -141,12 +141,17 @@ def _number_control(name: str) -> W.Widget:
     return cls(description=label, tooltip=tip, style={"description_width": "initial"}, layout=W.Layout(width="auto"))
 
 
+def _rule_of(step: Any) -> str:
+    """The phase a decision belongs to in the walker: the rule that decided it, in words."""
+    return rule_label(step.data.get("rule"))
+
+
 def describe_decision(result: ex.ExecutorResult, k: int) -> str:
     """Decision ``k`` (0-based) of an executor run in plain words (HTML, every name escaped).
 
     Which op became ready and why, where it went (thread, inline or handed off), the claim and rule
     that decided it (a fallback in red), the stream its work went to, and the sync wait it costs
-    its thread (read from the run's timeline).
+    its thread (the step's ``sync_wait``).
 
     >>> r = ex.simulate(ex.graphs.thread_rules_graph(), streams="patent", threads="patent")
     >>> k = next(i for i, s in enumerate(r.steps) if s.data["rule"] == "claim1-sync-sync-other")
@@ -183,17 +188,12 @@ def describe_decision(result: ex.ExecutorResult, k: int) -> str:
             if st is not None else f"It runs on the host CPU ({_t(result.durations_s.get(s.subject))}).")
     if d.get("kernel_fallback"):
         work += f" Kernel fallback: {html.escape(str(d['kernel_fallback']))}."
-    tl = result.timeline
-    lane = f"thread{t}"
-    waits = tl[(tl["lane"] == lane) & (tl["kind"] == "blocked")]
-    wait = waits[waits["name"] == f"wait {s.subject}"]
-    start = result.op_start_s.get(s.subject)
-    sync = waits[waits["name"].str.startswith("sync ") & ((waits["end_s"] - (start or 0.0)).abs() < 1e-12)]
-    if len(wait):
-        hold = f" Sync wait: thread {t} then <b>waits {_t(float((wait['end_s'] - wait['start_s']).sum()))}</b> for it."
-    elif len(sync):
-        hold = (f" Sync wait: before running it, thread {t} <b>waits {_t(float((sync['end_s'] - sync['start_s']).sum()))}</b> "
-                f"for its inputs on the device ({html.escape(str(sync['name'].iat[0]))}).")
+    # the sync wait it costs its thread: the core's step data, filled in when the wait happened
+    if d.get("sync_wait") == "after":
+        hold = f" Sync wait: thread {t} then <b>waits {_t(d['sync_wait_s'])}</b> for it."
+    elif d.get("sync_wait") == "before":
+        hold = (f" Sync wait: before running it, thread {t} <b>waits {_t(d['sync_wait_s'])}</b> "
+                f"for its inputs on the device (sync {html.escape(str(d['sync_on']))}).")
     elif kind in ex.ASYNC_KINDS:
         hold = f" It is asynchronous: thread {t} goes on at once."
     else:
@@ -254,7 +254,8 @@ class ExecutorPanel(Panel):
         self.control_widgets = {"streams": streams, "threads": threads, **numbers, "preset": preset, "metric": metric,
                                 "color_by": color}
         self._build_kind_editor()
-        self.walker = DecisionWalker(state, "step", description="decision", phase_key="phase", group_key="thread",
+        self.walker = DecisionWalker(state, "step", description="decision", phase=_rule_of,
+                                     group=lambda s: s.data.get("thread"),
                                      group_label="thread", label=self._step_label)
         self.walker.phases.description = "first use of"
         # every dispatch is "accepted": those jumps mean nothing here; fallbacks do
@@ -482,9 +483,8 @@ class ExecutorPanel(Panel):
         return next((k for k, v in ex.POLICIES.items() if v == pair), None)
 
     def on_result(self, r: ex.ExecutorResult) -> None:
-        # the walker gets the steps with a phase: the rule that decided, in words (jump to its first use)
-        self.walker.set_steps([Step(s.index, s.action, s.subject, s.before, s.after, s.accepted, s.reason, s.delta,
-                                    {**(s.data or {}), "phase": rule_label((s.data or {}).get("rule"))}) for s in r.steps])
+        # a decision's phase: the rule that decided it, in words (jump to its first use)
+        self.walker.set_steps(r.steps)
         g = self.graph
         if self._graph_shown is not g:  # a new graph: its op types in the editor, the walk at the end
             self._graph_shown = g
@@ -497,7 +497,7 @@ class ExecutorPanel(Panel):
     # -- walking -----------------------------------------------------------------------
     def _step_label(self, s: Step) -> str:
         d = s.data or {}
-        return f"{s.index + 1} {s.subject} → thread {d.get('thread')} · {rule_label(d.get('rule'))}"
+        return f"{s.subject} → thread {d.get('thread')} · {rule_label(d.get('rule'))}"
 
     def jump_to_rule(self, rule: str) -> bool:
         """Walk to the first decision made by ``rule`` (an id of :data:`hetsched.executor.THREAD_RULES`)."""

@@ -266,7 +266,7 @@ def _label(step: Step) -> str:
         nums = f": {_t(step.before)} → {_t(step.after)}"
     elif step.after is not None:
         nums = f": {_t(step.after)}"
-    return f"{step.index + 1} {'✓' if step.accepted else '✗'} [{stage_of(step)}] {what}{nums}"
+    return f"{'✓' if step.accepted else '✗'} [{stage_of(step)}] {what}{nums}"
 
 
 def _plain(html_text: str) -> str:
@@ -348,7 +348,7 @@ class MappingPanel(BlockDrawing, Panel):
                                     layout=W.Layout(width="auto"),
                                     tooltip="run the improvement search and the MILP on this graph and system")
         self.best_button.on_click(lambda _b: self.find_best())
-        self.walker = DecisionWalker(state, "step", description="decision", phase_key="stage", group_key="about",
+        self.walker = DecisionWalker(state, "step", description="decision", phase=stage_of, group=_about,
                                      group_label="device", label=_label)
         self.step_text = W.HTML(layout=W.Layout(min_height="5.5em"))
         self.residency_text = W.HTML(layout=W.Layout(min_height="1.4em"))
@@ -462,10 +462,8 @@ class MappingPanel(BlockDrawing, Panel):
         # rows of earlier results of this panel go (an id may be reused by a new result)
         self._rows = {k: v for k, v in self._rows.items() if k[0] != THIS}
         self._compare_key = None
-        # the walker reads each step's plain phase ("stage") and the device it is about ("about")
-        # (built directly: dataclasses.replace is several times slower over thousands of steps)
-        self.walker.set_steps([Step(s.index, s.action, s.subject, s.before, s.after, s.accepted, s.reason, s.delta,
-                                    {**s.data, "stage": stage_of(s), "about": _about(s)}) for s in r.steps])
+        # the walker reads each step's plain phase and the device it is about through these functions
+        self.walker.set_steps(r.steps)
         self.state.step = r.n_steps  # the final mapping first; walk back from there
 
     def trial(self, k: int | None = None) -> mp.Trial | None:

@@ -141,11 +141,11 @@ def list_label(step: Step) -> str:
 
     >>> from hetsched.results import Step
     >>> list_label(Step(4, "free_earlier", "t1", before=2**21, after=2**20, data={"phase": "S4"}))
-    '5 ✓ fine-tune: free t1 earlier: peak 2 MiB → 1 MiB'
+    '✓ fine-tune: free t1 earlier: peak 2 MiB → 1 MiB'
     """
     d = step.data or {}
     ph = d.get("phase")
-    head = f"{step.index + 1} {'✓' if step.accepted else '✗'}"
+    head = "✓" if step.accepted else "✗"
     if ph == "S2":
         return f"{head} ILP ({d['ilp'].model}): {_ilp_status(d['ilp'].status)}"
     if ph == "S31":

@@ -244,7 +244,7 @@ class PipelinePanel(Panel):
                           (act, "activation_MiB"), (ovh, "overhead_ms"), (model, "model"), (system, "system")):
             link_clamped(state, name, ctl)
         self.applies = W.HTML()
-        self.walker = DecisionWalker(state, "step", description="time step", phase_key="phase", group_key="rank",
+        self.walker = DecisionWalker(state, "step", description="time step", group=lambda s: s.data["rank"],
                                      group_label="rank", label=self._step_label)
         # every action start is "accepted": those jumps mean nothing here; queue changes do
         for wdg in (self.walker.prev_acc, self.walker.next_acc, self.walker.accepted_only):
@@ -439,7 +439,7 @@ class PipelinePanel(Panel):
 
     def _step_label(self, s: Step) -> str:
         """One line of the step list."""
-        return f"{s.index + 1} · {s.subject} on rank {s.data['rank']} at {format_value(s.before, '_s')} · {s.data['phase']}"
+        return f"· {s.subject} on rank {s.data['rank']} at {format_value(s.before, '_s')} · {s.data['phase']}"
 
     # -- drawing ------------------------------------------------------------------------------
     def _title(self, r: PipelineView, lab: str) -> str:
@@ -552,12 +552,9 @@ class PipelinePanel(Panel):
         return ""
 
     def _render_messages(self, res: pp.PipelineResult) -> None:
-        msg = res.messages()
-        waited = msg["sent_s"] - msg["produced_s"]
-        held = (msg["consumed_s"] - msg["arrived_s"]) if res.params.get("cache") == "receiver" else waited
+        msg = res.messages()  # held_s: how long each waited in the run's cache (the core defines it per design)
         tol = 1e-12 * max(1.0, res.metrics["makespan_s"])
-        # (assigning to an empty frame would take the column's index: filter after assigning)
-        interesting = msg.assign(held_s=held)[(held > tol) | (msg["blocked_send_s"] > tol)]
+        interesting = msg[(msg["held_s"] > tol) | (msg["blocked_send_s"] > tol)]
         words = self._cache_words(res) or "cache"
         if not len(interesting):
             self.messages_text.value = (f"<div style='color:#444'>No message waited in a {html.escape(words)} and no sender was blocked "

@@ -232,6 +232,7 @@ class _Run:
         self.thread_rows: list[list[tuple[float, float]]] = [[] for _ in range(nt)]
         self.host_busy = [0.0] * nt
         self.steps = StepLog()
+        self.step_data: dict[str, dict[str, Any]] = {}  # op -> its dispatch step's data (its sync wait is filled in later)
         self.thread_of: dict[str, int] = {}
         self.op_start: dict[str, float] = {}
         self.op_end: dict[str, float] = {}
@@ -268,16 +269,24 @@ class _Run:
             where = (f"; its kernel goes to {st} ({self.stream_why[op]})" if st is not None
                      else f"; runs on the host ({self.host})")
             kfb = self.kernel_fallbacks.get(op)
+            data = self.step_data[op] = {
+                "time_s": self.sim.now, "thread": t, "inline": inline, "trigger": trigger,
+                "trigger_kind": self.kind.get(trigger) if trigger is not None else None,
+                "handoff": handoff, "kind": self.kind[op], "rule": rule, "claim": claim,
+                "fallback": fb, "stream": st, "stream_rule": self.stream_why.get(op),
+                "device": self.dev[op], "kernel_fallback": kfb, "sync_wait": None, "sync_wait_s": 0.0,
+                "sync_on": None}
             self.steps.add(
                 "dispatch", op, accepted=True,
                 reason=(f"RULE FALLBACK: " if fb else "") + reason + where + (f"; kernel fallback: {kfb}" if kfb else ""),
-                delta={op: self.tname[t]},
-                data={"time_s": self.sim.now, "thread": t, "inline": inline, "trigger": trigger,
-                      "trigger_kind": self.kind.get(trigger) if trigger is not None else None,
-                      "handoff": handoff, "kind": self.kind[op], "rule": rule, "claim": claim,
-                      "fallback": fb, "stream": st, "stream_rule": self.stream_why.get(op),
-                      "device": self.dev[op], "kernel_fallback": kfb},
-            )
+                delta={op: self.tname[t]}, data=data)
+
+    def _note_wait(self, op: str, how: str, wait_s: float, on: str) -> None:
+        """The sync wait an op costs its thread, on its dispatch step: ``"after"`` its launch (a sync
+        op's work) or ``"before"`` it runs (event synchronizes on its inputs, ``sync_on`` names them)."""
+        d = self.step_data.get(op)
+        if d is not None and wait_s > 0:
+            d.update(sync_wait=how, sync_wait_s=wait_s, sync_on=on)
 
     def _check_thread(self, t, op):
         if not isinstance(t, int) or not 0 <= t < self.nt:
@@ -381,6 +390,7 @@ class _Run:
             if end > start:
                 self._host_row(t, f"sync {', '.join(evs)}", "blocked", start, end, op=None)
                 self.blocked_s += end - start
+                self._note_wait(v, "before", end - start, ", ".join(evs))
             self.sim.at(end, self._run_host_op, t, v, end)
 
         self._when_done(evs, resume)
@@ -422,6 +432,7 @@ class _Run:
             self.n_host_syncs += 1
             self._host_row(t, f"wait {v}", "blocked", now, end)
             self.blocked_s += end - now
+            self._note_wait(v, "after", end - now, v)
             self.sim.at(end, self._host_done, v, t)
 
         self._when_done([v], resume)
@@ -592,7 +603,10 @@ def simulate(
         ``reason`` names the claim that decided the thread and the stream, ``data`` holds
         ``rule`` (an id of :data:`~hetsched.executor.THREAD_RULES`), ``claim``, ``fallback``,
         ``trigger`` (the op whose end made it ready) and its kind, ``thread``, ``inline``,
-        ``handoff``, ``stream``, ``stream_rule``, ``device``, ``kernel_fallback``, ``time_s``;
+        ``handoff``, ``stream``, ``stream_rule``, ``device``, ``kernel_fallback``, ``time_s``, and the
+        sync wait the op costs its thread: ``sync_wait`` (``"after"`` its launch, a sync op's work;
+        ``"before"`` it runs, event synchronizes on its inputs; ``None``: none), ``sync_wait_s``,
+        ``sync_on`` (what it waited for);
         ``replay(k)`` maps the ops dispatched so far to their threads. :func:`rules_fired`
         counts the rules.
 
