@@ -100,7 +100,7 @@ def test_controls_that_do_not_apply_are_disabled_and_said_so(panel):
     assert c["v"].disabled and c["grouping"].disabled and not c["w_ms"].disabled
     assert "v applies to neither" in panel.applies.value and "ZB-V runs 2 chunks" in panel.applies.value
     st.schedule = "interleaved_1f1b"
-    assert not c["v"].disabled and not c["grouping"].disabled and "grouping to A (interleaved 1F1B)" in panel.applies.value
+    assert not c["v"].disabled and not c["grouping"].disabled and "grouping to A (Interleaved 1F1B)" in panel.applies.value
     st.schedule_b = "1f1b"
     assert c["w_ms"].disabled and "W to neither" in panel.applies.value
     st.source = "model"

@@ -45,6 +45,7 @@ from hetsched.io import csv_safe
 from hetsched.plot import format_value
 from hetsched.plot.executor import (KIND_WORDS, METRIC_WORDS, executor_gantt, executor_gantt_at, ordering_bars, policy_bars,
                                     rule_bars, rule_bars_at, rule_label)
+from hetsched.registry import label
 from hetsched.results import Step
 
 from .base import Panel, Session, state_from_spec
@@ -56,10 +57,6 @@ __all__ = ["ExecutorPanel", "executor_state", "describe_decision", "DEFAULT_GRAP
 DEFAULT_GRAPH = "executor_thread_rules"
 _COST_FIELDS = ("dispatch_s", "launch_s", "wakeup_s", "max_kernels", "pcie_Bps")
 _METRICS = ["makespan_s", "host_blocked_s", "device_busy_frac", "gap_to_lb", "n_events", "n_handoffs"]
-_STREAM_WORDS = {"single": "one stream per device", "patent": "the patent's streams (async / sync / copies)",
-                 "nimble": "Nimble's streams (one per chain)"}
-_THREAD_WORDS = {"single": "one host thread", "patent": "the patent's thread rules",
-                 "inline_one": "TensorFlow's inline-one"}
 _PRESET_WORDS = {"cuda": "CUDA (3 us dispatch)", "eager": "eager framework (20 us dispatch)",
                  "ideal": "ideal (no host cost)"}
 _ERR = "#B00020"
@@ -139,6 +136,11 @@ def _number_control(name: str) -> W.Widget:
     tip = f"{p.help}; allowed {p.bounds_text()}".strip()
     cls = W.IntText if p.kind == "int" else W.FloatText
     return cls(description=label, tooltip=tip, style={"description_width": "initial"}, layout=W.Layout(width="auto"))
+
+
+def _policy_name(table: Any, key: Any) -> str:
+    """A stream or thread policy's plain name, from the core's table (:func:`hetsched.registry.label`)."""
+    return label(table[key]) if isinstance(key, str) and key in table else str(key)
 
 
 def _rule_of(step: Any) -> str:
@@ -228,10 +230,10 @@ class ExecutorPanel(Panel):
     def __init__(self, session: Session | None = None, *, graph=None, **kw: Any) -> None:
         state = executor_state()
         style = {"description_width": "initial"}
-        streams = W.Dropdown(options=[(w, k) for k, w in _STREAM_WORDS.items() if k in ex.STREAM_POLICIES],
+        streams = W.Dropdown(options=[(label(f), k) for k, f in ex.STREAM_POLICIES.items()],
                              description="streams", style=style, layout=W.Layout(width="auto"),
                              tooltip=ex.PARAMETERS["streams"].help)
-        threads = W.Dropdown(options=[(w, k) for k, w in _THREAD_WORDS.items() if k in ex.THREAD_POLICIES],
+        threads = W.Dropdown(options=[(label(f), k) for k, f in ex.THREAD_POLICIES.items()],
                              description="threads", style=style, layout=W.Layout(width="auto"),
                              tooltip=ex.PARAMETERS["threads"].help)
         preset = W.ToggleButtons(options=[(_PRESET_WORDS.get(k, k), k) for k in ex.PRESETS], description="host costs",
@@ -522,7 +524,7 @@ class ExecutorPanel(Panel):
     def _title(self, r) -> str:
         p = r.params
         m = r.metrics
-        return (f"{_STREAM_WORDS.get(p.get('streams'), p.get('streams'))}, {_THREAD_WORDS.get(p.get('threads'), p.get('threads'))} "
+        return (f"{_policy_name(ex.STREAM_POLICIES, p.get('streams'))}, {_policy_name(ex.THREAD_POLICIES, p.get('threads'))} "
                 f"({_n(m['n_threads'], 'host thread')}, {_n(m['n_streams'], 'stream')})")
 
     def _step_text(self, r) -> str:
@@ -611,8 +613,8 @@ class ExecutorPanel(Panel):
         one = self._cmp.frame.set_index("label")["makespan_s"].get("multi-stream, one thread")
         vs = (f" (one host thread: {_t(one)})" if one is not None and threads != "single" else "")
         head = (f"<b>{html.escape(self.graph.name)}</b>: makespan <b>{_t(m['makespan_s'])}</b>{vs} with "
-                f"{_THREAD_WORDS.get(threads, html.escape(str(threads)))} on {_n(m['n_threads'], 'host thread')} and "
-                f"{_STREAM_WORDS.get(p.get('streams'), html.escape(str(p.get('streams'))))}; lower bound {_t(m['lb_s'])} "
+                f"<i>{html.escape(_policy_name(ex.THREAD_POLICIES, threads))}</i> on {_n(m['n_threads'], 'host thread')} and "
+                f"<i>{html.escape(_policy_name(ex.STREAM_POLICIES, p.get('streams')))}</i>; lower bound {_t(m['lb_s'])} "
                 f"(gap {format_value(m['gap_to_lb'], 'gap')}), device busy {format_value(m['device_busy_frac'], 'busy_fraction')}; "
                 f"{_n(m['n_events'], 'event')}, {_n(m['n_stream_waits'], 'stream wait')}, {_n(m['n_host_syncs'], 'host wait')}, "
                 f"{_n(m['n_handoffs'], 'hand-off')} between threads.")

@@ -65,12 +65,13 @@ from hetsched.errors import HetschedError
 from hetsched.plot import format_value
 from hetsched.plot.core import wrap_title
 from hetsched.plot.pipeline import cache_depth, patent_queue_figure, schedule_gantt, stage_costs_figure
+from hetsched.registry import label
 from hetsched.results import Step, compare_results
 
 from .base import Panel, Session, link_clamped
 from .walker import DecisionWalker
 
-__all__ = ["PipelinePanel", "PipelineState", "PipelineView", "SCHEDULE_LABELS"]
+__all__ = ["PipelinePanel", "PipelineState", "PipelineView", "schedule_name"]
 
 _SCHEDULES = sorted(pp.SCHEDULES)
 _CACHES = ["sender", "receiver", "none"]
@@ -79,12 +80,6 @@ HALF_TITLE_CHARS = 55
 _P = pp.PARAMS
 #: the model choice that follows the dashboard's loaded graph
 SESSION = "session"
-#: schedules in plain words (the keys are :data:`hetsched.pipeline.SCHEDULES`)
-SCHEDULE_LABELS = {
-    "gpipe": "GPipe", "1f1b": "1F1B", "looped_bfs": "looped BFS", "interleaved_1f1b": "interleaved 1F1B",
-    "interleaved_fthenb": "interleaved F-then-B", "zb_h1": "ZB-H1", "zb_h2": "ZB-H2", "zbv": "ZB-V",
-    "interleaved_zero_bubble": "interleaved zero bubble", "dualpipev": "DualPipeV",
-}
 _KIND_WORDS = {"F": "forward", "B": "backward", "I": "input-gradient backward", "W": "weight-gradient backward"}
 #: the panel's number boxes in the units typed (ms, MiB) -> the core's parameter (:data:`hetsched.pipeline.PARAMS`,
 #: seconds and bytes) and the factor from one to the other
@@ -107,10 +102,15 @@ def _bundled_systems() -> list[str]:
     return [default] + [n for n in names if n != default]
 
 
-def _pretty(schedule: pp.Schedule) -> str:
-    """A schedule's name in plain words (``interleaved_1f1b[paddle]`` -> ``interleaved 1F1B``)."""
-    key = schedule.name.split("[")[0]
-    return SCHEDULE_LABELS.get(key, key)
+def schedule_name(key: str) -> str:
+    """A schedule's name in plain words, from the core (:func:`hetsched.registry.label`).
+
+    >>> schedule_name("interleaved_1f1b[paddle]")
+    'Interleaved 1F1B'
+    """
+    key = key.split("[")[0]
+    return label(pp.SCHEDULES[key]) if key in pp.SCHEDULES else key
+
 
 
 def _is_training(graph: Any) -> bool:
@@ -217,7 +217,7 @@ class PipelinePanel(Panel):
                            description="model", style=style, layout=W.Layout(width="420px"))
         self._systems = _bundled_systems()
         system = W.Dropdown(options=self._systems, description="machine", style=style, layout=W.Layout(width="340px"))
-        sched_opts = [(SCHEDULE_LABELS.get(n, n), n) for n in _SCHEDULES]
+        sched_opts = [(schedule_name(n), n) for n in _SCHEDULES]
         sched = W.Dropdown(options=sched_opts, description="schedule A", style=style)
         sched_b = W.Dropdown(options=sched_opts, description="schedule B", style=style)
         grouping = W.Dropdown(options=[("paddle (the patent's)", "paddle")] + [(g, g) for g in sorted(pp.GROUPINGS) if g != "paddle"],
@@ -290,7 +290,7 @@ class PipelinePanel(Panel):
         """Disable what the chosen schedules and source do not use, and say so in one line."""
         st, c = self.state, self.control_widgets
         info = {lab: pp.SCHEDULE_INFO[n] for lab, n in (("A", st.schedule), ("B", st.schedule_b))}
-        names = {"A": SCHEDULE_LABELS.get(st.schedule, st.schedule), "B": SCHEDULE_LABELS.get(st.schedule_b, st.schedule_b)}
+        names = {"A": schedule_name(st.schedule), "B": schedule_name(st.schedule_b)}
         uses_v = [lab for lab, i in info.items() if i["v"] is None]
         uses_g = [lab for lab, i in info.items() if "grouping" in i["options"]]
         uses_w = [lab for lab, i in info.items() if i["split_backward"]]
@@ -446,7 +446,7 @@ class PipelinePanel(Panel):
         res = r.a if lab == "A" else r.b
         s, m = res.schedule, res.metrics
         patent = " (the patent's)" if r.patents[lab]["applies"] else ""
-        return (f"{lab}: {_pretty(s)}{patent} (p={s.p}, v={s.v}, m={s.m}): "
+        return (f"{lab}: {schedule_name(s.name)}{patent} (p={s.p}, v={s.v}, m={s.m}): "
                 f"makespan {format_value(m['makespan_s'], '_s')}, idle {m['bubble_fraction']:.0%} of rank-time")
 
     def _show(self, name: str, fig: Any, fresh: bool) -> None:
@@ -490,7 +490,7 @@ class PipelinePanel(Panel):
             m = res.metrics
             cells = "".join(f"<td>{format_value(m[k], k) if k != 'peak_cache_depth' else int(m[k])}</td>" for k, _ in cols)
             extra = f"<td>{format_value(split.metrics['bottleneck_s'], '_s')}</td>" if split is not None else ""
-            rows.append(f"<tr><td><b>{lab}</b> {html.escape(_pretty(res.schedule))}</td>"
+            rows.append(f"<tr><td><b>{lab}</b> {html.escape(schedule_name(res.schedule.name))}</td>"
                         f"{cells}{extra}</tr>")
         th = "".join(f"<th>{html.escape(h)}</th>" for _k, h in cols) + ("<th>slowest stage or link</th>" if r.split_a is not None else "")
         ma, mb = r.a.metrics["makespan_s"], r.b.metrics["makespan_s"]

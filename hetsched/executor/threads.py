@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..errors import HetschedError
+from ..registry import lookup
 from .kinds import ASYNC_KINDS
 
 __all__ = [
@@ -147,7 +148,7 @@ def _why(rule: str, detail: str = "") -> str:
 
 
 class SingleThread(ThreadRule):
-    """Everything on thread 0, in first-ready-first-run order."""
+    """One host thread: everything on thread 0, in first-ready-first-run order."""
 
     name = "single"
 
@@ -159,7 +160,8 @@ class SingleThread(ThreadRule):
 
 
 class PatentThreads(ThreadRule):
-    """Claims 1, 4 and 5 of the executor patent (see the module docstring); every decision names its rule."""
+    """The patent's thread rules: claims 1, 4 and 5 of the executor patent (see the module docstring); every
+    decision names its rule."""
 
     name = "patent"
 
@@ -219,7 +221,7 @@ class PatentThreads(ThreadRule):
 
 
 class InlineOne(ThreadRule):
-    """TensorFlow's executor: one ready successor inline, the rest to the pool."""
+    """TensorFlow's inline-one: TensorFlow's executor runs one ready successor inline, the rest go to the pool."""
 
     name = "inline_one"
 
@@ -303,9 +305,7 @@ def assign_threads(graph: Any = None, policy: str | ThreadRule | ThreadPlan = "s
     if isinstance(policy, ThreadRule):
         n = getattr(policy, "pool_size", pool_size)
         return ThreadPlan(getattr(policy, "name", "custom"), n, policy)
-    cls = THREAD_POLICIES.get(policy) if isinstance(policy, str) else None
-    if cls is None:
-        raise HetschedError(f"unknown thread policy {policy!r}; choose from {sorted(THREAD_POLICIES)}", field="policy")
+    cls = lookup(THREAD_POLICIES, policy, what="thread policy")  # a name, or a ThreadRule class of one's own
     if cls is SingleThread:
         return ThreadPlan("single", 1, SingleThread())
-    return ThreadPlan(policy, pool_size, cls(pool_size))
+    return ThreadPlan(policy if isinstance(policy, str) else cls.__name__, pool_size, cls(pool_size))
