@@ -230,7 +230,7 @@ def test_xla_dfs_caps_the_cumulative_sums():
     r = order_baseline(g, "xla_dfs")
     assert sorted(r.order) == sorted(g.ops) and r.peak_bytes == peak_memory(g, r.order)
     from hetsched.memory.baselines import _xla_dfs
-    from hetsched.memory.model import _compile
+    from hetsched.memory.model import compile_graph
 
-    m = _compile(g)
+    m = compile_graph(g)
     assert m.to_idx(r.order).tolist() == _xla_dfs(m)

@@ -21,7 +21,7 @@ import hetsched.memory as mem
 from hetsched.graph import OpGraph
 from hetsched.io import generators as gen
 from hetsched.memory.heuristics import _asap_alap, _held
-from hetsched.memory.model import _compile
+from hetsched.memory.model import compile_graph
 from hetsched.timeline import check_timeline
 
 
@@ -76,7 +76,7 @@ def test_fine_tune_on_all_tensors_is_never_worse_than_the_capped_one(g):
     full, capped = mem.fine_tune(g, o), mem.fine_tune(g, o, max_tensors=24)
     assert full.peak_bytes <= o.peak_bytes
     # claim 9 stops when no single move lowers the peak: every tensor at the peak was tried
-    m = _compile(g)
+    m = compile_graph(g)
     step, live = mem.live_at_peak(g, full.order)
     assert int(live["bytes"].sum()) == full.peak_bytes
     assert capped.peak_bytes <= o.peak_bytes
@@ -105,7 +105,7 @@ def test_patent_bfs_is_breadth_first_where_the_greedy_goes_deep():
 def test_each_bfs_pick_is_the_highest_priority_executable_op(g):
     """S31: "在当前可执行的算子中选择优先级最高的算子执行" - recomputed from the order itself."""
     r = mem.order_bfs(g)
-    m = _compile(g)
+    m = compile_graph(g)
     asap, alap = _asap_alap(m)
     held = _held(m, asap, alap)
     prio = {m.names[v]: (int(alap[v]), held[v], int(asap[v]), v) for v in range(m.n)}

@@ -13,7 +13,7 @@ from hetsched.errors import HetschedError, ScheduleError
 from hetsched.graph import OpGraph
 from hetsched.io import generators as gen
 from hetsched.memory import lower_bound, optimize_order, order_exact, order_ilp, peak_memory
-from hetsched.memory.model import _compile
+from hetsched.memory.model import compile_graph
 
 
 def _rand_graph(seed: int) -> OpGraph:
@@ -73,14 +73,14 @@ def _naive_peak(g: OpGraph, order) -> int:
 
 
 def _as_result(g: OpGraph, order):
-    from hetsched.memory.model import _make_result
+    from hetsched.memory.model import make_result
 
-    m = _compile(g)
-    return _make_result(m, m.to_idx(order), method="given", status="heuristic", t0=0.0, why="test order")
+    m = compile_graph(g)
+    return make_result(m, m.to_idx(order), method="given", status="heuristic", t0=0.0, why="test order")
 
 
 def _all_orders(g: OpGraph):
-    m = _compile(g)
+    m = compile_graph(g)
     d = nx.DiGraph()
     d.add_nodes_from(m.names)
     d.add_edges_from((m.names[p], m.names[v]) for v in range(m.n) for p in m.preds[v])

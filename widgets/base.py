@@ -714,10 +714,10 @@ class Panel(W.VBox):
         """
         drawn = getattr(self, "drawn_graph", None)
         # the session's graph, and the one this panel draws
-        return _webgl_sized(self.session.graph) or _webgl_sized(drawn() if drawn is not None else None)
+        return webgl_sized(self.session.graph) or webgl_sized(drawn() if drawn is not None else None)
 
 
-def _webgl_sized(graph: Any) -> bool:
+def webgl_sized(graph: Any) -> bool:
     """Whether some tab draws ``graph`` with WebGL: the Mapping tab's placement graph turns to WebGL
     markers beyond :data:`~hetsched.plot.mapping.GRAPH_WEBGL_NODES` ops."""
     from hetsched.plot.mapping import GRAPH_WEBGL_NODES

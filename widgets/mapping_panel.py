@@ -507,10 +507,10 @@ class MappingPanel(BlockDrawing, Panel):
         return color_map(self.result.system.device_names)
 
     def _layout_pos(self, g: hs.OpGraph) -> dict:
-        from hetsched.plot.core import _layout
+        from hetsched.plot.core import layered_layout
 
         if self._pos is None or self._pos[0] is not g:
-            self._pos = (g, _layout(g))
+            self._pos = (g, layered_layout(g))
         return self._pos[1]
 
     # -- drawing -------------------------------------------------------------------

@@ -35,7 +35,7 @@ import pandas as pd
 
 from ..graph import OpGraph
 from ..results import Comparison, compare_results
-from .simulate import ExecutorResult, _prepare, _simulate_prepared
+from .simulate import ExecutorResult, prepare_run, simulate_prepared
 
 _PREPARE_OPTIONS = ("kinds", "rules", "placement", "system", "cost", "kernels", "sync_copy_devices")
 
@@ -121,9 +121,9 @@ def compare_policies(
     rows: dict[str, dict[str, Any]] = {}
     # validating the graph and pricing its ops do not depend on the policy: once for all runs
     shared = {k: options.pop(k) for k in _PREPARE_OPTIONS if k in options}
-    prep = _prepare(graph, costs=costs, **shared) if policies else None
+    prep = prepare_run(graph, costs=costs, **shared) if policies else None
     for label, (sp, tp) in policies.items():
-        r = _simulate_prepared(graph, prep, streams=sp, threads=tp, pool_size=pool_size, max_streams=max_streams,
+        r = simulate_prepared(graph, prep, streams=sp, threads=tp, pool_size=pool_size, max_streams=max_streams,
                                **options)
         results[label] = r
         m = r.metrics

@@ -52,7 +52,7 @@ from .costs import ExecCosts, executor_system, op_durations, resolve_exec_costs
 from .events import edge_ordering, plan_events
 from .kinds import ASYNC_KINDS, COPY_KINDS, DEVICE_KINDS, OP_KINDS, SYNC_KINDS, resolve_ops
 from .streams import assign_streams, reduction_of, validate_streams
-from .threads import THREAD_RULES, ThreadPlan, _Ctx, assign_threads, is_fallback
+from .threads import THREAD_RULES, ThreadPlan, ThreadContext, assign_threads, is_fallback
 
 __all__ = ["ExecutorResult", "simulate", "lower_bound", "rules_fired", "dispatch_frame", "thread_summary"]
 
@@ -212,7 +212,7 @@ class _Run:
             self.records.add(u)
         nt = plan.n_threads
         self.nt = nt
-        self.ctx = _Ctx(nt)
+        self.ctx = ThreadContext(nt)
         self.queue = [deque() for _ in range(nt)]
         self.tname = [plan.thread_name(t) for t in range(nt)]
         # device side
@@ -617,15 +617,15 @@ def simulate(
         rule that sends an op to a thread that does not exist. ``GraphError`` (``CycleError``...)
         for a malformed graph.
     """
-    prep = _prepare(graph, costs=costs, kinds=kinds, rules=rules, placement=placement, system=system, cost=cost,
+    prep = prepare_run(graph, costs=costs, kinds=kinds, rules=rules, placement=placement, system=system, cost=cost,
                     kernels=kernels, sync_copy_devices=sync_copy_devices)
-    return _simulate_prepared(graph, prep, streams=streams, threads=threads, pool_size=pool_size,
+    return simulate_prepared(graph, prep, streams=streams, threads=threads, pool_size=pool_size,
                               max_streams=max_streams, events=events, prune_events=prune_events,
                               record_steps=record_steps)
 
 
 @dataclass(frozen=True, eq=False)
-class _Prepared:
+class Prepared:
     """What a simulation needs that does not depend on the stream and thread policies.
 
     :func:`~hetsched.executor.compare_policies` prepares once and simulates every policy on it
@@ -651,10 +651,10 @@ class _Prepared:
         return self.memo[key]
 
 
-def _prepare(graph: OpGraph, *, costs: Any = "cuda", kinds: Mapping[str, str] | None = None,
+def prepare_run(graph: OpGraph, *, costs: Any = "cuda", kinds: Mapping[str, str] | None = None,
              rules: Mapping[str, str] | None = None, placement: Mapping[str, str] | None = None,
              system=None, cost=None, kernels: Mapping[str, Any] | None = None,
-             sync_copy_devices: Any = None) -> _Prepared:
+             sync_copy_devices: Any = None) -> Prepared:
     graph.validate()  # a cycle, a dangling name or a negative size raises a GraphError naming it
     c = resolve_exec_costs(costs)
     if kinds is not None:
@@ -672,11 +672,11 @@ def _prepare(graph: OpGraph, *, costs: Any = "cuda", kinds: Mapping[str, str] | 
     res = resolve_ops(graph, rules=rules, placement=placement, system=system, kernels=kernels,
                       sync_copy_devices=sync_copy_devices)
     durations = op_durations(graph, res.kinds, res.devices, cost=cost, system=system, host=host)
-    return _Prepared(costs=c, kinds=res.kinds, host=host, devices=res.devices, durations=durations,
+    return Prepared(costs=c, kinds=res.kinds, host=host, devices=res.devices, durations=durations,
                      reduction=reduction_of(graph), kernel_fallbacks=res.kernel_fallbacks)
 
 
-def _simulate_prepared(graph: OpGraph, prep: _Prepared, *, streams: Any = "single", threads: Any = "single",
+def simulate_prepared(graph: OpGraph, prep: Prepared, *, streams: Any = "single", threads: Any = "single",
                        pool_size: int = 4, max_streams: int | None = None, events: Any = None,
                        prune_events: bool = True, record_steps: bool = True) -> ExecutorResult:
     """:func:`simulate` on prepared inputs (each result gets its own copies of the shared maps)."""

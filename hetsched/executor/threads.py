@@ -33,7 +33,7 @@ Policies (``THREAD_POLICIES``, or pass a :class:`ThreadRule`):
 else the candidate with the fewest queued ops (lowest index on ties).
 
 >>> plan = assign_threads(None, "patent", pool_size=3)
->>> plan.n_threads, plan.rule.root("a", "gpu_async", _Ctx(3))[::2]
+>>> plan.n_threads, plan.rule.root("a", "gpu_async", ThreadContext(3))[::2]
 (3, (0, 'claim4-async-root'))
 """
 
@@ -59,7 +59,7 @@ __all__ = [
 ]
 
 
-class _Ctx:
+class ThreadContext:
     """What a rule may look at when it picks a thread: who is idle and how long the queues are."""
 
     __slots__ = ("n_threads", "busy", "queued")
@@ -135,10 +135,10 @@ class ThreadRule:
 
     name = "custom"
 
-    def root(self, op: str, kind: str, ctx: _Ctx) -> tuple:  # pragma: no cover - interface
+    def root(self, op: str, kind: str, ctx: ThreadContext) -> tuple:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def route(self, op: str, kind: str, thread: int, ready: list[tuple[str, str]], ctx: _Ctx) -> list[tuple]:  # pragma: no cover
+    def route(self, op: str, kind: str, thread: int, ready: list[tuple[str, str]], ctx: ThreadContext) -> list[tuple]:  # pragma: no cover
         raise NotImplementedError
 
 

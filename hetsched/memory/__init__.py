@@ -7,7 +7,7 @@ of Serenity (MLSys 2020), the orders PyTorch Inductor and XLA ship, and a lower 
 by one memory model (:mod:`hetsched.memory.model`).
 
 Modules, bottom up (no module imports one above it): ``model`` (the memory model, the result),
-``heuristics`` / ``baselines`` / ``_search`` / ``_feasible`` (orders), ``portfolio``
+``heuristics`` / ``baselines`` / ``search`` / ``feasible`` (orders), ``portfolio``
 (:func:`order_portfolio`, :func:`order_patent_heuristic`), ``ilp`` / ``exact`` (warm-started by the
 portfolio), ``patent`` (:func:`order_patent`, :func:`order_auto`: the flows that begin with the
 ILP), ``compare`` and ``optimize`` (the by-name dispatcher).

@@ -37,17 +37,17 @@ from typing import Callable
 import numpy as np
 
 from ..graph import OpGraph
-from .model import OrderResult, _compile, _make_result, _Mem, lower_bound
+from .model import OrderResult, compile_graph, make_result, Mem, lower_bound
 
 __all__ = ["BASELINES", "order_baseline", "inductor_order", "xla_order"]
 
 
-def _given(m: _Mem) -> list[int]:
+def _given(m: Mem) -> list[int]:
     """Given order: the order the ops are listed in."""
     return m.topo()
 
 
-def _kahn(m: _Mem) -> list[int]:
+def _kahn(m: Mem) -> list[int]:
     """Kahn's order: a plain topological order (Kahn's algorithm), what a naive runtime runs."""
     indeg = [len(p) for p in m.preds]
     q = deque(v for v in range(m.n) if indeg[v] == 0)
@@ -62,7 +62,7 @@ def _kahn(m: _Mem) -> list[int]:
     return out
 
 
-def _inductor_lpmf(m: _Mem) -> list[int]:
+def _inductor_lpmf(m: Mem) -> list[int]:
     """Inductor LPMF: PyTorch Inductor's least-peak-memory-first order.
 
     Least Peak Memory First: keep the max memory so far; among ready ops, if some would run
@@ -105,7 +105,7 @@ def _inductor_lpmf(m: _Mem) -> list[int]:
     return order
 
 
-def _inductor_bfs(m: _Mem) -> list[int]:
+def _inductor_bfs(m: Mem) -> list[int]:
     """Inductor BFS: PyTorch Inductor's breadth-first order.
 
     The ready op whose predecessors ran earliest (sorted list of their steps), then index."""
@@ -125,7 +125,7 @@ def _inductor_bfs(m: _Mem) -> list[int]:
     return out
 
 
-def _post_order(m: _Mem, roots: list[int], key: Callable[[int], tuple] | None) -> list[int]:
+def _post_order(m: Mem, roots: list[int], key: Callable[[int], tuple] | None) -> list[int]:
     """Iterative post-order DFS over predecessors (visited in ``key`` order when given)."""
     seen = [False] * m.n
     out: list[int] = []
@@ -148,7 +148,7 @@ def _post_order(m: _Mem, roots: list[int], key: Callable[[int], tuple] | None) -
     return out
 
 
-def _inductor_dfs(m: _Mem) -> list[int]:
+def _inductor_dfs(m: Mem) -> list[int]:
     """Inductor DFS: PyTorch Inductor's depth-first order.
 
     DFS from every op by increasing (bytes written + bytes read, index); same key for preds."""
@@ -160,11 +160,11 @@ def _inductor_dfs(m: _Mem) -> list[int]:
     return _post_order(m, sorted(range(m.n), key=key), key)
 
 
-def _sinks(m: _Mem) -> list[int]:
+def _sinks(m: Mem) -> list[int]:
     return [v for v in m.topo() if not m.succs[v]]
 
 
-def _xla_list(m: _Mem) -> list[int]:
+def _xla_list(m: Mem) -> list[int]:
     """XLA list: XLA's list scheduler (its default memory scheduler's first candidate).
 
     XLA's ``ListScheduler``: the ready op of highest priority ``(bytes freed - bytes defined,
@@ -227,7 +227,7 @@ def _xla_list(m: _Mem) -> list[int]:
     return order
 
 
-def _xla_dfs(m: _Mem) -> list[int]:
+def _xla_dfs(m: Mem) -> list[int]:
     """XLA DFS: XLA's depth-first scheduler.
 
     XLA's ``DFSMemoryScheduler``: post-order DFS from the roots visiting operands by decreasing
@@ -257,12 +257,12 @@ def _xla_dfs(m: _Mem) -> list[int]:
     return _post_order(m, sorted(_sinks(m), key=key), key)
 
 
-def _xla_post_order(m: _Mem) -> list[int]:
+def _xla_post_order(m: Mem) -> list[int]:
     """XLA post-order: XLA's post-order scheduler."""
     return _post_order(m, _sinks(m), None)
 
 
-BASELINES: dict[str, Callable[[_Mem], list[int]]] = {
+BASELINES: dict[str, Callable[[Mem], list[int]]] = {
     "given": _given,
     "kahn": _kahn,
     "inductor_lpmf": _inductor_lpmf,
@@ -288,14 +288,14 @@ def order_baseline(graph: OpGraph, method: str) -> OrderResult:
 
         raise HetschedError(f"unknown baseline {method!r}; choose one of {sorted(BASELINES)}", field="method")
     t0 = time.perf_counter()
-    m = _compile(graph)
-    return _make_result(m, BASELINES[method](m), method=method, status="heuristic", t0=t0,
+    m = compile_graph(graph)
+    return make_result(m, BASELINES[method](m), method=method, status="heuristic", t0=t0,
                         why=f"baseline {method}, re-implemented from its published description")
 
 
 def _best_of(graph: OpGraph, names: tuple[str, ...], label: str) -> OrderResult:
     t0 = time.perf_counter()
-    m = _compile(graph)
+    m = compile_graph(graph)
     best = None
     for name in names:
         arr = BASELINES[name](m)
@@ -303,7 +303,7 @@ def _best_of(graph: OpGraph, names: tuple[str, ...], label: str) -> OrderResult:
         if best is None or pk < best[0]:
             best = (pk, name, arr)
     assert best is not None
-    return _make_result(m, best[2], method=f"{label}:{best[1]}", status="heuristic", t0=t0,
+    return make_result(m, best[2], method=f"{label}:{best[1]}", status="heuristic", t0=t0,
                         why=f"{label}: lowest peak of {', '.join(names)} (chose {best[1]})")
 
 

@@ -34,7 +34,7 @@ import numpy as np
 from ..errors import HetschedError
 from ..graph import OpGraph
 from ..results import SolverRun
-from .model import OrderResult, _check_time_limit, _compile, _make_result, _Mem, lower_bound
+from .model import OrderResult, check_time_limit, compile_graph, make_result, Mem, lower_bound
 from .portfolio import order_portfolio
 
 __all__ = ["order_ilp", "build_ilp", "FORMULATIONS", "SOLVERS"]
@@ -44,7 +44,7 @@ SOLVERS = ("highs", "cbc")
 GRACE_S = 0.3  # time to ship the answer back once the solver's own limit has passed
 
 
-def _payload(m: _Mem) -> dict[str, Any]:
+def _payload(m: Mem) -> dict[str, Any]:
     sizes = [int(x) for x in m.size.tolist()]
     nz = [s for s in sizes if s > 0]
     g = reduce(math.gcd, nz) if nz else 1
@@ -72,7 +72,7 @@ def build_ilp(graph: OpGraph, formulation: str = "cumulative", *, upper_bound_by
     >>> prob.numVariables() > 0 and prob.numConstraints() > 0
     True
     """
-    return _build(_payload(_compile(graph)), formulation, upper_bound_bytes)
+    return _build(_payload(compile_graph(graph)), formulation, upper_bound_bytes)
 
 
 def _build(d: dict[str, Any], formulation: str, ub_bytes: float | None):
@@ -346,7 +346,7 @@ def order_ilp(
     ('optimal', 'highs')
     """
     t0 = time.perf_counter()
-    m = _compile(graph)
+    m = compile_graph(graph)
     if formulation not in FORMULATIONS:
         raise HetschedError(f"unknown ILP formulation {formulation!r}; choose one of {FORMULATIONS}", field="formulation")
     if solver is None:
@@ -358,7 +358,7 @@ def order_ilp(
             solver = "cbc"
     if solver not in SOLVERS:
         raise HetschedError(f"unknown solver {solver!r}; choose one of {SOLVERS}", field="solver")
-    time_limit_s = _check_time_limit(time_limit_s)  # NaN/None/inf would reach the solver and the poll
+    time_limit_s = check_time_limit(time_limit_s)  # NaN/None/inf would reach the solver and the poll
     lb = lower_bound(graph)
     if isinstance(warm_start, str):
         if warm_start != "heuristic":
@@ -374,7 +374,7 @@ def order_ilp(
     run = partial(SolverRun, solver=solver, model=formulation, time_limit_s=time_limit_s,
                   warm_start=None if warm_start is None else warm_start.method)
     if m.n == 0:
-        return _make_result(m, [], method=method, status="optimal", t0=t0, lb=lb, params=params, bound=0.0,
+        return make_result(m, [], method=method, status="optimal", t0=t0, lb=lb, params=params, bound=0.0,
                             ilp=run("optimal", bound=0.0, incumbent=0.0), why="empty graph")
 
     ctx = mp.get_context("fork")
@@ -400,7 +400,7 @@ def order_ilp(
     recv.close()
 
     def fallback_result(ilp: SolverRun, why: str, bound: float | None = None) -> OrderResult:
-        return _make_result(m, fallback, method=f"{method}->fallback:{fb_name}", status="fallback", t0=t0, lb=lb,
+        return make_result(m, fallback, method=f"{method}->fallback:{fb_name}", status="fallback", t0=t0, lb=lb,
                             params=params, ilp=ilp, bound=bound, why=why, extra=extra)
 
     extra: dict[str, float] = {}
@@ -439,5 +439,5 @@ def order_ilp(
     why = ("solver proved optimality (sol_status optimal); order re-simulated" if proven else
            "time limit reached with a feasible, unproven solution (PuLP status says "
            f"{pulp.LpStatus[info['status']]}, sol_status says integer-feasible)")
-    return _make_result(m, arr, method=method, status=ilp.status, t0=t0, lb=lb, params=params, ilp=ilp, bound=bound,
+    return make_result(m, arr, method=method, status=ilp.status, t0=t0, lb=lb, params=params, ilp=ilp, bound=bound,
                         why=why, extra=extra)

@@ -59,7 +59,7 @@ __all__ = [
 CROSSING_MAX_OPS = 4000
 
 
-class _Mem:
+class Mem:
     """The graph compiled to integer arrays: ops ``0..n-1`` (insertion order) and storages.
 
     A storage is a root tensor (not an alias) that occupies memory; its ``users`` are every op that
@@ -286,15 +286,15 @@ class _Mem:
                 raise ScheduleError(f"op {b!r} runs before its predecessor {a!r}", op=b, pred=a)
 
 
-_CACHE_KEY = "hetsched.memory._Mem"
+_CACHE_KEY = "hetsched.memory.Mem"
 
 
-def _compile(graph: OpGraph) -> _Mem:
+def compile_graph(graph: OpGraph) -> Mem:
     """Compile once per graph version (the graph's own cache is cleared on every mutation)."""
     cache = graph._cache  # noqa: SLF001 - shared cache, invalidated by every mutation
     m = cache.get(_CACHE_KEY)
     if m is None:
-        m = _Mem(graph)
+        m = Mem(graph)
         cache[_CACHE_KEY] = m
     return m
 
@@ -308,7 +308,7 @@ def check_order(graph: OpGraph, order: Sequence[str]) -> None:
     ...
     hetsched.errors.ScheduleError: op 'op1' runs before its predecessor 'op0'
     """
-    _compile(graph).to_idx(order)
+    compile_graph(graph).to_idx(order)
 
 
 def peak_memory(graph: OpGraph, order: Sequence[str]) -> int:
@@ -321,7 +321,7 @@ def peak_memory(graph: OpGraph, order: Sequence[str]) -> int:
     >>> peak_memory(g, ["a", "b"])   # step a: x + t; step b: t + y
     30
     """
-    m = _compile(graph)
+    m = compile_graph(graph)
     return m.peak(m.to_idx(order))
 
 
@@ -333,12 +333,12 @@ def memory_curve(graph: OpGraph, order: Sequence[str]) -> pd.DataFrame:
     >>> memory_curve(g, g.topological_order()).columns.tolist()
     ['step', 'op', 'bytes']
     """
-    m = _compile(graph)
+    m = compile_graph(graph)
     arr = m.to_idx(order)
     return _curve_frame(m, arr, m.curve(arr))
 
 
-def _curve_frame(m: _Mem, arr: np.ndarray, curve: np.ndarray) -> pd.DataFrame:
+def _curve_frame(m: Mem, arr: np.ndarray, curve: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame({"step": np.arange(len(arr)), "op": [m.names[i] for i in arr], "bytes": curve})
 
 
@@ -350,7 +350,7 @@ def lifetimes(graph: OpGraph, order: Sequence[str]) -> pd.DataFrame:
     >>> lifetimes(g, ["op0", "op1"])["tensor"].tolist()
     ['input', 'op0:out', 'op1:out']
     """
-    m = _compile(graph)
+    m = compile_graph(graph)
     arr = m.to_idx(order)
     a, f = m.spans(arr)
     return pd.DataFrame({"tensor": m.s_names, "bytes": m.size, "alloc_step": a, "free_step": f})
@@ -368,7 +368,7 @@ def prefix_curve(graph: OpGraph, prefix: Sequence[str]) -> pd.DataFrame:
     >>> prefix_curve(g, ["op0"])["bytes"].tolist() == memory_curve(g, g.topological_order())["bytes"].tolist()[:1]
     True
     """
-    m = _compile(graph)
+    m = compile_graph(graph)
     arr = m.to_idx(prefix, partial=True)
     return _curve_frame(m, arr, m.prefix_curve(arr))
 
@@ -382,7 +382,7 @@ def live_at(graph: OpGraph, order: Sequence[str], step: int) -> pd.DataFrame:
     >>> sorted(live_at(g, g.topological_order(), 1)["tensor"])    # op1 reads op0:out, writes op1:out
     ['op0:out', 'op1:out']
     """
-    m = _compile(graph)
+    m = compile_graph(graph)
     arr = m.to_idx(order, partial=True)
     k = len(arr)
     if not 0 <= step < max(k, 1) or k == 0:
@@ -411,7 +411,7 @@ def live_at_peak(graph: OpGraph, order: Sequence[str]) -> tuple[int, pd.DataFram
     >>> int(live["bytes"].sum()) == peak_memory(g, g.topological_order())
     True
     """
-    m = _compile(graph)
+    m = compile_graph(graph)
     arr = m.to_idx(order, partial=True)
     if len(arr) == 0:
         return 0, live_at(graph, (), 0)
@@ -448,7 +448,7 @@ def walk_state(graph: OpGraph, result: "OrderResult", k: int) -> dict[str, Any]:
     partial = order is not None and len(order) < len(result.order)
     if not partial:
         order = state.get("order") or result.order
-    m = _compile(graph)
+    m = compile_graph(graph)
     arr = m.to_idx(order, partial=True)
     c = m.prefix_curve(arr)
     peak_step = int(np.argmax(c)) if len(c) else 0
@@ -460,10 +460,10 @@ def walk_state(graph: OpGraph, result: "OrderResult", k: int) -> dict[str, Any]:
     }
 
 
-def _check_time_limit(time_limit_s: Any) -> float:
+def check_time_limit(time_limit_s: Any) -> float:
     """A positive, finite number of seconds, else a :class:`HetschedError` naming ``time_limit_s``.
 
-    >>> _check_time_limit(2)
+    >>> check_time_limit(2)
     2.0
     """
     try:
@@ -477,7 +477,7 @@ def _check_time_limit(time_limit_s: Any) -> float:
 
 
 # ---------------------------------------------------------------------------- lower bound
-def _bitsets(m: _Mem) -> tuple[list[int], list[int]]:
+def ancestor_bitsets(m: Mem) -> tuple[list[int], list[int]]:
     """Ancestor and descendant bitsets (Python ints) of every op."""
     anc = [0] * m.n
     topo = m.topo()
@@ -511,7 +511,7 @@ def lower_bound_detail(graph: OpGraph) -> dict[str, Any]:
     >>> d["lower_bound"] == max(d["op_io"], d["io"], d["crossing"], d["last"])
     True
     """
-    m = _compile(graph)
+    m = compile_graph(graph)
     cached = getattr(m, "_lb_detail", None)
     if cached is not None:
         return dict(cached)
@@ -524,7 +524,7 @@ def lower_bound_detail(graph: OpGraph) -> dict[str, Any]:
     io_b = max(m.input_bytes, m.output_bytes)
     cross, cross_at = None, None
     if 0 < n <= CROSSING_MAX_OPS:
-        anc, desc = _bitsets(m)
+        anc, desc = ancestor_bitsets(m)
         nbytes = (n + 7) // 8
         tot = io_v.astype(np.float64).copy()
         full = (1 << n) - 1
@@ -555,7 +555,7 @@ def lower_bound_detail(graph: OpGraph) -> dict[str, Any]:
     return dict(d)
 
 
-def _last_step_bound(m: _Mem) -> tuple[int, str | None]:
+def _last_step_bound(m: Mem) -> tuple[int, str | None]:
     """The ``last`` bound: the lowest live bytes any op can see when it runs last.
 
     Every order ends with an op ``v`` that no other op reads from. While it runs, every other op
@@ -679,7 +679,7 @@ class OrderResult(Result):
 _MIN_STEP_S = 1e-9  # a step the cost model prices at 0 s still lasts 1 ns, so its memory stays visible
 
 
-def _durations(m: _Mem, device: str, system=None, cost=None) -> np.ndarray:
+def _durations(m: Mem, device: str, system=None, cost=None) -> np.ndarray:
     """Seconds each op takes on ``device`` (index order), priced by the cost model."""
     from ..cost import resolve_cost
 
@@ -698,7 +698,7 @@ def _durations(m: _Mem, device: str, system=None, cost=None) -> np.ndarray:
     return np.maximum(dur, _MIN_STEP_S)
 
 
-def _timeline(m: _Mem, arr: np.ndarray, dur: np.ndarray | None = None, device: str | None = None) -> pd.DataFrame:
+def _timeline(m: Mem, arr: np.ndarray, dur: np.ndarray | None = None, device: str | None = None) -> pd.DataFrame:
     """The order's rows: in steps (``dur=None``), or in seconds with each op's ``dur`` on ``device``."""
     n = m.n
     names = np.array(m.names + [None], dtype=object)  # index -1 (no producer: a graph input) -> None
@@ -720,7 +720,7 @@ def _timeline(m: _Mem, arr: np.ndarray, dur: np.ndarray | None = None, device: s
     return tl
 
 
-def _result_timeline(m: _Mem, arr: np.ndarray, _result: "OrderResult") -> pd.DataFrame:
+def _result_timeline(m: Mem, arr: np.ndarray, _result: "OrderResult") -> pd.DataFrame:
     return _timeline(m, arr)
 
 
@@ -746,7 +746,7 @@ def order_timeline(graph: OpGraph, order: Sequence[str], *, device: str | None =
     >>> bool(order_timeline(g, g.topological_order(), device="gpu0", system=toy_system())["end_s"].max() < 1e-3)
     True
     """
-    m = _compile(graph)
+    m = compile_graph(graph)
     arr = m.to_idx(order)
     if device is None:
         if system is not None or cost is not None:
@@ -756,8 +756,8 @@ def order_timeline(graph: OpGraph, order: Sequence[str], *, device: str | None =
     return _timeline(m, arr, _durations(m, device, system, cost), device)
 
 
-def _make_result(
-    m: _Mem,
+def make_result(
+    m: Mem,
     arr: Sequence[int] | np.ndarray,
     *,
     method: str,

@@ -22,7 +22,7 @@ from .baselines import BASELINES, order_baseline
 from .exact import order_exact
 from .heuristics import order_bfs, order_dfs, order_lifetime_greedy
 from .ilp import order_ilp
-from .model import OrderResult, _check_time_limit, _compile, _make_result
+from .model import OrderResult, check_time_limit, compile_graph, make_result
 from .patent import ILP_MAX_VARS, order_auto, order_patent
 from .portfolio import order_patent_heuristic, order_portfolio
 
@@ -64,19 +64,19 @@ def optimize_order(
     True
     """
     t0 = time.perf_counter()
-    time_limit_s = _check_time_limit(time_limit_s)
+    time_limit_s = check_time_limit(time_limit_s)
     fn = lookup(METHODS, method, what="ordering method", field="method")
     if fn is not METHODS.get(method if isinstance(method, str) else None):
         r = fn(graph)
         if not isinstance(r, OrderResult):
             raise HetschedError(f"method {getattr(method, '__name__', method)!r} returned "
                                 f"{type(r).__name__}, not an OrderResult", field="method")
-        m = _compile(graph)
+        m = compile_graph(graph)
         arr = m.to_idx(r.order)  # an illegal order raises, naming the op
         if m.peak(arr) == r.peak_bytes:
             return r
         # never trust a peak we did not simulate: re-wrap with the model's own figures
-        return _make_result(m, arr, method=r.method, status=r.status, t0=t0, ilp=r.ilp, bound=r.bound_bytes,
+        return make_result(m, arr, method=r.method, status=r.status, t0=t0, ilp=r.ilp, bound=r.bound_bytes,
                             why=f"{r.why} (its reported peak {r.peak_bytes} B was re-simulated)",
                             params=r.params, steps=r.steps)
     return fn(graph, time_limit_s=time_limit_s, formulation=formulation, solver=solver, beam=beam)
@@ -150,12 +150,12 @@ def _ilp_cumulative(graph: OpGraph, *, time_limit_s: float, formulation: str | N
                      formulation=_formulation("ilp-cumulative", formulation, "cumulative", fixed=True))
 
 
-def _bfs(graph: OpGraph, **_: Any) -> OrderResult:
+def bfs_idx(graph: OpGraph, **_: Any) -> OrderResult:
     """BFS (patent): the patent's tensor-lifetime-aware breadth-first order alone (claim 7)."""
     return order_bfs(graph)
 
 
-def _dfs(graph: OpGraph, **_: Any) -> OrderResult:
+def dfs_idx(graph: OpGraph, **_: Any) -> OrderResult:
     """DFS (patent): the patent's memory-aware depth-first order over chains of ops alone (claim 8)."""
     return order_dfs(graph)
 
@@ -178,7 +178,7 @@ def _baseline(name: str) -> Callable[..., OrderResult]:
 #: OrderResult``; ``hetsched.registry.describe(METHODS[name])`` is its one line.
 METHODS: dict[str, Callable[..., OrderResult]] = {
     "patent": _patent, "ilp-patent": _ilp_patent, "ilp-cumulative": _ilp_cumulative,
-    "patent-heuristic": _patent_heuristic, "bfs": _bfs, "dfs": _dfs, "auto": _auto, "heuristic": _heuristic,
+    "patent-heuristic": _patent_heuristic, "bfs": bfs_idx, "dfs": dfs_idx, "auto": _auto, "heuristic": _heuristic,
     "lifetime-greedy": _lifetime_greedy, "exact": _exact, "ilp": _ilp,
     **{k: _baseline(k) for k in BASELINES},
 }

@@ -32,8 +32,8 @@ from typing import Any
 from ..graph import OpGraph
 from ..results import SolverRun, StepLog
 from .ilp import FORMULATIONS, order_ilp
-from .model import OrderResult, _check_time_limit, _compile, _make_result, _Mem, lower_bound
-from .portfolio import _patent_s3_s4, _stop_at_bound
+from .model import OrderResult, check_time_limit, compile_graph, make_result, Mem, lower_bound
+from .portfolio import patent_s3_s4, stop_at_bound
 
 __all__ = ["order_patent", "order_auto", "ILP_MAX_VARS", "ilp_vars"]
 
@@ -48,10 +48,10 @@ def ilp_vars(graph: OpGraph, formulation: str = "patent") -> int:
     >>> ilp_vars(chain(3), "patent"), ilp_vars(chain(3), "cumulative")
     (31, 22)
     """
-    return _ilp_vars(_compile(graph), formulation)
+    return _ilp_vars(compile_graph(graph), formulation)
 
 
-def _ilp_vars(m: _Mem, formulation: str) -> int:
+def _ilp_vars(m: Mem, formulation: str) -> int:
     made = int((m.prod >= 0).sum()) if formulation == "patent" else 0
     return m.n * (m.n + m.S + made) + 1
 
@@ -114,13 +114,13 @@ def order_patent(
     ('heuristic', False, True)
     """
     t0 = time.perf_counter()
-    time_limit_s = _check_time_limit(time_limit_s)
-    m = _compile(graph)
+    time_limit_s = check_time_limit(time_limit_s)
+    m = compile_graph(graph)
     params = {"time_limit_s": time_limit_s, "formulation": formulation, "solver": solver, "ilp": ilp}
     # S4 has no limit in the patent; here it gets the user's limit again (after S2 spent its own),
     # so a large graph cannot fine-tune for minutes
     if not ilp:
-        return _patent_s3_s4(m, t0, params=params, time_limit_s=time_limit_s)
+        return patent_s3_s4(m, t0, params=params, time_limit_s=time_limit_s)
     if formulation not in FORMULATIONS:
         from ..errors import HetschedError
 
@@ -132,17 +132,17 @@ def order_patent(
         run = SolverRun("skipped", model=formulation, time_limit_s=time_limit_s, n_vars=nv, note=why)
         lead = StepLog()
         lead.add(**_ilp_step(run))
-        return _patent_s3_s4(m, t0, why_prefix=f"S2 skipped: {why}; ", lead_steps=lead, params=params, ilp=run,
+        return patent_s3_s4(m, t0, why_prefix=f"S2 skipped: {why}; ", lead_steps=lead, params=params, ilp=run,
                              time_limit_s=time_limit_s)
     r = order_ilp(graph, time_limit_s=time_limit_s, formulation=formulation, solver=solver, warm_start=None)
     lead = StepLog()
     lead.add(**_ilp_step(r.ilp, r.order))
     if r.status == "optimal":
-        return _make_result(m, m.to_idx(r.order), method=f"patent:ilp-{formulation}", status="optimal", t0=t0,
+        return make_result(m, m.to_idx(r.order), method=f"patent:ilp-{formulation}", status="optimal", t0=t0,
                             ilp=r.ilp, bound=r.bound_bytes, steps=lead, initial=m.topo(), params=params,
                             why=f"S2: the ILP finished within {time_limit_s:g} s and proved optimality")
     said = _STATUS_WORDS.get(r.ilp.status, r.ilp.status)
-    return _patent_s3_s4(m, t0, why_prefix=f"S2: {said} after {time_limit_s:g} s; ", lead_steps=lead,
+    return patent_s3_s4(m, t0, why_prefix=f"S2: {said} after {time_limit_s:g} s; ", lead_steps=lead,
                          params=params, ilp=r.ilp, bound=r.bound_bytes if r.status != "fallback" else None,
                          time_limit_s=time_limit_s)
 
@@ -168,19 +168,19 @@ def order_auto(
     'optimal'
     """
     t0 = time.perf_counter()
-    time_limit_s = _check_time_limit(time_limit_s)
-    m = _compile(graph)
+    time_limit_s = check_time_limit(time_limit_s)
+    m = compile_graph(graph)
     params = {"time_limit_s": time_limit_s, "formulation": formulation, "solver": solver}
     nv = _ilp_vars(m, formulation)
     if nv > ILP_MAX_VARS:
         note = f"the {formulation} ILP would have {nv} variables (> {ILP_MAX_VARS}), it cannot finish in {time_limit_s:g} s"
-        return _patent_s3_s4(m, t0, why_prefix=f"S2 skipped: {note}; ", time_limit_s=time_limit_s, params=params,
+        return patent_s3_s4(m, t0, why_prefix=f"S2 skipped: {note}; ", time_limit_s=time_limit_s, params=params,
                              ilp=SolverRun("skipped", model=formulation, time_limit_s=time_limit_s, n_vars=nv, note=note))
-    heur = _patent_s3_s4(m, t0)
+    heur = patent_s3_s4(m, t0)
     lb = lower_bound(graph)
     if heur.peak_bytes <= lb:  # issue 28: already optimal, the solver could only spend the time limit
         note = f"the heuristic order reaches the lower bound ({lb} B): it is optimal, the ILP cannot improve it"
-        return _stop_at_bound(m, t0, StepLog(heur.steps), heur.method, list(m.to_idx(heur.order)), lb,
+        return stop_at_bound(m, t0, StepLog(heur.steps), heur.method, list(m.to_idx(heur.order)), lb,
                               m.to_idx(heur.initial_state["order"]).tolist(), skipped="the ILP", params=params,
                               why=f"S3/S4: {heur.why}; {note}",
                               ilp=SolverRun("skipped", model=formulation, time_limit_s=time_limit_s, note=note))
@@ -196,11 +196,11 @@ def order_auto(
     steps.add(**{**s, "accepted": better, "reason": reason, "delta": {"order": tuple(r.order)} if better else {}})
     initial = m.to_idx(heur.initial_state["order"]).tolist()
     if r.status == "optimal":
-        return _make_result(m, m.to_idx(r.order), method=r.method, status="optimal", t0=t0, ilp=r.ilp,
+        return make_result(m, m.to_idx(r.order), method=r.method, status="optimal", t0=t0, ilp=r.ilp,
                             bound=r.bound_bytes, why=f"S2: the warm-started ILP finished within {time_limit_s:g} s and "
                                                      f"proved optimality", params=params, steps=steps, initial=initial)
     pick = r if better else heur
-    return _make_result(
+    return make_result(
         m, m.to_idx(pick.order), method=pick.method, status=pick.status, t0=t0, ilp=r.ilp, bound=r.bound_bytes,
         steps=steps, initial=initial,
         why=f"S2: the ILP did not finish within {time_limit_s:g} s ({r.why}); S3/S4: {heur.why}"

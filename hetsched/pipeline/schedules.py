@@ -83,7 +83,7 @@ __all__ = [
 MAX_ACTIONS = 4_000_000
 
 
-def _check(p: int, v: int, m: int, *, per: int = 2) -> None:
+def check_pvm(p: int, v: int, m: int, *, per: int = 2) -> None:
     """Positive integers, and at most :data:`MAX_ACTIONS` actions (``per`` actions per stage and micro-batch)."""
     for name, val in (("p", p), ("v", v), ("m", m)):
         # bool is an int subclass: True would silently mean 1
@@ -209,7 +209,7 @@ def interleaved_from_groups(p: int, v: int, m: int, sizes: Sequence[int], *, nam
     >>> interleaved_from_groups(2, 1, 2, [2]).to_text()
     ['0F0 0F1 0B0 0B1', '1F0 1B0 1F1 1B1']
     """
-    _check(p, v, m)
+    check_pvm(p, v, m)
     fc, fm = _group_sequence(v, sizes, False)
     bc, bm = _group_sequence(v, sizes, True)
     n = v * m
@@ -255,7 +255,7 @@ def interleaved_1f1b(p: int, v: int, m: int, grouping: str | Sequence[int] | Cal
     >>> s.meta["groups"], s.name
     ([6, 4], 'interleaved_1f1b[paddle]')
     """
-    _check(p, v, m)
+    check_pvm(p, v, m)
     if grouping == "megatron":
         sizes = megatron_groups(p, m, group_size)
     elif group_size is not None:
@@ -282,7 +282,7 @@ def interleaved_fthenb(p: int, v: int, m: int) -> Schedule:
     >>> interleaved_fthenb(2, 2, 2).to_text()[0]
     '0F0 0F1 2F0 2F1 2B0 2B1 0B0 0B1'
     """
-    _check(p, v, m)
+    check_pvm(p, v, m)
     return interleaved_from_groups(p, v, m, [m], name="interleaved_fthenb", warmup=lambda r: v * m)
 
 
@@ -294,7 +294,7 @@ def gpipe(p: int, m: int) -> Schedule:
     >>> gpipe(2, 2).to_text()
     ['0F0 0F1 0B0 0B1', '1F0 1F1 1B0 1B1']
     """
-    _check(p, 1, m)
+    check_pvm(p, 1, m)
     per = [(np.full(2 * m, r, np.int32), np.repeat(np.array([F, B], np.int8), m), np.tile(np.arange(m, dtype=np.int32), 2)) for r in range(p)]
     return Schedule.from_arrays(p, 1, m, "gpipe", per)
 
@@ -305,7 +305,7 @@ def one_f_one_b(p: int, m: int) -> Schedule:
     >>> one_f_one_b(2, 3).to_text()
     ['0F0 0F1 0B0 0F2 0B1 0B2', '1F0 1B0 1F1 1B1 1F2 1B2']
     """
-    _check(p, 1, m)
+    check_pvm(p, 1, m)
     s = interleaved_from_groups(p, 1, m, [m], name="1f1b", warmup=lambda r: p - 1 - r)
     return s
 
@@ -319,7 +319,7 @@ def looped_bfs(p: int, v: int, m: int) -> Schedule:
     >>> looped_bfs(2, 2, 2).to_text()[0]
     '0F0 0F1 2F0 2F1 2B1 2B0 0B1 0B0'
     """
-    _check(p, v, m)
+    check_pvm(p, v, m)
     per = []
     for r in range(p):
         fst = np.repeat(np.arange(v) * p + r, m)
@@ -370,7 +370,7 @@ def zb_h1(p: int, m: int) -> Schedule:
     >>> zb_h1(2, 2).to_text()
     ['0F0 0F1 0I0 0W0 0I1 0W1', '1F0 1I0 1F1 1I1 1W0 1W1']
     """
-    _check(p, 1, m, per=3)
+    check_pvm(p, 1, m, per=3)
     return _zb_handcrafted(p, m, lambda r: p - 1 - r, lambda r: r, "zb_h1")
 
 
@@ -388,7 +388,7 @@ def zb_h2(p: int, m: int) -> Schedule:
     >>> zb_h2(2, 3).to_text()[0]
     '0F0 0F1 0F2 0I0 0W0 0I1 0W1 0I2 0W2'
     """
-    _check(p, 1, m, per=3)
+    check_pvm(p, 1, m, per=3)
     return _zb_handcrafted(p, m, lambda r: 2 * (p - 1 - r) + 1, lambda r: 2 * r, "zb_h2")
 
 
@@ -403,7 +403,7 @@ def zbv(p: int, m: int) -> Schedule:
     >>> zbv(2, 3).to_text()[1]
     '1F0 2F0 1F1 2F1 2I0 2W0 1F2 1I0 1W0 2F2 2I1 2W1 1I1 2I2 1I2 1W1 2W2 1W2'
     """
-    _check(p, 2, m, per=3)
+    check_pvm(p, 2, m, per=3)
     n = max(2 * p - 1, m)
     S = 2 * p
     per = []
@@ -482,7 +482,7 @@ def interleaved_zero_bubble(p: int, v: int, m: int, grouping: str | Sequence[int
     >>> interleaved_zero_bubble(2, 2, 2).to_text()[1]
     '1F0 1F1 3F0 3I0 3F1 3I1 3W0 1I0 3W1 1I1 1W0 1W1'
     """
-    _check(p, v, m, per=3)
+    check_pvm(p, v, m, per=3)
     sizes = groups(p, m, grouping)
     fc, fm = _group_sequence(v, sizes, False)
     bc, bm = _group_sequence(v, sizes, True)
@@ -538,7 +538,7 @@ def dualpipev(p: int, m: int) -> Schedule:
     >>> s.meta["overlap"][0]
     [7, 9, 12]
     """
-    _check(p, 2, m, per=3)
+    check_pvm(p, 2, m, per=3)
     if m < 2 * p:
         raise ScheduleError(f"dualpipev needs at least as many micro-batches as stages (m >= 2p = {2 * p}), got m={m} (torch raises the same)", field="m")
     S = 2 * p
@@ -673,14 +673,14 @@ def make_schedule(name: str | Callable[..., Schedule], p: int, v: int | None, m:
     """
     gen = lookup(SCHEDULES, name, what="schedule", error=ScheduleError)
     if gen is not SCHEDULES.get(name if isinstance(name, str) else None):
-        _check(p, 2 if v is None else v, m)
+        check_pvm(p, 2 if v is None else v, m)
         return gen(p, v, m, **options)
     info = SCHEDULE_INFO[name]
     unknown = sorted(set(options) - set(info["options"]))
     if unknown:
         takes = ", ".join(info["options"]) or "no options"
         raise ScheduleError(f"schedule {name!r} does not take {', '.join(unknown)} (it takes {takes})", field=unknown[0])
-    _check(p, 2 if v is None else v, m)  # v < 1 is bad input even where the schedule fixes it
+    check_pvm(p, 2 if v is None else v, m)  # v < 1 is bad input even where the schedule fixes it
     s = gen(p, schedule_v(name, v), m, **options)
     if v is not None and v != s.v:
         s = Schedule(s.p, s.v, s.m, s.name, s.stage, s.kind, s.microbatch, s.offsets, s.style, {**s.meta, "v_requested": v})

@@ -420,9 +420,9 @@ def exhaustive_split(graph: OpGraph, system: System, *, devices: Sequence[str], 
 
 
 def _problem(graph, system, devices, p, v, schedule, m, cost, units, weight_copies):
-    from .schedules import _check
+    from .schedules import check_pvm
 
-    _check(p, v, 1)
+    check_pvm(p, v, 1)
     devices = list(devices)
     if len(devices) != p:
         raise HetschedError(f"devices names one device per rank: {len(devices)} given for p={p}", field="devices")

@@ -33,15 +33,15 @@ import time
 
 import numpy as np
 
-from .model import _bitsets, _Mem
+from .model import ancestor_bitsets, Mem
 
 __all__ = ["feasible", "feasible_back", "decide", "BudgetTimeout"]
 
 
-class _ATables:
-    """Per-graph tables of the budgeted searches (cached on the ``_Mem``)."""
+class ATables:
+    """Per-graph tables of the budgeted searches (cached on the ``Mem``)."""
 
-    def __init__(self, m: _Mem) -> None:
+    def __init__(self, m: Mem) -> None:
         n, S = m.n, m.S
         self.n = n
         size = m.size.tolist()
@@ -65,7 +65,7 @@ class _ATables:
         self.out_kept = m.out_kept.tolist()
         self.succs = m.succs
         self.size, self.prod, self.out = size, prod, out
-        anc, desc = _bitsets(m)
+        anc, desc = ancestor_bitsets(m)
         full = (1 << n) - 1
         nb = (n + 7) // 8
         self.nb = nb
@@ -166,11 +166,11 @@ class _ATables:
         return live.astype(np.int64) @ self.C + (~produced).astype(np.int64) @ self.X
 
 
-def _atables(m: _Mem) -> _ATables:
-    t = getattr(m, "_atables", None)
+def atables(m: Mem) -> ATables:
+    t = getattr(m, "atables", None)
     if t is None:
-        t = _ATables(m)
-        m._atables = t  # type: ignore[attr-defined]
+        t = ATables(m)
+        m.atables = t  # type: ignore[attr-defined]
     return t
 
 
@@ -188,7 +188,7 @@ class BudgetTimeout(Exception):
 
 
 def feasible(
-    m: _Mem,
+    m: Mem,
     budget: int,
     *,
     start: int = 0,
@@ -214,7 +214,7 @@ def feasible(
       step fits too; ``v``'s old step is gone. (Stronger than the DP's rule, which needs the step
       to fit under the peak so far: here only feasibility under the budget matters.)
     """
-    T = _atables(m)
+    T = atables(m)
     n = m.n
     if seg_mask is None:
         seg_mask = ((1 << n) - 1) & ~start
@@ -311,7 +311,7 @@ def feasible(
 
 
 def feasible_back(
-    m: _Mem,
+    m: Mem,
     budget: int,
     *,
     start: int = 0,
@@ -342,7 +342,7 @@ def feasible_back(
       mem(E - v)) <= mem(P)``, since what ``v`` frees grows with the set; so every step still
       fits, and ``v``'s new step is the one checked.
     """
-    T = _atables(m)
+    T = atables(m)
     n = m.n
     if seg_mask is None:
         seg_mask = ((1 << n) - 1) & ~start
@@ -447,7 +447,7 @@ def feasible_back(
 
 
 def decide(
-    m: _Mem,
+    m: Mem,
     budget: int,
     *,
     start: int = 0,

@@ -23,17 +23,17 @@ import time
 
 import numpy as np
 
-from .model import _Mem
+from .model import Mem
 
 
-class _Timeout(Exception):
+class SearchTimeout(Exception):
     pass
 
 
 class _Tables:
-    """Bitmasks of a compiled graph (cached on the ``_Mem``)."""
+    """Bitmasks of a compiled graph (cached on the ``Mem``)."""
 
-    def __init__(self, m: _Mem) -> None:
+    def __init__(self, m: Mem) -> None:
         self.pred_mask = [0] * m.n
         for v in range(m.n):
             x = 0
@@ -58,7 +58,7 @@ class _Tables:
         self.out = out
 
 
-def _tables(m: _Mem) -> _Tables:
+def _tables(m: Mem) -> _Tables:
     t = getattr(m, "_tables", None)
     if t is None:
         t = _Tables(m)
@@ -66,16 +66,16 @@ def _tables(m: _Mem) -> _Tables:
     return t
 
 
-def _lookahead_tables(m: _Mem, T: _Tables):
+def _lookahead_tables(m: Mem, T: _Tables):
     """``C[s, v]``: bytes of storage ``s`` that op ``v`` must see live if ``s`` is live before ``v``
     runs (a reader of ``s`` descends from ``v``, or ``s`` is a graph output), ``s`` not one of ``v``'s
     own tensors; ``C_out[v]``: the rows of ``v``'s kept outputs summed; ``io[v]``: ``v``'s own bytes."""
     cached = getattr(m, "_look", None)
     if cached is not None:
         return cached[0], cached[1]
-    from .model import _bitsets
+    from .model import ancestor_bitsets
 
-    anc, _desc = _bitsets(m)
+    anc, _desc = ancestor_bitsets(m)
     n = m.n
     nbytes = (n + 7) // 8
     C = np.zeros((m.S, n))
@@ -103,7 +103,7 @@ def _lookahead_tables(m: _Mem, T: _Tables):
     return C, io
 
 
-def mem_after(m: _Mem, S: int) -> int:
+def mem_after(m: Mem, S: int) -> int:
     """Live bytes once exactly the ops of ``S`` have run."""
     T = _tables(m)
     tot = 0
@@ -117,7 +117,7 @@ def mem_after(m: _Mem, S: int) -> int:
 
 
 def search(
-    m: _Mem,
+    m: Mem,
     *,
     start: int = 0,
     n_steps: int | None = None,
@@ -129,7 +129,7 @@ def search(
 ) -> tuple[int, list[int]] | None:
     """Lowest-peak completion from the executed set ``start`` over ``n_steps`` steps.
 
-    Returns ``(peak, ops)`` or ``None`` when every state exceeded ``budget``. Raises ``_Timeout``
+    Returns ``(peak, ops)`` or ``None`` when every state exceeded ``budget``. Raises ``SearchTimeout``
     past ``deadline`` (a ``time.perf_counter()`` value).
 
     With ``lookahead`` (and a budget), a state is also dropped when some op still to run must see
@@ -212,7 +212,7 @@ def search(
             if deadline is not None and work > 300:
                 work = 0
                 if time.perf_counter() > deadline:
-                    raise _Timeout
+                    raise SearchTimeout
         if not new:
             return None
         if look:
@@ -233,19 +233,19 @@ def search(
     return best[0], ops
 
 
-def cut_segments(m: _Mem) -> list[list[int]]:
+def cut_segments(m: Mem) -> list[list[int]]:
     """Split the ops at cut vertices (ops every other op is an ancestor or a descendant of).
 
     Every topological order runs the segments one after the other, and the live bytes at a cut
     vertex do not depend on the order, so each segment can be ordered on its own (Serenity's
     divide and conquer). Returns the segments (ops in topological order) in execution order.
     """
-    from .model import _bitsets
+    from .model import ancestor_bitsets
 
     n = m.n
     if n == 0:
         return []
-    anc, desc = _bitsets(m)
+    anc, desc = ancestor_bitsets(m)
     topo = m.topo()
     cuts = [v for v in topo if anc[v].bit_count() + desc[v].bit_count() == n - 1]
     segs: list[list[int]] = []
