@@ -13,7 +13,7 @@ from strategies import small_dags
 from hetsched.graph import OpGraph
 from hetsched.io import generators as gen
 from hetsched.memory import order_baseline, order_exact, peak_memory
-from hetsched.memory.feasible import decide, feasible, feasible_back
+from hetsched.memory.feasible import atables, decide, feasible, feasible_back
 from hetsched.memory.search import cut_segments, search
 from hetsched.memory.exact import _order_exact_dp
 from hetsched.memory.model import compile_graph, lower_bound
@@ -41,7 +41,7 @@ def check_fits(m, start, seg_mask, ops, B):
     assert sorted(ops) == [v for v in range(m.n) if (seg_mask >> v) & 1]
     done = start
     for v in ops:  # topological within the segment
-        assert not (m.atables.pred_mask[v] & ~done), "op before its predecessor"
+        assert not (atables(m).pred_mask[v] & ~done), "op before its predecessor"
         done |= 1 << v
     assert seg_peak(m, start, ops) <= B
 

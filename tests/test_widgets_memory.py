@@ -22,7 +22,7 @@ from hetsched.io.generators import fork_join, layered, randwire_ws
 from hetsched.plot.memory import HIGHLIGHT_COLOR
 from hetsched.widgets import MemoryPanel
 from hetsched.registry import describe
-from hetsched.widgets.memory_panel import PHASES, list_label, method_name
+from hetsched.widgets.memory_panel import PHASES, list_label, method_name, plain
 from panel_testing import prepared_downloads as _prepared_downloads
 
 # a raw byte count, a patent step code or a metric key in visible text is a defect (issue 22)
@@ -216,7 +216,7 @@ def test_method_chooser_offers_both_ilps_by_plain_names():
         p.state.method = m
         r = p.result
         assert r.method == m and r.status == "optimal"  # a 6-op graph: proven at once
-        assert describe(mem.METHODS[m]) in html_unescape(p.method_help.value)
+        assert plain(describe(mem.METHODS[m])) in html_unescape(p.method_help.value)
         assert word in p.ilp_box.value and "finished: order proven optimal" in p.ilp_box.value
         assert "(proven optimal)" in p.ilp_box.value and "no decisions to step through" in p.step_text.value
     # overlays never include a method that spends the time limit

@@ -427,7 +427,7 @@ class MemoryPanel(Panel):
         if self._pending is not None:
             self._shown_graph, self._overlays = self._pending
             self._pending = None
-        self.method_help.value = f"<i>{html.escape(describe(mem.METHODS[self.state.method]))}</i>"
+        self.method_help.value = f"<i>{html.escape(plain(describe(mem.METHODS[self.state.method])))}</i>"
         self.walker.set_steps(r.steps)
         # view traits set here do not redraw on their own (Panel.on_result)
         self.state.step = r.n_steps

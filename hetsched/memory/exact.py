@@ -71,7 +71,7 @@ def _round_up(x: int, q: int) -> int:
 
 
 def order_exact(graph: OpGraph, *, time_limit_s: float = 60.0, upper_bound: OrderResult | None = None) -> OrderResult:
-    """A minimum-peak order, proven optimal, or the best known one when time runs out.
+    """Exact search: a minimum-peak order, proven optimal, or the best known one when time runs out.
 
     Parameters
     ----------

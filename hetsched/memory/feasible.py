@@ -33,7 +33,8 @@ import time
 
 import numpy as np
 
-from .model import ancestor_bitsets, Mem
+from .model import Mem, ancestor_bitsets
+from .search import bit_set
 
 __all__ = ["feasible", "feasible_back", "decide", "BudgetTimeout"]
 
@@ -47,19 +48,8 @@ class ATables:
         size = m.size.tolist()
         out = m.is_out.tolist()
         prod = m.prod.tolist()
-        self.pred_mask = [0] * n
-        for v in range(n):
-            x = 0
-            for p in m.preds[v]:
-                x |= 1 << p
-            self.pred_mask[v] = x
-        users_mask = [0] * S
-        for s in range(S):
-            x = 0
-            for u in m.users[s]:
-                x |= 1 << u
-            users_mask[s] = x
-        self.users_mask = users_mask
+        self.pred_mask = [bit_set(ps) for ps in m.preds]
+        self.users_mask = users_mask = [bit_set(us) for us in m.users]
         self.freeable = [[(users_mask[s], size[s], s) for s in m.op_in[v] if not out[s]] for v in range(n)]
         self.out_all = m.out_all.tolist()
         self.out_kept = m.out_kept.tolist()
@@ -120,12 +110,7 @@ class ATables:
         self.Dbrows = [Cb[s] - Xb[s] for s in range(S)]
         # per op: its produced storages (id, users mask, is output) and its freeable inputs
         self.outs = [[(s, users_mask[s], out[s]) for s in m.op_out[v]] for v in range(n)]
-        self.succ_mask = [0] * n
-        for v in range(n):
-            x = 0
-            for w in m.succs[v]:
-                x |= 1 << w
-            self.succ_mask[v] = x
+        self.succ_mask = [bit_set(ws) for ws in m.succs]
         self.prod_idx = np.where(m.prod >= 0, m.prod, n).astype(np.int64)  # n = "always produced"
         self.has_users = m.has_users
         self.u_flat, self.u_start_nz = m.u_flat, m.u_start_nz
@@ -167,11 +152,7 @@ class ATables:
 
 
 def atables(m: Mem) -> ATables:
-    t = getattr(m, "atables", None)
-    if t is None:
-        t = ATables(m)
-        m.atables = t  # type: ignore[attr-defined]
-    return t
+    return m.memo("atables", ATables)
 
 
 NEG = np.iinfo(np.int64).min // 4

@@ -39,10 +39,7 @@ SEQ_EXACT_MAX_OPS = 6000
 # ---------------------------------------------------------------------------- ASAP / ALAP
 def _asap_alap(m: Mem) -> tuple[np.ndarray, np.ndarray]:
     # the BFS, the greedy and their estimated lifetimes all need it: once per compiled graph
-    cached = getattr(m, "_asap_alap", None)
-    if cached is None:
-        cached = m._asap_alap = _compute_asap_alap(m)  # type: ignore[attr-defined]
-    return cached
+    return m.memo("asap_alap", _compute_asap_alap)
 
 
 def _compute_asap_alap(m: Mem) -> tuple[np.ndarray, np.ndarray]:
@@ -185,7 +182,7 @@ def bfs_idx(m: Mem, log: StepLog | None = None) -> tuple[list[int], StepLog | No
 
 
 def order_bfs(graph: OpGraph) -> OrderResult:
-    """The patent's tensor-lifetime-aware breadth-first order (claim 6, S31; claim 7).
+    """BFS (patent): the patent's tensor-lifetime-aware breadth-first order (claim 6, S31; claim 7).
 
     As the patent's S31 says: compute each op's sequential earliest executable step (ASAP) and
     latest must-execute step (ALAP), estimate every tensor's lifetime from them (from its
@@ -269,7 +266,7 @@ def greedy_idx(m: Mem) -> list[int]:
 
 
 def order_lifetime_greedy(graph: OpGraph) -> OrderResult:
-    """A dynamic lifetime-aware greedy (ours; before 2026-12 this was ``order_bfs``).
+    """Lifetime greedy (ours): a dynamic lifetime-aware greedy (before 2026-12 this was ``order_bfs``).
 
     Among the ready ops, run the one that leaves the fewest bytes allocated after it runs (outputs
     kept minus inputs freed, re-evaluated as ops run), then the one whose ALAP step comes first,
@@ -410,7 +407,7 @@ def dfs_idx(m: Mem, steps: StepLog | None = None) -> tuple[list[int], StepLog | 
 
 
 def order_dfs(graph: OpGraph) -> OrderResult:
-    """The patent's chain-memory-aware depth-first order (claim 6, S32; claim 8).
+    """DFS (patent): the patent's chain-memory-aware depth-first order (claim 6, S32; claim 8).
 
     DFS windows are the maximal chains of the graph (an op joins its predecessor's window when
     each is the other's only neighbour). A window's tensors are the ones its ops read and write;

@@ -30,7 +30,7 @@ import itertools
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -167,6 +167,14 @@ class Mem:
         self.input_bytes = int(sum(s_size[s] for s in range(self.S) if s_prod[s] < 0))
         self.output_bytes = int(self.size[self.is_out].sum()) if self.S else 0
         self._topo: list[int] | None = None
+        self._memo: dict[str, Any] = {}
+
+    def memo(self, key: str, make: Callable[["Mem"], Any]) -> Any:
+        """``make(self)``, made once per compiled graph: the tables and bounds the methods share."""
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._memo[key] = make(self)
+        return hit
 
     # -------------------------------------------------------------- orders
     def topo(self) -> list[int]:
@@ -511,10 +519,10 @@ def lower_bound_detail(graph: OpGraph) -> dict[str, Any]:
     >>> d["lower_bound"] == max(d["op_io"], d["io"], d["crossing"], d["last"])
     True
     """
-    m = compile_graph(graph)
-    cached = getattr(m, "_lb_detail", None)
-    if cached is not None:
-        return dict(cached)
+    return dict(compile_graph(graph).memo("lower_bound_detail", _lower_bound_detail))
+
+
+def _lower_bound_detail(m: Mem) -> dict[str, Any]:
     n = m.n
     io_v = np.zeros(n, dtype=np.int64)
     for v in range(n):
@@ -549,10 +557,8 @@ def lower_bound_detail(graph: OpGraph) -> dict[str, Any]:
         cross_at = m.names[int(tot.argmax())]
     last, last_at = _last_step_bound(m)
     lb = max(op_io, io_b, cross or 0, last)
-    d = {"lower_bound": lb, "op_io": op_io, "op_io_at": op_io_at, "io": io_b, "crossing": cross,
-         "crossing_at": cross_at, "last": last, "last_at": last_at}
-    m._lb_detail = d  # type: ignore[attr-defined]
-    return dict(d)
+    return {"lower_bound": lb, "op_io": op_io, "op_io_at": op_io_at, "io": io_b, "crossing": cross,
+            "crossing_at": cross_at, "last": last, "last_at": last_at}
 
 
 def _last_step_bound(m: Mem) -> tuple[int, str | None]:

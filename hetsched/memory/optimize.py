@@ -12,8 +12,9 @@ compiler baselines. :data:`METHODS` is the table of them by name (the house's re
 
 from __future__ import annotations
 
+import inspect
 import time
-from typing import Any, Callable
+from typing import Callable
 
 from ..errors import HetschedError
 from ..graph import OpGraph
@@ -79,107 +80,50 @@ def optimize_order(
         return make_result(m, arr, method=r.method, status=r.status, t0=t0, ilp=r.ilp, bound=r.bound_bytes,
                             why=f"{r.why} (its reported peak {r.peak_bytes} B was re-simulated)",
                             params=r.params, steps=r.steps)
-    return fn(graph, time_limit_s=time_limit_s, formulation=formulation, solver=solver, beam=beam)
+    given = {"time_limit_s": time_limit_s, "formulation": formulation, "solver": solver, "beam": beam}
+    takes = inspect.signature(fn).parameters  # each method gets the options it has (None: its own default)
+    return fn(graph, **{k: v for k, v in given.items() if k in takes and (v is not None or k == "time_limit_s")})
 
 
 # ------------------------------------------------------------------ the methods by name
-# Each takes the graph and optimize_order's options (those it has no use for are ignored); the first
-# line of its docstring is "plain name: what it does", which is what a panel shows (registry.describe).
-def _formulation(method: str, given: str | None, default: str, fixed: bool = False) -> str:
-    if fixed and given not in (None, default):
-        raise HetschedError(f"method {method!r} names the {default} formulation; formulation={given!r} contradicts it",
-                            field="formulation")
-    return given or default
+# Each is f(graph, **options) whose docstring starts "plain name: what it does" (registry.label and
+# describe: what a panel shows); the public functions are registered as they are, the ILP's named
+# formulations and the compiler baselines through small adapters.
+def _ilp(formulation: str, fixed: bool, doc: str) -> Callable[..., OrderResult]:
+    def run(graph: OpGraph, *, time_limit_s: float = 10.0, formulation: str | None = None,
+            solver: str | None = None) -> OrderResult:
+        if fixed and formulation not in (None, default):
+            raise HetschedError(f"method 'ilp-{default}' names the {default} formulation; formulation={formulation!r} "
+                                f"contradicts it", field="formulation")
+        return order_ilp(graph, time_limit_s=time_limit_s, formulation=formulation or default, solver=solver)
 
-
-def _patent(graph: OpGraph, *, time_limit_s: float, formulation: str | None = None, solver: str | None = None,
-            **_: Any) -> OrderResult:
-    """The patent's flow: its integer programme gets the time limit; if it does not prove an order optimal
-    in time, BFS and DFS run and the lower one is fine-tuned at its peak step (claims 1, 6-9)."""
-    return order_patent(graph, time_limit_s=time_limit_s, formulation=_formulation("patent", formulation, "patent"),
-                        solver=solver)
-
-
-def _auto(graph: OpGraph, *, time_limit_s: float, formulation: str | None = None, solver: str | None = None,
-          **_: Any) -> OrderResult:
-    """Ours, fallback then ILP: the patent's BFS/DFS + fine-tune first, then the cumulative programme started
-    from that order within the time limit; the lower order wins."""
-    return order_auto(graph, time_limit_s=time_limit_s, formulation=_formulation("auto", formulation, "cumulative"),
-                      solver=solver)
-
-
-def _heuristic(graph: OpGraph, *, time_limit_s: float, beam: int | None = None, **_: Any) -> OrderResult:
-    """Portfolio (ours): the patent's traversals, our greedy, every compiler order and a beam search, each
-    fine-tuned, then a short exact-search polish."""
-    return order_portfolio(graph, time_limit_s=time_limit_s, beam=beam)
-
-
-def _patent_heuristic(graph: OpGraph, *, time_limit_s: float, **_: Any) -> OrderResult:
-    """Patent BFS/DFS + fine-tune: the patent's fallback alone (no ILP), BFS and DFS, the lower one
-    fine-tuned at its peak step (claims 6-9)."""
-    return order_patent_heuristic(graph, time_limit_s=time_limit_s)
-
-
-def _exact(graph: OpGraph, *, time_limit_s: float, **_: Any) -> OrderResult:
-    """Exact search: the proven optimum, a search over sets of executed ops from both ends (Serenity,
-    MLSys 2020), within the time limit."""
-    return order_exact(graph, time_limit_s=time_limit_s)
-
-
-def _ilp(graph: OpGraph, *, time_limit_s: float, formulation: str | None = None, solver: str | None = None,
-         **_: Any) -> OrderResult:
-    """Integer programme: the cumulative formulation unless formulation= says otherwise, started from our
-    portfolio's order."""
-    return order_ilp(graph, time_limit_s=time_limit_s, formulation=_formulation("ilp", formulation, "cumulative"),
-                     solver=solver)
-
-
-def _ilp_patent(graph: OpGraph, *, time_limit_s: float, formulation: str | None = None, solver: str | None = None,
-                **_: Any) -> OrderResult:
-    """The patent's ILP (A/P variables): yes/no variables A[e,t] (tensor e is created at step t) and P[e,t]
-    (it is kept at step t), claim 4; the solver starts from our portfolio's order."""
-    return order_ilp(graph, time_limit_s=time_limit_s, solver=solver,
-                     formulation=_formulation("ilp-patent", formulation, "patent", fixed=True))
-
-
-def _ilp_cumulative(graph: OpGraph, *, time_limit_s: float, formulation: str | None = None,
-                    solver: str | None = None, **_: Any) -> OrderResult:
-    """Cumulative ILP (Z variables, ours): an integer programme with Z[v,t] = 'op v has run by step t'.
-    Fewer equivalent solutions, so the solver proves optimality sooner; it starts from our portfolio's order."""
-    return order_ilp(graph, time_limit_s=time_limit_s, solver=solver,
-                     formulation=_formulation("ilp-cumulative", formulation, "cumulative", fixed=True))
-
-
-def bfs_idx(graph: OpGraph, **_: Any) -> OrderResult:
-    """BFS (patent): the patent's tensor-lifetime-aware breadth-first order alone (claim 7)."""
-    return order_bfs(graph)
-
-
-def dfs_idx(graph: OpGraph, **_: Any) -> OrderResult:
-    """DFS (patent): the patent's memory-aware depth-first order over chains of ops alone (claim 8)."""
-    return order_dfs(graph)
-
-
-def _lifetime_greedy(graph: OpGraph, **_: Any) -> OrderResult:
-    """Lifetime greedy (ours): run next the op that leaves the fewest bytes allocated, lifetimes breaking ties."""
-    return order_lifetime_greedy(graph)
+    default = formulation
+    run.__doc__ = doc
+    return run
 
 
 def _baseline(name: str) -> Callable[..., OrderResult]:
-    def run(graph: OpGraph, **_: Any) -> OrderResult:
+    def run(graph: OpGraph) -> OrderResult:
         return order_baseline(graph, name)
 
-    run.__name__ = run.__qualname__ = f"_baseline_{name}"
     run.__doc__ = BASELINES[name].__doc__  # the baseline's own "plain name: what it does"
     return run
 
 
 #: The ordering methods by name (:func:`hetsched.registry.lookup`): each ``f(graph, **options) ->
-#: OrderResult``; ``hetsched.registry.describe(METHODS[name])`` is its one line.
+#: OrderResult`` (``optimize_order`` passes the options it takes); ``registry.describe`` is its one line.
 METHODS: dict[str, Callable[..., OrderResult]] = {
-    "patent": _patent, "ilp-patent": _ilp_patent, "ilp-cumulative": _ilp_cumulative,
-    "patent-heuristic": _patent_heuristic, "bfs": bfs_idx, "dfs": dfs_idx, "auto": _auto, "heuristic": _heuristic,
-    "lifetime-greedy": _lifetime_greedy, "exact": _exact, "ilp": _ilp,
+    "patent": order_patent,
+    "ilp-patent": _ilp("patent", True, "The patent's ILP (A/P variables): yes/no variables A[e,t] (tensor e is "
+                                       "created at step t) and P[e,t] (it is kept at step t), claim 4; the solver "
+                                       "starts from our portfolio's order."),
+    "ilp-cumulative": _ilp("cumulative", True, "Cumulative ILP (Z variables, ours): an integer programme with Z[v,t] = "
+                                               "'op v has run by step t'. Fewer equivalent solutions, so the solver "
+                                               "proves optimality sooner; it starts from our portfolio's order."),
+    "patent-heuristic": order_patent_heuristic, "bfs": order_bfs, "dfs": order_dfs, "auto": order_auto,
+    "heuristic": order_portfolio, "lifetime-greedy": order_lifetime_greedy, "exact": order_exact,
+    "ilp": _ilp("cumulative", False, "Integer programme: the cumulative formulation unless formulation= says "
+                                     "otherwise, started from our portfolio's order."),
     **{k: _baseline(k) for k in BASELINES},
 }
 

@@ -85,7 +85,7 @@ def order_patent(
     solver: str | None = None,
     ilp: bool = True,
 ) -> OrderResult:
-    """The patent's flow, exactly in its order: S2 (the ILP within the time limit), else S3 + S4.
+    """The patent's flow: S2 (the ILP within the time limit), else S3 + S4, exactly in the patent's order.
 
     Parameters
     ----------
@@ -154,7 +154,7 @@ def order_auto(
     formulation: str = "cumulative",
     solver: str | None = None,
 ) -> OrderResult:
-    """Ours: the patent's S3 + S4 first, then the ILP warm-started with that order, within the limit.
+    """Ours, fallback then ILP: the patent's S3 + S4 first, then the ILP warm-started with that order, within the limit.
 
     When the heuristic order already reaches :func:`~hetsched.memory.lower_bound` it is optimal and
     the ILP is skipped (a ``stop`` step says so; ``ilp.status == "skipped"``). Otherwise the

@@ -216,7 +216,7 @@ def patent_s3_s4(m: Mem, t0: float, *, why_prefix: str = "", time_limit_s: float
 
 
 def order_portfolio(graph: OpGraph, *, time_limit_s: float | None = 10.0, beam: int | None = None) -> OrderResult:
-    """Our best bounded-work order: the portfolio, each candidate fine-tuned, then the polish.
+    """Portfolio (ours): our best bounded-work order, each candidate fine-tuned, then the polish.
 
     Parameters
     ----------
@@ -247,7 +247,7 @@ def order_portfolio(graph: OpGraph, *, time_limit_s: float | None = 10.0, beam: 
 
 
 def order_patent_heuristic(graph: OpGraph, *, time_limit_s: float | None = None) -> OrderResult:
-    """The patent's S3 + S4 (claims 6-9): BFS and DFS, the lower one fine-tuned at its peak step.
+    """Patent BFS/DFS + fine-tune: the patent's S3 + S4 (claims 6-9), the lower of BFS and DFS fine-tuned at its peak step.
 
     ``steps``: the BFS picks (phase ``S31``), the DFS pushes and pops (``S32``), the ``pick`` of the
     lower order (``S4-pick``), the fine-tune moves (``S4``). ``time_limit_s`` bounds the fine-tune.

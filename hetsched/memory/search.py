@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 import time
+from typing import Iterable
 
 import numpy as np
 
@@ -30,22 +31,24 @@ class SearchTimeout(Exception):
     pass
 
 
+def bit_set(items: Iterable[int]) -> int:
+    """The set of small integers ``items`` as one Python int (bit ``i`` set for each ``i``).
+
+    >>> bin(bit_set([0, 3]))
+    '0b1001'
+    """
+    x = 0
+    for i in items:
+        x |= 1 << i
+    return x
+
+
 class _Tables:
     """Bitmasks of a compiled graph (cached on the ``Mem``)."""
 
     def __init__(self, m: Mem) -> None:
-        self.pred_mask = [0] * m.n
-        for v in range(m.n):
-            x = 0
-            for p in m.preds[v]:
-                x |= 1 << p
-            self.pred_mask[v] = x
-        self.users_mask = [0] * m.S
-        for s in range(m.S):
-            x = 0
-            for u in m.users[s]:
-                x |= 1 << u
-            self.users_mask[s] = x
+        self.pred_mask = [bit_set(ps) for ps in m.preds]
+        self.users_mask = [bit_set(us) for us in m.users]
         size = m.size.tolist()
         out = m.is_out.tolist()
         # storages an op may free: the ones it reads that are not graph outputs
@@ -59,22 +62,16 @@ class _Tables:
 
 
 def _tables(m: Mem) -> _Tables:
-    t = getattr(m, "_tables", None)
-    if t is None:
-        t = _Tables(m)
-        m._tables = t  # type: ignore[attr-defined]
-    return t
+    return m.memo("search_tables", _Tables)
 
 
-def _lookahead_tables(m: Mem, T: _Tables):
+def _lookahead_tables(m: Mem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``C[s, v]``: bytes of storage ``s`` that op ``v`` must see live if ``s`` is live before ``v``
     runs (a reader of ``s`` descends from ``v``, or ``s`` is a graph output), ``s`` not one of ``v``'s
-    own tensors; ``C_out[v]``: the rows of ``v``'s kept outputs summed; ``io[v]``: ``v``'s own bytes."""
-    cached = getattr(m, "_look", None)
-    if cached is not None:
-        return cached[0], cached[1]
+    own tensors; ``io[v]``: ``v``'s own bytes; ``C_out[v]``: the rows of ``v``'s kept outputs summed."""
     from .model import ancestor_bitsets
 
+    T = _tables(m)
     anc, _desc = ancestor_bitsets(m)
     n = m.n
     nbytes = (n + 7) // 8
@@ -98,9 +95,7 @@ def _lookahead_tables(m: Mem, T: _Tables):
         for s in m.op_out[v]:
             if T.out[s] or m.users[s]:
                 C_out[v] += C[s]
-    m._look = (C, io)  # type: ignore[attr-defined]
-    m._look_out = C_out  # type: ignore[attr-defined]
-    return C, io
+    return C, io, C_out
 
 
 def mem_after(m: Mem, S: int) -> int:
@@ -146,8 +141,7 @@ def search(
     layer: dict[int, tuple] = {start: (0, mem_after(m, start), ready0, None, -1)}
     look = lookahead and budget is not None and m.n > 0
     if look:
-        C, io = _lookahead_tables(m, T)
-        C_out = m._look_out  # type: ignore[attr-defined]
+        C, io, C_out = m.memo("lookahead", _lookahead_tables)
         acc0 = np.zeros(m.n)
         for s in range(m.S):
             p = T.prod[s]
