@@ -310,13 +310,9 @@ class BackendPanel(BlockDrawing, Panel):
                                      group_label="backend", label=self._step_label)
         self.outcome = W.Dropdown(options=[(t, k) for k, t in OUTCOMES.items()], value="cycle", description="merges",
                                   style=style, layout=W.Layout(width="330px"))
-        self.prev_outcome = W.Button(description="◀ such merge", layout=W.Layout(width="auto"),
-                                     tooltip="the previous merge decision with this outcome")
-        self.next_outcome = W.Button(description="such merge ▶", layout=W.Layout(width="auto"),
-                                     tooltip="the next merge decision with this outcome")
-        self.prev_outcome.on_click(lambda _b: self.jump_to_outcome(self.outcome.value, -1))
-        self.next_outcome.on_click(lambda _b: self.jump_to_outcome(self.outcome.value, +1))
-        self.walker.jumps.children = (*self.walker.jumps.children, self.outcome, self.prev_outcome, self.next_outcome)
+        self.walker.jumps.children = (*self.walker.jumps.children, self.outcome)
+        self.prev_outcome, self.next_outcome = self.walker.add_jumps(
+            "such merge", "merge decision with this outcome", lambda d: self.jump_to_outcome(self.outcome.value, d))
         self._fixed_graph, self._fixed_system = graph, system
         self._grid_key: Any = None
         self._grid_table: Any = None

@@ -255,10 +255,7 @@ class Panel(W.VBox):
         if self._follow:
             self.session.observe(self._on_session, names=["graph", "system"])
         self.session.observe(self._on_session, names=["cost"])  # every panel prices with the session's cost
-        if self.active:
-            self.refresh()
-        else:
-            self._mark_stale()
+        self._recompute_or_stale()
 
     def _on_change(self, change: Mapping[str, Any]) -> None:
         if self._reverting:
@@ -271,10 +268,8 @@ class Panel(W.VBox):
             return
         if change["name"] in self.VIEW_TRAITS:
             self.redraw()
-        elif self.active:
-            self.refresh()
         else:
-            self._mark_stale()
+            self._recompute_or_stale()
 
     @property
     def cost(self) -> Any:
@@ -283,6 +278,10 @@ class Panel(W.VBox):
 
     def _on_session(self, change: Mapping[str, Any]) -> None:
         # a graph or system loaded, or taken back (None: the tab returns to its own scenario), or a new cost
+        self._recompute_or_stale()
+
+    def _recompute_or_stale(self) -> None:
+        """Recompute now if shown, else mark the panel stale (it recomputes when shown)."""
         if self.active:
             self.refresh()
         else:

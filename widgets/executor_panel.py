@@ -258,18 +258,11 @@ class ExecutorPanel(Panel):
         self._build_kind_editor()
         self.walker = DecisionWalker(state, "step", description="decision", phase=_rule_of,
                                      group=lambda s: s.data.get("thread"),
-                                     group_label="thread", label=self._step_label)
+                                     group_label="thread", label=self._step_label, accepted_jumps=False)
         self.walker.phases.description = "first use of"
         # every dispatch is "accepted": those jumps mean nothing here; fallbacks do
-        for wdg in (self.walker.prev_acc, self.walker.next_acc, self.walker.accepted_only):
-            wdg.layout.display = "none"
-        self.prev_fallback = W.Button(description="◀ fallback", layout=W.Layout(width="auto"),
-                                      tooltip="the previous decision whose rule could not be met")
-        self.next_fallback = W.Button(description="fallback ▶", layout=W.Layout(width="auto"),
-                                      tooltip="the next decision whose rule could not be met")
-        self.prev_fallback.on_click(lambda _b: self.jump_to_fallback(-1))
-        self.next_fallback.on_click(lambda _b: self.jump_to_fallback(+1))
-        self.walker.jumps.children = (*self.walker.jumps.children, self.prev_fallback, self.next_fallback)
+        self.prev_fallback, self.next_fallback = self.walker.add_jumps(
+            "fallback", "decision whose rule could not be met", self.jump_to_fallback)
         self.step_text = W.HTML(layout=W.Layout(min_height="3.2em"))
         self.step_text.add_class("hetsched-step-text")
         self.summary = W.HTML()

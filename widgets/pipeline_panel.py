@@ -245,17 +245,10 @@ class PipelinePanel(Panel):
             link_clamped(state, name, ctl)
         self.applies = W.HTML()
         self.walker = DecisionWalker(state, "step", description="time step", group=lambda s: s.data["rank"],
-                                     group_label="rank", label=self._step_label)
+                                     group_label="rank", label=self._step_label, accepted_jumps=False)
         # every action start is "accepted": those jumps mean nothing here; queue changes do
-        for wdg in (self.walker.prev_acc, self.walker.next_acc, self.walker.accepted_only):
-            wdg.layout.display = "none"
-        self.prev_queue = W.Button(description="◀ cache change", layout=W.Layout(width="auto"),
-                                   tooltip="back to the previous step at which a cache queue changed")
-        self.next_queue = W.Button(description="cache change ▶", layout=W.Layout(width="auto"),
-                                   tooltip="on to the next step at which a cache queue changed")
-        self.prev_queue.on_click(lambda _b: self.jump_to_cache(-1))
-        self.next_queue.on_click(lambda _b: self.jump_to_cache(+1))
-        self.walker.jumps.children = (*self.walker.jumps.children, self.prev_queue, self.next_queue)
+        self.prev_queue, self.next_queue = self.walker.add_jumps(
+            "cache change", "step at which a cache queue changed", self.jump_to_cache)
         self.step_text = W.HTML(layout=W.Layout(min_height="3em"))  # the step in plain words
         self.rank_text = W.HTML()  # what each rank runs, holds and has cached at that instant
         self.summary = W.HTML()

@@ -140,6 +140,9 @@ class DecisionWalker(W.VBox):
         What a group is called on screen (``"device"``, ``"rank"``...).
     label : callable, optional
         ``step -> str``: its line in the list, after its number (default :func:`step_label`).
+    accepted_jumps : bool
+        Offer the accepted-decision jumps and filter (``False`` for a log whose every step is
+        accepted: a run's dispatches or action starts).
     phase_labels : dict, optional
         Words shown for phases (and for ``start``/``final``) on the jump buttons.
 
@@ -148,7 +151,8 @@ class DecisionWalker(W.VBox):
 
     def __init__(self, state: traitlets.HasTraits, name: str = "step", *, description: str = "decision",
                  phase: StepFn | None = None, group: StepFn | None = None, group_label: str = "device",
-                 label: Callable[[Any], str] | None = None, phase_labels: Mapping[str, str] | None = None) -> None:
+                 label: Callable[[Any], str] | None = None, phase_labels: Mapping[str, str] | None = None,
+                 accepted_jumps: bool = True) -> None:
         self._state, self._name = state, name
         self.phase = phase or (lambda s: (s.data or {}).get("phase"))
         self.group_of, self.group_label = group, group_label
@@ -179,6 +183,9 @@ class DecisionWalker(W.VBox):
         self.table = W.Select(options=[], rows=7, layout=W.Layout(width="100%"))
         self.table.observe(self._on_pick, names="value")
         self.table_note = W.HTML()
+        if not accepted_jumps:
+            for wdg in (self.prev_acc, self.next_acc, self.accepted_only):
+                wdg.layout.display = "none"
         self.jumps = W.HBox([self.prev_acc, self.next_acc, *grp_box], layout=W.Layout(flex_flow="row wrap", align_items="center"))
         self.list_box = W.Accordion(children=[W.VBox([W.HBox([self.filter_text, self.accepted_only, self.table_note]),
                                                       self.table])],
@@ -187,6 +194,16 @@ class DecisionWalker(W.VBox):
         state.observe(self._on_step, names=name)
         super().__init__([self.stepper, self.phases, self.jumps, self.list_box])
         self.add_class("hetsched-walker")
+
+    def add_jumps(self, what: str, tooltip: str, jump: Callable[[int], Any]) -> tuple[W.Button, W.Button]:
+        """A "◀ what" / "what ▶" pair of buttons after the walker's jumps, calling ``jump(-1)`` / ``jump(+1)``
+        (``tooltip``: what they go to, after "the previous" / "the next")."""
+        prev = W.Button(description=f"◀ {what}", layout=W.Layout(width="auto"), tooltip=f"the previous {tooltip}")
+        nxt = W.Button(description=f"{what} ▶", layout=W.Layout(width="auto"), tooltip=f"the next {tooltip}")
+        prev.on_click(lambda _b: jump(-1))
+        nxt.on_click(lambda _b: jump(+1))
+        self.jumps.children = (*self.jumps.children, prev, nxt)
+        return prev, nxt
 
     # -- the log --------------------------------------------------------------------
     def set_steps(self, steps: Sequence[Step]) -> None:
