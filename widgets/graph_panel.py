@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import html
-import inspect
 import os
 import tempfile
 from typing import Any

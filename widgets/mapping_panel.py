@@ -40,11 +40,10 @@ True
 
 from __future__ import annotations
 
-import dataclasses
 import html
 import re
 from collections import Counter, OrderedDict
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import ipywidgets as W
 import pandas as pd
@@ -56,7 +55,7 @@ from hetsched.cost import cost_key, resolve_cost
 from hetsched.errors import HetschedError
 from hetsched.io.tables import csv_safe
 from hetsched.plot import color_map, format_value, time_unit
-from hetsched.plot.mapping import (GANTT_WEBGL_BARS, METHOD_LABELS, OPTIMISES_LABELS, busy_bars, mapping_gantt, method_bars,
+from hetsched.plot.mapping import (GANTT_WEBGL_BARS, METHOD_LABELS, busy_bars, mapping_gantt, method_bars,
                                    placement_blocks, placement_graph)
 from hetsched.results import Step
 

@@ -31,8 +31,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-import pandas as pd
-
 from ..graph import OpGraph
 from ..results import Comparison, compare_results
 from .simulate import ExecutorResult, prepare_run, simulate_prepared

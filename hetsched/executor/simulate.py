@@ -52,7 +52,7 @@ from .costs import ExecCosts, executor_system, op_durations, resolve_exec_costs
 from .events import edge_ordering, plan_events
 from .kinds import ASYNC_KINDS, COPY_KINDS, DEVICE_KINDS, OP_KINDS, SYNC_KINDS, resolve_ops
 from .streams import assign_streams, reduction_of, validate_streams
-from .threads import THREAD_RULES, ThreadPlan, ThreadContext, assign_threads, is_fallback
+from .threads import THREAD_RULES, ThreadContext, ThreadPlan, assign_threads, is_fallback
 
 __all__ = ["ExecutorResult", "simulate", "lower_bound", "rules_fired", "dispatch_frame", "thread_summary"]
 

@@ -37,7 +37,7 @@ from typing import Callable
 import numpy as np
 
 from ..graph import OpGraph
-from .model import OrderResult, compile_graph, make_result, Mem, lower_bound
+from .model import Mem, OrderResult, compile_graph, make_result
 
 __all__ = ["BASELINES", "order_baseline", "inductor_order", "xla_order"]
 

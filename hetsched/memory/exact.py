@@ -30,7 +30,7 @@ from ..graph import OpGraph
 from ..results import StepLog
 from .feasible import BudgetTimeout, atables, decide
 from .search import SearchTimeout, cut_segments, search
-from .model import OrderResult, check_time_limit, compile_graph, make_result, lower_bound
+from .model import OrderResult, check_time_limit, compile_graph, lower_bound, make_result
 from .portfolio import order_portfolio
 
 __all__ = ["order_exact"]

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..graph import OpGraph
 from ..results import StepLog
-from .model import OrderResult, ancestor_bitsets, compile_graph, make_result, Mem
+from .model import Mem, OrderResult, ancestor_bitsets, compile_graph, make_result
 
 __all__ = ["order_bfs", "order_dfs", "order_lifetime_greedy", "fine_tune", "asap_alap"]
 

@@ -34,7 +34,7 @@ import numpy as np
 from ..errors import HetschedError
 from ..graph import OpGraph
 from ..results import SolverRun
-from .model import OrderResult, check_time_limit, compile_graph, make_result, Mem, lower_bound
+from .model import Mem, OrderResult, check_time_limit, compile_graph, lower_bound, make_result
 from .portfolio import order_portfolio
 
 __all__ = ["order_ilp", "build_ilp", "FORMULATIONS", "SOLVERS"]

@@ -32,7 +32,7 @@ from typing import Any
 from ..graph import OpGraph
 from ..results import SolverRun, StepLog
 from .ilp import FORMULATIONS, order_ilp
-from .model import OrderResult, check_time_limit, compile_graph, make_result, Mem, lower_bound
+from .model import Mem, OrderResult, check_time_limit, compile_graph, lower_bound, make_result
 from .portfolio import patent_s3_s4, stop_at_bound
 
 __all__ = ["order_patent", "order_auto", "ILP_MAX_VARS", "ilp_vars"]

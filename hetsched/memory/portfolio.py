@@ -34,7 +34,7 @@ from ..results import SolverRun, Step, StepLog
 from .search import search
 from .baselines import BASELINES
 from .heuristics import bfs_idx, dfs_idx, fine_tune_idx, greedy_idx, log_tried
-from .model import OrderResult, check_time_limit, compile_graph, make_result, Mem, lower_bound
+from .model import Mem, OrderResult, check_time_limit, compile_graph, lower_bound, make_result
 
 __all__ = ["order_portfolio", "order_patent_heuristic", "BEAM_MAX_OPS", "POLISH_MAX_OPS"]
 

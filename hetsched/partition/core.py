@@ -66,7 +66,7 @@ from .quotient import Quotient, graph_index
 from .buffered import serial_timeline
 from .capacity import check_backend_memory
 from .marking import check_overrides, mark, resolve_table
-from .merging import MERGE_STRATEGIES, MergeContext, log_not_adjacent, Merger, send_small_groups_back
+from .merging import MERGE_STRATEGIES, MergeContext, Merger, log_not_adjacent, send_small_groups_back
 from .result import GroupEdge, PartitionResult, find_cycle_merge
 
 __all__ = ["PartitionResult", "GroupEdge", "MergeContext", "partition_by_support", "MERGE_STRATEGIES", "find_cycle_merge"]

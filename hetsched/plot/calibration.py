@@ -21,7 +21,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..errors import HetschedError
-from .core import PALETTE, esc, gantt_parts, title_text, color_map, figure_from_dicts, time_unit
+from .core import PALETTE, color_map, esc, figure_from_dicts, gantt_parts, time_unit, title_text
 
 __all__ = ["ratio_scatter", "measured_vs_predicted", "efficiency_curves"]
 

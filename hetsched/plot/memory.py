@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .core import GROUP_PALETTE, PALETTE, hline, title_text, bytes_unit, figure_from_dicts, memory_curve
+from .core import GROUP_PALETTE, PALETTE, bytes_unit, figure_from_dicts, hline, memory_curve, title_text
 
 __all__ = ["order_curves", "lifetime_chart", "live_bars", "walk_curves", "CURRENT_COLOR", "HIGHLIGHT_COLOR", "FONT_PX"]
 

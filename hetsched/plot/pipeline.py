@@ -16,7 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import sequential
 
-from .core import IDLE, KIND_COLORS, MAX_BARS, title_text, figure_from_dicts, legend_below, legend_height_px, time_unit
+from .core import IDLE, KIND_COLORS, MAX_BARS, figure_from_dicts, legend_below, legend_height_px, time_unit, title_text
 
 __all__ = ["schedule_grid", "cache_depth", "patent_queue_figure", "schedule_gantt", "stage_costs_figure", "ACTION_COLORS", "MAX_SEGMENTS"]
 
