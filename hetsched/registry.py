@@ -47,7 +47,8 @@ def lookup(table: Mapping[str, Callable], key: Any, *, what: str = "method", fie
 
 
 def describe(fn: Callable) -> str:
-    """The first sentence block of ``fn``'s docstring, on one line: what a panel shows for it.
+    """What a panel shows for a registered callable: its ``description`` if it carries one, else the
+    first block of its docstring, on one line.
 
     >>> def f():
     ...     '''Runs the thing,
@@ -57,17 +58,21 @@ def describe(fn: Callable) -> str:
     >>> describe(f)
     'Runs the thing, in two lines.'
     """
+    own = getattr(fn, "description", None)  # an entry that carries its words (a mapper's Method)
+    if isinstance(own, str):
+        return own
     doc = (getattr(fn, "__doc__", None) or "").strip()
     return " ".join(doc.split("\n\n", 1)[0].split())
 
 
 def label(fn: Callable) -> str:
-    """The plain name of a registered callable: :func:`describe` up to its first ``": "`` (the whole
-    line when it has none).
+    """The plain name of a registered callable: its ``label`` if it carries one, else :func:`describe`
+    up to its first ``": "`` (the whole line when it has none).
 
     >>> def f():
     ...     "Kahn's order: a plain topological order."
     >>> label(f)
     "Kahn's order"
     """
-    return describe(fn).split(": ", 1)[0]
+    own = getattr(fn, "label", None)  # an entry that carries its name (a mapper's Method)
+    return own if isinstance(own, str) else describe(fn).split(": ", 1)[0]
