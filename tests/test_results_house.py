@@ -107,7 +107,7 @@ def test_compare_results_long_and_wide():
     assert long.set_index(["label", "metric"]).loc[("heft", "makespan_s"), "value"] == res["heft"].metrics["makespan_s"]
     # results of different families in one table, with a frame from a family compare function
     mem = order_bfs(g)
-    frame = pd.DataFrame({"policy": ["serial", "patent"], "makespan_s": [2.0, 1.0], "status": ["ok", "ok"]})
+    frame = pd.DataFrame({"label": ["serial", "patent"], "makespan_s": [2.0, 1.0], "status": ["ok", "ok"]})
     both = compare_results([{"bfs": mem}, frame, res])
     assert set(both["family"]) == {"memory", "", "mapping"}
     assert "status" not in set(both["metric"])  # numbers only in the long form
@@ -124,7 +124,7 @@ def test_partition_comparison_speaks_the_long_format():
     s = s.with_support(s.support.with_priority("gpu0", "Conv", 2))
     cmp = compare_partitions(chain(6), s, n_inputs=4)
     long = cmp.long()
-    f = cmp.frame.set_index("variant")
+    f = cmp.frame.set_index("label")
     for (v, m), val in long.set_index(["label", "metric"])["value"].items():
         assert f.loc[v, m] == pytest.approx(val, nan_ok=True)
     assert set(long["family"]) == {"partition"} and "merge" not in set(long["metric"])

@@ -302,7 +302,7 @@ def test_auto_draws_blocks_above_the_graph_tabs_threshold(scenario, big, monkeyp
 
 
 def test_block_colours_are_the_devices_holding_most_flops_and_mixed_blocks_are_outlined(big):
-    from hetsched.plot.core import _lighten
+    from hetsched.plot.core import lighten
 
     r = big.result
     big.state.view, big.state.expanded = "auto", ()
@@ -339,7 +339,7 @@ def test_block_colours_are_the_devices_holding_most_flops_and_mixed_blocks_are_o
     b0 = op_blocks(r.graph)[s0.subject]
     cols = dict(zip(t.customdata, t.marker.color))
     n_in_b0 = sum(1 for b in op_blocks(r.graph).values() if b == b0)
-    assert cols[f"block:{b0}"] == (cmap[s0.data["device"]] if n_in_b0 == 1 else _lighten(cmap[s0.data["device"]], 0.55))
+    assert cols[f"block:{b0}"] == (cmap[s0.data["device"]] if n_in_b0 == 1 else lighten(cmap[s0.data["device"]], 0.55))
     assert all(c == NEUTRAL for n, c in cols.items() if n != f"block:{b0}")
     hover = dict(zip(t.customdata, t.hovertext))[f"block:{b0}"]
     assert b0 in hover and f"{n_in_b0} ops" in hover and "GFLOPs" in hover and s0.data["device"] in hover

@@ -412,9 +412,9 @@ def _quiet_stdout():
 def _highs(time_limit_s: float, warm: bool, threads: int):
     import pulp
 
-    from ..memory.ilp import _highs_warm_class  # PuLP 3.3 does not hand HiGHS a warm start; this does
+    from ..memory.ilp import highs_warm_class  # PuLP 3.3 does not hand HiGHS a warm start; this does
 
-    cls = _highs_warm_class() if warm else pulp.HiGHS
+    cls = highs_warm_class() if warm else pulp.HiGHS
     # tight tolerances: big-M rows must not be relaxed by a binary's integrality slack
     return cls(msg=False, timeLimit=time_limit_s, gapRel=0.0, gapAbs=1e-7, threads=threads,
                mip_feasibility_tolerance=1e-9, primal_feasibility_tolerance=1e-9)
