@@ -608,9 +608,12 @@ class System:
         if not table:
             raise SystemError_(f"{name} is the last device of {self.name} that runs ops: keep it, or add another first",
                                device=name, field="devices")
+        meta = dict(self.meta)
+        if isinstance(meta.get("pipeline_ranks"), Mapping):  # a rank plan naming the device no longer applies
+            meta["pipeline_ranks"] = {p: r for p, r in meta["pipeline_ranks"].items() if name not in list(r or ())}
         out = System([d for n, d in self._devices.items() if n != name],
                      [ln for ln in self.links if name not in (ln.src, ln.dst)], host=self.host,
-                     support=SupportTable(table), name=self.name, meta=self.meta)
+                     support=SupportTable(table), name=self.name, meta=meta)
         out._check_connected(removed=name)
         return out
 

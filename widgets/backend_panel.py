@@ -67,7 +67,7 @@ __all__ = ["BackendPanel", "BackendState", "BackendView", "describe_step"]
 
 SETUPS = {
     "example": "example: 7 ops, merges, a merge refused for a cycle, buffers",
-    "loaded": "the loaded graph and system",
+    "loaded": "the loaded graph and machine (the machine bar above)",
 }
 MERGES = [("adjacent (the patent)", "adjacent"), ("global", "global"), ("none: one launch per op", "none")]
 #: the inputs' bounds and words, declared in the core: a value outside them is refused with the spec's message
@@ -251,6 +251,7 @@ class BackendPanel(BlockDrawing, Panel):
 
     TAB = "backends"
     VIEW_TRAITS = ("color_by", "step", "view", "expanded")
+    MACHINE_BAR = True
 
     def __init__(self, session: Session | None = None, *, graph=None, system=None, **kw: Any) -> None:
         state = BackendState()
@@ -325,7 +326,7 @@ class BackendPanel(BlockDrawing, Panel):
         self._build_inputs()
         self.control_widgets["view"] = self.view_control()
         self.watch_clicks(self.figure_view("graph"))
-        self.children = [W.HTML(_CSS), self.controls, self.status, self.summary, self.walker, self.step_text,
+        self.children = [W.HTML(_CSS), self.machine_bar, self.controls, self.status, self.summary, self.walker, self.step_text,
                          W.HBox([color, self.control_widgets["view"]], layout=W.Layout(flex_flow="row wrap")),
                          self.figure_view("graph"), self.figure_view("quotient"), self.figure_view("gantt"),
                          self.figure_view("buffers"), self.groups_html, self.download_area]
@@ -343,6 +344,8 @@ class BackendPanel(BlockDrawing, Panel):
             return self._example_pair()[0]
         if self._fixed_graph is not None:
             return self._fixed_graph
+        if self.session.graph is None and self.session.system is not None:
+            return self._example_pair()[0]  # a machine picked, no graph loaded: the example's graph on it
         if self.session.graph is None:
             raise HetschedError("no graph is loaded yet: load one (the Graph tab, or panel.load(graph)) or pick the "
                                 "example set-up", field="setup")
@@ -354,6 +357,10 @@ class BackendPanel(BlockDrawing, Panel):
         if self.state.setup == "example":
             return self._example_pair()[1]
         return self._session_system()
+
+    def machine(self) -> hs.System:
+        """The set-up's machine (before the grid's edits of its mapping list)."""
+        return self.base_system
 
     def load(self, graph=None, system=None) -> bool:
         """Show ``graph`` (and/or ``system``), stored in the session; a pinned panel is pinned to them

@@ -89,7 +89,7 @@ def download_link(payload: bytes | str | pd.DataFrame | Mapping, filename: str, 
     b64 = base64.b64encode(data).decode()
     return (
         f'<a download="{html.escape(filename)}" href="data:{mime};base64,{b64}" '
-        f'style="margin-right:1em">⬇ {html.escape(label or filename)}</a>'
+        f'style="margin-right:1em">↓ {html.escape(label or filename)}</a>'
     )
 
 
@@ -122,8 +122,20 @@ def ok_html(text: str) -> str:
 
 
 _PREPARE = "prepare downloads (Chrome trace, tables)"
-_BUSY = "<span class='hetsched-busy-badge' style='color:#8a5a00'>⏳ computing…</span>"
 _READY = "downloads ready (click a link)"
+
+
+def busy_html(what: str = "computing") -> str:
+    """The busy badge: a spinner drawn by CSS (no glyph that needs an emoji font) and a word.
+
+    >>> "hetsched-spinner" in busy_html("searching"), "searching" in busy_html("searching")
+    (True, True)
+    """
+    return (f"<span class='hetsched-busy-badge' style='color:#8a5a00'><span class='hetsched-spinner'></span>"
+            f"{html.escape(what)} …</span>")
+
+
+_BUSY = busy_html()
 
 
 _GC_FROZEN = False
@@ -233,6 +245,8 @@ class Panel(W.VBox):
         self.download_button.on_click(lambda _b: self.prepare_downloads())
         self.download_area = W.HBox([self.download_button, self.downloads], layout=W.Layout(align_items="center"))
         self.download_area.add_class("hetsched-download-area")
+        #: this tab's result beside the same run on the previous machine (tabs with ``COMPARES_MACHINES``)
+        self.machine_compare = W.HTML()
         self.n_updates = 0
         self.last_refresh_s = 0.0
         self.last_downloads_s = 0.0
@@ -251,6 +265,7 @@ class Panel(W.VBox):
             self._start()
 
     def _start(self) -> None:
+        self._watch_resubmits()
         self.state.observe(self._on_change, names=traitlets.All)
         if self._follow:
             self.session.observe(self._on_session, names=["graph", "system"])
@@ -447,7 +462,8 @@ class Panel(W.VBox):
             self.check_inputs()
         except HetschedError as e:
             self._take_back(changed)
-            self.message.value = error_html(e)
+            self.message.value = self._refused_html = error_html(e)
+            self._n_refusals += 1
             return False
         except Exception as e:  # a bug in a check must not kill the panel either
             self._failed(self._internal(e))
@@ -527,6 +543,7 @@ class Panel(W.VBox):
         """
         t0 = time.perf_counter()
         self.busy.value = _BUSY  # sent at once: the browser shows it while the kernel computes
+        self._figures_busy(True)  # each figure greyed under a spinner (or "computing ..." before its first result)
         try:
             if not self._checked():
                 return False  # refused: taken back, nothing to recompute
@@ -556,11 +573,52 @@ class Panel(W.VBox):
             return ok
         finally:
             self.busy.value = ""
+            self._figures_busy(False)
             self.last_refresh_s = time.perf_counter() - t0
+
+    def _figures_busy(self, on: bool) -> None:
+        for v in self.figures.values():
+            if v.busy != on:
+                v.busy = on
 
     #: the message of the last failed recompute, until a recompute succeeds (a redraw of the old,
     #: greyed result for a view change must not clear it: the inputs on screen still fail)
     _compute_error: str | None = None
+    #: the message of the last refused value while it is on screen, and how many refusals there were
+    _refused_html: str | None = None
+    _n_refusals = 0
+
+    def _watch_resubmits(self) -> None:
+        """Let a control's value typed again clear a refusal (issue 33).
+
+        A refused value is taken back, so the control holds the good value again; when the user then
+        types that good value into it, the browser sends a value equal to the kernel's and traitlets
+        drops it as no change: no observer runs, and the refusal stayed on screen for good. Each
+        control of ``control_widgets`` is watched where the browser's update arrives (``set_state``):
+        a value arriving that is not refused clears a refusal still on screen (a changed value
+        recomputes as usual, which clears it too; a stale panel recomputes).
+        """
+        for ctl in list(getattr(self, "control_widgets", {}).values()):
+            if not isinstance(ctl, W.Widget) or getattr(ctl, "_hetsched_watched", False):
+                continue
+            ctl._hetsched_watched = True
+            orig = ctl.set_state
+
+            def set_state(sync_data, _orig=orig):
+                n = self._n_refusals
+                _orig(sync_data)
+                if "value" in sync_data and self._n_refusals == n:
+                    self._resubmitted()
+
+            ctl.set_state = set_state
+
+    def _resubmitted(self) -> None:
+        """A control got a value that was not refused: a refusal still on screen goes; a stale panel recomputes."""
+        if self._refused_html is not None and self.message.value == self._refused_html:
+            self._refused_html = None
+            self.message.value = self._compute_error or ""
+            if self.stale and self.active:
+                self.refresh()
 
     def _failed(self, err: BaseException) -> None:
         """A recompute failed: say why; the figures still show the last good result, greyed."""
@@ -594,6 +652,10 @@ class Panel(W.VBox):
             return False
         self.message.value = self._compute_error or ""
         self._update_scenario_note()
+        try:
+            self._render_machine_compare(result)
+        except HetschedError as e:
+            self.machine_compare.value = error_html(e)
         self.n_updates += 1
         return True
 
@@ -601,6 +663,86 @@ class Panel(W.VBox):
         """Called after :meth:`render`'s figures have left for the browser: slower, secondary views
         (a comparison that runs other algorithms) go here, so the browser draws the main figures
         while the kernel computes them. Errors are shown as :meth:`render`'s are. Default: nothing."""
+
+    # -- the machine (issue 33) ---------------------------------------------------------
+    #: whether the tab shows a machine bar (every tab that schedules on a machine)
+    MACHINE_BAR = False
+    #: whether the tab sets its result beside the same run on the previous machine (``machine_metrics``)
+    COMPARES_MACHINES = False
+    _machine_bar: Any = None
+    _compare_machine = True
+    _machine_compare_key: Any = None
+
+    @property
+    def machine_bar(self) -> Any:
+        """The tab's :class:`~hetsched.widgets.machine.MachineBar` (made on first use, when the panel lays out)."""
+        if self._machine_bar is None:
+            from .machine import MachineBar
+
+            self._machine_bar = MachineBar(self, compare=self.COMPARES_MACHINES)
+        return self._machine_bar
+
+    def machine(self) -> Any:
+        """The machine this tab schedules on: the session's, else its own scenario's (what its bar shows)."""
+        return self._session_system()
+
+    def own_machine_name(self) -> str:
+        """The name of the machine the tab uses when the session holds none (the picker's first entry)."""
+        sc = self.own_scenario()
+        return self._own_inputs()[1].name if sc is not None else ""
+
+    def machine_metrics(self, system: Any, result: Any = None) -> dict[str, tuple[Any, str]]:
+        """This tab's numbers on ``system``: ``{words: (value, metric key)}`` of ``result`` (the run on screen)
+        when given, else of the same inputs run on ``system`` (a tab with ``COMPARES_MACHINES`` overrides it).
+        The key formats the value (:func:`hetsched.plot.format_value`); ``""`` keeps it as text."""
+        return {}
+
+    def show_machine_compare(self, on: bool = True) -> None:
+        """Show (or hide) the run on the previous machine beside this one (the bar's checkbox)."""
+        self._compare_machine = bool(on)
+        self._machine_compare_key = None
+        if self.result is not None:
+            self._render_machine_compare(self.result)
+
+    def _render_machine_compare(self, result: Any) -> None:
+        if not self.COMPARES_MACHINES:
+            return
+        prev = self.session.previous_system
+        try:
+            cur = self.machine()
+        except HetschedError:
+            cur = None
+        if not self._compare_machine or prev is None or cur is None or prev is cur:
+            if self.machine_compare.value:
+                self.machine_compare.value = ""
+            self._machine_compare_key = None
+            return
+        key = (id(result), id(prev), id(cur))
+        if key == self._machine_compare_key:
+            return
+        from hetsched.plot import format_value
+
+        now = self.machine_metrics(cur, result)
+        try:
+            before = self.machine_metrics(prev)
+            why = ""
+        except HetschedError as e:
+            before, why = {}, str(e)
+        rows = []
+        for words, (v, k) in now.items():
+            b = before.get(words, (None, k))[0]
+            show = (lambda x: format_value(x, k) if k and x is not None else html.escape("–" if x is None else str(x)))
+            change = ""
+            if k and isinstance(v, (int, float)) and isinstance(b, (int, float)) and b:
+                change = f"{(v / b - 1):+.0%}"
+            rows.append(f"<tr><td>{html.escape(words)}</td><td><b>{show(v)}</b></td><td>{show(b)}</td><td>{change}</td></tr>")
+        note = (f"<div style='color:#B00020'>On the previous machine: {html.escape(why)}</div>" if why else "")
+        self.machine_compare.value = (
+            "<div class='hetsched-machine-compare'><b>This machine against the previous one</b> "
+            "<span style='color:#555'>(the same graph and settings on both)</span>"
+            f"<table class='hetsched-table'><tr><th></th><th>now: {html.escape(cur.name)}</th>"
+            f"<th>previous: {html.escape(prev.name)}</th><th>change</th></tr>{''.join(rows)}</table>{note}</div>")
+        self._machine_compare_key = key
 
     # -- shared inputs -------------------------------------------------------------
     _fixed_graph: Any = None
@@ -947,7 +1089,33 @@ class Session(traitlets.HasTraits):
     """
 
     graph = traitlets.Any(None, allow_none=True)
+    #: the machine every tab schedules on (``None``: each tab its own scenario's); the one place it lives
     system = traitlets.Any(None, allow_none=True)
     cost = traitlets.Any(None, allow_none=True)
     #: the scenario the graph and system came from (``None``: loaded by the user, or nothing yet)
     scenario = traitlets.Unicode(None, allow_none=True)
+    #: machines the user loaded (a YAML file) or edited in this session, by name: a machine picker lists
+    #: them after the bundled ones
+    machines = traitlets.Dict()
+    #: the machine before the last change of machine (``None``: none yet), for "compare with the previous machine"
+    previous_system = traitlets.Any(None, allow_none=True)
+
+    def use_machine(self, system: Any, *, previous: Any = None) -> None:
+        """Schedule every tab on ``system`` (``None``: each tab on its own scenario's machine again).
+
+        ``previous`` (the machine a tab showed before) is kept for the tabs that compare with it; a
+        machine that is not bundled is listed in :attr:`machines` under its name.
+
+        >>> from hetsched.io.systems import toy_system
+        >>> s = Session(); t = toy_system().renamed("mine")
+        >>> s.use_machine(t, previous=toy_system()); s.system.name, list(s.machines), s.previous_system.name
+        ('mine', ['mine'], 'toy')
+        """
+        from hetsched.io.systems import bundled_systems
+
+        with self.hold_trait_notifications():
+            if previous is not None and previous is not system:
+                self.previous_system = previous
+            if system is not None and system.name not in bundled_systems():
+                self.machines = {**self.machines, system.name: system}
+            self.system = system

@@ -317,6 +317,8 @@ class MappingPanel(BlockDrawing, Panel):
 
     TAB = "mapping"
     VIEW_TRAITS = ("step", "metric", "keep_resident", "view", "expanded")
+    MACHINE_BAR = True
+    COMPARES_MACHINES = True
 
     def __init__(self, session: Session | None = None, *, graph=None, system=None, **kw: Any) -> None:
         state = MappingState()
@@ -372,7 +374,8 @@ class MappingPanel(BlockDrawing, Panel):
         head = lambda t: W.HTML(f"<h4 style='margin:0.7em 0 0.2em'>{t}</h4>")  # noqa: E731
         self.control_widgets["view"] = self.view_control()
         self.watch_clicks(self.figure_view("graph"))
-        self.children = [self.controls, self.status, self.summary, head("The decisions, one at a time"), self.walker,
+        self.children = [self.machine_bar, self.controls, self.status, self.summary, self.machine_compare,
+                         head("The decisions, one at a time"), self.walker,
                          self.step_text, self.residency_text, self.control_widgets["view"], self.figure_view("graph"),
                          self.figure_view("gantt"),
                          self.figure_view("busy"), head("Against other mappers"),
@@ -413,6 +416,28 @@ class MappingPanel(BlockDrawing, Panel):
             self._cost = resolve_cost(self.cost, g, s)
         return mp.h2h(g, s, occupancy_threshold=st.occupancy_threshold, policy=st.policy, objective=st.objective,
                       direction=st.direction, max_passes=st.max_passes or None, cost=self._cost)
+
+    def machine_metrics(self, system, result=None) -> dict:
+        """h2h's numbers on ``system``: the result on screen, or the same graph and settings mapped on
+        ``system`` (run once per machine, graph, cost and settings)."""
+        r = result
+        if r is None:
+            p = self.result.params
+            g = self.graph
+            key = (g, g.version, system, cost_key(self.cost), tuple(sorted((k, str(v)) for k, v in p.items())))
+            cache = self.__dict__.setdefault("_other_machine", {})
+            if key not in cache:
+                cache.clear()  # one previous machine at a time
+                st = self.state
+                cache[key] = mp.h2h(g, system, occupancy_threshold=st.occupancy_threshold, policy=st.policy,
+                                    objective=st.objective, direction=st.direction, max_passes=st.max_passes or None,
+                                    cost=resolve_cost(self.cost, g, system))
+            r = cache[key]
+        m = r.metrics
+        split = ", ".join(f"{n} on {d}" for d, n in Counter(r.placement.device.values()).most_common())
+        return {"system total latency (the patent's objective)": (m["total_latency_s"], "_s"),
+                "makespan (when the last layer ends)": (m["makespan_s"], "_s"), "energy": (m["energy_J"], "energy_J"),
+                "data moved over links": (m["bytes_moved"], "bytes_moved"), "layers per device": (split, "")}
 
     def _run_comparison(self, r: mp.MappingResult) -> None:
         """The mappers the comparison shows beside h2h (each run once per graph and system)."""

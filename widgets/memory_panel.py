@@ -72,6 +72,10 @@ PHASES = {"S2": "ILP", "S31": "BFS", "S32": "DFS", "S4-pick": "pick the lower", 
 #: the claim of the patent that decides each phase (cited in each step's explanation)
 _CLAIMS = {"S2": "claims 1-5", "S31": "claim 7", "S32": "claim 8", "S4-pick": "claim 1", "S4": "claim 9"}
 
+#: how many tensors live at the peak the bars may list (a view choice: the bars stay readable)
+_TOP_MIN, _TOP_MAX = 1, 200
+
+
 class MemoryState(traitlets.HasTraits):
     method = traitlets.Enum(_METHOD_KEYS, default_value=mem.PARAMS["method"].default)
     time_limit_s = traitlets.Float(mem.PARAMS["time_limit_s"].default)
@@ -323,6 +327,8 @@ class MemoryPanel(Panel):
 
     TAB = "memory"
     VIEW_TRAITS = ("step", "top")
+    MACHINE_BAR = True  # which of the machine's devices can hold the order's peak
+    COMPARES_MACHINES = True
 
     def __init__(self, session: Session | None = None, *, graph=None, method: str | None = None,
                  time_limit_s: float | None = None, overlay: tuple[str, ...] | None = None, **kw: Any) -> None:
@@ -342,7 +348,8 @@ class MemoryPanel(Panel):
                                     f"{mem.PARAMS['time_limit_s'].bounds_text()}")
         over = W.SelectMultiple(options=[(method_name(k), k) for k in _OVERLAY_KEYS], description="compare with",
                                 style=style, rows=4, layout=W.Layout(width="330px"))
-        top = W.BoundedIntText(min=1, max=200, description="tensors listed", style=style, layout=W.Layout(width="170px"))
+        top = W.IntText(description="tensors listed", style=style, layout=W.Layout(width="170px"),
+                        tooltip=f"how many of the tensors live at the peak the bars list: {_TOP_MIN} to {_TOP_MAX}")
         for ctl, name in ((method_ctl, "method"), (limit, "time_limit_s"), (over, "overlay"), (top, "top")):
             link_clamped(state, name, ctl)
         self.method_help = W.HTML()
@@ -365,7 +372,8 @@ class MemoryPanel(Panel):
         super().__init__(state, session=session, follow_session=graph is None, autostart=False, **kw)
         # the curve takes the width the ILP card leaves (both wrap under each other on a narrow screen)
         curves = W.Box([self.figure_view("curves")], layout=W.Layout(flex="1 1 600px", min_width="0"))
-        self.children = [self.controls, self.status, self.summary, self.walker, self.step_text, self.step_table,
+        self.children = [self.machine_bar, self.controls, self.status, self.summary, self.machine_compare, self.walker,
+                         self.step_text, self.step_table,
                          W.HBox([curves, self.ilp_box], layout=W.Layout(flex_flow="row wrap", width="100%")),
                          self.figure_view("live"), self.download_area]
         self._start()
@@ -373,6 +381,56 @@ class MemoryPanel(Panel):
     @property
     def graph(self) -> hs.OpGraph:
         return self._session_graph(lambda: None)
+
+    def _on_session(self, change) -> None:
+        # an order does not depend on the machine: another machine redraws which devices hold its peak
+        if change["name"] == "system" and self.result is not None and self._shown_graph is self.graph:
+            if self.active:
+                self.redraw()
+            else:
+                self._mark_stale()
+            return
+        super()._on_session(change)
+
+    def fits(self, system, peak_bytes: float) -> tuple[list, list]:
+        """``(devices whose memory holds peak_bytes, devices too small)`` of ``system``, as (name, memory) pairs."""
+        devs = [(n, d.memory_bytes) for n, d in system.devices.items()]
+        return [x for x in devs if x[1] >= peak_bytes], [x for x in devs if x[1] < peak_bytes]
+
+    def machine_metrics(self, system, result=None) -> dict:
+        """Where the order's peak fits on ``system`` (the order itself is the same on any machine)."""
+        r = result if result is not None else self.result
+        ok, small = self.fits(system, r.peak_bytes)
+        names = lambda xs: ", ".join(f"{n} ({_b(m)})" for n, m in xs) or "none"  # noqa: E731
+        return {"peak of the order (the same on any machine)": (r.peak_bytes, "peak_bytes"),
+                "devices whose memory holds it": (names(ok), ""), "devices too small for it": (names(small), "")}
+
+    def _fits_html(self, r: mem.OrderResult) -> str:
+        try:
+            m = self.machine()
+        except HetschedError:
+            return ""
+        ok, small = self.fits(m, r.peak_bytes)
+        names = lambda xs: ", ".join(f"{html.escape(n)} ({_b(b)})" for n, b in xs)  # noqa: E731
+        return (f"<div>On <b>{html.escape(m.name)}</b> the peak fits in the memory of {names(ok) or '<b>no device</b>'}"
+                + (f"; not in {names(small)}" if small else "") + ".</div>")
+
+    def _dropped_html(self, r: mem.OrderResult) -> str:
+        """Why the patent's flow can end above an order its own ILP found (claim 1), with both numbers."""
+        run = r.ilp
+        if self.state.method != "patent" or run is None or run.proven or not run.incumbent or run.incumbent >= r.peak_bytes:
+            return ""
+        more = r.peak_bytes - run.incumbent
+        return ("<div style='padding:4px 8px;border-left:4px solid #E69F00;background:#FFF8EC;margin:4px 0'>"
+                f"<b>Why the patent's order is not the best one found.</b> Its integer programme found an order peaking at "
+                f"<b>{_b(run.incumbent)}</b> but did not prove it optimal within the "
+                f"{format_value(self.state.time_limit_s, 'time_limit_s')} time limit. The patent outputs an ILP order "
+                "only when the solve finishes in time; otherwise it drops it and runs its BFS and DFS traversals "
+                f"and the fine-tuning, which end at <b>{_b(r.peak_bytes)}</b>: {_b(more)} "
+                f"({more / run.incumbent:.0%}) above the order it dropped. "
+                "<small class='hetsched-term' title='the patent text'>(the patent's claim 1: the ILP result is used when "
+                "solved within the time limit)</small> Raise the time limit, or pick the method "
+                f"<i>{html.escape(method_name('auto'))}</i>, which keeps the solver's best order.</div>")
 
     # -- refusing bad values ---------------------------------------------------------
     def _refusal(self, name: str, new: Any) -> HetschedError | None:
@@ -389,8 +447,8 @@ class MemoryPanel(Panel):
             n = self.result.n_steps
             if not 0 <= new <= n:
                 return HetschedError(f"step {new} refused: this result has decisions 0..{n}", field="step")
-        elif name == "top" and new < 1:
-            return HetschedError(f"tensors listed {new} refused: list at least 1", field="top")
+        elif name == "top" and not _TOP_MIN <= new <= _TOP_MAX:
+            return HetschedError(f"tensors listed = {new} refused: list {_TOP_MIN} to {_TOP_MAX}", field="top")
         return None
 
     def check_inputs(self) -> None:
@@ -527,7 +585,7 @@ class MemoryPanel(Panel):
         w = self.walk(k)
         self.show_figure("curves", self._curves_fig(r, w, k))
         self.show_figure("live", self._live_fig(w))
-        self.summary.value = self._summary_html(r)
+        self.summary.value = self._summary_html(r) + self._fits_html(r) + self._dropped_html(r)
         self.ilp_box.value = self._ilp_html(r)
         self.step_text.value, self.step_table.value = self._step_html(r, k)
 

@@ -29,7 +29,7 @@ CHROMIUM_ARGS = [
 ]
 
 __all__ = ["ARTIFACTS", "ROOT", "NOTEBOOKS", "CHROMIUM", "CHROMIUM_ARGS", "VoilaServer", "start_voila", "WsCounter",
-           "settle", "wait_for_plots", "plot_signature", "wait_for_change", "output_errors", "external_requests", "COSMETIC_EXTERNAL", "screenshot"]
+           "settle", "wait_for_plots", "plot_signature", "wait_for_change", "output_errors", "external_requests", "screenshot"]
 
 
 def wait_for_plots(page, n: int = 1, *, timeout_s: float = 60.0) -> int:
@@ -116,21 +116,11 @@ def wait_for_change(page, before: str, index: int = 0, *, timeout_s: float = 30.
     return plot_signature(page, index)
 
 
-# Voila's own page template links Font Awesome CSS from a CDN (icons only); the browser fixture
-# refuses it like every off-machine request, and the page works without it.
-COSMETIC_EXTERNAL = ("/@fortawesome/fontawesome-free",)
-
-
-def external_requests(page, *, include_cosmetic: bool = False) -> list[str]:
-    """URLs the page asked for off this machine (refused by the fixture; CI has no internet).
-
-    Voila's template icon CSS (``COSMETIC_EXTERNAL``) is left out unless ``include_cosmetic``.
-    """
+def external_requests(page) -> list[str]:
+    """URLs the page asked for off this machine (refused by the fixture; CI has no internet). Voila's own
+    lab page links Font Awesome from a CDN; hetsched's page leaves it out (:mod:`hetsched.widgets.voila_page`)."""
     local = re.compile(r"^(https?|wss?)://(127\.0\.0\.1|localhost|\[::1\])(:\d+)?/|^(data|blob|about|chrome):")
-    urls = [u for u in getattr(page, "requested_urls", []) if not local.match(u)]
-    if not include_cosmetic:
-        urls = [u for u in urls if not any(c in u for c in COSMETIC_EXTERNAL)]
-    return urls
+    return [u for u in getattr(page, "requested_urls", []) if not local.match(u)]
 
 
 # ---------------------------------------------------------------- Voila and the websocket
@@ -203,6 +193,8 @@ def start_voila(work: Path, *, timeout_s: float = 60.0, page_timeout_s: float = 
     runtime.mkdir()
     port = _free_port()
     log = work / "voila.log"
+    from hetsched.widgets.voila_page import voila_env, voila_options
+
     voila = Path(sys.executable).with_name("voila")
     cmd = [
         str(voila) if voila.exists() else "voila",
@@ -215,9 +207,11 @@ def start_voila(work: Path, *, timeout_s: float = 60.0, page_timeout_s: float = 
         # as `make app`: a cell's outputs that reach nbclient late (a busy machine) are kept, not dropped
         # with "Timeout waiting for IOPub output" (a page without its panel)
         *([] if any("iopub_timeout" in a for a in extra_args or []) else ["--VoilaExecutor.iopub_timeout=60"]),
+        # hetsched's page: nothing asked of another host (issue 33)
+        *voila_options(),
         *(extra_args or []),
     ]
-    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(runtime), PYTHONHASHSEED="0")
+    env = voila_env({**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime), "PYTHONHASHSEED": "0"})
     with open(log, "wb") as fh:
         proc = subprocess.Popen(cmd, cwd=root, stdout=fh, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
