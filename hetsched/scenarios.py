@@ -42,9 +42,10 @@ class Claim:
         How the notice names the device (``"TPU"``).
     device : str
         The device of the scenario's system.
-    view : {"preferred", "mapping"}
+    view : {"preferred", "mapping", "marked"}
         Which picture: ``"preferred"`` is each op's first choice in the support table (the Graph
-        tab's "colour by preferred device"), ``"mapping"`` the Mapping tab's final mapping (h2h).
+        tab's "colour by preferred device"), ``"mapping"`` the Mapping tab's final mapping (h2h),
+        ``"marked"`` the Backends tab's marking (each op's backend after merging).
     blocks : tuple of str
         Blocks (:func:`hetsched.blocks.op_blocks`) of which the device holds most of the work, each.
     op_types : tuple of str
@@ -75,7 +76,11 @@ class Claim:
             from .mapping import h2h
 
             return dict(h2h(graph, system).placement.device)
-        raise UnknownNameError(f"unknown claim view {self.view!r}; choose preferred or mapping", field="view")
+        if self.view == "marked":
+            from .partition import partition_by_support
+
+            return dict(partition_by_support(graph, system).assignment)
+        raise UnknownNameError(f"unknown claim view {self.view!r}; choose preferred, mapping or marked", field="view")
 
     def check(self, graph: OpGraph, placement: Mapping[str, str]) -> list[str]:
         """What is false of the claim under ``placement`` (``[]``: it holds)."""
@@ -254,12 +259,13 @@ SCENARIOS: dict[str, Scenario] = {s.key: s for s in [
         "Ops go to their best supported backend; neighbours on one backend merge into groups, but one merge is "
         "refused because it would create a cycle between groups, and the pipelined FPGA group beats running "
         "the groups one after another.",
-        _merge_graph, _merge_system),
+        _merge_graph, _merge_system, claims=(Claim("FPGA", "fpga0", "marked", op_types=("Conv",)),)),
     Scenario(
         "mapping", "The patent's mapper on the H2H accelerator zoo (CASIA-SURF)", "mapping",
         "Compute-first puts each layer on its fastest accelerator; locality keeps weights on chip where they "
         "fit; the remap pass then tries moving layers next to their successors: some trials are kept, others "
-        "refused because the system total latency would rise. The search and the ILP show how far the patent "
+        "refused because the total busy time of all devices would rise (the patent's system total latency, claim 5). "
+        "The search and the ILP show how far the patent "
         "ends from the best mapping. (The U280 card's memory is cut to 56 MiB so that not every weight fits.)",
         lambda: mapping_instance()[0], lambda: mapping_instance()[1]),
     Scenario(

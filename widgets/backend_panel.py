@@ -59,7 +59,7 @@ from hetsched.plot.partition import (buffer_occupancy, marked_blocks, marked_gra
                                      with_cursor)
 from hetsched.results import Step
 
-from .base import Panel, Session, link_clamped
+from .base import Panel, Session, link_clamped, small_terms
 from .blocks import BlockDrawing
 from .walker import DecisionWalker, chain
 
@@ -157,12 +157,16 @@ class BackendView:
 
 def describe_step(v: BackendView, k: int) -> str:
     """Decision ``k`` (0-based, over the partition log then the buffered run's dispatches) in plain
-    words (HTML; every name escaped).
+    words (HTML; every name escaped), the patent's claims and paragraphs in small type.
 
     >>> p = BackendPanel()
     >>> "claim 2" in describe_step(p.result, 7) and "stem" in describe_step(p.result, 7)
     True
     """
+    return small_terms(_describe_step(v, k))
+
+
+def _describe_step(v: BackendView, k: int) -> str:
     part = v.partition
     n_part = part.n_steps
     head = f"<b>decision {k + 1} of {v.n_steps}</b>"

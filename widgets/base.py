@@ -40,6 +40,7 @@ import gc
 import html
 import json
 import os
+import re
 import time
 from typing import Any, Iterable, Mapping
 
@@ -54,7 +55,8 @@ from .figure import PlotlyView
 
 __all__ = [
     "Panel", "Session", "StepWalker", "PlotlyView", "figure_widget", "download_link", "error_html", "ok_html",
-    "controls_from_spec", "state_from_spec", "downloads_html", "link_clamped", "internal_error",
+    "controls_from_spec", "state_from_spec", "downloads_html", "link_clamped", "internal_error", "term", "PATENT_TERMS",
+    "busy_html", "small_terms",
 ]
 
 
@@ -115,6 +117,39 @@ def internal_error(err: BaseException) -> HetschedError:
     """
     return HetschedError(f"internal error: {type(err).__name__}: {err} (a bug in hetsched, not in your input; "
                          f"please report it; the last good result stays on screen)")
+
+
+#: the patent's vocabulary: on screen only in small type beside plain words, or in a tooltip (issue 33)
+PATENT_TERMS = r"\bclaims? \d+|\bA/P\b|system total latency|\bparagraphs? \d+"
+
+
+def term(words: str) -> str:
+    """The patent's term (or claim) for what was just said in plain words: small grey type (HTML).
+
+    >>> term("the patent's system total latency, claim 5")
+    "<small class='hetsched-term' style='color:#666'>(the patent&#x27;s system total latency, claim 5)</small>"
+    """
+    return f"<small class='hetsched-term' style='color:#666'>({html.escape(words)})</small>"
+
+
+_CLAIM = r"(?:the patent's )?(?:claims?|paragraphs?) \d+(?:(?:[-–,;]| and | to )\s*\d+)*"
+_PAREN_TERM = re.compile(r"\(([^()<>]*?\b(?:claims?|paragraphs?) \d[^()<>]*)\)")
+_PREFIX_TERM = re.compile(rf"^({_CLAIM})(?: decided it)?: (.+)$", re.S)
+
+
+def small_terms(text: str) -> str:
+    """A core message (already HTML-escaped) with the patent's claim references in small type: a
+    parenthesis citing claims or paragraphs, and a leading "claim 3: ..." moved after the words.
+
+    >>> small_terms("sync kernels on the second stream (claim 3)")
+    "sync kernels on the second stream <small class='hetsched-term' style='color:#666'>(claim 3)</small>"
+    >>> small_terms("claim 3: sync kernels on the second stream")
+    "sync kernels on the second stream <small class='hetsched-term' style='color:#666'>(claim 3)</small>"
+    """
+    m = _PREFIX_TERM.match(text.strip())
+    if m:
+        text = f"{m.group(2)} ({m.group(1)})"
+    return _PAREN_TERM.sub(lambda g: f"<small class='hetsched-term' style='color:#666'>({g.group(1)})</small>", text)
 
 
 def ok_html(text: str) -> str:
@@ -819,7 +854,7 @@ class Panel(W.VBox):
             where = (" This tab's own example: load a graph in the Graph tab (or pick a scenario) to schedule yours."
                      if own else "")
             text = (f"<div style='padding:4px 8px;border-left:4px solid #0072B2;background:#F3F8FC'>"
-                    f"<b>{_html.escape(sc.title)}</b>. What to notice: {_html.escape(sc.notice)}"
+                    f"<b>{_html.escape(sc.title)}</b>. What to notice: {small_terms(_html.escape(sc.notice))}"
                     f"<i>{_html.escape(where)}</i></div>")
         if self.scenario_note.value != text:
             self.scenario_note.value = text

@@ -43,12 +43,12 @@ from hetsched.cost import cost_key
 from hetsched.errors import HetschedError
 from hetsched.io import csv_safe
 from hetsched.plot import format_value
-from hetsched.plot.executor import (KIND_WORDS, METRIC_WORDS, executor_gantt, executor_gantt_at, ordering_bars, policy_bars,
-                                    rule_bars, rule_bars_at, rule_label)
+from hetsched.plot.executor import (KIND_WORDS, METRIC_WORDS, RULE_LABELS, executor_gantt, executor_gantt_at, ordering_bars,
+                                    policy_bars, rule_bars, rule_bars_at, rule_claim, rule_label)
 from hetsched.registry import label
 from hetsched.results import Step
 
-from .base import Panel, Session, state_from_spec
+from .base import Panel, Session, small_terms, state_from_spec, term
 from .walker import DecisionWalker
 
 __all__ = ["ExecutorPanel", "executor_state", "describe_decision", "DEFAULT_GRAPH"]
@@ -182,11 +182,11 @@ def describe_decision(result: ex.ExecutorResult, k: int) -> str:
     rule = d.get("rule")
     claim, meaning = ex.THREAD_RULES.get(rule, ("-", rule_label(rule)))
     meaning = meaning.replace("->", "→")
-    why = f"<b>{html.escape(claim)}</b>: {html.escape(meaning)}" if claim != "-" else html.escape(meaning)
+    why = html.escape(meaning) + (f" {term(claim)}" if claim != "-" else "")
     if d.get("fallback"):
         why = f"<span style='color:{_ERR}'>the rule could not be met — {why}</span>"
     st = d.get("stream")
-    work = (f"Its work goes to stream <b>{html.escape(str(st))}</b> ({html.escape(str(d.get('stream_rule') or ''))})."
+    work = (f"Its work goes to stream <b>{html.escape(str(st))}</b> ({small_terms(html.escape(str(d.get('stream_rule') or '')))})."
             if st is not None else f"It runs on the host CPU ({_t(result.durations_s.get(s.subject))}).")
     if d.get("kernel_fallback"):
         work += f" Kernel fallback: {html.escape(str(d['kernel_fallback']))}."
@@ -261,7 +261,10 @@ class ExecutorPanel(Panel):
         self._build_kind_editor()
         self.walker = DecisionWalker(state, "step", description="decision", phase=_rule_of,
                                      group=lambda s: s.data.get("thread"),
-                                     group_label="thread", label=self._step_label, accepted_jumps=False)
+                                     group_label="thread", label=self._step_label, accepted_jumps=False,
+                                     phase_tips={w: (f"{rule_claim(r)}: " if rule_claim(r) else "")
+                                                 + ex.THREAD_RULES.get(r, ("", w))[1].replace("->", "→")
+                                                 for r, w in RULE_LABELS.items()})
         self.walker.phases.description = "first use of"
         # every dispatch is "accepted": those jumps mean nothing here; fallbacks do
         self.prev_fallback, self.next_fallback = self.walker.add_jumps(
@@ -334,7 +337,7 @@ class ExecutorPanel(Panel):
         self._syncing_kinds = False
         box = W.VBox([
             W.HTML("Async ops let their host thread go on at once; sync ops hold it until their work is done "
-                   "(the patent's claim 1 reads this as each op's \"operator information\"). Change a kind per op "
+                   f"(what the patent calls each op's \"operator information\" {term('claim 1')}). Change a kind per op "
                    "type or per op: the run, the comparison and the decisions follow."),
             self.kind_counts,
             self.kind_rows,

@@ -54,6 +54,15 @@ OWN = ""
 _P = MACHINE_PARAMS
 
 
+def _si(param: str, shown: float) -> float:
+    """A value typed in the unit shown (GiB, GB/s, us) in the parameter's SI unit, without the binary
+    rounding a plain division leaves (2 GB/s is 2e9 B/s, not 1999999999.9999998)."""
+    try:
+        return float(f"{shown / _P[param].factor:.12g}")
+    except (TypeError, ValueError, OverflowError):
+        return shown  # NaN, inf, not a number: the core refuses it with a message
+
+
 def _describe(system: Any) -> str:
     devs = ", ".join(f"{html.escape(n)} ({html.escape(d.kind)})" for n, d in system.devices.items())
     return f"machine: <b>{html.escape(system.name)}</b> <span style='color:#555'>· {devs}</span>"
@@ -178,19 +187,19 @@ class MachineBar(W.VBox):
 
     def set_memory(self, device: str, gib: float) -> bool:
         """A device's memory in GiB (what its box in the editor does)."""
-        return self._edited(lambda m: m.with_device_values(device, memory_bytes=gib / _P["memory_bytes"].factor))
+        return self._edited(lambda m: m.with_device_values(device, memory_bytes=_si("memory_bytes", gib)))
 
     def set_mem_bandwidth(self, device: str, gbps: float) -> bool:
         """A device's memory bandwidth in GB/s."""
-        return self._edited(lambda m: m.with_device_values(device, mem_bandwidth_Bps=gbps / _P["mem_bandwidth_Bps"].factor))
+        return self._edited(lambda m: m.with_device_values(device, mem_bandwidth_Bps=_si("mem_bandwidth_Bps", gbps)))
 
     def set_link(self, src: str, dst: str, *, gbps: float | None = None, latency_us: float | None = None) -> bool:
         """A link's speed (GB/s) or latency (us)."""
         values = {}
         if gbps is not None:
-            values["bandwidth_Bps"] = gbps / _P["bandwidth_Bps"].factor
+            values["bandwidth_Bps"] = _si("bandwidth_Bps", gbps)
         if latency_us is not None:
-            values["latency_s"] = latency_us / _P["latency_s"].factor
+            values["latency_s"] = _si("latency_s", latency_us)
         return self._edited(lambda m: m.with_link_values(src, dst, **values))
 
     def add_device(self, model: str) -> bool:

@@ -41,7 +41,7 @@ from hetsched.plot.memory import live_bars, walk_curves
 from hetsched.registry import describe, label
 from hetsched.results import SolverRun, Step
 
-from .base import Panel, Session, link_clamped
+from .base import Panel, Session, link_clamped, small_terms, term
 from .walker import DecisionWalker
 
 __all__ = ["MemoryPanel", "MemoryState", "PHASES", "method_name", "describe_step", "step_table", "list_label"]
@@ -180,27 +180,28 @@ def describe_step(step: Step, *, n_steps: int | None = None, n_ops: int | None =
     ph = d.get("phase")
     claim = _CLAIMS.get(ph)
     where = f"<b>step {step.index + 1}{f' of {n_steps}' if n_steps else ''}</b> · {html.escape(PHASES.get(ph, str(ph or '')))}"
-    where += f" <i>({claim})</i>" if claim else " <i>(ours, not in the patent)</i>" if ph in ("portfolio", "polish", "stop") else ""
+    where += f" {term(claim)}" if claim else " <i>(ours, not in the patent)</i>" if ph in ("portfolio", "polish", "stop") else ""
     if ph == "S2":
         run: SolverRun = d["ilp"]
-        form = "the patent's A/P" if run.model == "patent" else f"the {html.escape(run.model)}"
+        form = (f"the integer programme as the patent writes it {term('its A/P variables')}" if run.model == "patent"
+                else f"the {html.escape(run.model)} integer programme")
         lim = run.time_limit_s
         if step.index > 0:  # ours ("auto"): the ILP runs after the fallback, started from its order
-            what = (f"{form} integer programme, started from the fallback's order, ran for up to {lim:g} s: "
+            what = (f"{form}, started from the fallback's order, ran for up to {lim:g} s: "
                     f"{html.escape(_ilp_status(run.status))} (proven bound {_bound(run.bound)}) — "
                     f"{_verdict(step.accepted, 'its lower order is taken', 'the fallback order stays')}.")
         elif run.status == "skipped":
-            what = (f"{form} integer programme is not built: {html.escape(plain(step.reason))}. Claim 1: without "
-                    f"a solution within the time limit, go on to the BFS and DFS traversals.")
+            what = (f"{form} is not built: {small_terms(html.escape(plain(step.reason)))}. Without a solution within the time "
+                    f"limit the patent goes on to the BFS and DFS traversals {term('claim 1')}.")
         elif step.accepted:
-            what = (f"{form} integer programme finished within {lim:g} s and proved its order optimal "
-                    f"(peak {_b(step.after)}): claim 1 outputs that order; nothing else runs.")
+            what = (f"{form} finished within {lim:g} s and proved its order optimal "
+                    f"(peak {_b(step.after)}): the patent outputs that order and nothing else runs {term('claim 1')}.")
         else:
             found = f"its best order so far peaks at {_b(step.after)} but is not proven optimal" if step.after else \
                 "it found no order"
-            what = (f"{form} integer programme ran for the {lim:g} s time limit: {html.escape(_ilp_status(run.status))}; "
-                    f"{found} (proven bound {_bound(run.bound)}). Claim 1: the solve did not finish in time, "
-                    f"so the patent drops it and goes on to the BFS and DFS traversals.")
+            what = (f"{form} ran for the {lim:g} s time limit: {html.escape(_ilp_status(run.status))}; "
+                    f"{found} (proven bound {_bound(run.bound)}). The solve did not finish in time, so the patent "
+                    f"drops it and goes on to the BFS and DFS traversals {term('claim 1')}.")
         return f"{where}: {what}"
     if ph == "S31":
         ru = d.get("runner_up")
@@ -228,7 +229,7 @@ def describe_step(step: Step, *, n_steps: int | None = None, n_ops: int | None =
             b, f = d["bfs_peak_bytes"], d["dfs_peak_bytes"]
             return (f"{where}: BFS peaks at {_b(b)}, DFS at {_b(f)}: the {str(step.subject).upper()} order has the "
                     f"lower peak and goes on to the fine-tune.")
-        return f"{where}: {html.escape(plain(step.reason))}; its order ({_b(step.after)}) goes on to the fine-tune."
+        return f"{where}: {small_terms(html.escape(plain(step.reason)))}; its order ({_b(step.after)}) goes on to the fine-tune."
     if ph == "S4":
         size = _b(d.get("tensor_bytes"))
         moved = _names(d.get("moved"), 5)
@@ -250,7 +251,7 @@ def describe_step(step: Step, *, n_steps: int | None = None, n_ops: int | None =
                 f"{_verdict(step.accepted)}: {why}.")
     cost = f" ({_b(step.before)} → {_b(step.after)})" if step.before is not None and step.after is not None else ""
     return (f"{where}: {html.escape(step.action)} {_code(step.subject)}{cost} — {_verdict(step.accepted)}: "
-            f"{html.escape(plain(step.reason))}")
+            f"{small_terms(html.escape(plain(step.reason)))}")
 
 
 def _table(head: list[str], rows: list[list[Any]]) -> str:
@@ -416,7 +417,7 @@ class MemoryPanel(Panel):
                 + (f"; not in {names(small)}" if small else "") + ".</div>")
 
     def _dropped_html(self, r: mem.OrderResult) -> str:
-        """Why the patent's flow can end above an order its own ILP found (claim 1), with both numbers."""
+        """Why the patent's flow can end above an order its own ILP found (its claim 1), with both numbers."""
         run = r.ilp
         if self.state.method != "patent" or run is None or run.proven or not run.incumbent or run.incumbent >= r.peak_bytes:
             return ""
@@ -428,8 +429,8 @@ class MemoryPanel(Panel):
                 "only when the solve finishes in time; otherwise it drops it and runs its BFS and DFS traversals "
                 f"and the fine-tuning, which end at <b>{_b(r.peak_bytes)}</b>: {_b(more)} "
                 f"({more / run.incumbent:.0%}) above the order it dropped. "
-                "<small class='hetsched-term' title='the patent text'>(the patent's claim 1: the ILP result is used when "
-                "solved within the time limit)</small> Raise the time limit, or pick the method "
+                + term("the patent's claim 1: the ILP result is used when solved within the time limit")
+                + " Raise the time limit, or pick the method "
                 f"<i>{html.escape(method_name('auto'))}</i>, which keeps the solver's best order.</div>")
 
     # -- refusing bad values ---------------------------------------------------------
@@ -485,7 +486,7 @@ class MemoryPanel(Panel):
         if self._pending is not None:
             self._shown_graph, self._overlays = self._pending
             self._pending = None
-        self.method_help.value = f"<i>{html.escape(plain(describe(mem.METHODS[self.state.method])))}</i>"
+        self.method_help.value = f"<i>{small_terms(html.escape(plain(describe(mem.METHODS[self.state.method]))))}</i>"
         self.walker.set_steps(r.steps)
         # view traits set here do not redraw on their own (Panel.on_result)
         self.state.step = r.n_steps
@@ -531,7 +532,7 @@ class MemoryPanel(Panel):
             f"<div><b>{html.escape(g.name or 'graph')}</b> ({g.n_ops} ops) · <b>{html.escape(method_name(self.state.method))}</b>: "
             f"peak <b>{_b(r.peak_bytes)}</b> · lower bound {_b(r.lower_bound_bytes)} · {gap} · "
             f"{format_value(r.runtime_s, 'runtime_s')}</div>"
-            f"<div style='color:#555;font-size:0.92em'>How: {html.escape(plain(r.why))}</div>")
+            f"<div style='color:#555;font-size:0.92em'>How: {small_terms(html.escape(plain(r.why)))}</div>")
 
     def _ilp_html(self, r: mem.OrderResult) -> str:
         run = r.ilp  # what the solver said: one typed field, whichever method ran it
@@ -539,10 +540,11 @@ class MemoryPanel(Panel):
         if run is None:
             rows.append("<b>ILP</b>: this method runs none (pick the patent's flow or one of the ILPs).")
         else:
-            form = "the patent's A/P" if run.model == "patent" else "cumulative Z"
+            form = "as the patent writes it" if run.model == "patent" else "cumulative formulation"
             warm = ("the fallback's order" if self.state.method == "auto" else
                     "our portfolio's order" if run.warm_start else "")
-            rows.append(f"<b>ILP</b> ({html.escape(form)} variables" + (f", started from {warm}" if warm else "") + ")")
+            rows.append(f"<b>Integer programme</b> ({html.escape(form)}" + (f", started from {warm}" if warm else "") + ")"
+                        + (f" {term('the patent: A/P variables')}" if run.model == "patent" else ""))
             rows.append(f"status: <b>{html.escape(_ilp_status(run.status))}</b>")
             if r.status == "fallback":
                 rows.append("<i>no better order from the solver: the starting order is kept</i>")

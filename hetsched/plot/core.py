@@ -46,6 +46,7 @@ __all__ = [
     "METRIC_LABELS",
     "metric_label",
     "format_value",
+    "metrics_table",
     "color_map",
     "time_unit",
     "bytes_unit",
@@ -332,7 +333,7 @@ def group_colors(names: Iterable[Any]) -> dict[str, str]:
 #: Plain words for the metrics every family reports (axis titles, tables, summaries).
 METRIC_LABELS = {
     "makespan_s": "makespan",
-    "total_latency_s": "system total latency",
+    "total_latency_s": "total busy time of all devices",
     "energy_J": "energy",
     "bytes_moved": "data moved",
     "peak_bytes": "peak memory",
@@ -343,6 +344,13 @@ METRIC_LABELS = {
     "throughput_per_s": "throughput",
     "n_launches": "kernel launches",
     "gap": "gap to the lower bound",
+    "n_ops": "operations",
+    "n_tensors": "tensors",
+    "n_transfers": "transfers",
+    "total_flops": "work",
+    "total_weight_bytes": "weights",
+    "largest_tensor_bytes": "largest tensor's size",
+    "peak_mem_frac": "fullest device's memory in use",
 }
 
 
@@ -377,6 +385,8 @@ def format_value(value: Any, key: str = "") -> str:
     ('2.3 ms', '3 GiB', '15.3%')
     >>> format_value(2.4e9, "pcie_Bps"), format_value(None)
     ('2.4 GB/s', '–')
+    >>> format_value(8217632232.0, "total_flops"), format_value(2.8, "energy_J"), format_value(1.2e-4, "peak_mem_frac")
+    ('8.22 GFLOP', '2.8 J', '0.012%')
     """
     if value is None or (isinstance(value, float) and value != value):
         return "–"
@@ -395,9 +405,31 @@ def format_value(value: Any, key: str = "") -> str:
             if abs(v) >= 10**p:
                 return f"{v / 10**p:.3g} {u}"
         return f"{v:.3g} B/s"
-    if key in ("gap", "bubble_fraction") or key.endswith("_fraction") or key.endswith("_share"):
-        return f"{v:.1%}"
+    if key.endswith("_flops"):
+        for u, p in (("PFLOP", 15), ("TFLOP", 12), ("GFLOP", 9), ("MFLOP", 6), ("kFLOP", 3)):
+            if abs(v) >= 10**p:
+                return f"{v / 10**p:.3g} {u}"
+        return f"{v:.3g} FLOP"
+    if key.endswith("_J"):
+        return f"{v:.3g} J"
+    if key in ("gap", "bubble_fraction") or key.endswith(("_fraction", "_share", "_frac")):
+        return f"{v * 100:.3g}%" if 0 < abs(v) < 1e-3 else f"{v:.1%}"
+    if key.startswith("n_") and v.is_integer():
+        return f"{int(v):,}"
     return f"{v:.4g}"
+
+
+def metrics_table(metrics: Mapping[str, Any], *, title: str = "value") -> pd.DataFrame:
+    """A result's metrics (or a graph's summary) as a person reads them: plain names, values with units.
+
+    >>> t = metrics_table({"makespan_s": 0.014, "total_flops": 8.2e9, "name": "resnet50"})
+    >>> t.index.tolist(), t["value"].tolist()
+    (['makespan', 'work', 'name'], ['14 ms', '8.2 GFLOP', 'resnet50'])
+    """
+    rows = {METRIC_LABELS.get(k, k.replace("_", " ")):
+            (format_value(v, k) if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v))
+            for k, v in metrics.items() if not isinstance(v, Mapping)}
+    return pd.DataFrame({title: list(rows.values())}, index=pd.Index(list(rows), name=""))
 
 
 def _hash_color(key: str) -> str:
