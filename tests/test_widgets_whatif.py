@@ -287,9 +287,12 @@ def test_a_refused_value_typed_back_clears_the_warning():
     p = MemoryPanel(graph=hs.io.generators.chain(5), method="bfs", overlay=())
     box, n = p.control_widgets["time_limit_s"], p.n_updates
     box.set_state({"value": -1.0})  # what the browser sends when a person types -1
-    assert "refused" in p.message.value and p.state.time_limit_s == 2.0 == box.value
-    box.set_state({"value": 2.0})  # the good value typed back: the same as the kernel's
+    # the state goes back, the box keeps what was typed, marked: typing the good value is then a change
+    assert "refused" in p.message.value and p.state.time_limit_s == 2.0 and box.value == -1.0
+    assert "hetsched-refused" in box._dom_classes
+    box.set_state({"value": 2.0})  # the good value typed back
     assert p.message.value == "" and p.n_updates == n  # cleared, nothing changed to recompute
+    assert "hetsched-refused" not in box._dom_classes
     box.set_state({"value": -5.0})
     box.set_state({"value": 3.0})  # another good value: recomputes, which clears the refusal too
     assert p.message.value == "" and p.state.time_limit_s == 3.0 and p.n_updates == n + 1

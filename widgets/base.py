@@ -441,9 +441,10 @@ class Panel(W.VBox):
         and why (out of range, NaN, an unknown name), with ``field`` the trait. Default: accept all.
 
         Called before every recompute and redraw. A refused value never sticks: every trait changed
-        since the last check returns to its value before the change (the control shows the value in
-        effect again, never a clamped one), the message line says what was refused and why, and the
-        result on screen stays; the next valid action clears the message. An error the core raises
+        since the last check returns to its value before the change, the message line says what was
+        refused and why, and the result on screen stays; the next valid action clears the message. A
+        control set by code shows the value in effect again (never a clamped one); a box a person typed
+        into keeps what they typed, marked refused, so that typing the good value again clears it. An error the core raises
         later (an infeasible graph, an op no backend runs) is shown without taking anything back: the
         user may be half-way through a change of several controls.
 
@@ -496,7 +497,19 @@ class Panel(W.VBox):
         try:
             self.check_inputs()
         except HetschedError as e:
-            self._take_back(changed)
+            ctl = self._typed_into
+            if ctl is None:
+                self._take_back(changed)
+            else:
+                # typed in the browser: the state goes back, the box keeps what was typed (marked refused), so
+                # that typing the good value again is a change the browser sends (issue 33)
+                self.state._keep_typed = True  # the links leave the controls as they are (keep_typed)
+                try:
+                    self._take_back(changed)
+                finally:
+                    self.state._keep_typed = False
+                ctl.add_class("hetsched-refused")
+                self._refused_ctl = ctl
             self.message.value = self._refused_html = error_html(e)
             self._n_refusals += 1
             return False
@@ -622,6 +635,10 @@ class Panel(W.VBox):
     #: the message of the last refused value while it is on screen, and how many refusals there were
     _refused_html: str | None = None
     _n_refusals = 0
+    #: the control whose browser update is being handled (a refusal then leaves the typed value in it)
+    _typed_into: Any = None
+    #: the control that shows a refused value (marked until a good value arrives)
+    _refused_ctl: Any = None
 
     def _watch_resubmits(self) -> None:
         """Let a control's value typed again clear a refusal (issue 33).
@@ -639,9 +656,13 @@ class Panel(W.VBox):
             ctl._hetsched_watched = True
             orig = ctl.set_state
 
-            def set_state(sync_data, _orig=orig):
+            def set_state(sync_data, _orig=orig, _ctl=ctl):
                 n = self._n_refusals
-                _orig(sync_data)
+                outer, self._typed_into = self._typed_into, _ctl
+                try:
+                    _orig(sync_data)
+                finally:
+                    self._typed_into = outer
                 if "value" in sync_data and self._n_refusals == n:
                     self._resubmitted()
 
@@ -649,11 +670,17 @@ class Panel(W.VBox):
 
     def _resubmitted(self) -> None:
         """A control got a value that was not refused: a refusal still on screen goes; a stale panel recomputes."""
+        self._unmark_refused()
         if self._refused_html is not None and self.message.value == self._refused_html:
             self._refused_html = None
             self.message.value = self._compute_error or ""
             if self.stale and self.active:
                 self.refresh()
+
+    def _unmark_refused(self) -> None:
+        ctl, self._refused_ctl = self._refused_ctl, None
+        if ctl is not None:
+            ctl.remove_class("hetsched-refused")
 
     def _failed(self, err: BaseException) -> None:
         """A recompute failed: say why; the figures still show the last good result, greyed."""
@@ -686,6 +713,7 @@ class Panel(W.VBox):
             self.message.value = error_html(self._internal(e))
             return False
         self.message.value = self._compute_error or ""
+        self._unmark_refused()
         self._update_scenario_note()
         try:
             self._render_machine_compare(result)
@@ -848,13 +876,23 @@ class Panel(W.VBox):
 
             picked = SCENARIOS.get(self.session.scenario)
             sc = picked if picked is not None and picked.tab == self.TAB else None
+        box = "<div style='padding:4px 8px;border-left:4px solid #0072B2;background:#F3F8FC'>"
+        meant = _scenario_machine(sc) if sc is not None else None
+        try:
+            shown = self.machine().name if sc is not None else None
+        except HetschedError:
+            shown = meant
         if sc is None:
             text = ""
+        elif shown != meant:
+            # the notice was written for the scenario's machine: on another one it need not hold (issue 33)
+            text = (f"{box}<b>{_html.escape(sc.title)}</b>: its graph on <b>{_html.escape(str(shown))}</b>, the machine "
+                    f"picked in the machine bar. What this example points out was seen on "
+                    f"<i>{_html.escape(str(meant))}</i>; compare the two, or pick that machine again.</div>")
         else:
             where = (" This tab's own example: load a graph in the Graph tab (or pick a scenario) to schedule yours."
                      if own else "")
-            text = (f"<div style='padding:4px 8px;border-left:4px solid #0072B2;background:#F3F8FC'>"
-                    f"<b>{_html.escape(sc.title)}</b>. What to notice: {small_terms(_html.escape(sc.notice))}"
+            text = (f"{box}<b>{_html.escape(sc.title)}</b>. What to notice: {small_terms(_html.escape(sc.notice))}"
                     f"<i>{_html.escape(where)}</i></div>")
         if self.scenario_note.value != text:
             self.scenario_note.value = text
@@ -891,6 +929,16 @@ class Panel(W.VBox):
         drawn = getattr(self, "drawn_graph", None)
         # the session's graph, and the one this panel draws
         return webgl_sized(self.session.graph) or webgl_sized(drawn() if drawn is not None else None)
+
+
+_SCENARIO_MACHINES: dict[str, str] = {}
+
+
+def _scenario_machine(sc: Any) -> str:
+    """The name of a scenario's machine (built once per scenario)."""
+    if sc.key not in _SCENARIO_MACHINES:
+        _SCENARIO_MACHINES[sc.key] = sc.system().name
+    return _SCENARIO_MACHINES[sc.key]
 
 
 def webgl_sized(graph: Any) -> bool:
@@ -1022,7 +1070,7 @@ def _text_number_link(state: traitlets.HasTraits, name: str, ctl: W.Text, f: flo
     ctl.value = show(getattr(state, name))
 
     def to_ctl(change):
-        if ctl.value.strip() == "" and change["new"] is None:
+        if keep_typed(state) or (ctl.value.strip() == "" and change["new"] is None):
             return
         ctl.value = show(change["new"])
 
@@ -1038,6 +1086,13 @@ def _text_number_link(state: traitlets.HasTraits, name: str, ctl: W.Text, f: flo
 
     state.observe(to_ctl, names=name)
     ctl.observe(to_state, names="value")
+
+
+def keep_typed(state: Any) -> bool:
+    """Whether a refused value typed into a box is being taken back: the links then leave the boxes
+    showing what was typed (the panel marks it refused), so that typing the good value again is a
+    change the browser sends (issue 33)."""
+    return bool(getattr(state, "_keep_typed", False))
 
 
 def link_clamped(state: traitlets.HasTraits, name: str, ctl: W.Widget) -> None:
@@ -1060,6 +1115,8 @@ def link_clamped(state: traitlets.HasTraits, name: str, ctl: W.Widget) -> None:
     syncing = [False]
 
     def to_ctl(change):
+        if keep_typed(state):
+            return
         syncing[0] = True
         try:
             ctl.value = change["new"]
@@ -1091,7 +1148,7 @@ def _scaled_link(state: traitlets.HasTraits, name: str, ctl: W.Widget, f: float)
     ctl.value = getattr(state, name) * f
 
     def to_ctl(change):
-        if not math.isclose(ctl.value, change["new"] * f, rel_tol=1e-12, abs_tol=1e-300):
+        if not keep_typed(state) and not math.isclose(ctl.value, change["new"] * f, rel_tol=1e-12, abs_tol=1e-300):
             ctl.value = change["new"] * f
 
     def to_state(change):

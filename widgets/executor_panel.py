@@ -48,7 +48,7 @@ from hetsched.plot.executor import (KIND_WORDS, METRIC_WORDS, RULE_LABELS, execu
 from hetsched.registry import label
 from hetsched.results import Step
 
-from .base import Panel, Session, small_terms, state_from_spec, term
+from .base import Panel, Session, keep_typed, small_terms, state_from_spec, term
 from .walker import DecisionWalker
 
 __all__ = ["ExecutorPanel", "executor_state", "describe_decision", "DEFAULT_GRAPH"]
@@ -101,6 +101,8 @@ def _link_number(state: traitlets.HasTraits, name: str, ctl: W.Widget, factor: f
 
     def to_ctl(change: dict) -> None:
         v = change["new"]
+        if keep_typed(state):
+            return  # a refused value typed into the box stays there, marked (Panel._checked)
         if isinstance(v, float) and not math.isfinite(v):
             return  # the message says why it is refused; the box keeps the last number it showed
         syncing[0] = True

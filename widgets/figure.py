@@ -316,6 +316,7 @@ _CSS = """
   left: 50%; width: 36px; height: 36px; margin: -18px 0 0 -18px; border: 4px solid #C8D4E0; border-top-color: #0072B2;
   border-radius: 50%; animation: hetsched-spin 0.9s linear infinite; pointer-events: none; z-index: 10; }
 @keyframes hetsched-spin { to { transform: rotate(360deg); } }
+.hetsched-refused input { border-color: #B00020 !important; background: #FFF0F0 !important; }
 .hetsched-spinner { display: inline-block; width: 0.9em; height: 0.9em; margin-right: 0.4em; vertical-align: -0.1em;
   border: 2px solid #E3C78A; border-top-color: #8A5A00; border-radius: 50%; animation: hetsched-spin 0.9s linear infinite; }
 .hetsched-tip { display: none; position: absolute; z-index: 1000; pointer-events: none; max-width: 360px;
