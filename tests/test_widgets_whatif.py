@@ -281,6 +281,13 @@ def test_labels_are_plain_words_with_the_patent_term_in_small_type(dash):
     assert any("hetsched-term" in t and "claim" in t for _k, t in texts)
 
 
+def test_no_panel_writes_a_glyph_that_needs_an_emoji_font():
+    """The busy badge was an hourglass emoji: an empty box where no emoji font is installed (point 4)."""
+    hits = [(f.name, n) for f in sorted((ROOT / "widgets").glob("*.py"))
+            for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1) if _EMOJI.search(line)]
+    assert hits == []
+
+
 def test_a_refused_value_typed_back_clears_the_warning():
     """The browser sends the good value again into a control the refusal already put back: traitlets
     drops it as no change; the refusal must go anyway (issue 33, point 5)."""

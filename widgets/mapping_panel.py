@@ -59,7 +59,7 @@ from hetsched.plot.mapping import (GANTT_WEBGL_BARS, METHOD_LABELS, busy_bars, m
                                    placement_blocks, placement_graph)
 from hetsched.results import Step
 
-from .base import Panel, Session, link_clamped, small_terms, term
+from .base import Panel, Session, busy_html, link_clamped, small_terms, term
 from .blocks import BlockDrawing
 from .walker import DecisionWalker
 
@@ -475,7 +475,7 @@ class MappingPanel(BlockDrawing, Panel):
         """Run the search and the ILP for the current objective (what the button does); returns success."""
         if self.result is None:
             return False
-        self.busy.value = "<span class='hetsched-busy-badge' style='color:#8a5a00'>⏳ searching…</span>"
+        self.busy.value = busy_html("searching")
         try:
             self._run(BEST[self.result.params["objective"]])
         except HetschedError as e:
