@@ -346,3 +346,18 @@ def test_the_dashboard_intro_inlines_the_patents_instead_of_a_dead_link():
     assert "](../docs/patents.md)" not in intro  # a link Voila does not serve
     rows = [ln for ln in (ROOT / "docs" / "patents.md").read_text().splitlines() if ln.startswith("| ") and "---" not in ln]
     assert len(rows) == 6 and all(r in intro for r in rows)  # the table, kept equal to docs/patents.md
+
+
+def test_measuring_this_machine_now_adds_a_measurement_where_torch_is():
+    torch = pytest.importorskip("torch")
+    from hetsched.widgets import CalibrationPanel
+
+    p = CalibrationPanel()
+    mlp = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU()).eval()
+    # a tiny workload and no sweep: the button runs ResNet-50 and the quick sweep (about a minute)
+    assert p.measure_now(workloads=[(mlp, (torch.randn(2, 32),), "mlp")], sweep=False, repeats=2, threads=1)
+    assert p.state.measurement == "this machine, now" and list(p.profiles) == ["mlp"]
+    assert p.result.params["graph"] == p.profiles["mlp"].graph.name and "measured mlp" in p.message.value
+    assert "the machine serving this page" in p.about.value
+    p.state.measurement = "shipped measurement"  # the shipped one is still there
+    assert p.message.value == "" and "resnet50(batch=1)" in p.profiles
