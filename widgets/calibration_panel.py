@@ -111,9 +111,8 @@ class CalibrationPanel(Panel):
                  calibration: Any = None, session: Session | None = None, **kw: Any) -> None:
         self.measurements: dict[str, Any] = {}
         if profiles is None:
-            from hetsched.io.measured import load_measurement
-
-            self.measurements[BUNDLED] = load_measurement()
+            # read when the tab is first shown (a hidden dashboard tab reads nothing: the page loads sooner)
+            self.measurements[BUNDLED] = None
         else:
             if not profiles:
                 raise HetschedError("CalibrationPanel needs at least one measured run (profiles)", field="profiles")
@@ -124,12 +123,12 @@ class CalibrationPanel(Panel):
             self.measurements["the given runs"] = _Given(profiles, system, cost, calibration)
         first = next(iter(self.measurements))
         m = self.measurements[first]
-        state = CalibrationState(measurement=first, run=next(iter(m.profiles)),
-                                 model="calibrated" if m.cost is not None else "roofline")
+        state = CalibrationState(measurement=first, run=next(iter(m.profiles)) if m is not None else "",
+                                 model="calibrated" if m is None or m.cost is not None else "roofline")
         style = {"description_width": "initial"}
         meas = W.Dropdown(options=list(self.measurements), description="measurement", style=style,
                           layout=W.Layout(width="300px"))
-        run = W.Dropdown(options=list(m.profiles), description="measured run", style=style)
+        run = W.Dropdown(options=list(m.profiles) if m is not None else [], description="measured run", style=style)
         model = W.ToggleButtons(options=[("calibrated cost file", "calibrated"), ("roofline (datasheet peaks)", "roofline")],
                                 description="cost model", style={**style, "button_width": "auto"})
         op = W.Dropdown(options=[""], description="outline op", style=style)
@@ -152,7 +151,7 @@ class CalibrationPanel(Panel):
                                 W.HBox([op, self.measure_button], layout=W.Layout(flex_flow="row wrap", align_items="center"))])
         self._show_about()
         figs = [self.figure_view("ratio"), self.figure_view("gantt")]
-        if self._has_curves():
+        if m is None or self._has_curves():  # the shipped measurement has its fit's points
             figs.append(self.figure_view("curves"))
         self.children = [self.controls, self.status, self.about, self.models, self.summary, *figs, self.download_area]
         self._start()
@@ -161,7 +160,25 @@ class CalibrationPanel(Panel):
     @property
     def current(self) -> Any:
         """The measurement picked (its ``system``, ``cost``, ``profiles``, ``points``, ``meta``)."""
+        self._ensure_loaded()
         return self.measurements[self.state.measurement]
+
+    def _ensure_loaded(self) -> None:
+        """Read the shipped measurement the first time it is needed."""
+        if self.measurements.get(BUNDLED, False) is not None:
+            return
+        from hetsched.io.measured import load_measurement
+
+        m = self.measurements[BUNDLED] = load_measurement()
+        if self.state.measurement == BUNDLED:
+            self.run_picker.options = list(m.profiles)
+            if self.state.run not in m.profiles:
+                self._reverting = True  # not an input change: the run the tab opens on
+                try:
+                    self.state.run = next(iter(m.profiles))
+                finally:
+                    self._reverting = False
+            self._show_about()
 
     @property
     def profiles(self) -> dict[str, Any]:
@@ -180,6 +197,8 @@ class CalibrationPanel(Panel):
         return m.cost is not None and len(getattr(m, "points", ())) > 0 and hasattr(m.cost, "devices")
 
     def _on_measurement(self, change) -> None:
+        if change["new"] == BUNDLED:
+            self._ensure_loaded()
         m = self.measurements.get(change["new"])
         if m is None:
             return  # refused by check_inputs
@@ -190,7 +209,7 @@ class CalibrationPanel(Panel):
         self._show_about()
 
     def _show_about(self) -> None:
-        m = self.current
+        m = self.measurements.get(self.state.measurement)
         meta = getattr(m, "meta", {}) or {}
         on = meta.get("measured_on", {})
         if meta:
@@ -203,10 +222,10 @@ class CalibrationPanel(Panel):
                 "the times are that machine's, not necessarily the one serving this page.</span></div>")
         else:
             self.about.value = ""
-        try:
-            import torch  # noqa: F401
-            self.measure_button.disabled = False
-        except ImportError:
+        import importlib.util
+
+        # whether torch is there, without importing it (seconds): the button imports it when pressed
+        if importlib.util.find_spec("torch") is None:
             self.measure_button.disabled = True
             self.measure_button.tooltip = "needs torch (pip install 'hetsched[torch]'): the shipped measurement is shown"
 
@@ -245,6 +264,7 @@ class CalibrationPanel(Panel):
     # -- Panel -------------------------------------------------------------------
     def check_inputs(self) -> None:
         # refused choices are taken back (Panel.check_inputs): the pickers show what is on screen
+        self._ensure_loaded()
         st = self.state
         if st.measurement not in self.measurements:
             raise HetschedError(f"no measurement {st.measurement!r}; have {', '.join(self.measurements)}",
