@@ -252,7 +252,9 @@ class MachineBar(W.VBox):
 
     def _number(self, param: str, value: float, on_change: Callable[[float], Any], width: str = "110px") -> W.FloatText:
         p = _P[param]
-        box = W.FloatText(value=round(value * p.factor, 6), layout=W.Layout(width=width), tooltip=p.help)
+        # four significant digits, as a person reads a datasheet (40 GB is 37.25 GiB, not 37.252903)
+        box = W.FloatText(value=float(f"{value * p.factor:.4g}"), layout=W.Layout(width=width),
+                          tooltip=f"{p.help}; allowed {p.bounds_text()}")
         box.observe(lambda ch: on_change(ch["new"]), names="value")
         return box
 
@@ -293,6 +295,6 @@ class MachineBar(W.VBox):
         name.observe(lambda ch: self.rename(ch["new"]) if ch["new"] != self.machine().name else None, names="value")
         self.editor.children = [
             W.HTML("<div style='color:#444'>Each change makes an edited copy of the machine that every tab schedules "
-                   "on; <i>save as YAML</i> keeps it. A box refuses values outside "
-                   + ", ".join(f"{html.escape(p.words)} {html.escape(p.bounds_text())}" for p in _P) + ".</div>"),
+                   "on; <i>save as YAML</i> keeps it. Allowed: "
+                   + "; ".join(f"{html.escape(p.words)} {html.escape(p.bounds_text())}" for p in _P) + ".</div>"),
             name, devices, links, W.HBox([model, add], layout=W.Layout(align_items="center"))]
