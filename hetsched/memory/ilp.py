@@ -414,7 +414,7 @@ def order_ilp(
     if info.get("warm_entries"):
         extra["warm_start_entries"] = float(info["warm_entries"])
         params = {**params, "warm_start_status": info.get("warm_status")}
-    facts = dict(gap=info.get("solver_gap"), solve_s=info.get("solve_s"), n_vars=info.get("n_vars"),
+    facts = dict(gap=info.get("solver_gap"), build_s=info.get("build_s"), solve_s=info.get("solve_s"), n_vars=info.get("n_vars"),
                  n_constraints=info.get("n_constraints"))
     proven = info["sol_status"] == pulp.LpSolutionOptimal
     bound = info.get("bound")
