@@ -37,9 +37,13 @@ __all__ = [
     "to_csv_safe",
     "load_profile",
     "DATA_DIR",
+    "GRAPH_SUFFIXES",
 ]
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+
+#: File types :func:`load_graph` reads (the Graph panel's upload and the CLI accept the same).
+GRAPH_SUFFIXES: tuple[str, ...] = (".json", ".onnx", ".pt2")
 
 
 def bundled_graphs() -> list[str]:
@@ -49,7 +53,8 @@ def bundled_graphs() -> list[str]:
 
 
 def load_graph(path: str | Path, **options) -> OpGraph:
-    """Load a graph, dispatching on the extension: ``.json`` (format v1) or ``.onnx``.
+    """Load a graph, dispatching on the extension: ``.json`` (format v1), ``.onnx`` or ``.pt2``
+    (a ``torch.export.save`` archive, inference or joint training program; needs torch).
 
     A bare name (no extension, no such file) loads ``data/graphs/<name>.json``.
     """
@@ -69,9 +74,13 @@ def load_graph(path: str | Path, **options) -> OpGraph:
         from .onnx import load_onnx  # optional extra
 
         return load_onnx(p, **options)
+    if suffix == ".pt2":
+        from .torch_import import load_pt2  # torch imported inside
+
+        return load_pt2(p, **options)
     if not p.exists():
         raise FormatError(f"graph file {str(path)!r} not found (and no bundled graph of that name)", field="path")
-    raise FormatError(f"{p.name}: unknown graph file type {suffix!r} (expected .json or .onnx)", field="path")
+    raise FormatError(f"{p.name}: unknown graph file type {suffix!r} (expected .json, .onnx or .pt2)", field="path")
 
 
 def save_graph(g: OpGraph, path: str | Path, *, indent: int | None = None) -> None:
