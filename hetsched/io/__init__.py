@@ -77,6 +77,9 @@ def load_graph(path: str | Path, **options) -> OpGraph:
     if suffix == ".pt2":
         from .torch_import import load_pt2  # torch imported inside
 
+        bad = sorted(set(options) - {"name"})
+        if bad:
+            raise FormatError(f"options {bad} do not apply to .pt2 graphs (only name)", field=bad[0])
         return load_pt2(p, **options)
     if not p.exists():
         raise FormatError(f"graph file {str(path)!r} not found (and no bundled graph of that name)", field="path")
