@@ -11,14 +11,24 @@
 * parameters, buffers and constants are **weights** on the ops that read them (``weight_bytes``),
   as H2H and the ONNX importer do; a view of a weight (``aten.t`` of a linear weight) stays a
   weight; ``meta["params"]`` counts parameter elements (buffers excluded, as ``numel()`` over
-  ``module.parameters()``);
+  ``module.parameters()``); a weight read by several ops (tied embeddings, ALBERT's shared layers,
+  a joint program's backward ops re-reading the forward's weights) is **one** weight: its first
+  reader owns it, later readers carry the bytes they read and say so (``shares_weights_with``,
+  ``shared_weight_bytes``), and ``OpGraph.total_weight_bytes`` counts it once;
 * FLOPs from :mod:`hetsched.io.flops` (a MAC = 2 FLOPs) using the fake shapes;
   ``scaled_dot_product_attention`` counts its two matrix products and its softmax;
 * outputs that share storage with an input (per torch's fake tensors: ``view``, ``permute``,
   ``expand``, ``slice``, a ``reshape`` of a contiguous tensor...) have ``alias_of`` that input; a
   view-type op that has to copy (``reshape`` of a non-contiguous tensor) gets
   ``attrs["copies"] = True`` and is priced as the copy it is;
-* ATen ops with no rule are kept as ``aten.<name>`` with ``flops=0`` and one warning lists them;
+* run-time assertions, shape queries and mode switches are dropped (:data:`DROPPED`, with the
+  reason in ``meta["dropped_ops"]``); ATen ops with no rule are kept as ``aten.<name>`` with
+  ``flops=0`` and one warning lists them;
+* a model whose config has ``use_cache`` is exported with the cache off; outputs torch.export cannot
+  return are left out; a model on the ``meta`` device is traced with fake tensors (no memory);
+  ``training=True`` imports the joint forward + backward program;
+* a mixture of experts' router, top-k selection and grouped expert products are tagged
+  (``attrs["moe"]``), the products counting the FLOPs of the experts that run;
 * every output of the program is a graph output: the user outputs, and for a joint forward +
   backward program (``torch.export.experimental._export_forward_backward``) the loss and every
   gradient (weight gradients included: they live until the optimizer step, outside the graph);
