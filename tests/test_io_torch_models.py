@@ -201,3 +201,20 @@ def test_torchvision_import_tolerates_missing_c_ops():
         warnings.simplefilter("ignore")
         g = load_torch(tm.torchvision_model("squeezenet1_1"), (torch.randn(1, 3, 32, 32),))
     assert g.meta["params"] == 1_235_496  # torchvision's published count
+
+
+def test_graph_panel_uploads_pt2(tmp_path):
+    """The Graph panel's upload takes a .pt2 archive (the loading is the core's load_graph); a damaged
+    one is shown as an error and the panel keeps its graph."""
+    pytest.importorskip("ipywidgets")
+    import io
+
+    from hetsched.widgets import GraphPanel
+
+    buf = io.BytesIO()
+    torch.export.save(torch.export.export(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), (torch.randn(2, 4),)), buf)
+    p = GraphPanel()
+    p.upload_bytes(buf.getvalue(), "mlp.pt2")
+    assert p.message.value == "" and [o.op_type for o in p.result.ops.values()] == ["Gemm", "Relu"]
+    p.upload_bytes(buf.getvalue()[:100], "cut.pt2")
+    assert "hetsched-error" in p.message.value and p.result.n_ops == 2
