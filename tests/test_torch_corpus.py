@@ -6,8 +6,8 @@ every family: h2h, HEFT, the memory heuristic, a pipeline split and the executor
 * parameters = ``sum(p.numel() for p in module.parameters())`` (a tied parameter once), and the
   graph's weight bytes are the distinct parameters, buffers and constants its ops read;
 * matmul/conv FLOPs (``2 x meta["macs"]``) within 2% of ``torch.utils.flop_counter.FlopCounterMode``
-  on one eager forward pass (SDPA's math kernel, which the counter sees; for a mixture of experts
-  the eager expert loop, which runs only the experts each token was routed to);
+  on one eager forward pass (SDPA's math kernel and gradients on, so the counter sees every product;
+  for a mixture of experts the eager expert loop, which runs only the experts each token was routed to);
 * no op type is ``aten.*`` (no op left without a rule).
 """
 
@@ -39,7 +39,8 @@ def _torch_flops(m, args, kwargs) -> int:
     if getattr(getattr(m, "config", None), "_experts_implementation", None) not in (None, "eager"):
         m.set_experts_implementation("eager")  # the counter does not see grouped products; the loop it sees
     fc = FlopCounterMode(display=False)
-    with fc, torch.no_grad(), torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+    # with gradients on: under no_grad nn.MultiheadAttention takes a fused fast path the counter misses
+    with fc, torch.enable_grad(), torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
         m(*args, **kwargs)
     return fc.get_total_flops()
 

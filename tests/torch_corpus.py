@@ -59,6 +59,7 @@ CORPUS: dict[str, tuple[str, Callable]] = {
     "tv_regnet_y_400mf": ("cnn", _tv("regnet_y_400mf")),
     "tv_convnext_tiny": ("cnn", _tv("convnext_tiny")),
     "tv_swin_t": ("vit", _tv("swin_t")),
+    "tv_vit_b_32": ("vit", _tv("vit_b_32", image_size=_IMG)),  # nn.MultiheadAttention
     # timm
     "timm_vit_tiny": ("vit", _timm("vit_tiny_patch16_224", img_size=_IMG)),
     "timm_deit_tiny_distilled": ("vit", _timm("deit_tiny_distilled_patch16_224", img_size=_IMG)),
