@@ -439,25 +439,21 @@ def _einsum_flops(node, n_out: int) -> tuple[float, int]:
     return 2.0 * macs, int(macs)
 
 
-class _TensorsOut:
-    """A module that returns only the tensors of another's output (pytree leaves): caches and
+def _tensors_out(module):
+    """A module that returns only the tensors of ``module``'s output (its pytree leaves): caches and
     other objects torch.export cannot return are left out (their tensors stay inside the graph)."""
+    import torch
+    from torch.utils import _pytree
 
-    def __new__(cls, module):
-        import torch
+    class TensorsOut(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
 
-        class TensorsOut(torch.nn.Module):
-            def __init__(self, m):
-                super().__init__()
-                self.m = m
+        def forward(self, *args, **kwargs):
+            return tuple(x for x in _pytree.tree_leaves(self.m(*args, **kwargs)) if isinstance(x, torch.Tensor))
 
-            def forward(self, *args, **kwargs):
-                from torch.utils import _pytree
-
-                leaves = _pytree.tree_leaves(self.m(*args, **kwargs))
-                return tuple(x for x in leaves if isinstance(x, torch.Tensor))
-
-        return TensorsOut(module)
+    return TensorsOut(module)
 
 
 def _default_loss(out):
@@ -517,28 +513,22 @@ class _Fakified:
         from torch.utils import _pytree
 
         mode = FakeTensorMode(allow_non_fake_inputs=True)
-        memo: dict[int, Any] = {}
+        memo: dict[int, Any] = {}  # id(meta tensor) -> its fake twin: tied tensors stay one tensor
 
-        def fake(t):
+        def fake(t, param: bool = False):
             if id(t) not in memo:
                 with mode:
-                    memo[id(t)] = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="cpu")
+                    f = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="cpu")
+                memo[id(t)] = torch.nn.Parameter(f, requires_grad=t.requires_grad) if param else f
             return memo[id(t)]
 
         for mod in self.module.modules():
             for kind in ("_parameters", "_buffers"):
                 d = getattr(mod, kind)
                 for k, t in list(d.items()):
-                    if t is None or t.device.type != "meta":
-                        continue
-                    new = fake(t)
-                    if kind == "_parameters":
-                        key = ("p", id(t))
-                        if key not in memo:
-                            memo[key] = torch.nn.Parameter(new, requires_grad=t.requires_grad)
-                        new = memo[key]
-                    self.swapped.append((mod, kind, k, t))
-                    d[k] = new
+                    if t is not None and t.device.type == "meta":
+                        self.swapped.append((mod, kind, k, t))
+                        d[k] = fake(t, kind == "_parameters")
         conv = lambda x: fake(x) if isinstance(x, torch.Tensor) and x.device.type == "meta" else x  # noqa: E731
         return _pytree.tree_map(conv, self.args), _pytree.tree_map(conv, self.kwargs)
 
@@ -571,7 +561,7 @@ def _export(module, args: tuple, kwargs: dict, strict: bool, training: bool, los
         try:
             ep = _try_export(torch, target, args, kwargs, strict)
         except _NonTensorOutput:
-            target = _TensorsOut(target)
+            target = _tensors_out(target)
             ep = _try_export(torch, target, args, kwargs, strict)
             notes["outputs"] = "non-tensor outputs (caches, Python objects) left out"
         except Exception as e:
