@@ -218,3 +218,20 @@ def test_graph_panel_uploads_pt2(tmp_path):
     assert p.message.value == "" and [o.op_type for o in p.result.ops.values()] == ["Gemm", "Relu"]
     p.upload_bytes(buf.getvalue()[:100], "cut.pt2")
     assert "hetsched-error" in p.message.value and p.result.n_ops == 2
+
+
+def test_pt2_of_a_transformers_model_in_a_fresh_process(tmp_path):
+    """A saved transformers program names its output class (a ModelOutput pytree): a fresh process
+    that never imported transformers still loads it, and the tied parameters (two tensors sharing
+    storage after loading) are one weight."""
+    import subprocess
+    import sys
+
+    m = tm.transformers_model("gpt2", n_layer=1, n_embd=32, n_head=4, vocab_size=64, n_positions=32)
+    torch.export.save(torch.export.export(m, (), kwargs=tm.example_inputs(m, seq_len=8)[1]), tmp_path / "gpt2.pt2")
+    code = ("import warnings; warnings.simplefilter('ignore'); from hetsched.io import load_graph; "
+            f"g = load_graph({str(tmp_path / 'gpt2.pt2')!r}); print(g.meta['params'], g.total_weight_bytes)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    n = sum(p.numel() for p in m.parameters())
+    assert r.stdout.split()[-2:] == [str(n), str(4 * n)]

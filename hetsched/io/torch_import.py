@@ -711,7 +711,7 @@ def _import_program(ep: Any, label: str, notes: Mapping[str, Any], workspace: Ma
     weight_of: dict[str, tuple[str, ...]] = {}  # fx node name -> the weights it is (a view of)
     wbytes: dict[str, int] = {}  # weight key -> bytes
     wkind: dict[str, str] = {}
-    key_by_obj: dict[int, str] = {}
+    key_by_obj: dict[Any, str] = {}
     owner: dict[str, str] = {}  # weight key -> the op that carries its bytes (its first reader)
     tensor_of: dict[str, str | None] = {}  # fx node name -> tensor name (None: not a tensor)
     params = 0
@@ -733,11 +733,12 @@ def _import_program(ep: Any, label: str, notes: Mapping[str, Any], workspace: Ma
             k = kind_of.get(node.name)
             if k in kinds:
                 obj = state(node.name)
-                key = key_by_obj.get(id(obj)) if obj is not None else None
+                ident = _identity(obj)
+                key = key_by_obj.get(ident) if obj is not None else None
                 if key is None:
                     key = target_of.get(node.name, node.name)
                     if obj is not None:
-                        key_by_obj[id(obj)] = key
+                        key_by_obj[ident] = key
                     wbytes[key] = _nbytes(val)
                     wkind[key] = kinds[k]
                     shapes_w[key] = _shape(val) or []
@@ -930,6 +931,46 @@ def _tag_moe(g: OpGraph) -> None:
     g.meta["moe"] = {"layers": layers, "experts": n_exp, "top_k": k_of_layer, "grouped_ops": len(grouped)}
 
 
+#: libraries whose output classes a saved program may name (its output's pytree): their modules are
+#: imported before loading, so the classes are registered; no other module named in a file is imported
+_OUTPUT_TYPE_LIBRARIES = ("transformers", "timm", "torchvision")
+
+
+def _register_output_types(path: Any) -> None:
+    """Import the modules of the output classes a ``.pt2`` program names (a transformers model's
+    ``CausalLMOutputWithPast``...): torch.export.load cannot rebuild an output pytree whose node
+    type is not registered, and these libraries register their classes when imported."""
+    import importlib
+    import re
+    import zipfile
+
+    with zipfile.ZipFile(path) as z:
+        names = [n for n in z.namelist() if n.endswith("models/model.json")]
+        text = z.read(names[0]).decode("utf-8", "replace") if names else ""
+    pattern = r"\b((?:%s)(?:\.\w+)+)\.\w+" % "|".join(_OUTPUT_TYPE_LIBRARIES)
+    modules = sorted(set(re.findall(pattern, text)))
+    if modules:
+        from .torch_models import import_torchvision
+
+        import_torchvision()  # before transformers and timm, which import it
+    for mod in modules:
+        try:
+            importlib.import_module(mod)
+        except Exception:  # not installed, or not a module: the load says what is missing
+            pass
+
+
+def _identity(t: Any) -> Any:
+    """What makes two state tensors one weight: the same object, or (a program loaded from a .pt2
+    file, where tied parameters come back as two tensors) the same storage, offset, shape and dtype."""
+    try:
+        if t.device.type not in ("meta",) and not type(t).__name__.startswith("Fake"):
+            return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+    except Exception:  # no storage (a subclass, a symbolic tensor)
+        pass
+    return id(t)
+
+
 def _packet(target: Any) -> str:
     return getattr(getattr(target, "_overloadpacket", None), "__name__", None) or getattr(target, "__name__", str(target))
 
@@ -967,6 +1008,7 @@ def load_pt2(path: Any, *, name: str | None = None) -> OpGraph:
 
         if not zipfile.is_zipfile(p):
             raise ValueError("not a zip archive (torch.export.save writes one)")
+        _register_output_types(p)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ep = torch.export.load(os.fspath(p))
