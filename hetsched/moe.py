@@ -69,7 +69,7 @@ def moe_layers(graph: OpGraph) -> list[MoELayer]:
     order = [o for o in graph.ops if graph.op(o).attrs.get("phase", "forward") == "forward"]
     pos = {o: i for i, o in enumerate(order)}
     selects = [o for o in order if graph.op(o).attrs.get("moe") == "select"]
-    grouped = [o for o in order if graph.op(o).op_type == "GroupedMatMul"]
+    grouped = [o for o in order if graph.op(o).attrs.get("moe") == "experts"]
     if not grouped:
         return []
     bounds = [pos[s] for s in selects] + [len(order)]
@@ -81,6 +81,7 @@ def moe_layers(graph: OpGraph) -> list[MoELayer]:
         if not gs:
             continue
         region = _between(graph, gs[0], gs[-1])
+        region |= _expert_weight_feeds(graph, region)
         router = None
         if s is not None:
             router = next((o for o in reversed(order[: pos[s]]) if graph.op(o).attrs.get("moe") == "router"), None)
@@ -90,6 +91,23 @@ def moe_layers(graph: OpGraph) -> list[MoELayer]:
         k = graph.op(s).attrs.get("k") if s is not None else None
         layers.append(MoELayer(len(layers), router, s, tuple(gs), tuple(o for o in order if o in region), int(n_exp), k))
     return layers
+
+
+def _expert_weight_feeds(graph: OpGraph, region: set[str]) -> set[str]:
+    """Ops outside ``region`` that only bring it expert matrices: a gather of an expert-stacked
+    weight (``attrs["moe"] == "expert_weights"``) and the views between it and the region."""
+    extra: set[str] = set()
+    for o in region:
+        for t in graph.inputs_of(o):
+            chain, p = [], graph.tensor(t).producer
+            while p is not None and p not in region and len(chain) < 4:
+                chain.append(p)
+                if graph.op(p).attrs.get("moe") == "expert_weights":
+                    extra.update(chain)
+                    break
+                ins = graph.inputs_of(p)
+                p = graph.tensor(ins[0]).producer if len(ins) == 1 else None
+    return extra
 
 
 def _between(graph: OpGraph, first: str, last: str) -> set[str]:
@@ -149,40 +167,47 @@ def expert_graph(graph: OpGraph, shares: Sequence[float] | None = None, *, skew:
     """
     layers = moe_layers(graph)
     if not layers:
-        raise HetschedError(f"graph {graph.name!r} has no mixture-of-experts layer (no GroupedMatMul op)",
+        raise HetschedError(f"graph {graph.name!r} has no mixture-of-experts layer (no experts' products)",
                             field="graph")
     in_region = {o: L for L in layers for o in L.region}
     g = OpGraph(name or f"{graph.name}-experts", meta={**graph.meta, "experts_split": True})
-    for t in graph.graph_inputs():
-        tt = graph.tensor(t)
-        g.add_tensor(t, tt.size_bytes, is_output=tt.is_output, attrs=dict(tt.attrs))
+    plans = {L.index: _plan(graph, L, expert_shares(L.n_experts, shares, skew=skew)) for L in layers}
+    # ops first (a layer's dispatch, experts and combine where its first op was), then every tensor
+    # with its producer and consumers: a tensor may name ops of a layer placed later in the order
     done: set[int] = set()
-    aliases: list[tuple[str, str]] = []
     for o in graph.topological_order():
         L = in_region.get(o)
         if L is None:
             op = graph.op(o)
             g.add_op(o, op.op_type, flops=op.flops, weight_bytes=op.weight_bytes, attrs=dict(op.attrs))
-            for t in graph.inputs_of(o):
-                g.add_consumer(t, o)
-            for t in graph.outputs_of(o):
-                tt = graph.tensor(t)
-                g.add_tensor(t, tt.size_bytes, producer=o, is_output=tt.is_output, attrs=dict(tt.attrs))
-                if tt.alias_of is not None:
-                    aliases.append((t, tt.alias_of))
-            continue
-        if L.index in done:
-            continue
-        done.add(L.index)
-        _split_layer(graph, g, L, expert_shares(L.n_experts, shares, skew=skew))
-    for t, base in aliases:  # a view of a tensor the split renamed away is a tensor of its own
-        if base in g.tensors:
-            g.set_tensor(t, alias_of=base)
+        elif L.index not in done:
+            done.add(L.index)
+            for name, typ, flops, wb, attrs in plans[L.index]["ops"]:
+                g.add_op(name, typ, flops=flops, weight_bytes=wb, attrs=attrs)
+    kept: set[str] = set()
+    for t, tt in graph.tensors.items():
+        L = in_region.get(tt.producer) if tt.producer else None
+        if L is not None and t not in plans[L.index]["outs"]:
+            continue  # inside an experts' block: replaced by the experts' own tensors
+        producer = plans[L.index]["combine"] if L is not None else tt.producer
+        consumers = [c for c in tt.consumers if c not in in_region]
+        for c in tt.consumers:  # a tensor entering a block goes to its dispatch
+            d = plans[in_region[c].index]["dispatch"] if c in in_region else None
+            if d is not None and in_region.get(tt.producer) is not in_region[c] and d not in consumers:
+                consumers.append(d)
+        alias = tt.alias_of if tt.alias_of in kept else None
+        g.add_tensor(t, tt.size_bytes, producer=producer, consumers=consumers, is_output=tt.is_output, alias_of=alias,
+                     attrs=dict(tt.attrs))
+        kept.add(t)
+    for plan in plans.values():
+        for t, nbytes, prod_, cons, attrs in plan["tensors"]:
+            g.add_tensor(t, nbytes, producer=prod_, consumers=cons, attrs=attrs)
     g.validate()
     return g
 
 
-def _split_layer(src: OpGraph, g: OpGraph, L: MoELayer, shares: np.ndarray) -> None:
+def _plan(src: OpGraph, L: MoELayer, shares: np.ndarray) -> dict[str, Any]:
+    """The ops and tensors that replace one layer's experts' block."""
     region = set(L.region)
     ins = list(dict.fromkeys(t for o in L.region for t in src.inputs_of(o) if src.tensor(t).producer not in region))
     outs = [t for o in L.region for t in src.outputs_of(o)
@@ -192,24 +217,19 @@ def _split_layer(src: OpGraph, g: OpGraph, L: MoELayer, shares: np.ndarray) -> N
     in_bytes = sum(src.tensor(t).size_bytes for t in ins)
     out_bytes = sum(src.tensor(t).size_bytes for t in outs)
     p = f"moe{L.index}"
-    base = {"layer": L.index, "n_experts": L.n_experts, "top_k": L.top_k}
-    g.add_op(f"{p}.dispatch", "ExpertDispatch", attrs={**base, "moe": "dispatch", "phase": "forward"})
-    for t in ins:
-        g.add_consumer(t, f"{p}.dispatch")
-    g.add_op(f"{p}.combine", "ExpertCombine",  # data movement: the weighted sum stays where it was
-             attrs={**base, "moe": "combine", "phase": "forward"})
+    base = {"layer": L.index, "n_experts": L.n_experts, "top_k": L.top_k, "phase": "forward"}
+    dispatch, combine = f"{p}.dispatch", f"{p}.combine"
+    ops = [(dispatch, "ExpertDispatch", 0.0, 0, {**base, "moe": "dispatch"})]
+    tensors = []
     for e, s in enumerate(shares):
         x, y, op = f"{p}.tokens@{e}", f"{p}.out@{e}", f"{p}.expert{e}"
-        g.add_tensor(x, int(round(in_bytes * s)), producer=f"{p}.dispatch", attrs={"kind": "activation", "expert": e})
-        g.add_op(op, "Expert", flops=float(flops * s), weight_bytes=int(weights // L.n_experts),
-                 attrs={**base, "moe": "expert", "expert": e, "share": float(s), "phase": "forward",
-                        "ops": list(L.region)})
-        g.add_consumer(x, op)
-        g.add_tensor(y, int(round(out_bytes * s)), producer=op, attrs={"kind": "activation", "expert": e})
-        g.add_consumer(y, f"{p}.combine")
-    for t in outs:
-        tt = src.tensor(t)
-        g.add_tensor(t, tt.size_bytes, producer=f"{p}.combine", is_output=tt.is_output, attrs=dict(tt.attrs))
+        ops.append((op, "Expert", float(flops * s), int(weights // L.n_experts),
+                    {**base, "moe": "expert", "expert": e, "share": float(s), "ops": list(L.region)}))
+        tensors.append((x, int(round(in_bytes * s)), dispatch, [op], {"kind": "activation", "expert": e}))
+        tensors.append((y, int(round(out_bytes * s)), op, [combine], {"kind": "activation", "expert": e}))
+    # data movement: the weighted sum of the k results stays where the source graph had it
+    ops.append((combine, "ExpertCombine", 0.0, 0, {**base, "moe": "combine"}))
+    return {"ops": ops, "tensors": tensors, "outs": set(outs), "dispatch": dispatch, "combine": combine}
 
 
 def place_experts(graph: OpGraph, system: Any, *, method: str = "h2h", shares: Sequence[float] | None = None,

@@ -235,3 +235,21 @@ def test_pt2_of_a_transformers_model_in_a_fresh_process(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     n = sum(p.numel() for p in m.parameters())
     assert r.stdout.split()[-2:] == [str(n), str(4 * n)]
+
+
+def test_batched_experts_formulation_is_a_moe_too():
+    """transformers' batched_mm experts gather each token's expert matrices (weight[expert_ids]) and
+    multiply batch by batch: the same FLOPs, and the same MoE layers to place."""
+    m, kw = _mixtral()
+    grouped = load_torch(m, kwargs=kw)
+    m.set_experts_implementation("batched_mm")
+    g = load_torch(m, kwargs=kw)
+    assert not any(o.op_type == "GroupedMatMul" for o in g.ops.values())
+    assert g.meta["moe"]["layers"] == 1 and g.meta["moe"]["experts"] == 4 and g.meta["moe"]["top_k"] == 2
+    assert g.meta["macs"] == grouped.meta["macs"] and g.meta["params"] == grouped.meta["params"]
+    kinds = {o.attrs.get("moe") for o in g.ops.values()}
+    assert {"router", "select", "experts", "expert_weights"} <= kinds
+    eg = moe.expert_graph(g)
+    experts = [o for o in eg.ops.values() if o.op_type == "Expert"]
+    assert len(experts) == 4 and all(o.weight_bytes == 2 * 64 * 32 * 4 + 32 * 64 * 4 for o in experts)
+    assert eg.total_flops == pytest.approx(g.total_flops)

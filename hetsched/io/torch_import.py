@@ -807,6 +807,10 @@ def _import_program(ep: Any, label: str, notes: Mapping[str, Any], workspace: Ma
             attrs["n_experts"] = int(shapes_w[keys[0]][0]) if shapes_w.get(keys[0]) else None
         if typ == "TopK":
             attrs["k"] = int(node.args[1]) if len(node.args) > 1 and isinstance(node.args[1], int) else None
+        if typ == "Gather" and len(keys) == 1 and len(shapes_w.get(keys[0]) or []) == 3:
+            ws, os_ = shapes_w[keys[0]], _shape(out_vals[0]) if out_vals else None
+            if os_ and len(os_) == 3 and list(os_[1:]) == list(ws[1:]):
+                attrs["gathers_experts"] = int(ws[0])  # whole matrices of an expert-stacked weight (batched MoE)
         for w in own:
             owner[w] = node.name
         # an op carries every weight byte it reads (the cost models price reading them); the bytes
@@ -880,15 +884,39 @@ def _tied(g: OpGraph) -> dict[str, list[str]]:
     return {w: ops for w, ops in readers.items() if len(ops) > 1}
 
 
+def _expert_products(g: OpGraph) -> dict[str, int | None]:
+    """The experts' products and how many experts each spans: grouped products (``GroupedMatMul``),
+    and batched products reading whole expert matrices gathered from an expert-stacked weight (the
+    ``batched_mm`` formulation: ``weight[expert_ids] @ x``) within a few views of the gather."""
+    out: dict[str, int | None] = {o: op.attrs.get("n_experts") for o, op in g.ops.items()
+                                  if op.op_type == "GroupedMatMul"}
+    for o, op in g.ops.items():
+        if not op.attrs.get("gathers_experts"):
+            continue
+        todo = [o]
+        for _ in range(4):
+            nxt = []
+            for x in todo:
+                for t in g.outputs_of(x):
+                    for c in g.tensor(t).consumers:
+                        typ = g.op(c).op_type
+                        if typ in ("MatMul", "Gemm"):
+                            out[c] = op.attrs["gathers_experts"]
+                        elif typ in ("Transpose", "Reshape", "Expand", "Slice", "Identity", "Cast", "Unsqueeze"):
+                            nxt.append(c)
+            todo = nxt
+    return out
+
+
 def _tag_moe(g: OpGraph) -> None:
-    """Mark a mixture of experts: each ``TopK`` whose indices reach a ``GroupedMatMul`` is the
-    top-k selection (``attrs["moe"] = "select"``), the product feeding it through a softmax is the
-    router (``"router"``), the grouped products are the experts (``"experts"``, with the ``k`` of
-    their selection); ``meta["moe"]`` counts layers, experts and k."""
-    grouped = [o for o, op in g.ops.items() if op.op_type == "GroupedMatMul"]
-    if not grouped:
+    """Mark a mixture of experts: each ``TopK`` whose indices reach the experts' products (see
+    :func:`_expert_products`) is the top-k selection (``attrs["moe"] = "select"``), the product
+    feeding it through a softmax is the router (``"router"``), the products are the experts
+    (``"experts"``, with ``n_experts`` and the ``k`` of their selection), gathers of expert-stacked
+    weights ``"expert_weights"``; ``meta["moe"]`` counts layers, experts and k."""
+    gset = _expert_products(g)
+    if not gset:
         return
-    gset = set(grouped)
     layers = 0
     k_of_layer = None
     n_exp = None
@@ -915,7 +943,7 @@ def _tag_moe(g: OpGraph) -> None:
             continue
         layers += 1
         k_of_layer = op.attrs.get("k")
-        n_exp = g.op(reach).attrs.get("n_experts")
+        n_exp = gset[reach]
         g.set_op(name, attrs={**op.attrs, "moe": "select", "n_experts": n_exp})
         # the router: the matrix product a few ops upstream of the selection (softmax in between)
         todo = [name]
@@ -926,9 +954,14 @@ def _tag_moe(g: OpGraph) -> None:
                 g.set_op(hit[0], attrs={**g.op(hit[0]).attrs, "moe": "router", "n_experts": n_exp})
                 break
             todo = ups
-    for o in grouped:
-        g.set_op(o, attrs={**g.op(o).attrs, "moe": "experts", "k": k_of_layer})
-    g.meta["moe"] = {"layers": layers, "experts": n_exp, "top_k": k_of_layer, "grouped_ops": len(grouped)}
+    if not layers:
+        return
+    for o, n in gset.items():
+        g.set_op(o, attrs={**g.op(o).attrs, "moe": "experts", "n_experts": n or n_exp, "k": k_of_layer})
+    for o, op in list(g.ops.items()):
+        if op.attrs.get("gathers_experts"):
+            g.set_op(o, attrs={**op.attrs, "moe": "expert_weights"})
+    g.meta["moe"] = {"layers": layers, "experts": n_exp, "top_k": k_of_layer, "expert_ops": len(gset)}
 
 
 #: libraries whose output classes a saved program may name (its output's pytree): their modules are
