@@ -236,7 +236,14 @@ class Problem:
         return out
 
     def fits(self, orders: Sequence[Sequence[int]]) -> bool:
+        """Whether every rank's peak is within its cap."""
         return bool((self.peaks(orders) <= self.cap * (1 + TOL) + 1e-9).all())
+
+    def rank_fits(self, r: int, order: Sequence[int]) -> bool:
+        """Whether rank ``r``'s peak under ``order`` is within its cap."""
+        if not np.isfinite(self.cap[r]) or not len(order):
+            return True
+        return float(np.cumsum(self.mem[np.asarray(order, np.int64)]).max()) <= self.cap[r] * (1 + TOL) + 1e-9
 
     def evaluate(self, orders: Sequence[Sequence[int]]) -> tuple[float, np.ndarray, np.ndarray]:
         """``(makespan_s, start, end)`` of an order by the simulator's walk; start/end indexed by id.
