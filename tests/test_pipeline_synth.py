@@ -247,7 +247,7 @@ def test_steps_replay_the_incumbent_and_every_list_choice():
 
 # ---- property: random stage costs ------------------------------------------------------------------------
 
-@settings(max_examples=25)
+@settings(max_examples=40)
 @given(st.integers(2, 4), st.sampled_from([(1, "loop"), (2, "loop"), (2, "v")]), st.integers(1, 8), st.integers(0, 10_000),
        st.booleans(), st.sampled_from([None, "1f1b", "tight"]))
 def test_random_costs_valid_within_cap_between_bound_and_best_named(p, vp, m, seed, split, cap):

@@ -537,7 +537,7 @@ def _check_time_limit(t: Any) -> float:
 # ---- the entry point ------------------------------------------------------------------------------
 
 def synthesize(costs: Any = None, *, p: int, v: int = 1, m: int, memory_cap_bytes: Any = None, split_backward: bool = True,
-               time_limit_s: float = 60.0, method: str = "auto", placement: str | None = None, comm: Any = None,
+               time_limit_s: float = 10.0, method: str = "auto", placement: str | None = None, comm: Any = None,
                max_evals: int = 4000, solver: str | None = None) -> SynthesisResult:
     """The best schedule found for ``(p, v, m)`` on these costs, within the memory caps.
 
@@ -556,7 +556,9 @@ def synthesize(costs: Any = None, *, p: int, v: int = 1, m: int, memory_cap_byte
     split_backward : bool
         Search orders of ``I`` and ``W`` (zero-bubble style) instead of full ``B``.
     time_limit_s : float
-        Wall-clock budget: the MILP's time limit, and a stop for the local search.
+        Wall-clock budget of the whole call (default 10 s): the local search stops at it and the
+        MILP gets what is left; when the MILP cannot prove the optimum in time the result is the
+        best schedule found, ``status="time_limit"``, with the solver's bound and the gap.
     method : {"auto", "heuristic", "milp", "exhaustive"}
         ``"auto"``: the MILP on small instances (:data:`AUTO_MILP`), else the heuristic.
         ``"exhaustive"``: every order (tiny instances only, :func:`exhaustive_synthesis`).

@@ -67,7 +67,7 @@ def model_costs(graph: Any = None, system: Any = None, *, p: int = 4, v: int = 1
 
 def compare_synthesis(costs: Any = None, *, p: int, v: int = 1, m: int, placement: str | None = None,
                       memory_cap_bytes: Any = None, split_backward: bool = True, comm: Any = None, method: str = "heuristic",
-                      time_limit_s: float = 60.0, result: SynthesisResult | None = None, long: bool = False) -> pd.DataFrame:
+                      time_limit_s: float = 10.0, result: SynthesisResult | None = None, long: bool = False) -> pd.DataFrame:
     """Every applicable named schedule, the synthesized schedule and the lower bound on the same costs.
 
     Columns (one row per label): ``label``; ``kind`` (``named``, ``synthesized``, ``bound``);
