@@ -584,7 +584,7 @@ def synthesize(costs: Any = None, *, p: int, v: int = 1, m: int, memory_cap_byte
     CapacityError
         A rank's cap is below one micro-batch of its stages, or no schedule found fits the caps.
 
-    Under 1F1B's memory, a zero-bubble order proven optimal by the MILP, 15% faster than 1F1B:
+    Under 1F1B's memory, an order with split backwards proven optimal by the MILP, 15% faster than 1F1B:
 
     >>> r = synthesize({"F": [1.0, 1.2, 0.8], "B": 2.0, "activation_bytes": 1.0}, p=3, m=4, memory_cap_bytes="1f1b",
     ...                method="milp", time_limit_s=20)

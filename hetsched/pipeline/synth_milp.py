@@ -270,6 +270,14 @@ def solve_milp(pb: Problem, warm: Sequence[Sequence[int]], ub: float, lb: float,
     ``orders`` (or ``None``), ``objective`` (the solver's makespan), ``bound`` (its proven bound,
     ``None`` if it gives none), ``solver_gap``, ``why``, ``milp_vars``, ``milp_binaries``,
     ``milp_constraints``, ``milp_solve_s``.
+
+    >>> from hetsched.pipeline.problem import Problem
+    >>> pb = Problem.build({"F": [1.0, 1.2, 0.8], "B": 2.0, "activation_bytes": 1.0}, p=3, v=1, m=4, memory_cap_bytes=[3, 2, 1])
+    >>> from hetsched.pipeline import one_f_one_b, split_backward
+    >>> warm = pb.orders_of(split_backward(one_f_one_b(3, 4)))       # 1F1B, backwards split in place
+    >>> out = solve_milp(pb, warm, pb.evaluate(warm)[0], 0.0, time_limit_s=20)
+    >>> round(pb.evaluate(warm)[0], 6), out["status"], round(out["objective"], 6), pb.fits(out["orders"])  # proven optimal
+    (15.4, 'optimal', 15.4, True)
     """
     import pulp
 
