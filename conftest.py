@@ -16,8 +16,9 @@ from pathlib import Path
 _WIDGETS = Path(__file__).resolve().parent / "widgets"
 
 # `pytest .` with --doctest-modules would import this file as a module named `conftest`, which
-# clashes with tests/conftest.py; it has no doctests anyway.
-collect_ignore = ["conftest.py"]
+# clashes with tests/conftest.py; it has no doctests anyway. notebooks/__init__.py only makes the
+# folder installable as hetsched.notebooks (pyproject.toml): no doctests, and no second `notebooks` module.
+collect_ignore = ["conftest.py", "notebooks/__init__.py"]
 
 
 def _alias_widgets_module(path: Path) -> None:
