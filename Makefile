@@ -2,7 +2,7 @@
 #
 #   make lab     JupyterLab on notebooks/00_tour.ipynb     (LAB_ARGS="--port=8899" to add options)
 #   make test    the whole suite in one pytest run        (PYTEST_ARGS="-k gantt -x" to narrow it)
-#   make app     the dashboard as a web app (Voila)       (APP_ARGS="--port=8867")
+#   make app     the dashboard as a web app (Voila)       (APP_ARGS="--port=8867" to add options)
 #   make bench   every benchmark, then docs/benchmarks.md (BENCH_ARGS="--only evaluate")
 #   make data    regenerate the bundled graphs in data/graphs
 #   make venv    just build .venv;  make clean  removes it
@@ -15,15 +15,6 @@ VENV := .venv
 BIN := $(VENV)/bin
 # The stamp is newer than pyproject.toml only when .venv was installed from this version of it.
 STAMP := $(VENV)/.installed
-# Every page load starts a kernel (~230 MB); a class reloading pages would pile them up. Voila culls
-# kernels whose page is gone once idle this long (seconds), checking this often.
-APP_CULL ?= --MappingKernelManager.cull_idle_timeout=300 --MappingKernelManager.cull_interval=60
-# Voila runs the notebook before it sends the page; nbclient drops a cell's outputs (the dashboard
-# itself) when they reach it more than iopub_timeout seconds after the cell finished (default 4 s),
-# which a busy server (kernels starting and being culled, a class loading pages) exceeds.
-APP_IOPUB ?= --VoilaExecutor.iopub_timeout=60
-# JupyterLab refuses to run as root unless told to (CI and containers run as root).
-ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 # A stamp without a working interpreter (deleted or moved venv) is no stamp.
 ifeq ($(wildcard $(BIN)/python),)
@@ -49,14 +40,13 @@ $(STAMP): pyproject.toml
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# The same commands a pip user runs (hetsched/launch.py): JupyterLab on the checkout's own notebooks
+# (opened in place, not copied), Voila with the kernel-culling options, without opening a browser.
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/00_tour.ipynb $(ALLOW_ROOT) $(LAB_ARGS)
+	$(BIN)/hetsched lab notebooks $(LAB_ARGS)
 
 app: $(STAMP)
-	@test -f notebooks/dashboard.ipynb || { \
-	  echo "make app: notebooks/dashboard.ipynb does not exist yet (the dashboard arrives with the" >&2; \
-	  echo "widgets work, issue 8). Meanwhile 'make lab' opens the tour notebook." >&2; exit 1; }
-	$(BIN)/voila notebooks/dashboard.ipynb --no-browser $(APP_CULL) $(APP_IOPUB) $(APP_ARGS)
+	$(BIN)/hetsched app --no-browser $(APP_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
