@@ -5,7 +5,7 @@
 #   make app     the dashboard as a web app (Voila)       (APP_ARGS="--port=8867" to add options)
 #   make bench   every benchmark, then docs/benchmarks.md (BENCH_ARGS="--only evaluate")
 #   make data    regenerate the bundled graphs in data/graphs
-#   make venv    just build .venv;  make clean  removes it
+#   make venv    just build .venv;  make clean  removes it (EXTRAS=dev leaves torch out)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -13,8 +13,11 @@ SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-# The stamp is newer than pyproject.toml only when .venv was installed from this version of it.
+# The stamp is newer than pyproject.toml and constraints.txt only when .venv was installed from them.
 STAMP := $(VENV)/.installed
+# What .venv holds: everything the tests and notebooks use, torch's CPU build included (constraints.txt
+# says why it is pinned). EXTRAS=dev leaves torch out: its tests and notebook are then skipped, loudly.
+EXTRAS ?= dev,torch
 
 # A stamp without a working interpreter (deleted or moved venv) is no stamp.
 ifeq ($(wildcard $(BIN)/python),)
@@ -28,13 +31,13 @@ help:
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	@test -n "$(PYTHON)" || { echo "make: no python3 found; install Python 3.11" >&2; exit 1; }
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 	  { echo "make: hetsched needs Python >= 3.11, $(PYTHON) is $$($(PYTHON) -V 2>&1)" >&2; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
-	$(BIN)/python -m pip install -e '.[dev]'
+	$(BIN)/python -m pip install --constraint constraints.txt -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 test: $(STAMP)
