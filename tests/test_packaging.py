@@ -176,14 +176,12 @@ def test_venv_gets_torch_cpu_build_through_the_constraints():
 # --- version and metadata: one version, what an index shows -------------------------------------------
 
 def test_one_version_in_one_place():
-    import importlib.metadata
-
+    """Written once; the built wheel's METADATA carries it (tests/e2e/test_e2e_wheel.py)."""
     import hetsched
 
     assert "version" not in PYPROJECT["project"] and PYPROJECT["project"]["dynamic"] == ["version"]
     assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "hetsched.__version__"}
     assert re.fullmatch(r"\d+\.\d+\.\d+", hetsched.__version__)
-    assert importlib.metadata.version("hetsched") == hetsched.__version__, "reinstall: make venv"
     assert f"## {hetsched.__version__}" in (ROOT / "CHANGELOG.md").read_text(), "CHANGELOG.md has no entry for it"
     hits = [f"{p.relative_to(ROOT)}" for p in [*(ROOT / "hetsched").rglob("*.py"), *(ROOT / "widgets").rglob("*.py")]
             if re.search(rf"[\"']{re.escape(hetsched.__version__)}[\"']", p.read_text()) and p.name != "__init__.py"]
