@@ -1,8 +1,9 @@
 """The result contract, checked over every family's results (issue 21).
 
 Every algorithm returns a frozen result with ``metrics`` (numbers), ``params``, ``steps`` (a
-replayable decision log) and a ``timeline`` in the one format, in seconds, non-empty where the
-family has a schedule. One case per public result-returning function; each check is its own test,
+replayable decision log) and a ``timeline`` in the one format, non-empty where the family has a
+schedule: in seconds, or, for a memory order (which has no duration of its own), in steps, which
+the frame says (``attrs["time_unit"] == "step"``) and which are checked as steps. One case per public result-returning function; each check is its own test,
 so a failure names the family and the broken promise. Nothing here is skipped: a family that does
 not conform yet fails here until its owner fixes it.
 """
@@ -32,7 +33,7 @@ class Case:
     graph: Any = None  # for check_timeline's dependency check (op rows)
     deps: Callable[[Result], Sequence] | None = None  # or pairs on the op column
     schedule: bool = True  # the family has a schedule: its timeline is not empty
-    seconds: Callable[[Result], None] | None = None  # how to tell its times are seconds (default: makespan_s)
+    times: Callable[[Result], None] | None = None  # how its times are checked (default: seconds, makespan_s)
     rerun: Callable[[Result], None] | None = None  # replay(k) equals re-running the algorithm up to k
 
 
@@ -149,7 +150,7 @@ def _split_rerun(r):
     assert [s.data["first_unit"] for s in r.steps] + [r.steps[-1].data["last_unit"] + 1] == list(r.cuts)
 
 
-# ---------------------------------------------------------------- per-family "times are seconds" checks
+# ---------------------------------------------------------------- per-family checks of the times
 def _priced_by_the_cost_model(r):
     """A partition's serial run: every op's row lasts what the cost model prices it at."""
     cost = RooflineCost(MS, r.graph)
@@ -177,6 +178,20 @@ def _split_seconds(r):
         assert e - s == pytest.approx(ps.loc[st, "f_s" if op.endswith("F") else "b_s"], rel=1e-12)
     assert tl["end_s"].max() > 0
     assert tl["end_s"].max() == pytest.approx((tl["end_s"] - tl["start_s"]).sum(), rel=1e-12)
+
+
+def _order_steps(r):
+    """A memory order counts steps: op i runs from step i to i + 1, the frame says so, and no
+    seconds are claimed (no makespan_s: every order of a graph would have the same one)."""
+    from hetsched.timeline import memory_usage
+
+    tl = r.timeline
+    assert tl.attrs.get("time_unit") == "step" and "makespan_s" not in r.metrics
+    comp = tl[tl.kind == "compute"]
+    assert comp["op"].tolist() == list(r.order)
+    assert comp["start_s"].tolist() == list(range(len(r.order))) and (comp["end_s"] - comp["start_s"] == 1.0).all()
+    assert float(tl["end_s"].max()) == r.metrics["n_ops"]
+    assert int(memory_usage(tl)["bytes"].max()) == r.peak_bytes
 
 
 def _sweep_seconds(r):
@@ -207,12 +222,12 @@ def _cases() -> dict[str, Case]:
         "mapping.brute_force": Case(lambda: mp.brute_force(chain(4, seed=1), TS), graph=chain(4, seed=1),
                                     rerun=_mapping_rerun),
         "partition.partition_by_support": Case(lambda: pa.partition_by_support(MG, MS), graph=MG,
-                                               seconds=_priced_by_the_cost_model, rerun=_partition_rerun),
+                                               times=_priced_by_the_cost_model, rerun=_partition_rerun),
         "partition.simulate_buffered": Case(lambda: pa.simulate_buffered(part, MS, n_inputs=4, buffer_depth=2, rows="op"),
                                             graph=MG, rerun=_buffered_rerun),
-        "partition.compare_partitions": Case(lambda: pa.compare_partitions(MG, MS, n_inputs=4), seconds=_comparison_seconds),
+        "partition.compare_partitions": Case(lambda: pa.compare_partitions(MG, MS, n_inputs=4), times=_comparison_seconds),
         "partition.best_buffer_depth": Case(lambda: pa.best_buffer_depth(part, MS, n_inputs=6, depths=(1, 2)),
-                                            seconds=_sweep_seconds),
+                                            times=_sweep_seconds),
         "pipeline.simulate": Case(lambda: pp.simulate(sched, costs={"F": 1e-3, "B": 2e-3}),
                                   deps=lambda r: pp.timeline_deps(r.schedule), rerun=_pipeline_rerun),
         "pipeline.simulate[lockstep, sender cache]": Case(
@@ -226,15 +241,17 @@ def _cases() -> dict[str, Case]:
         "pipeline.split_stages": Case(lambda: pp.split_stages(chain(8, seed=1), TS, devices=["gpu0", "cpu0"], p=2),
                                       # one micro-batch: forward down the stages, backward back up
                                       deps=lambda r: pp.timeline_deps(pp.one_f_one_b(len(r.cuts) - 1, 1)),
-                                      seconds=_split_seconds, rerun=_split_rerun),
-        "memory.order_bfs": Case(lambda: mem.order_bfs(LG), rerun=_memory_rerun),
-        "memory.order_patent": Case(lambda: mem.order_patent(LG), rerun=_memory_rerun),
-        "memory.optimize_order": Case(lambda: mem.optimize_order(LG, method="heuristic"), rerun=_memory_rerun),
-        "memory.order_exact": Case(lambda: mem.order_exact(LG, time_limit_s=20), rerun=_exact_rerun),
-        "memory.order_ilp": Case(lambda: mem.order_ilp(chain(5, seed=1), time_limit_s=20), rerun=_ilp_rerun),
+                                      times=_split_seconds, rerun=_split_rerun),
+        "memory.order_bfs": Case(lambda: mem.order_bfs(LG), rerun=_memory_rerun, times=_order_steps),
+        "memory.order_patent": Case(lambda: mem.order_patent(LG), rerun=_memory_rerun, times=_order_steps),
+        "memory.optimize_order": Case(lambda: mem.optimize_order(LG, method="heuristic"), rerun=_memory_rerun,
+                                      times=_order_steps),
+        "memory.order_exact": Case(lambda: mem.order_exact(LG, time_limit_s=20), rerun=_exact_rerun, times=_order_steps),
+        "memory.order_ilp": Case(lambda: mem.order_ilp(chain(5, seed=1), time_limit_s=20), rerun=_ilp_rerun,
+                                 times=_order_steps),
         "executor.simulate": Case(lambda: ex.simulate(fj, streams="patent", threads="patent", pool_size=2),
                                   graph=fj, rerun=_executor_rerun),
-        "executor.compare_policies": Case(lambda: ex.compare_policies(fj), seconds=_policy_seconds),
+        "executor.compare_policies": Case(lambda: ex.compare_policies(fj), times=_policy_seconds),
     }
 
 
@@ -319,8 +336,8 @@ def test_timeline(name):
     if not case.schedule:
         return
     assert len(tl), "the family has a schedule but its timeline is empty"
-    if case.seconds is not None:
-        case.seconds(r)
+    if case.times is not None:
+        case.times(r)
         return
     # times are seconds: the timeline ends at the makespan the metrics report in seconds
     assert "makespan_s" in r.metrics, "a timeline in seconds comes with metrics['makespan_s']"
