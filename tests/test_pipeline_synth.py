@@ -28,7 +28,7 @@ from hetsched.pipeline import (
 )
 from hetsched.pipeline.problem import Problem
 from hetsched.pipeline.synth_milp import solve_milp
-from hetsched.results import compare_results
+from hetsched.results import SolverRun, compare_results
 
 
 def _costs(rng, S, *, held=True):
@@ -79,7 +79,7 @@ def test_synthesis_returns_a_simulated_schedule_never_slower_than_the_named_ones
     assert r.metrics["best_named_makespan_s"] == min(named.values())
     assert sorted(r.named["label"]) == sorted(named)
     # it meets the lower bound here, so it is proven optimal without a solver
-    assert r.status == "optimal" and r.gap == pytest.approx(0.0, abs=1e-12) and r.solver is None
+    assert r.status == "optimal" and r.gap == pytest.approx(0.0, abs=1e-12) and r.solver is None and r.milp is None
     assert isinstance(r.bound, float) and isinstance(r.gap, float) and isinstance(r.status, str)
 
 
@@ -184,7 +184,9 @@ def test_milp_proves_the_optimum_and_its_times_agree_with_the_simulator():
     r = synthesize(c, p=3, m=4, memory_cap_bytes="1f1b", method="milp", time_limit_s=30)
     assert r.status == "optimal" and r.solver == "highs" and r.gap == pytest.approx(0.0, abs=1e-6)
     assert r.metrics["makespan_s"] < r.metrics["best_named_makespan_s"]
-    assert r.metrics["milp_binaries"] > 0 and r.metrics["milp_constraints"] > 0
+    assert isinstance(r.milp, SolverRun) and r.milp.proven and r.milp.solver == "highs" and r.milp.model == "disjunctive"
+    assert r.metrics["milp_binaries"] > 0 and r.milp.n_vars > r.metrics["milp_binaries"] and r.milp.n_constraints > 0
+    assert r.milp.incumbent == r.metrics["makespan_s"] and r.milp.solve_s > 0
     assert r.bound <= r.metrics["makespan_s"] * (1 + 1e-9)
 
 
@@ -213,8 +215,8 @@ def _split_1f1b(p, m):
 def test_milp_time_limit_returns_the_best_found_with_its_gap():
     c = model_costs(p=4, v=2, m=8, placement="v")
     r = synthesize(c, p=4, v=2, m=8, method="milp", time_limit_s=2)
-    assert r.status == "time_limit"
-    assert 0 < r.gap < 0.2 and r.bound < r.metrics["makespan_s"]
+    assert r.status == "time_limit" and r.milp.status == "feasible" and not r.milp.proven
+    assert 0 < r.gap < 0.2 and r.bound < r.metrics["makespan_s"] and r.bound == pytest.approx(r.milp.bound)
     assert r.metrics["makespan_s"] <= r.metrics["best_named_makespan_s"]
     assert r.steps[-1].data["status"] == "time_limit" and "gap" in r.steps[-1].reason
     assert r.metrics["solve_s"] < 10

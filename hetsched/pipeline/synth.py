@@ -55,7 +55,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import CapacityError, ScheduleError
-from ..results import Result, StepLog
+from ..results import Result, SolverRun, StepLog
 from .ir import B, F, I, KINDS, W, Schedule, split_backward as _split, merge_backward as _merge
 from .problem import TOL, Problem, bound_terms, lower_bound
 from .simulate import PipelineResult, simulate
@@ -455,15 +455,15 @@ class SynthesisResult(PipelineResult):
     ----------
     status : {"optimal", "time_limit", "heuristic"}
         See :data:`STATUSES`.
-    bound : float
-        A proven lower bound on the makespan (seconds): the MILP's when it ran, at least
-        :func:`~hetsched.pipeline.lower_bound`.
-    gap : float
-        ``(makespan - bound) / makespan``: 0 when proven optimal.
+    bound, gap : float
+        ``metrics["bound_s"]``, a proven lower bound on the makespan (seconds: the MILP's when it
+        ran, at least :func:`~hetsched.pipeline.lower_bound`), and ``metrics["gap"]``,
+        ``(makespan - bound) / makespan`` (0 when proven optimal), read as typed attributes.
     method : str
         ``"heuristic"``, ``"milp"`` or ``"exhaustive"``.
-    solver : str or None
-        The MILP's solver (``"highs"`` or ``"cbc"``) when one ran.
+    milp : SolverRun or None
+        What the MILP said when one ran (:class:`~hetsched.results.SolverRun`: status, bound, gap,
+        incumbent re-simulated, solver, size, solve time); ``solver`` reads its ``solver``.
     named : DataFrame
         Every named schedule tried as a warm start: ``label, makespan_s, peak_activation_bytes,
         fits`` (within the cap), ``gap`` (to ``bound``).
@@ -477,16 +477,22 @@ class SynthesisResult(PipelineResult):
 
     ``metrics`` adds ``lower_bound_s`` (the analytic bound), ``bound_s``, ``gap``,
     ``best_named_makespan_s``, ``gain_vs_best_named`` (``1 - makespan / best named``),
-    ``n_evaluations`` and ``solve_s``, and with the MILP ``milp_vars``, ``milp_binaries``,
-    ``milp_constraints``, ``milp_solve_s``.
+    ``n_evaluations``, ``solve_s`` (the whole call) and, with the MILP, ``milp_binaries``.
     """
 
     status: str
-    bound: float
-    gap: float
     method: str
-    solver: str | None = None
+    milp: SolverRun | None = None
     named: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+
+    # the numbers are stored once, in metrics; these read them as typed attributes
+    bound = property(lambda self: float(self.metrics["bound_s"]), doc="A proven lower bound on the makespan (seconds).")
+    gap = property(lambda self: float(self.metrics["gap"]), doc="``(makespan - bound) / makespan``.")
+
+    @property
+    def solver(self) -> str | None:
+        """The MILP's solver (``milp.solver``), if one ran."""
+        return self.milp.solver if self.milp is not None else None
 
     def _replay_start(self) -> dict[str, Any]:
         p = self.schedule.p
@@ -731,7 +737,7 @@ def synthesize(costs: Any = None, *, p: int, v: int = 1, m: int, memory_cap_byte
                         f"which stays the incumbent", delta={"orders": _orders_text(pb, best.orders), "makespan_s": best.makespan,
                                                           "source": best.label}, data={"phase": "search"})
 
-    solver_used = None
+    milp: SolverRun | None = None
     extra: dict[str, float] = {}
     bound = lb
     if method == "exhaustive":
@@ -741,23 +747,29 @@ def synthesize(costs: Any = None, *, p: int, v: int = 1, m: int, memory_cap_byte
     elif method == "milp":
         from .synth_milp import solve_milp
 
-        out = solve_milp(pb, best.orders, best.makespan, lb, time_limit_s=max(0.5, deadline - time.perf_counter()), solver=solver)
-        solver_used = out["solver"]
-        extra = {k: float(out[k]) for k in ("milp_vars", "milp_binaries", "milp_constraints", "milp_solve_s") if out.get(k) is not None}
+        left = max(0.5, deadline - time.perf_counter())
+        out = solve_milp(pb, best.orders, best.makespan, lb, time_limit_s=left, solver=solver)
+        extra = {"milp_binaries": float(out["milp_binaries"])}
+        facts = {"bound": out.get("bound"), "gap": out.get("solver_gap"), "solver": out["solver"], "model": "disjunctive",
+                 "time_limit_s": left, "solve_s": out["milp_solve_s"], "n_vars": out["milp_vars"],
+                 "n_constraints": out["milp_constraints"], "warm_start": best.label}
         if out.get("orders") is not None:
             mk, _st, en = pb.evaluate(out["orders"])
             ok = pb.fits(out["orders"])
             better = ok and mk < best.makespan - 1e-9 * max(1.0, mk)
+            milp = SolverRun(out["status"] if ok else "failed", incumbent=mk,
+                             note="" if ok else "its schedule is above the memory cap", **facts)
             log.add("milp", out["solver"], best.makespan, mk, better,
                     f"{out['why']}; its schedule re-simulated: {mk:.6g} s (the MILP's own figure {out['objective']:.6g} s)"
                     + ("" if ok else ", refused: above the memory cap"),
                     delta={"orders": _orders_text(pb, out["orders"]), "makespan_s": mk, "source": "milp"} if better else None,
-                    data={"phase": "milp", **{k: out[k] for k in ("status", "bound", "solver_gap", "objective") if k in out}})
+                    data={"phase": "milp", "milp": milp, "objective": out["objective"]})
             if better:
                 best = _Best(out["orders"], mk, _key2(pb, out["orders"], en), "milp")
         else:
+            milp = SolverRun(out["status"], note=out["why"], **facts)
             log.add("milp", out["solver"], best.makespan, None, False, f"{out['why']}; keeping {best.label}",
-                    data={"phase": "milp", "status": out["status"]})
+                    data={"phase": "milp", "milp": milp})
         if out.get("bound") is not None:
             bound = max(lb, min(out["bound"], best.makespan))
         proven = out["status"] == "optimal" or best.makespan <= bound * (1 + 1e-9)
@@ -800,7 +812,7 @@ def synthesize(costs: Any = None, *, p: int, v: int = 1, m: int, memory_cap_byte
                 "costs": pb.costs, "comm": pb.comm, "schedule": sched.name, "source": best.label},
         initial_state={}, steps=log,
         _order=run._order, _rank=run._rank, _dep=run._dep, _ready=run._ready, _msg=run._msg, _queue=run._queue,
-        status=status, bound=float(bound), gap=float(gap), method=method, solver=solver_used, named=named,
+        status=status, method=method, milp=milp, named=named,
     )
 
 

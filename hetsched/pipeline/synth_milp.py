@@ -249,9 +249,9 @@ def _solver(name: str, time_limit_s: float, warm: bool):
     import pulp
 
     if name == "highs":
-        from ..memory.ilp import _highs_warm_class  # PuLP 3.3 does not hand HiGHS a warm start; this does
+        from ..memory.ilp import highs_warm_class  # PuLP 3.3 does not hand HiGHS a warm start; this does
 
-        cls = _highs_warm_class() if warm else pulp.HiGHS
+        cls = highs_warm_class() if warm else pulp.HiGHS
         # tight tolerances: big-M rows must not be relaxed by a binary's integrality slack
         return cls(msg=False, timeLimit=time_limit_s, gapRel=GAP_REL, threads=1,
                    mip_feasibility_tolerance=1e-9, primal_feasibility_tolerance=1e-9)
@@ -266,7 +266,8 @@ def solve_milp(pb: Problem, warm: Sequence[Sequence[int]], ub: float, lb: float,
                solver: str | None = None) -> dict[str, Any]:
     """Solve the MILP warm-started from ``warm`` (makespan ``ub``); what the solver says, in seconds.
 
-    Keys: ``solver``, ``status`` (``"optimal"`` when proven, ``"time_limit"``, ``"no_solution"``),
+    Keys: ``solver``, ``status`` (as :class:`~hetsched.results.SolverRun` says it: ``"optimal"``
+    when proven, ``"feasible"`` for an incumbent at the time limit, ``"no solution"``),
     ``orders`` (or ``None``), ``objective`` (the solver's makespan), ``bound`` (its proven bound,
     ``None`` if it gives none), ``solver_gap``, ``why``, ``milp_vars``, ``milp_binaries``,
     ``milp_constraints``, ``milp_solve_s``.
@@ -308,7 +309,7 @@ def solve_milp(pb: Problem, warm: Sequence[Sequence[int]], ub: float, lb: float,
     obj = float(pulp.value(prob.objective)) * unit if has and pulp.value(prob.objective) is not None else math.nan
     if proven and bound is None:
         bound = obj * (1 - GAP_REL)
-    status = "optimal" if proven else ("time_limit" if has else "no_solution")
+    status = "optimal" if proven else ("feasible" if has else "no solution")
     why = (f"{solver}: proven optimal within a relative gap of {GAP_REL:g} in {solve_s:.3g} s" if proven else
            f"{solver}: stopped at its {left:.3g} s limit" + (f" with an incumbent {obj:.6g} s" if has else " with no solution")
            + (f", bound {bound:.6g} s" if bound is not None else ""))
