@@ -90,7 +90,7 @@ def main(argv=None):
         t0 = time.perf_counter()
         cmp = ex.compare_policies(g)
         dt = time.perf_counter() - t0
-        mk = cmp.frame.set_index("policy")["makespan_s"]
+        mk = cmp.frame.set_index("label")["makespan_s"]
         cmp_rows.append((name, g.n_ops, mk, cmp.metrics, dt))
     # the executor patent's rules on the graph made to fire them all, by host-thread count
     rule_rows = []

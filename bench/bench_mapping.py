@@ -327,7 +327,7 @@ def bench_ilp(lines, verdicts):
     lines += ["## 5. map_ilp: the optimum, proven", "",
               "Random Topcuoglu DAGs (`topcuoglu(n, ccr=..., seed=...)`) on every bundled system, roofline costs. "
               "The optimum is over placements *and* residency (weights, tensors kept) under the memory plan of "
-              "`hetsched.mapping._plan`; brute force reaches it for the total latency by enumerating placements "
+              "`hetsched.mapping.engine`; brute force reaches it for the total latency by enumerating placements "
               "with each placement's exact residency (branch and bound). `map_ilp(..., time_limit_s=60)`, HiGHS, "
               "one thread, warm-started from `map_search`. Wall times on a machine shared with other jobs.", "",
               "| graphs | objective | instances | proven optimal | equal to brute force | worst ILP / brute force | "

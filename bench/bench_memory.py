@@ -26,7 +26,7 @@ from hetsched.io import generators as gen  # noqa: E402
 from hetsched.io.training import training_graph  # noqa: E402
 from hetsched.io import load_graph  # noqa: E402
 from hetsched.memory import inductor_order, optimize_order, order_exact, order_ilp, xla_order  # noqa: E402
-from hetsched.memory.model import _compile  # noqa: E402
+from hetsched.memory.model import compile_graph  # noqa: E402
 
 
 def quality_graphs(quick: bool) -> list[OpGraph]:
@@ -383,7 +383,7 @@ def main() -> None:
     lines, verdicts = sec_lines['6'], sec_verdicts['6']
     if '6' in secs:
         print("fine-tune and BFS ...", flush=True)
-        from hetsched.memory.heuristics import _bfs, _dfs, _fine_tune, _greedy
+        from hetsched.memory.heuristics import bfs_idx, dfs_idx, fine_tune_idx, greedy_idx
         from hetsched.memory.baselines import BASELINES
 
         lines += ["### 6. The fine-tune on every tensor at the peak (claim 9) and the patent's BFS (S31)", "",
@@ -398,18 +398,18 @@ def main() -> None:
         for n, seeds in ((100, range(2) if quick else range(4)), (300, range(2) if quick else range(4))):
             for sd in seeds:
                 g = gen.topcuoglu(n, seed=sd)
-                m = _compile(g)
+                m = compile_graph(g)
                 opt = order_exact(g, time_limit_s=20.0) if n <= 100 else None
-                b, d = _bfs(m)[0], _dfs(m)[0]
+                b, d = bfs_idx(m)[0], dfs_idx(m)[0]
                 import numpy as np
 
                 pb, pd_ = m.peak(np.asarray(b)), m.peak(np.asarray(d))
-                for label, start in (("patent S3 pick", b if pb <= pd_ else d), ("lifetime greedy", _greedy(m))):
+                for label, start in (("patent S3 pick", b if pb <= pd_ else d), ("lifetime greedy", greedy_idx(m))):
                     p0 = m.peak(np.asarray(start))
                     t0 = time.perf_counter()
-                    cap = m.peak(np.asarray(_fine_tune(m, start, max_tensors=24, record=False)[0]))
+                    cap = m.peak(np.asarray(fine_tune_idx(m, start, max_tensors=24, record=False)[0]))
                     t1 = time.perf_counter()
-                    full = m.peak(np.asarray(_fine_tune(m, start, record=False)[0]))
+                    full = m.peak(np.asarray(fine_tune_idx(m, start, record=False)[0]))
                     t2 = time.perf_counter()
                     if n == 300:
                         t_all.append(t2 - t1)
@@ -422,14 +422,14 @@ def main() -> None:
         # the patent's BFS against our greedy (the old BFS), on section 1's graph set
         ratios: dict[str, list[tuple[float, float]]] = {}
         for g in quality_graphs(quick):
-            m = _compile(g)
+            m = compile_graph(g)
             import numpy as np
 
             kahn = m.peak(np.asarray(BASELINES["kahn"](m)))
-            for label, arr in (("patent BFS (S31)", _bfs(m)[0]), ("lifetime greedy (ours)", _greedy(m)),
-                               ("patent DFS (S32)", _dfs(m)[0])):
+            for label, arr in (("patent BFS (S31)", bfs_idx(m)[0]), ("lifetime greedy (ours)", greedy_idx(m)),
+                               ("patent DFS (S32)", dfs_idx(m)[0])):
                 raw = m.peak(np.asarray(arr))
-                tuned = m.peak(np.asarray(_fine_tune(m, arr, record=False)[0]))
+                tuned = m.peak(np.asarray(fine_tune_idx(m, arr, record=False)[0]))
                 ratios.setdefault(label, []).append((raw / kahn, tuned / kahn))
         lines += ["", "The traversals on section 1's graphs, peak relative to Kahn's order (mean; lower is better), "
                       "as they come and after the fine-tune:", "",

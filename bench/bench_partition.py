@@ -250,7 +250,7 @@ def main() -> None:
     conv_only = SYSTEM.with_support(SupportTable({"gpu0": {"Conv": 1, "Gemm": 1}, "cpu0": {"*": 2}}))
     cmp = compare_partitions(g, conv_only, n_inputs=32, min_group_size=3)
     f = cmp.frame
-    rows = [[r.variant, r.n_groups, r.n_cross_edges, f"{r.bytes_copied / 1e6:.1f}", r.n_launches,
+    rows = [[r.label, r.n_groups, r.n_cross_edges, f"{r.bytes_copied / 1e6:.1f}", r.n_launches,
              f"{r.makespan_s * 1e3:.2f}", f"{r.throughput_per_s:.0f}", f"{r.speedup_vs_best_single:.2f}"]
             for r in f.itertuples()]
     lines += [

@@ -101,7 +101,8 @@ def _out_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (subcommands map, compare, partition, pipeline, order, executor, sweep, zoo, calibrate).
+    """The argument parser (subcommands map, compare, partition, pipeline, order, executor, sweep, zoo, calibrate,
+    app, lab).
 
     >>> build_parser().parse_args(["order", "chain", "--method", "ilp"]).time_limit
     10.0
@@ -199,7 +200,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="OUT.json", help="save the graph as JSON")
     p.add_argument("--html", metavar="REPORT.html", help="write a self-contained HTML report (summary and graph)")
     p.add_argument("--quiet", action="store_true")
+
+    p = sub.add_parser("app", help="serve the dashboard as a web app (Voila; needs hetsched[lab])",
+                       description="Serve the dashboard notebook with Voila, culling the kernels of closed pages. "
+                                   "Other Voila options (--Voila.ip=0.0.0.0, ...) are passed on.")
+    _server_args(p)
+
+    p = sub.add_parser("lab", help="JupyterLab on a copy of the tour notebooks (needs hetsched[lab])",
+                       description="Copy the tour notebooks and the dashboard into FOLDER (created if missing; "
+                                   "notebooks already there are kept) and open JupyterLab there on the tour. "
+                                   "Other JupyterLab options are passed on.")
+    p.add_argument("folder", nargs="?", default=".", help="where the copies go (default: the current folder)")
+    p.add_argument("--overwrite", action="store_true", help="replace notebooks already in FOLDER by the shipped ones")
+    _server_args(p)
     return ap
+
+
+def _server_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--port", type=_positive_int, default=None, help="port to serve on (default: the server's, 8866/8888)")
+    p.add_argument("--no-browser", dest="open_browser", action="store_false", help="do not open a browser")
+    p.add_argument("--dry-run", action="store_true", help="print the server's command line instead of running it")
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -213,6 +233,13 @@ def _system(a: argparse.Namespace):
     from .whatif import resolve_system
 
     return resolve_system(a.system)
+
+
+def _cost(a: argparse.Namespace, system):
+    """``--cost FILE`` read once against the command's system (``None``: the roofline)."""
+    from .cost import load_cost
+
+    return load_cost(a.cost, system) if a.cost else None
 
 
 #: seconds of work before a progress bar appears (fast commands never flash one)
@@ -333,7 +360,7 @@ def _cmd_map(a: argparse.Namespace) -> int:
     opts = {k: getattr(a, k) for k in _H2H_FLAGS if getattr(a, k) is not None}
     try:
         with _working(a, f"map: {a.method}"):
-            r = run_mapping(g, s, a.method, **opts)
+            r = run_mapping(g, s, a.method, cost=_cost(a, s), **opts)
     except HetschedError as e:  # an option the method does not take (or rejects): name the flag
         flag = _H2H_FLAGS.get(getattr(e, "field", None) or "")
         if flag is None or flag.lstrip("-").replace("-", "_") not in opts:
@@ -365,15 +392,16 @@ def _cmd_compare(a: argparse.Namespace) -> int:
     if unknown:
         raise HetschedError(f"unknown mapping method(s) {unknown}; choose from {', '.join(mapping.METHODS)}", field="--methods")
     g, s = _graph(a), _system(a)
+    cost = _cost(a, s)
     with _working(a, f"compare: {len(methods)} methods"):
-        df = mapping.compare(g, s, methods)
+        df = mapping.compare(g, s, methods, cost=cost)
     _print(a, f"mapping methods on {g.name} ({g.n_ops} ops) / {s.name}", df)
     sections: list[tuple[str, Any]] = []
     if a.html:
         sections = [("Comparison", df)] + [(m, plot.compare(df, m)) for m in ("makespan_s", "total_latency_s", "energy_J") if m in df]
-        best = str(df.loc[df["makespan_s"].astype(float).idxmin(), "method"]) if len(df) and "makespan_s" in df else None
+        best = str(df.loc[df["makespan_s"].astype(float).idxmin(), "label"]) if len(df) and "makespan_s" in df else None
         if best in mapping.METHODS:  # the winner's mapping, drawn like `hetsched map` draws it
-            sections += _map_sections(g, s, run_mapping(g, s, best), f"best makespan: {best}")
+            sections += _map_sections(g, s, run_mapping(g, s, best, cost=cost), f"best makespan: {best}")
     _outputs(a, "hetsched compare", None, sections, {"compare": df})
     return EXIT_OK
 
@@ -387,10 +415,11 @@ def _cmd_partition(a: argparse.Namespace) -> int:
     if unknown:
         raise HetschedError(f"--disable names unknown backend(s) {unknown}; the system has {s.support.backends}", field="--disable", device=unknown[0])
     enabled = [b for b in s.support.backends if b not in off]
+    cost = _cost(a, s)
     with _working(a, "partition"):
         p = partition.partition_by_support(g, s, enabled=enabled, fallback=a.fallback, merge=None if a.merge == "none" else a.merge,
                                            min_group_size=a.min_group_size)
-        sim = partition.simulate_buffered(p, s, n_inputs=a.n_inputs, buffer_depth=a.buffer_depth)
+        sim = partition.simulate_buffered(p, s, n_inputs=a.n_inputs, buffer_depth=a.buffer_depth, cost=cost)
     frames = [_metrics_frame(p.metrics), _metrics_frame(sim.metrics)]
     sections: list[tuple[str, Any]] = [
         ("Partition", _metrics_frame(p.metrics)),
@@ -403,7 +432,8 @@ def _cmd_partition(a: argparse.Namespace) -> int:
               "assignment": pd.DataFrame({"op": list(p.assignment), "backend": list(p.assignment.values())})}
     if a.compare:
         with _working(a, "partition: comparing strategies"):
-            cmp = partition.compare_partitions(g, s, enabled=enabled, fallback=a.fallback, n_inputs=a.n_inputs, buffer_depth=a.buffer_depth)
+            cmp = partition.compare_partitions(g, s, enabled=enabled, fallback=a.fallback, n_inputs=a.n_inputs,
+                                               buffer_depth=a.buffer_depth, cost=cost)
         frame = getattr(cmp, "frame", cmp)
         frames.append(frame)
         sections.append(("Strategies", frame))
@@ -484,8 +514,9 @@ def _cmd_executor(a: argparse.Namespace) -> int:
     from .plot.executor import executor_gantt, ordering_bars, policy_bars
 
     g = _graph(a)
+    cost = _cost(a, executor.executor_system(executor.PRESETS[a.costs])) if a.cost else None
     with _working(a, "executor"):
-        r = executor.simulate(g, streams=a.streams, threads=a.threads, pool_size=a.pool_size, costs=a.costs)
+        r = executor.simulate(g, streams=a.streams, threads=a.threads, pool_size=a.pool_size, costs=a.costs, cost=cost)
     frames = [_metrics_frame(r.metrics)]
     sections: list[tuple[str, Any]] = [
         ("Metrics", _metrics_frame(r.metrics)),
@@ -499,7 +530,7 @@ def _cmd_executor(a: argparse.Namespace) -> int:
         "end_s": [r.op_end_s.get(o) for o in r.kinds]})}
     if a.compare:
         with _working(a, "executor: comparing policies"):
-            cmp = executor.compare_policies(g, costs=a.costs, pool_size=a.pool_size)
+            cmp = executor.compare_policies(g, costs=a.costs, pool_size=a.pool_size, cost=cost)
         frames.append(cmp.frame)
         tables["compare"] = cmp.frame
         sections += [("Policies", cmp.frame), ("Makespan by policy", policy_bars(cmp))]
@@ -559,6 +590,12 @@ def _cmd_sweep(a: argparse.Namespace) -> int:
     for k in ("cache", "output"):
         if spec.get(k) is not None and not isinstance(spec[k], str):
             raise FormatError(f"{path.name}: {k} must be a file path, got {spec[k]!r}", field=k)
+    if a.cost:  # every point prices with the file: the task reads it against the point's system
+        if "cost" not in inspect.signature(TASKS[task]).parameters:
+            raise HetschedError(f"--cost applies to sweep tasks that price ops with a cost model "
+                                f"({', '.join(t for t, f in TASKS.items() if 'cost' in inspect.signature(f).parameters)}), "
+                                f"not {task!r}", field="--cost")
+        fixed = {**fixed, "cost": str(Path(a.cost).resolve())}
     methods = [fixed["method"]] if "method" in fixed else list(grid.get("method") or ["h2h"])
     _check_task_params(path.name, task, [*fixed, *grid], methods=methods)
     points = [{**fixed, **p} for p in expand_grid(grid)]
@@ -684,9 +721,27 @@ def _cmd_calibrate(a: argparse.Namespace) -> int:
 
 
 #: commands whose algorithms price ops with a CostModel (what ``--cost`` reaches)
-_PRICED = frozenset({"map", "compare", "partition", "executor"})
+_PRICED = frozenset({"map", "compare", "partition", "executor", "sweep"})
+
+def _cmd_app(a: argparse.Namespace) -> int:
+    from .launch import app
+
+    return app(port=a.port, open_browser=a.open_browser, extra=a.server_args, dry_run=a.dry_run)
+
+
+def _cmd_lab(a: argparse.Namespace) -> int:
+    from .launch import lab
+
+    return lab(a.folder, port=a.port, open_browser=a.open_browser, overwrite=a.overwrite, extra=a.server_args,
+               dry_run=a.dry_run)
+
+
+#: commands that pass the options they do not know on to the server they start
+_PASS_ON = {"app", "lab"}
 
 COMMANDS = {
+    "app": _cmd_app,
+    "lab": _cmd_lab,
     "calibrate": _cmd_calibrate,
     "map": _cmd_map,
     "compare": _cmd_compare,
@@ -705,23 +760,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     with _one_line_warnings():
         try:
-            a = parser.parse_args(argv)
+            a, rest = parser.parse_known_args(argv)
+            if rest and a.command not in _PASS_ON:
+                parser.error(f"unrecognized arguments: {' '.join(rest)}")
+            a.server_args = rest
         except SystemExit as e:  # argparse: 2 for usage errors, 0 for --help/--version
             return e.code if isinstance(e.code, int) else EXIT_BAD_INPUT
         a.argv = argv  # the report records the command that made it
         debug = a.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
         try:
             _check_output_paths(a)
-            if a.cost:  # every algorithm the command runs prices with it (hetsched.cost.default_cost)
-                from .cost import default_cost
-
-                if a.command not in _PRICED:
-                    raise HetschedError(f"--cost applies to {', '.join(sorted(_PRICED))}; `{a.command}` does not price "
-                                        "ops with a cost model"
-                                        + (" in this process (sweep workers)" if a.command == "sweep" else ""),
-                                        field="--cost")
-                with default_cost(a.cost):
-                    return COMMANDS[a.command](a)
+            # each command reads the file once against its system and passes it as cost= (_cost)
+            if a.cost and a.command not in _PRICED:
+                raise HetschedError(f"--cost applies to {', '.join(sorted(_PRICED))}; `{a.command}` does not price "
+                                    "ops with a cost model", field="--cost")
             return COMMANDS[a.command](a)
         except BrokenPipeError:  # `hetsched ... | head`: the reader left; not an error of ours
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -1,7 +1,7 @@
 """The one clock: the evaluator's model of time and data movement, shared by every caller.
 
 :func:`hetsched.evaluate` (which records every interval as a timeline row) and the mapping
-engine's incremental re-timing (:class:`hetsched.mapping._core.Ctx`: thousands of remap trials,
+engine's incremental re-timing (:class:`hetsched.mapping.engine.Ctx`: thousands of remap trials,
 no rows) both run :meth:`Clock.run`; the additive "system total latency" of the compute-first mapping patent
 (claim 5) is :meth:`Clock.op_busy_s` plus :meth:`Clock.tensor_busy_s`, derived from the same
 routing rule (:func:`copy_source`) and the same per-hop prices. There is no second copy of the

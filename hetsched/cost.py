@@ -43,12 +43,11 @@ True
 from __future__ import annotations
 
 import bisect
-import contextlib
 import csv
 import math
 import warnings
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 from .errors import FormatError, HetschedError
 from .graph import Op, OpGraph
@@ -64,10 +63,7 @@ __all__ = [
     "resolve_cost",
     "load_cost",
     "save_cost",
-    "default_cost",
-    "set_default_cost",
-    "current_default_cost",
-    "default_cost_key",
+    "cost_key",
     "VIEW_OP_TYPES",
     "GATHER_OP_TYPES",
     "COST_FORMAT",
@@ -293,7 +289,7 @@ class RooflineCost:
         """Store-and-forward time over the route: sum of ``latency + bytes / bandwidth`` per hop."""
         if nbytes <= 0 or src == dst:
             return 0.0
-        return sum(ln.latency_s + nbytes / ln.bandwidth_Bps for ln in self.system.route(src, dst))
+        return sum(ln.time_s(nbytes) for ln in self.system.route(src, dst))
 
 
 def op_signature(cost: RooflineCost, op: Op) -> tuple[float, float]:
@@ -825,89 +821,31 @@ def load_cost(path: str | Path, system: System, *, any_system: bool = False) -> 
     raise FormatError(f"{p.name}: kind must be 'calibrated' or 'table', got {kind!r}", field="kind")
 
 
-_DEFAULT: list[Any] = []  # stack of defaults set by ``default_cost`` (innermost last)
-_PROCESS_DEFAULT: list[Any] = [None]  # set_default_cost
 _LOADED: dict[tuple, CostModel] = {}
 
 
-@contextlib.contextmanager
-def default_cost(cost: "CostModel | str | Path | None") -> Iterator[None]:
-    """Within the block, algorithms called without ``cost=`` price with ``cost`` (a model or a cost file).
+def cost_key(cost: "CostModel | str | Path | None") -> Any:
+    """A value equal between two calls exactly when ``cost`` prices alike in both.
 
-    This is how ``hetsched --cost FILE <command>`` reaches every algorithm a command runs. An
-    explicit ``cost=`` argument still wins; ``None`` leaves the roofline default.
+    ``cost`` itself, except that a cost *file* counts by its resolved path and modification time: a
+    calibration written again into the same file is another model. What a caller that reuses
+    results (a panel's cache) keeps in its key beside the graph and the system.
 
-    >>> from hetsched.io.generators import chain
-    >>> from hetsched.io.systems import toy_system
-    >>> s = toy_system(); tc = TableCost(s, {("Conv", "gpu0"): 1.0})
-    >>> with default_cost(tc):
-    ...     type(resolve_cost(None, chain(2), s)).__name__
-    'TableCost'
-    >>> type(resolve_cost(None, chain(2), s)).__name__
-    'RooflineCost'
-    """
-    _DEFAULT.append(cost)
-    try:
-        yield
-    finally:
-        _DEFAULT.pop()
-
-
-def set_default_cost(cost: "CostModel | str | Path | None") -> None:
-    """Make ``cost`` (a model or a cost file) the default of every later call without ``cost=``, in
-    this process, until replaced (``None`` restores the roofline). Inside a :func:`default_cost`
-    block, the block's model still wins.
-
-    This is how a notebook points every panel at a calibration: panels call the algorithms
-    without a cost of their own. A default made for another system is an error naming the
-    system when an algorithm runs, never silently ignored.
-
-    >>> from hetsched.io.generators import chain
-    >>> from hetsched.io.systems import toy_system
-    >>> s = toy_system(); set_default_cost(TableCost(s, {("Conv", "gpu0"): 1.0}))
-    >>> type(resolve_cost(None, chain(2), s)).__name__
-    'TableCost'
-    >>> set_default_cost(None); type(resolve_cost(None, chain(2), s)).__name__
-    'RooflineCost'
-    """
-    _PROCESS_DEFAULT[0] = cost
-
-
-def current_default_cost() -> "CostModel | str | Path | None":
-    """The default :func:`resolve_cost` uses for ``cost=None`` right now (``None``: the roofline).
-
-    A caller that keeps a resolved model across calls (a panel pricing several mappers with one)
-    compares this to know when :func:`set_default_cost` or :func:`default_cost` replaced it.
-
-    >>> current_default_cost() is None
+    >>> cost_key(None) is None
+    True
+    >>> import os, tempfile
+    >>> f = os.path.join(tempfile.mkdtemp(), "c.yaml"); cost_key(f) == (os.path.realpath(f), None)
     True
     """
-    return _DEFAULT[-1] if _DEFAULT else _PROCESS_DEFAULT[0]
-
-
-def default_cost_key() -> Any:
-    """A value equal between two calls exactly when ``cost=None`` prices alike in both.
-
-    :func:`current_default_cost` itself, except that a cost *file* also counts its modification
-    time: a calibration written again into the same file is a new default. What a panel keeps in the
-    key of a result it reuses.
-
-    >>> default_cost_key() is None
-    True
-    """
-    d = current_default_cost()
-    return _file_key(d) if isinstance(d, (str, Path)) else d
-
-
-def _file_key(path: str | Path) -> tuple[str, int | None]:
-    """A cost file by its resolved path and modification time (a file written again is another model)."""
-    p = Path(path)
+    if not isinstance(cost, (str, Path)):
+        return cost
+    p = Path(cost)
     return str(p.resolve()), p.stat().st_mtime_ns if p.exists() else None
 
 
 def _from_path(path: str | Path, system: System) -> CostModel:
     p = Path(path)
-    key = (*_file_key(p), id(system))
+    key = (*cost_key(p), id(system))
     hit = _LOADED.get(key)
     if hit is None or hit.system is not system:
         hit = load_cost(p, system)
@@ -920,9 +858,10 @@ def _from_path(path: str | Path, system: System) -> CostModel:
 def resolve_cost(cost: CostModel | str | Path | None, graph: OpGraph, system: System) -> CostModel:
     """The cost model an algorithm should use: the given one bound to ``graph``, else a roofline.
 
-    ``cost`` may be a cost file path (read with :func:`load_cost` against ``system``). ``None``
-    means the default set by :func:`default_cost` or :func:`set_default_cost`, if any, else the
-    roofline.
+    ``cost`` may be a cost file path (read with :func:`load_cost` against ``system``, once per
+    file version and system). ``None`` is the roofline: there is no process-wide default, a caller
+    that prices with a calibration passes it (the CLI's ``--cost``, a panel session's ``cost``, a
+    sweep task's ``cost``).
 
     A roofline/table model built for another version of the same system (same name, e.g. a
     ``with_devices`` what-if copy) is rebound to ``system``; a model for a differently named
@@ -933,8 +872,6 @@ def resolve_cost(cost: CostModel | str | Path | None, graph: OpGraph, system: Sy
     >>> resolve_cost(None, chain(2), toy_system()).graph.n_ops
     2
     """
-    if cost is None:
-        cost = current_default_cost()
     if cost is None:
         return RooflineCost(system, graph)
     if isinstance(cost, (str, Path)):

@@ -66,7 +66,7 @@ import pandas as pd
 
 from .clock import COMPUTE, COPY, LOCAL, OUTPUT, Clock
 from .cost import CostModel, resolve_cost
-from .errors import CapacityError, GraphError, UnknownNameError, UnsupportedOpError, name_list
+from .errors import CapacityError, GraphError, HetschedError, UnknownNameError, UnsupportedOpError, name_list
 from .graph import OpGraph
 from .system import System
 from .timeline import TimelineBuilder, peak_memory_by_device
@@ -90,6 +90,10 @@ class Placement:
     >>> p = Placement({"a": "gpu0"}).moved("a", "fpga0")
     >>> p.device["a"]
     'fpga0'
+    >>> Placement(["gpu0", "fpga0"])
+    Traceback (most recent call last):
+    ...
+    hetsched.errors.HetschedError: a placement maps op names to devices (a dict, or a Placement), not a list: ['gpu0', 'fpga0']
     """
 
     device: Mapping[str, str]
@@ -97,6 +101,11 @@ class Placement:
     tensors_resident: frozenset[str] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.device, Mapping):
+            shown = repr(self.device)
+            raise HetschedError(f"a placement maps op names to devices (a dict, or a Placement), not a "
+                                f"{type(self.device).__name__}: {shown if len(shown) <= 80 else shown[:77] + '...'}",
+                                field="placement")
         object.__setattr__(self, "device", dict(self.device))
         object.__setattr__(self, "weights_resident", frozenset(self.weights_resident))
         object.__setattr__(self, "tensors_resident", frozenset(self.tensors_resident))

@@ -38,7 +38,7 @@ import pandas as pd
 
 from .timeline import empty_timeline
 
-__all__ = ["Step", "StepView", "StepLog", "NullLog", "LazySteps", "Result", "compare_results"]
+__all__ = ["Step", "StepView", "StepLog", "NullLog", "LazySteps", "Result", "SolverRun", "Comparison", "compare_results"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +203,22 @@ class LazySteps(Sequence):
         """The raw step tuples (no copies), or ``None`` for a function-built log."""
         return self._raw
 
+    def views(self) -> Iterator[Any]:
+        """Every step in order, as cheaply as the log allows: a read-only :class:`StepView` per raw
+        tuple (what a walker scans for phases and groups), else the made :class:`Step`.
+
+        >>> [v.subject for v in LazySteps([("a", "x", None, None, True, "", {}, {})]).views()]
+        ['x']
+        """
+        raw = self._raw
+        if raw is not None:
+            new = tuple.__new__
+            for j, r in enumerate(raw):
+                yield new(StepView, (j, *r))
+        else:
+            for j in range(self._n):
+                yield self._make(j)
+
     def accepted(self, k: int) -> Iterator[Any]:
         """Every accepted step among ``0..k``, as a read-only :class:`StepView` for a raw log.
 
@@ -238,6 +254,62 @@ class StepView(NamedTuple):
     reason: str
     delta: Mapping[str, Any]
     data: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class SolverRun:
+    """What one solver run said: the typed field of every result that ran a solver.
+
+    One place for a solver's facts, whichever family ran it and whether its order was kept: the
+    result's own numbers (its peak, makespan...) stay in ``metrics``, the attempt's here.
+
+    Attributes
+    ----------
+    status : str
+        ``"optimal"`` (proven), ``"feasible"`` (an incumbent, not proven), ``"no solution"`` (it
+        answered without one), ``"killed"`` (no answer by the time limit: the process was stopped),
+        ``"failed"`` (an error, or an answer that was not a legal solution), ``"skipped"`` (not run:
+        ``note`` says why).
+    bound : float or None
+        The bound on the objective the solver proved (HiGHS reports ``-inf`` until it has one).
+    gap : float or None
+        The solver's relative gap ``(incumbent - bound) / incumbent``, when it reports one.
+    incumbent : float or None
+        The objective of the best solution it found (re-simulated by the family, never trusted).
+    solver : str or None
+        ``"highs"`` or ``"cbc"``.
+    model : str
+        Which formulation ran.
+    time_limit_s, solve_s : float or None
+        The limit it had and the time its solve took.
+    n_vars, n_constraints : int or None
+        The size of the programme.
+    warm_start : str or None
+        What it was started from (a method's order), if anything.
+    note : str
+        Why it was skipped or failed, in plain words.
+
+    >>> SolverRun("feasible", bound=4.0, incumbent=5.0, gap=0.2).proven
+    False
+    """
+
+    status: str
+    bound: float | None = None
+    gap: float | None = None
+    incumbent: float | None = None
+    solver: str | None = None
+    model: str = ""
+    time_limit_s: float | None = None
+    solve_s: float | None = None
+    n_vars: int | None = None
+    n_constraints: int | None = None
+    warm_start: str | None = None
+    note: str = ""
+
+    @property
+    def proven(self) -> bool:
+        """Whether the solver proved its solution optimal."""
+        return self.status == "optimal"
 
 
 class _LazyTimeline:
@@ -339,13 +411,22 @@ class Result:
         return f"{type(self).__name__}({m}; {len(self.steps)} steps; fields: {', '.join(extra)})"
 
 
-#: label columns a wide frame may have, looked for in this order
-LABEL_COLUMNS = ("label", "method", "policy", "schedule", "variant", "name")
-
-
 def _family(obj: Any) -> str:
     mod = type(obj).__module__.split(".")
     return mod[1] if len(mod) > 2 and mod[0] == "hetsched" else ""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Comparison(Result):
+    """A comparison that is also a result (its runs, its log): ``frame`` is the wide table, one row
+    per ``label``, like every family's compare table; :meth:`long` (or ``compare_results(cmp)``)
+    gives the long form."""
+
+    frame: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def long(self) -> pd.DataFrame:
+        """``label, family, metric, value``: the frame's numbers in the house's long format."""
+        return compare_results(self)
 
 
 def compare_results(results: Any, *, metrics: Sequence[str] | None = None, label: str | None = None,
@@ -357,10 +438,10 @@ def compare_results(results: Any, *, metrics: Sequence[str] | None = None, label
 
     Parameters
     ----------
-    results : mapping, sequence of pairs, DataFrame, or a list of those
+    results : mapping, sequence of pairs, DataFrame, Comparison, or a list of those
         ``{label: Result}`` (its ``metrics``), ``{label: {metric: value}}``, ``[(label, ...), ...]``,
-        or a wide frame with one row per label (its label column: ``label``, or the first of
-        :data:`LABEL_COLUMNS` present). A list of several of these is concatenated.
+        a wide frame with one row per label (its label column: ``label``, else its first column)
+        or a :class:`Comparison` (its ``frame``). A list of several of these is concatenated.
     metrics : sequence of str, optional
         Which metrics, in this order (default: every one, in first-seen order).
     label : str, optional
@@ -369,30 +450,32 @@ def compare_results(results: Any, *, metrics: Sequence[str] | None = None, label
         Family of every row (default: the result's package, ``mapping``, ``partition``..., or ``""``).
     wide : bool
         One row per label and one column per metric instead (non-numeric values such as a status
-        are kept here; the long table holds numbers only).
+        are kept here; the long table holds numbers only, and no row for a missing (NaN) one).
 
     Examples
     --------
     >>> long = compare_results({"a": {"makespan_s": 2.0, "n_ops": 3}, "b": {"makespan_s": 1.0, "status": "ok"}})
     >>> long.values.tolist()
     [['a', '', 'makespan_s', 2.0], ['a', '', 'n_ops', 3.0], ['b', '', 'makespan_s', 1.0]]
-    >>> compare_results(long, wide=True, label="method").to_dict("list")
-    {'method': ['a', 'b'], 'makespan_s': [2.0, 1.0], 'n_ops': [3.0, nan]}
+    >>> compare_results(long, wide=True).to_dict("list")
+    {'label': ['a', 'b'], 'makespan_s': [2.0, 1.0], 'n_ops': [3.0, nan]}
     """
     recs: list[tuple[str, str, dict[str, Any]]] = []  # (label, family, {metric: value})
 
-    def take(obj: Any) -> None:
+    def take(obj: Any, fam: str = "") -> None:
+        if isinstance(obj, Comparison):  # its table, in its family
+            take(obj.frame, _family(obj))
+            return
         if isinstance(obj, pd.DataFrame):
             if {"label", "metric", "value"} <= set(obj.columns):  # already long
                 fam = obj["family"] if "family" in obj.columns else [family or ""] * len(obj)
                 for lab, fa, m, v in zip(obj["label"], fam, obj["metric"], obj["value"]):
                     _row(str(lab), family or fa).update({m: v})
                 return
-            col = label if label is not None and label in obj.columns else next(
-                (c for c in LABEL_COLUMNS if c in obj.columns), obj.columns[0])
+            col = label if label is not None and label in obj.columns else "label" if "label" in obj.columns else obj.columns[0]
             for rec in obj.to_dict("records"):
                 lab = rec.pop(col)
-                _row(str(lab), family or "").update(rec)
+                _row(str(lab), family or fam).update(rec)
             return
         items = obj.items() if isinstance(obj, Mapping) else obj
         for lab, r in items:
@@ -410,7 +493,7 @@ def compare_results(results: Any, *, metrics: Sequence[str] | None = None, label
             recs.append((lab, fam, d))
         return d
 
-    if isinstance(results, list) and results and all(isinstance(x, (pd.DataFrame, Mapping)) for x in results):
+    if isinstance(results, list) and results and all(isinstance(x, (pd.DataFrame, Mapping, Comparison)) for x in results):
         for part in results:
             take(part)
     else:
@@ -420,6 +503,7 @@ def compare_results(results: Any, *, metrics: Sequence[str] | None = None, label
         lab_col = label or "label"
         return pd.DataFrame([{lab_col: lab, **{m: d.get(m, float("nan")) for m in names}} for lab, _, d in recs],
                             columns=[lab_col, *names])
+    # a NaN cell of a wide table is a missing number (a refused schedule, the bound's counts): no row
     rows = [(lab, fam, m, float(d[m])) for lab, fam, d in recs for m in names
-            if m in d and isinstance(d[m], numbers.Real) and not isinstance(d[m], bool)]
+            if m in d and isinstance(d[m], numbers.Real) and not isinstance(d[m], bool) and d[m] == d[m]]
     return pd.DataFrame(rows, columns=["label", "family", "metric", "value"])

@@ -173,6 +173,17 @@ class Link:
             raise SystemError_(f"link {self.src}->{self.dst} has duplex {self.duplex!r}; it must be True or False",
                                device=self.src, field="duplex")
 
+    def time_s(self, nbytes: Any) -> Any:
+        """``latency + bytes / bandwidth``: one hop of ``nbytes`` (a number or an array) over this link.
+
+        The one hop formula: the cost models' ``transfer_s`` sums it over a route, the pipeline's
+        :class:`~hetsched.pipeline.P2P` prices a message with it.
+
+        >>> Link("a", "b", 2e9, 1e-6).time_s(2e3)
+        2e-06
+        """
+        return self.latency_s + nbytes / self.bandwidth_Bps
+
 
 def _amount(v: Any) -> bool:
     """A finite real number >= 0 (not a bool). Compares before converting: ``10**400`` cannot be a float."""

@@ -22,6 +22,10 @@ its kernel, a producer, its transfer and the consumer).
 Rows of kind ``alloc`` may overlap on their lane (they are memory, not work); every other kind is
 exclusive on its lane.
 
+A frame whose times count something else than seconds says so in ``attrs["time_unit"]``: ``"step"``
+for a memory order (:func:`hetsched.memory.order_timeline`: op ``i`` runs from step ``i`` to
+``i + 1``); the columns keep their names so that every view and check reads one format.
+
 Examples
 --------
 >>> tl = make_timeline([
@@ -515,7 +519,9 @@ def to_chrome_trace(tl: pd.DataFrame, path: str | Path | None = None, *, name: s
             events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": str(dev)}})
         for t, b in zip(sub["time_s"], sub["bytes"]):
             events.append({"ph": "C", "name": "memory_bytes", "pid": pid, "ts": float(t) * 1e6, "args": {"bytes": float(b)}})
-    trace = {"traceEvents": events, "displayTimeUnit": "ms", "otherData": {"generator": name}}
+    # a frame counting steps is drawn one step per second, and says so
+    other = {"generator": name, **({"time_unit": tl.attrs["time_unit"]} if "time_unit" in tl.attrs else {})}
+    trace = {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
     if path is not None:
         Path(path).write_text(json.dumps(trace))
     return trace

@@ -110,11 +110,13 @@ def run_mapping(graph: OpGraph, system: System, method: str = "h2h", *, cost: An
 
 def map_point(
     graph: str, system: str, *, method: str = "h2h", host_link_Bps: float | None = None, memory_scale: float = 1.0,
-    n: int | None = None, seed: int | None = None, batch: int = 1, training: bool = False, **options: Any,
+    n: int | None = None, seed: int | None = None, batch: int = 1, training: bool = False, cost: str | None = None,
+    **options: Any,
 ) -> dict[str, float]:
     """Map ``graph`` on a modified ``system`` with one method; the evaluator's metrics.
 
-    ``options`` go to the mapping method (its own keyword options), see :func:`run_mapping`.
+    ``options`` go to the mapping method (its own keyword options), see :func:`run_mapping`;
+    ``cost`` is a cost file the method prices with (default: the roofline).
 
     >>> slow = map_point("chain", "toy", method="compute_first", n=4, host_link_Bps=1e9)
     >>> fast = map_point("chain", "toy", method="compute_first", n=4, host_link_Bps=16e9)
@@ -127,7 +129,7 @@ def map_point(
         s = with_host_link(s, host_link_Bps)
     if memory_scale != 1.0:
         s = scale_memory(s, memory_scale)
-    r = run_mapping(g, s, method, **options)
+    r = run_mapping(g, s, method, cost=cost, **options)
     out = dict(r.metrics)
     devs = sorted(set(r.placement.device.values()))
     out["n_devices_used"] = float(len(devs))
@@ -137,9 +139,10 @@ def map_point(
 def partition_point(
     graph: str, system: str, *, merge: str = "adjacent", buffer_depth: int = 2, n_inputs: int = 32,
     disable: tuple[str, ...] = (), n: int | None = None, seed: int | None = None, batch: int = 1,
-    training: bool = False, **options: Any,
+    training: bool = False, cost: str | None = None, **options: Any,
 ) -> dict[str, float]:
-    """Partition by support/priority and run the buffered pipeline; partition + simulation metrics.
+    """Partition by support/priority and run the buffered pipeline; partition + simulation metrics
+    (``cost``: a cost file the pipeline prices with; default the roofline).
 
     >>> partition_point("chain", "toy", n=6, n_inputs=4)["makespan_s"] > 0
     True
@@ -150,7 +153,7 @@ def partition_point(
     s = resolve_system(system)
     enabled = [b for b in s.support.backends if b not in set(disable)]
     p = partition.partition_by_support(g, s, enabled=enabled, merge=None if merge == "none" else merge, **options)
-    sim = partition.simulate_buffered(p, s, n_inputs=n_inputs, buffer_depth=buffer_depth)
+    sim = partition.simulate_buffered(p, s, n_inputs=n_inputs, buffer_depth=buffer_depth, cost=cost)
     return {**{f"partition_{k}": v for k, v in p.metrics.items()}, **dict(sim.metrics)}
 
 
@@ -228,8 +231,9 @@ def order_point(graph: str, *, method: str = "heuristic", time_limit_s: float = 
 
 def executor_point(graph: str, *, streams: str = "patent", threads: str = "patent", pool_size: int = 4,
                    costs: str = "cuda", n: int | None = None, seed: int | None = None, batch: int = 1,
-                   training: bool = False) -> dict[str, float]:
-    """Simulate the executor with one stream and thread policy.
+                   training: bool = False, cost: str | None = None) -> dict[str, float]:
+    """Simulate the executor with one stream and thread policy (``cost``: a cost file pricing its
+    kernels, copies and CPU ops; default the roofline).
 
     >>> r = executor_point("executor_d2h_branch"); r["makespan_s"] >= r["lb_s"] > 0
     True
@@ -237,7 +241,8 @@ def executor_point(graph: str, *, streams: str = "patent", threads: str = "paten
     from . import executor
 
     g = resolve_graph(graph, n, seed, batch, training)
-    r = executor.simulate(g, streams=streams, threads=threads, pool_size=pool_size, costs=costs, record_steps=False)
+    r = executor.simulate(g, streams=streams, threads=threads, pool_size=pool_size, costs=costs, cost=cost,
+                          record_steps=False)
     return dict(r.metrics)
 
 

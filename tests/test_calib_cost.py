@@ -10,7 +10,7 @@ import warnings
 import pytest
 
 from hetsched import evaluate
-from hetsched.cost import (CalibratedCost, EfficiencyCurve, RooflineCost, TableCost, default_cost, load_cost,
+from hetsched.cost import (CalibratedCost, EfficiencyCurve, RooflineCost, TableCost, cost_key, load_cost,
                            resolve_cost, save_cost)
 from hetsched.errors import FormatError, HetschedError
 from hetsched.graph import Op, OpGraph
@@ -217,18 +217,17 @@ def test_cost_file_round_trip_and_errors(sys1, tmp_path):
     assert e.value.field == "path"
 
 
-def test_default_cost_reaches_algorithms_and_explicit_wins(sys1, tmp_path):
+def test_a_cost_file_reaches_algorithms_explicitly(sys1, tmp_path):
     g = _graph()
     p = tmp_path / "cost.yaml"
     save_cost(_calibrated(sys1), p)
     pl = {o: "d" for o in g.ops}
     roof = evaluate(g, sys1, pl).metrics["makespan_s"]
-    with default_cost(p):
-        cal = evaluate(g, sys1, pl).metrics["makespan_s"]
-        assert evaluate(g, sys1, pl, cost=RooflineCost(sys1)).metrics["makespan_s"] == approx(roof)
-        other = System([Device("d", "cpu")], name="other")
-        with pytest.raises(HetschedError) as e:
-            evaluate(g, other, pl)  # the default was made for another system: said, not ignored
-        assert e.value.field == "system"
+    cal = evaluate(g, sys1, pl, cost=p).metrics["makespan_s"]
     assert cal != roof
-    assert evaluate(g, sys1, pl).metrics["makespan_s"] == approx(roof)
+    other = System([Device("d", "cpu")], name="other")
+    with pytest.raises(HetschedError) as e:
+        evaluate(g, other, pl, cost=p)  # the file was made for another system: said, not ignored
+    assert e.value.field == "system"
+    assert evaluate(g, sys1, pl).metrics["makespan_s"] == approx(roof)  # no default left behind
+    assert cost_key(p) == cost_key(str(p)) == (str(p.resolve()), p.stat().st_mtime_ns)  # a file: by path and version

@@ -15,7 +15,7 @@ from hetsched.calibrate import fit_curves, parse_workload
 from hetsched.cost import CalibratedCost, EfficiencyCurve, load_cost
 from hetsched.errors import HetschedError
 
-torch = pytest.importorskip("torch", reason="optional extra: `pip install torch` (CI installs torch==2.13.0 CPU)")
+torch = pytest.importorskip("torch")
 
 from hetsched.io.profile import time_torch  # noqa: E402
 from hetsched.io.torch_import import load_torch  # noqa: E402
@@ -106,6 +106,15 @@ def test_files_round_trip_and_every_entry_point(cal, capsys):
     assert main(["--cost", str(d / "cost.yaml"), "map", str(gpath), "--system", "toy", "--quiet"]) == 2
     assert "made for system 't-local'" in capsys.readouterr().err
     assert main(["--cost", str(d / "cost.yaml"), "order", str(gpath), "--quiet"]) == 2
+    # a sweep's points each read the file against their own system (no process-wide default to inherit)
+    spec = d / "spec.yaml"
+    spec.write_text(f"task: map\ngrid: {{method: [heft]}}\nfixed: {{graph: '{gpath}', system: '{d / 'sys.yaml'}'}}\n")
+    assert main(["--cost", str(d / "cost.yaml"), "sweep", str(spec), "--workers", "1", "--output", str(d / "sw.csv"),
+                 "--quiet"]) == 0
+    assert pd.read_csv(d / "sw.csv")["makespan_s"].item() == pytest.approx(ev.metrics["makespan_s"])
+    spec.write_text("task: pipeline\ngrid: {m: [4]}\nfixed: {p: 2, v: 1}\n")
+    assert main(["--cost", str(d / "cost.yaml"), "sweep", str(spec), "--quiet"]) == 2
+    assert "--cost applies to sweep tasks" in capsys.readouterr().err
 
 
 def test_predicts_another_batch_and_trace(cal):

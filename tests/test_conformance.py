@@ -1,8 +1,9 @@
 """The result contract, checked over every family's results (issue 21).
 
 Every algorithm returns a frozen result with ``metrics`` (numbers), ``params``, ``steps`` (a
-replayable decision log) and a ``timeline`` in the one format, in seconds, non-empty where the
-family has a schedule. One case per public result-returning function; each check is its own test,
+replayable decision log) and a ``timeline`` in the one format, non-empty where the family has a
+schedule: in seconds, or, for a memory order (which has no duration of its own), in steps, which
+the frame says (``attrs["time_unit"] == "step"``) and which are checked as steps. One case per public result-returning function; each check is its own test,
 so a failure names the family and the broken promise. Nothing here is skipped: a family that does
 not conform yet fails here until its owner fixes it.
 """
@@ -32,7 +33,7 @@ class Case:
     graph: Any = None  # for check_timeline's dependency check (op rows)
     deps: Callable[[Result], Sequence] | None = None  # or pairs on the op column
     schedule: bool = True  # the family has a schedule: its timeline is not empty
-    seconds: Callable[[Result], None] | None = None  # how to tell its times are seconds (default: makespan_s)
+    times: Callable[[Result], None] | None = None  # how its times are checked (default: seconds, makespan_s)
     rerun: Callable[[Result], None] | None = None  # replay(k) equals re-running the algorithm up to k
 
 
@@ -130,12 +131,26 @@ def _pipeline_rerun(r):
     assert st["time_s"] == r.steps[k].before and st["done"] <= k
 
 
+def _synth_rerun(r):
+    """The log ends at the schedule returned; until the search first restarts, every state it keeps
+    is no slower than the one before; the solver facts are typed fields."""
+    assert r.replay(r.n_steps - 1)["orders"] == r.schedule.to_text()
+    assert r.status == "optimal" and r.solver == "highs" and isinstance(r.bound, float) and r.gap == pytest.approx(0.0, abs=1e-6)
+    kept = []
+    for s in r.steps:
+        if s.action == "restart":
+            break
+        if s.accepted and s.action in ("warm_start", "list", "swap", "move", "fill"):
+            kept.append(s.after)
+    assert kept and all(b <= a * (1 + 1e-12) for a, b in zip(kept, kept[1:]))
+
+
 def _split_rerun(r):
     # one step per stage in cut order: its units are exactly the cut's
     assert [s.data["first_unit"] for s in r.steps] + [r.steps[-1].data["last_unit"] + 1] == list(r.cuts)
 
 
-# ---------------------------------------------------------------- per-family "times are seconds" checks
+# ---------------------------------------------------------------- per-family checks of the times
 def _priced_by_the_cost_model(r):
     """A partition's serial run: every op's row lasts what the cost model prices it at."""
     cost = RooflineCost(MS, r.graph)
@@ -163,6 +178,20 @@ def _split_seconds(r):
         assert e - s == pytest.approx(ps.loc[st, "f_s" if op.endswith("F") else "b_s"], rel=1e-12)
     assert tl["end_s"].max() > 0
     assert tl["end_s"].max() == pytest.approx((tl["end_s"] - tl["start_s"]).sum(), rel=1e-12)
+
+
+def _order_steps(r):
+    """A memory order counts steps: op i runs from step i to i + 1, the frame says so, and no
+    seconds are claimed (no makespan_s: every order of a graph would have the same one)."""
+    from hetsched.timeline import memory_usage
+
+    tl = r.timeline
+    assert tl.attrs.get("time_unit") == "step" and "makespan_s" not in r.metrics
+    comp = tl[tl.kind == "compute"]
+    assert comp["op"].tolist() == list(r.order)
+    assert comp["start_s"].tolist() == list(range(len(r.order))) and (comp["end_s"] - comp["start_s"] == 1.0).all()
+    assert float(tl["end_s"].max()) == r.metrics["n_ops"]
+    assert int(memory_usage(tl)["bytes"].max()) == r.peak_bytes
 
 
 def _sweep_seconds(r):
@@ -193,30 +222,36 @@ def _cases() -> dict[str, Case]:
         "mapping.brute_force": Case(lambda: mp.brute_force(chain(4, seed=1), TS), graph=chain(4, seed=1),
                                     rerun=_mapping_rerun),
         "partition.partition_by_support": Case(lambda: pa.partition_by_support(MG, MS), graph=MG,
-                                               seconds=_priced_by_the_cost_model, rerun=_partition_rerun),
+                                               times=_priced_by_the_cost_model, rerun=_partition_rerun),
         "partition.simulate_buffered": Case(lambda: pa.simulate_buffered(part, MS, n_inputs=4, buffer_depth=2, rows="op"),
                                             graph=MG, rerun=_buffered_rerun),
-        "partition.compare_partitions": Case(lambda: pa.compare_partitions(MG, MS, n_inputs=4), seconds=_comparison_seconds),
+        "partition.compare_partitions": Case(lambda: pa.compare_partitions(MG, MS, n_inputs=4), times=_comparison_seconds),
         "partition.best_buffer_depth": Case(lambda: pa.best_buffer_depth(part, MS, n_inputs=6, depths=(1, 2)),
-                                            seconds=_sweep_seconds),
+                                            times=_sweep_seconds),
         "pipeline.simulate": Case(lambda: pp.simulate(sched, costs={"F": 1e-3, "B": 2e-3}),
                                   deps=lambda r: pp.timeline_deps(r.schedule), rerun=_pipeline_rerun),
         "pipeline.simulate[lockstep, sender cache]": Case(
             lambda: pp.simulate(pp.interleaved_1f1b(4, 2, 10), costs={"F": 1e-3, "B": 2e-3, "activation_bytes": 1e6},
                                 comm={"latency_s": 1e-4, "bandwidth_Bps": 1e9, "lockstep": True}, cache="sender"),
             deps=lambda r: pp.timeline_deps(r.schedule), rerun=_pipeline_rerun),
+        "pipeline.synthesize": Case(
+            lambda: pp.synthesize({"F": [1e-3, 1.2e-3, 0.8e-3], "B": 2e-3, "activation_bytes": 1.0}, p=3, m=4,
+                                  memory_cap_bytes="1f1b", method="milp", time_limit_s=20),
+            deps=lambda r: pp.timeline_deps(r.schedule), rerun=_synth_rerun),
         "pipeline.split_stages": Case(lambda: pp.split_stages(chain(8, seed=1), TS, devices=["gpu0", "cpu0"], p=2),
                                       # one micro-batch: forward down the stages, backward back up
                                       deps=lambda r: pp.timeline_deps(pp.one_f_one_b(len(r.cuts) - 1, 1)),
-                                      seconds=_split_seconds, rerun=_split_rerun),
-        "memory.order_bfs": Case(lambda: mem.order_bfs(LG), rerun=_memory_rerun),
-        "memory.order_patent": Case(lambda: mem.order_patent(LG), rerun=_memory_rerun),
-        "memory.optimize_order": Case(lambda: mem.optimize_order(LG, method="heuristic"), rerun=_memory_rerun),
-        "memory.order_exact": Case(lambda: mem.order_exact(LG, time_limit_s=20), rerun=_exact_rerun),
-        "memory.order_ilp": Case(lambda: mem.order_ilp(chain(5, seed=1), time_limit_s=20), rerun=_ilp_rerun),
+                                      times=_split_seconds, rerun=_split_rerun),
+        "memory.order_bfs": Case(lambda: mem.order_bfs(LG), rerun=_memory_rerun, times=_order_steps),
+        "memory.order_patent": Case(lambda: mem.order_patent(LG), rerun=_memory_rerun, times=_order_steps),
+        "memory.optimize_order": Case(lambda: mem.optimize_order(LG, method="heuristic"), rerun=_memory_rerun,
+                                      times=_order_steps),
+        "memory.order_exact": Case(lambda: mem.order_exact(LG, time_limit_s=20), rerun=_exact_rerun, times=_order_steps),
+        "memory.order_ilp": Case(lambda: mem.order_ilp(chain(5, seed=1), time_limit_s=20), rerun=_ilp_rerun,
+                                 times=_order_steps),
         "executor.simulate": Case(lambda: ex.simulate(fj, streams="patent", threads="patent", pool_size=2),
                                   graph=fj, rerun=_executor_rerun),
-        "executor.compare_policies": Case(lambda: ex.compare_policies(fj), seconds=_policy_seconds),
+        "executor.compare_policies": Case(lambda: ex.compare_policies(fj), times=_policy_seconds),
     }
 
 
@@ -301,8 +336,8 @@ def test_timeline(name):
     if not case.schedule:
         return
     assert len(tl), "the family has a schedule but its timeline is empty"
-    if case.seconds is not None:
-        case.seconds(r)
+    if case.times is not None:
+        case.times(r)
         return
     # times are seconds: the timeline ends at the makespan the metrics report in seconds
     assert "makespan_s" in r.metrics, "a timeline in seconds comes with metrics['makespan_s']"

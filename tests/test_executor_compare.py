@@ -19,14 +19,14 @@ def runs():
 
 
 def _mk(cmp):
-    return cmp.frame.set_index("policy")["makespan_s"]
+    return cmp.frame.set_index("label")["makespan_s"]
 
 
 def test_frame_shape_and_lower_bound(runs):
     for name, (g, cmp) in runs.items():
         f = cmp.frame
-        assert list(f["policy"]) == [*ex.POLICIES, "lower bound"]
-        lb = f.set_index("policy").loc["lower bound", "makespan_s"]
+        assert list(f["label"]) == [*ex.POLICIES, "lower bound"]
+        lb = f.set_index("label").loc["lower bound", "makespan_s"]
         assert (f["makespan_s"] >= lb * (1 - 1e-9)).all(), name
         for label, r in cmp.results.items():
             check_timeline(r.timeline, g)
@@ -50,7 +50,7 @@ def test_long_form_is_the_frame_in_the_house_format(runs):
 def test_patent_buys_overlap_of_blocking_host_work(runs):
     g, cmp = runs["executor_d2h_branch"]
     mk = _mk(cmp)
-    f = cmp.frame.set_index("policy")
+    f = cmp.frame.set_index("label")
     # one thread stalls on every D2H + post-processing branch; the patent's sync thread takes them
     assert mk["patent"] < 0.75 * mk["multi-stream, one thread"]
     assert mk["patent"] < 0.75 * mk["serial"]
@@ -95,14 +95,14 @@ def test_figure_is_one_bar_chart(runs):
     assert not hasattr(cmp, "figure")  # the model does not import the view (issue 21)
     fig = policy_bars(cmp)
     assert isinstance(fig, go.Figure)
-    assert len(fig.data) == 1 and list(fig.data[0].x) == list(cmp.frame["policy"])
+    assert len(fig.data) == 1 and list(fig.data[0].x) == list(cmp.frame["label"])
 
 
 def test_custom_policies_and_options():
     g = ex.graphs.d2h_branch_graph(8, 4)
     cmp = ex.compare_policies(g, policies={"a": ("single", "single"), "b": ("patent", "patent")}, pool_size=2,
                               costs="eager")
-    assert list(cmp.frame["policy"]) == ["a", "b", "lower bound"]
+    assert list(cmp.frame["label"]) == ["a", "b", "lower bound"]
     assert cmp.results["b"].metrics["n_threads"] == 2
     assert cmp.params["costs"] == "eager"
 

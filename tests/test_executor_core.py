@@ -478,3 +478,24 @@ def test_executor_trace_orders_threads_then_streams(tmp_path):
            if e["ph"] == "M" and e["name"] == "thread_sort_index"}
     assert sorted(idx, key=idx.get) == ex.lane_order(r.timeline)
     assert [n for n in sorted(idx, key=idx.get) if n.startswith("thread")] == ["thread0", "thread1", "thread2", "thread3"]
+
+
+def test_a_dispatch_step_carries_the_sync_wait_it_costs_its_thread():
+    """Issue 29: what a panel shows about a decision comes from the step's data, not from the names
+    of timeline rows: a sync op's wait after its launch, a host op's event syncs before it runs."""
+    r = ex.simulate(ex.graphs.thread_rules_graph(), streams="patent", threads="patent")
+    tl = r.timeline
+    seen = set()
+    for s in r.steps:
+        d = s.data
+        if d["sync_wait"] == "after":
+            rows = tl[(tl["lane"] == f"thread{d['thread']}") & (tl["name"] == f"wait {s.subject}")]
+            assert d["sync_wait_s"] == pytest.approx(float((rows["end_s"] - rows["start_s"]).sum()))
+        elif d["sync_wait"] == "before":
+            start = r.op_start_s[s.subject]
+            rows = tl[(tl["lane"] == f"thread{d['thread']}") & (tl["kind"] == "blocked") & ((tl["end_s"] - start).abs() < 1e-12)]
+            assert rows["name"].iat[0] == f"sync {d['sync_on']}" and d["sync_wait_s"] > 0
+        else:
+            assert d["sync_wait"] is None and d["sync_wait_s"] == 0.0
+        seen.add(d["sync_wait"])
+    assert {"after", None} <= seen

@@ -173,7 +173,7 @@ def test_a_synchronous_copy_engine_blocks_the_host():
 
 def test_compare_policies_on_an_empty_graph_is_a_documented_result():
     cmp = ex.compare_policies(OpGraph("empty"))
-    assert list(cmp.frame["policy"])[-1] == "lower bound" and (cmp.frame["makespan_s"] == 0).all()
+    assert list(cmp.frame["label"])[-1] == "lower bound" and (cmp.frame["makespan_s"] == 0).all()
     assert cmp.metrics["patent_vs_one_thread"] == cmp.metrics["nimble_vs_patent"] == cmp.metrics["patent_vs_serial"] == 1.0
 
 

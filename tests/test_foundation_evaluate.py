@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from hetsched.errors import CapacityError, GraphError, UnknownNameError, UnsupportedOpError
+from hetsched.errors import CapacityError, GraphError, HetschedError, UnknownNameError, UnsupportedOpError
 from hetsched.evaluate import Placement, evaluate, resident_weight_bytes
 from hetsched.graph import OpGraph
 from hetsched.system import Device, Link, SupportTable, System
@@ -345,6 +345,11 @@ def test_placement_errors():
     with pytest.raises(UnknownNameError) as e:
         evaluate(g, s, Placement({"m1": "a", "m2": "a"}, weights_resident={"nope"}))
     assert e.value.op == "nope"
+    # a placement given as a list (or a string) is a named error, not dict()'s ValueError (issue 29)
+    for bad in (["a", "a"], "a", None):
+        with pytest.raises(HetschedError) as e:
+            evaluate(g, s, bad)
+        assert e.value.field == "placement" and "dict" in str(e.value) and type(bad).__name__ in str(e.value)
 
 
 def test_placement_helpers():

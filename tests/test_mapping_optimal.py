@@ -1,7 +1,7 @@
 """map_ilp and map_search (issue 17): differential tests against exhaustive search, and their promises.
 
 The optimum is defined over placements *and* residency (each op's weights, each tensor kept or
-not), under the memory plan of ``hetsched.mapping._plan``: ``brute_force`` (total latency) reaches it
+not), under the memory plan of ``hetsched.mapping.engine``: ``brute_force`` (total latency) reaches it
 by enumerating placements with the exact residency of each; for the makespan, the tests below
 enumerate placements and every residency subset.
 """
@@ -26,8 +26,7 @@ from hetsched.io.systems import bundled_systems, toy_system
 from hetsched.mapping import (
     METHODS, brute_force, compare, fastest_single_device, h2h, heft, map_ilp, map_search,
 )
-from hetsched.mapping._core import Ctx, State, check_fits
-from hetsched.mapping._plan import footprint, plan_budget
+from hetsched.mapping.engine import Ctx, State, plan_budget
 from hetsched.timeline import check_timeline
 from strategies import small_dags
 
@@ -42,7 +41,7 @@ def exhaustive_makespan(g: OpGraph, s) -> float:
     """min over placements x every residency subset (within the memory plan) of the simulated makespan."""
     ctx = Ctx(g, s)
     budget = plan_budget(ctx)
-    cands = [[d for d in ctx.candidates(o) if check_fits(ctx, o, d)] for o in ctx.order]
+    cands = [[d for d in ctx.candidates(o) if ctx.refusal(o, d) is None] for o in ctx.order]
     best = float("inf")
     tens = [t for t in ctx.size if ctx.consumers[t] or ctx.producer[t] is not None]
     for combo in itertools.product(*cands):
@@ -56,7 +55,7 @@ def exhaustive_makespan(g: OpGraph, s) -> float:
                 for o in w:
                     used[dev[o]] += ctx.weight[o]
                 for x in t:
-                    for d in footprint(ctx, x, dev):
+                    for d in ctx.footprint(x, dev):
                         used[d] += ctx.size[x]
                 if any(used[d] > max(budget[d], 0) for d in budget):
                     continue
@@ -124,7 +123,7 @@ def test_ilp_respects_tight_memories():
     for o in r.placement.weights_resident:
         used[r.placement.device[o]] += ctx.weight[o]
     for t in r.placement.tensors_resident:
-        for d in footprint(ctx, t, r.placement.device):
+        for d in ctx.footprint(t, r.placement.device):
             used[d] += ctx.size[t]
     if r.params["status"] != "fallback":
         assert all(used[d] <= max(budget[d], 0) * (1 + 1e-9) + 1 for d in budget)
@@ -218,8 +217,8 @@ def test_methods_say_what_they_optimise():
         "search": "total_latency", "ilp": "total_latency", "ilp_makespan": "makespan"}
     assert all(m.description for m in METHODS.values())
     df = compare(chain(4), toy_system(), ["ilp", "search", "h2h"])
-    assert df.set_index("method").loc["ilp", "status"] == "optimal"
-    assert (df["total_latency_s"] >= df.set_index("method").loc["ilp", "total_latency_s"] * (1 - 1e-9)).all()
+    assert df.set_index("label").loc["ilp", "status"] == "optimal"
+    assert (df["total_latency_s"] >= df.set_index("label").loc["ilp", "total_latency_s"] * (1 - 1e-9)).all()
 
 
 def test_compare_and_cpop_on_an_empty_graph():

@@ -13,7 +13,7 @@ from hetsched.graph import OpGraph
 from hetsched.io.generators import layered, topcuoglu
 from hetsched.io.systems import toy_system
 from hetsched.mapping import h2h, map_compute_first, optimize_locality, remap
-from hetsched.mapping._core import Ctx
+from hetsched.mapping.engine import Ctx
 from hetsched.mapping.h2h import cleared_price
 from hetsched.system import Device, Link, SupportTable, System
 
@@ -68,6 +68,33 @@ def test_claim6_locality_runs_again_after_a_kept_remap():
     # the relocality step replays like any other
     st = r.replay(again.index)
     assert "c2" in st["weights_resident"] and st["device"]["c1"] == "B"
+
+
+def test_locality_counts_a_kept_tensors_copy_on_its_readers_device():
+    """One memory plan, the clock's (issue 29): a tensor kept on A and read on B holds memory on B too
+    (B keeps its copy for later readers), so the threshold rule asks B as well as A."""
+    devs = [Device("host", "cpu", {"default": 1e12}, 10**12), Device("A", "fpga", {"default": 1e12}, 10**12),
+            Device("B", "gpu", {"default": 1e12}, int(1.5 * MB))]
+    links = [Link("host", "A", 1e9, 0.0), Link("host", "B", 1e9, 0.0), Link("A", "B", 1e10, 0.0)]
+    s = System(devs, links, host="host", support=SupportTable({"A": {"Conv": 1}, "B": {"Relu": 1}}), name="copy")
+    g = OpGraph("copy")
+    g.add_op("a", "Conv")
+    g.add_op("b", "Relu")
+    g.add_tensor("x", 0, consumers=["a"])
+    g.add_tensor("t", 1 * MB, producer="a", consumers=["b"])
+    g.add_tensor("y", 0, producer="b", is_output=True)
+    cf = map_compute_first(g, s)
+    assert dict(cf.placement.device) == {"a": "A", "b": "B"}
+    tight = optimize_locality(cf, occupancy_threshold=0.5)  # B may hold 0.75 MB: not the 1 MB copy
+    step = next(x for x in tight.steps if x.action == "keep_tensor")
+    assert not step.accepted and step.data["device"] == "B" and "occupancy of B" in step.reason
+    roomy = optimize_locality(cf, occupancy_threshold=0.9)  # 1.35 MB: the copy fits
+    step = next(x for x in roomy.steps if x.action == "keep_tensor")
+    assert step.accepted and step.data["device"] == "A" and "t" in roomy.placement.tensors_resident
+    from hetsched.mapping.engine import Ctx, MemoryPlan, State
+    ctx = Ctx(g, s)
+    used = MemoryPlan(ctx, State(dict(roomy.placement.device), set(), {"t"}), {}).used
+    assert used["A"] == used["B"] == 1 * MB
 
 
 def zoo_accelerators(mem_scale: float = 1.0) -> System:

@@ -13,10 +13,10 @@ from strategies import small_dags
 from hetsched.graph import OpGraph
 from hetsched.io import generators as gen
 from hetsched.memory import order_baseline, order_exact, peak_memory
-from hetsched.memory._feasible import decide, feasible, feasible_back
-from hetsched.memory._search import cut_segments, search
+from hetsched.memory.feasible import atables, decide, feasible, feasible_back
+from hetsched.memory.search import cut_segments, search
 from hetsched.memory.exact import _order_exact_dp
-from hetsched.memory.model import _compile, lower_bound
+from hetsched.memory.model import compile_graph, lower_bound
 from hetsched.timeline import check_timeline
 
 
@@ -26,22 +26,22 @@ def brute(g: OpGraph) -> int:
 
 def dp_optimum(g: OpGraph) -> int:
     """The plain DP over executed sets (no budget, no bound, no free move): the oracle."""
-    m = _compile(g)
+    m = compile_graph(g)
     return search(m)[0]
 
 
 def seg_peak(m, start: int, ops: list[int]) -> int:
     from hetsched.memory.exact import _seg_peak
-    from hetsched.memory._feasible import _atables
+    from hetsched.memory.feasible import atables
 
-    return _seg_peak(_atables(m), start, ops)
+    return _seg_peak(atables(m), start, ops)
 
 
 def check_fits(m, start, seg_mask, ops, B):
     assert sorted(ops) == [v for v in range(m.n) if (seg_mask >> v) & 1]
     done = start
     for v in ops:  # topological within the segment
-        assert not (m._atables.pred_mask[v] & ~done), "op before its predecessor"
+        assert not (atables(m).pred_mask[v] & ~done), "op before its predecessor"
         done |= 1 << v
     assert seg_peak(m, start, ops) <= B
 
@@ -53,7 +53,7 @@ def test_searches_decide_exactly_at_the_optimum(g):
     graph and on each cut-vertex segment."""
     assume(g.n_ops <= 9)
     opt = brute(g)
-    m = _compile(g)
+    m = compile_graph(g)
     assert dp_optimum(g) == opt
     for fn in (feasible, feasible_back, decide):
         assert fn(m, opt - 1) is None
@@ -77,7 +77,7 @@ def test_searches_decide_exactly_at_the_optimum(g):
 def test_decide_agrees_with_the_dp_at_any_budget(g, frac):
     """On graphs too big for brute force: the plain DP's optimum is the threshold of ``decide``."""
     assume(g.n_ops <= 24)
-    m = _compile(g)
+    m = compile_graph(g)
     opt = dp_optimum(g)
     lb = lower_bound(g)
     B = int(lb + frac * (1.2 * opt - lb))
@@ -180,13 +180,13 @@ def test_too_large_graphs_are_refused_honestly(monkeypatch):
 def test_deterministic_and_memo_cap_keeps_answers(monkeypatch):
     """Same graph, same order (work is sliced in moves, not seconds); a tiny memo cap that keeps
     dropping the dead states changes nothing but the work done."""
-    import hetsched.memory._feasible as fe
+    import hetsched.memory.feasible as fe
 
     g = gen.randwire_ws(24, seed=4, channels=4, hw=4, fuse_aggregation=True)
     a = order_exact(g, time_limit_s=30, upper_bound=order_baseline(g, "kahn"))
     b = order_exact(g, time_limit_s=30, upper_bound=order_baseline(g, "kahn"))
     assert a.status == b.status == "optimal" and a.order == b.order
-    m = _compile(g)
+    m = compile_graph(g)
     opt = a.peak_bytes
     monkeypatch.setattr(fe, "DEAD_MAX", 5)
     assert decide(m, opt - 1) is None
@@ -198,7 +198,7 @@ def test_the_ladder_raises_the_bound_when_the_hard_question_gets_no_answer(monke
     the best order) and every budget >= opt - q time out, cheaper ones are answered. The result
     must be a time-out whose proven bound climbed above the lower bound but not past opt."""
     import hetsched.memory.exact as ex
-    from hetsched.memory._feasible import BudgetTimeout
+    from hetsched.memory.feasible import BudgetTimeout
 
     g = gen.randwire_ws(20, seed=2, channels=4, hw=4, fuse_aggregation=True)
     q = 4 * 4 * 4 * 4

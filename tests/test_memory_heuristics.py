@@ -108,8 +108,8 @@ def test_inductor_and_xla_pick_their_best():
 def test_compare_orders_frame():
     g = gen.transformer_block(seq=16, d_model=32, heads=4, n_layers=2)
     df = compare_orders(g)
-    assert {"method", "peak_bytes", "vs_lower_bound", "vs_best_compiler", "runtime_s"} <= set(df.columns)
-    hv = df.set_index("method")
+    assert {"label", "peak_bytes", "vs_lower_bound", "vs_best_compiler", "runtime_s"} <= set(df.columns)
+    hv = df.set_index("label")
     assert hv.loc["heuristic", "vs_best_compiler"] <= 1.0
     assert (df["vs_lower_bound"] >= 1.0 - 1e-12).all()
     # the long form is the same numbers in the house's format (issue 21); text columns stay wide
@@ -117,7 +117,7 @@ def test_compare_orders_frame():
     assert list(long.columns) == ["label", "family", "metric", "value"] and set(long["family"]) == {"memory"}
     got = long[long.metric == "peak_bytes"].set_index("label")["value"]
     assert got.to_dict() == hv["peak_bytes"].astype(float).to_dict()
-    assert list(df.columns) == ["method", "peak_bytes", "vs_lower_bound", "vs_best_compiler", "runtime_s", "status", "chose"]
+    assert list(df.columns) == ["label", "peak_bytes", "vs_lower_bound", "vs_best_compiler", "runtime_s", "status", "chose"]
 
 
 def test_heuristic_close_to_exact_on_small_graphs():
@@ -230,7 +230,7 @@ def test_xla_dfs_caps_the_cumulative_sums():
     r = order_baseline(g, "xla_dfs")
     assert sorted(r.order) == sorted(g.ops) and r.peak_bytes == peak_memory(g, r.order)
     from hetsched.memory.baselines import _xla_dfs
-    from hetsched.memory.model import _compile
+    from hetsched.memory.model import compile_graph
 
-    m = _compile(g)
+    m = compile_graph(g)
     assert m.to_idx(r.order).tolist() == _xla_dfs(m)

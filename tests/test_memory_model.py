@@ -171,41 +171,48 @@ def test_result_timeline_matches_curve(g):
 
 def test_capacity_check_on_timeline():
     from hetsched.errors import TimelineViolation
+    from hetsched.io.systems import toy_system
+    from hetsched.memory import order_timeline
 
     g = gen.fork_join(3, 2)
     r = optimize_order(g, method="kahn")
-    check_timeline(r.timeline, g, capacity_bytes={"gpu0": r.peak_bytes})
+    check_timeline(r.timeline, g, capacity_bytes={"order": r.peak_bytes})  # in steps: the order's own lane
+    tl = order_timeline(g, r.order, device="gpu0", system=toy_system())  # priced on a device: its capacity
+    check_timeline(tl, g, capacity_bytes={"gpu0": r.peak_bytes})
     with pytest.raises(TimelineViolation):
-        check_timeline(r.timeline, g, capacity_bytes={"gpu0": r.peak_bytes - 1})
+        check_timeline(tl, g, capacity_bytes={"gpu0": r.peak_bytes - 1})
 
 
-def test_timeline_is_in_seconds_priced_by_the_cost_model():
-    """Issue 21: the timeline holds seconds (each op priced on the toy system's gpu0, back to
-    back), not step indices; alloc rows span their allocation step's start to their free step's end."""
+def test_timeline_counts_steps_unless_priced_on_a_named_device():
+    """Issue 29: an order has no duration of its own (every order of a graph ran the same ops), so its
+    timeline counts steps, and says so; priced on a device the caller names, it is in seconds."""
     from hetsched.cost import RooflineCost
+    from hetsched.errors import HetschedError
     from hetsched.io.systems import toy_system
     from hetsched.memory import order_timeline
 
     g = gen.chain(3, act_bytes=100, seed=0)
     r = optimize_order(g, method="kahn")
+    assert r.timeline.attrs["time_unit"] == "step" and "makespan_s" not in r.metrics
     comp = r.timeline[r.timeline["kind"] == "compute"]
-    cm = RooflineCost(toy_system(), g)
-    want = [cm.compute_s(g.ops[o], "gpu0") for o in r.order]
-    assert comp["end_s"].to_numpy() - comp["start_s"].to_numpy() == pytest.approx(want)
-    assert comp["start_s"].iat[0] == 0.0 and comp["start_s"].iat[1] == comp["end_s"].iat[0]
+    assert comp["start_s"].tolist() == [0.0, 1.0, 2.0] and comp["end_s"].tolist() == [1.0, 2.0, 3.0]
     a = r.timeline[r.timeline["kind"] == "alloc"].set_index("tensor")
     # op0:out is made by op0 (step 0) and last read by op1 (step 1)
-    assert a.loc["op0:out", "start_s"] == comp["start_s"].iat[0]
-    assert a.loc["op0:out", "end_s"] == comp["end_s"].iat[1]
-    # another device re-prices the same order; the bytes do not change
-    tl = order_timeline(g, r.order, device="cpu0")
-    assert tl[tl["kind"] == "compute"]["end_s"].max() > comp["end_s"].max()
+    assert (a.loc["op0:out", "start_s"], a.loc["op0:out", "end_s"]) == (0.0, 2.0)
+    assert int(memory_usage(r.timeline)["bytes"].max()) == r.peak_bytes
+    # on a device: each op priced by the cost model, back to back; the bytes do not change
+    s = toy_system()
+    cm = RooflineCost(s, g)
+    tl = order_timeline(g, r.order, device="gpu0", system=s)
+    pc = tl[tl["kind"] == "compute"]
+    assert "time_unit" not in tl.attrs
+    assert pc["end_s"].to_numpy() - pc["start_s"].to_numpy() == pytest.approx([cm.compute_s(g.ops[o], "gpu0") for o in r.order])
     assert int(memory_usage(tl)["bytes"].max()) == r.peak_bytes
-    # makespan_s: the span of the timeline, the sum of the ops' prices, the same for every order
-    assert r.metrics["makespan_s"] == comp["end_s"].max() == pytest.approx(sum(want))
-    other = optimize_order(g, method="heuristic")
-    assert other.metrics["makespan_s"] == pytest.approx(r.metrics["makespan_s"])
-    assert optimize_order(OpGraph("empty"), method="heuristic").metrics["makespan_s"] == 0.0
+    assert order_timeline(g, r.order, device="cpu0", cost=cm)["end_s"].max() > pc["end_s"].max()
+    with pytest.raises(HetschedError):
+        order_timeline(g, r.order, device="gpu0")  # which system's gpu0?
+    with pytest.raises(HetschedError):
+        order_timeline(g, r.order, system=s)  # priced on which device?
 
 
 def test_empty_graph():

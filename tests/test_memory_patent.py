@@ -21,7 +21,7 @@ import hetsched.memory as mem
 from hetsched.graph import OpGraph
 from hetsched.io import generators as gen
 from hetsched.memory.heuristics import _asap_alap, _held
-from hetsched.memory.model import _compile
+from hetsched.memory.model import compile_graph
 from hetsched.timeline import check_timeline
 
 
@@ -76,7 +76,7 @@ def test_fine_tune_on_all_tensors_is_never_worse_than_the_capped_one(g):
     full, capped = mem.fine_tune(g, o), mem.fine_tune(g, o, max_tensors=24)
     assert full.peak_bytes <= o.peak_bytes
     # claim 9 stops when no single move lowers the peak: every tensor at the peak was tried
-    m = _compile(g)
+    m = compile_graph(g)
     step, live = mem.live_at_peak(g, full.order)
     assert int(live["bytes"].sum()) == full.peak_bytes
     assert capped.peak_bytes <= o.peak_bytes
@@ -105,7 +105,7 @@ def test_patent_bfs_is_breadth_first_where_the_greedy_goes_deep():
 def test_each_bfs_pick_is_the_highest_priority_executable_op(g):
     """S31: "在当前可执行的算子中选择优先级最高的算子执行" - recomputed from the order itself."""
     r = mem.order_bfs(g)
-    m = _compile(g)
+    m = compile_graph(g)
     asap, alap = _asap_alap(m)
     held = _held(m, asap, alap)
     prio = {m.names[v]: (int(alap[v]), held[v], int(asap[v]), v) for v in range(m.n)}
@@ -162,8 +162,9 @@ def test_patent_flow_output_is_the_ilp_order_when_the_ilp_finishes():
     g = gen.fork_join(2, 2, seed=0)
     r = mem.optimize_order(g, method="patent", time_limit_s=20)
     assert r.status == "optimal" and r.method == "patent:ilp-patent"
-    assert [s.action for s in r.steps] == ["ilp"] and r.steps[0].data["formulation"] == "patent"
-    assert r.metrics["ilp_proven_optimal"] == 1.0 and r.peak_bytes == mem.order_exact(g).peak_bytes
+    assert [s.action for s in r.steps] == ["ilp"] and r.steps[0].data["ilp"] is r.ilp and r.ilp.model == "patent"
+    assert r.ilp.proven and r.peak_bytes == mem.order_exact(g).peak_bytes
+    assert not any(k.startswith("ilp_") for k in r.metrics)  # the solver's facts are the typed field, once
     assert r.replay(0)["order"] == r.order
 
 
@@ -175,7 +176,7 @@ def test_patent_flow_runs_s3_then_s4_when_the_ilp_does_not_finish():
     # in the patent's order: the ILP, the BFS, the DFS, the pick of the lower, the fine-tune
     firsts = [phases.index(p) for p in ("S2", "S31", "S32", "S4-pick")]
     assert firsts == sorted(firsts) and all(p == "S4" for p in phases[firsts[-1] + 1:])
-    assert r.metrics["ilp_proven_optimal"] == 0.0 and r.metrics["ilp_n_vars"] == mem.patent.ilp_vars(g, "patent")
+    assert not r.ilp.proven and r.ilp.n_vars == mem.patent.ilp_vars(g, "patent") and r.steps[0].data["ilp"] is r.ilp
     # whatever the solver's incumbent, the output is S3 + S4's order (the patent does not keep it)
     assert r.order == mem.order_patent(g, ilp=False).order == mem.order_patent_heuristic(g).order
     assert r.replay(r.n_steps - 1)["order"] == r.order
@@ -183,10 +184,10 @@ def test_patent_flow_runs_s3_then_s4_when_the_ilp_does_not_finish():
 
 
 def test_auto_is_ours_heuristic_first_then_the_warm_started_ilp():
-    g = gen.fork_join(3, 2, seed=1)
+    g = gen.layered(3, 3, seed=4)  # the heuristic stays above the lower bound (else the ILP is skipped)
     r = mem.optimize_order(g, method="auto", time_limit_s=20)
     assert r.steps[0].data["phase"] == "S31" and r.steps[-1].action == "ilp"
-    assert r.status == "optimal" and r.metrics["ilp_proven_optimal"] == 1.0
+    assert r.status == "optimal" and r.ilp.proven and r.steps[-1].data["ilp"] is r.ilp
     assert r.replay(r.n_steps - 1)["order"] == r.order
 
 
@@ -195,7 +196,7 @@ def test_each_ilp_formulation_is_selectable_by_name(method, form):
     g = gen.fork_join(2, 2, seed=0)
     r = mem.optimize_order(g, method=method, time_limit_s=20)
     assert r.method == f"ilp-{form}" and r.params["formulation"] == form
-    assert r.metrics["n_vars"] == mem.patent.ilp_vars(g, form)
+    assert r.ilp.n_vars == mem.patent.ilp_vars(g, form) and r.ilp.model == form
     assert r.status == "optimal" and r.metrics["bound_bytes"] == r.peak_bytes and r.gap >= 0
     with pytest.raises(mem.optimize.HetschedError, match="contradicts"):
         mem.optimize_order(g, method=method, formulation="cumulative" if form == "patent" else "patent")
@@ -293,5 +294,5 @@ def test_lifetime_chart_draws_steps_from_the_seconds_timeline():
 
 
 def test_solver_methods_are_named_for_panels():
-    assert set(mem.SOLVER_METHODS) <= set(mem.STRATEGIES)
+    assert set(mem.SOLVER_METHODS) <= set(mem.METHODS)
     assert {"patent", "auto", "ilp-patent"} <= set(mem.SOLVER_METHODS) and "bfs" not in mem.SOLVER_METHODS

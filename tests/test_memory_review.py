@@ -13,7 +13,7 @@ from hetsched.errors import HetschedError, ScheduleError
 from hetsched.graph import OpGraph
 from hetsched.io import generators as gen
 from hetsched.memory import lower_bound, optimize_order, order_exact, order_ilp, peak_memory
-from hetsched.memory.model import _compile
+from hetsched.memory.model import compile_graph
 
 
 def _rand_graph(seed: int) -> OpGraph:
@@ -73,14 +73,14 @@ def _naive_peak(g: OpGraph, order) -> int:
 
 
 def _as_result(g: OpGraph, order):
-    from hetsched.memory.model import _make_result
+    from hetsched.memory.model import make_result
 
-    m = _compile(g)
-    return _make_result(m, m.to_idx(order), method="given", status="heuristic", t0=0.0, why="test order")
+    m = compile_graph(g)
+    return make_result(m, m.to_idx(order), method="given", status="heuristic", t0=0.0, why="test order")
 
 
 def _all_orders(g: OpGraph):
-    m = _compile(g)
+    m = compile_graph(g)
     d = nx.DiGraph()
     d.add_nodes_from(m.names)
     d.add_edges_from((m.names[p], m.names[v]) for v in range(m.n) for p in m.preds[v])
@@ -132,7 +132,7 @@ def test_exact_rejects_a_bad_upper_bound():
 def test_callable_method_is_re_simulated_and_checked():
     g = gen.fork_join(3, 2, seed=0)
     good = optimize_order(g, method="kahn")
-    liar = dataclasses.replace(good, peak_bytes=1)
+    liar = dataclasses.replace(good, metrics={**good.metrics, "peak_bytes": 1.0})
     r = optimize_order(g, method=lambda _g: liar)
     assert r.peak_bytes == good.peak_bytes and "re-simulated" in r.why
     assert optimize_order(g, method=lambda _g: good) is good
@@ -141,3 +141,29 @@ def test_callable_method_is_re_simulated_and_checked():
         optimize_order(g, method=lambda _g: backwards)
     with pytest.raises(HetschedError, match="OrderResult"):
         optimize_order(g, method=lambda _g: list(good.order))
+
+
+@pytest.mark.parametrize("beam", [-5, 2.5, True, "4"])
+def test_a_bad_beam_is_a_named_error(beam):
+    """Issue 29: beam=-5 reached an assert deep in the search; now the argument is named."""
+    with pytest.raises(HetschedError) as e:
+        optimize_order(gen.fork_join(3, 2), method="heuristic", beam=beam)
+    assert e.value.field == "beam" and repr(beam) in str(e.value)
+
+
+def test_an_order_at_the_lower_bound_stops_the_search():
+    """Issue 28: once an order reaches the lower bound it is optimal; the default method no longer
+    spends the ILP's time limit on it, the portfolio no longer fine-tunes and polishes, and the log
+    says why it stopped. The patent's own flow is unchanged (its ILP runs first)."""
+    g = gen.resnet_like(blocks_per_stage=1)
+    lb = lower_bound(g)
+    for method in ("auto", "heuristic"):
+        r = optimize_order(g, method=method, time_limit_s=30)
+        assert r.peak_bytes == lb and r.status == "optimal" and r.gap == 0.0
+        last = r.steps[-1]
+        assert last.action == "stop" and "lower bound" in last.reason and last.data["lower_bound_bytes"] == lb
+        assert tuple(r.replay(r.n_steps - 1)["order"]) == r.order
+    assert r.steps[0].action == "candidate"  # the portfolio stopped at its first candidate at the bound
+    auto = optimize_order(g, time_limit_s=30)
+    assert auto.ilp.status == "skipped" and "lower bound" in auto.ilp.note and auto.runtime_s < 5
+    assert optimize_order(g, method="patent", time_limit_s=30).steps[0].action == "ilp"  # S2 first, as claimed

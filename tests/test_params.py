@@ -200,7 +200,7 @@ def test_the_family_specs_match_what_the_core_accepts():
     assert set(pp.PARAMS["grouping"].options) == set(pp.GROUPINGS)
     assert set(mp.PARAMS["objective"].options) == set(mp.OBJECTIVES)
     assert set(mp.PARAMS["policy"].options) == set(mp.LOCALITY_POLICIES)
-    assert set(mem.PARAMS["method"].options) == set(mem.STRATEGIES)
+    assert set(mem.PARAMS["method"].options) == set(mem.METHODS)
     assert set(pt.PARAMS["merge"].options) == set(pt.MERGE_STRATEGIES)
     assert set(gen.PARAMS["generator"].options) == set(gen.SIZINGS)
     # the defaults run: each spec's defaults are accepted by the function they are for

@@ -27,7 +27,7 @@ def test_too_many_partitions_make_the_accelerated_model_slower():
     g = load_graph("mobilenet_v2_b1")  # a real model, bundled
     s = conv_only_accelerator()
     cmp = compare_partitions(g, s, n_inputs=16, min_group_size=3)
-    f = cmp.frame.set_index("variant")
+    f = cmp.frame.set_index("label")
     assert list(f.index) == ["single cpu0"] + VARIANTS + ["global + min_group_size=3, buffered"]
     cpu_only = f.loc["single cpu0", "throughput_per_s"]
     # every conv is an island: dozens of partitions and a copy at every border ...
@@ -53,7 +53,7 @@ def test_a_well_covered_accelerator_wins():
     g = load_graph("resnet50_b1")
     s = load_system("cpu_gpu_fpga")
     cmp = compare_partitions(g, s, n_inputs=8, enabled=["gpu0", "cpu0"])
-    f = cmp.frame.set_index("variant")
+    f = cmp.frame.set_index("label")
     # the patent's point: one backend launch per op costs a lot, aggregation removes it
     assert f.loc["per-op, serial", "n_launches"] == g.n_ops
     assert f.loc["per-op, serial", "throughput_per_s"] < 0.8 * f.loc["adjacent, serial", "throughput_per_s"]
@@ -68,7 +68,7 @@ def test_compare_with_explicit_table_and_singles_off():
     s = load_system("cpu_gpu_fpga")
     t = SupportTable({"fpga0": {"Conv": 1, "Relu": 1, "Add": 1}, "cpu0": {"*": 2}})
     cmp = compare_partitions(g, s, table=t, n_inputs=4, singles=False, min_group_size=2, fallback="cpu0")
-    assert list(cmp.frame["variant"]) == VARIANTS + ["global + min_group_size=2, buffered"]
+    assert list(cmp.frame["label"]) == VARIANTS + ["global + min_group_size=2, buffered"]
     assert cmp.frame["speedup_vs_best_single"].isna().all()
     assert set(cmp.partitions["global, buffered"].assignment.values()) == {"fpga0", "cpu0"}
 

@@ -161,7 +161,7 @@ def test_zeroed_wildcard_cell_moves_the_ops():
 @settings(max_examples=20, deadline=None)
 @given(small_dags(max_ops=30))
 def test_working_set_is_weights_plus_inputs_plus_outputs(g):
-    from hetsched.partition._quotient import graph_index
+    from hetsched.partition.quotient import graph_index
 
     idx = graph_index(g)
     ws = idx.working_set()

@@ -160,7 +160,9 @@ def test_p2p_prices_through_the_cost_model():
 
     sys_ = System([Device("a", "gpu"), Device("b", "gpu")], [Link("a", "b", 5e9, 3e-6)])
     want = RooflineCost(sys_).transfer_s(2e6, "a", "b")
-    assert P2P(latency_s=3e-6, bandwidth_Bps=5e9).time_s(2e6) == pytest.approx(want)
+    link = P2P(latency_s=3e-6, bandwidth_Bps=5e9).link  # one Link, priced as every cost model prices a hop
+    assert isinstance(link, Link) and link.time_s(2e6) == want == P2P(latency_s=3e-6, bandwidth_Bps=5e9).time_s(2e6)
+    assert P2P(latency_s=3e-6, bandwidth_Bps=5e9).time_s([0.0, 2e6]).tolist() == [0.0, want]  # 0 bytes are free
     r = simulate(one_f_one_b(2, 1), costs={**UNIT, "activation_bytes": 2e6}, comm={"latency_s": 3e-6, "bandwidth_Bps": 5e9})
     assert r.metrics["makespan_s"] == pytest.approx(4.0 + 2 * want)
     with pytest.raises(ScheduleError, match="do not also give comm"):

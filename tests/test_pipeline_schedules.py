@@ -170,11 +170,11 @@ def test_size_guard_names_the_limit_before_allocating():
     assert peak < 10 * 2**20  # refused from the numbers alone
     with pytest.raises(ScheduleError, match="above the limit"):
         zb_h1(MAX_ACTIONS // 3 + 1, 1)  # three actions per stage and micro-batch
-    from hetsched.pipeline.schedules import _check
+    from hetsched.pipeline.schedules import check_pvm
 
-    _check(2, 1, MAX_ACTIONS // 4)  # exactly at the limit: accepted
+    check_pvm(2, 1, MAX_ACTIONS // 4)  # exactly at the limit: accepted
     with pytest.raises(ScheduleError, match="above the limit"):
-        _check(2, 1, MAX_ACTIONS // 4 + 1)
+        check_pvm(2, 1, MAX_ACTIONS // 4 + 1)
 
 
 def test_fixed_chunks_are_said_not_silently_ignored():

@@ -159,24 +159,38 @@ def test_compare_table():
     from hetsched.pipeline import compare
 
     df = compare(4, 2, 11, costs={"F": 1, "B": 1})
-    assert df["schedule"].tolist()[:4] == ["interleaved_1f1b[balanced]", "interleaved_1f1b[megatron]", "interleaved_1f1b[paddle]", "interleaved_1f1b[torch]"]
-    torch_row = df[df.schedule == "interleaved_1f1b[torch]"].iloc[0]
+    assert df["label"].tolist()[:4] == ["interleaved_1f1b[balanced]", "interleaved_1f1b[megatron]", "interleaved_1f1b[paddle]", "interleaved_1f1b[torch]"]
+    torch_row = df[df.label == "interleaved_1f1b[torch]"].iloc[0]
     assert "multiple of the number of rounds" in torch_row["error"] and pd.isna(torch_row["makespan_s"])
-    ok = df[df.error.isna() & df.schedule.str.startswith("interleaved")]
+    ok = df[df.error.isna() & df.label.str.startswith("interleaved")]
     assert (ok["makespan_s"] == (2 * 11 + 3) * 2).all()
-    assert df.loc[df.schedule == "interleaved_1f1b[balanced]", "order_peak"].item() <= df.loc[df.schedule == "interleaved_1f1b[paddle]", "order_peak"].item()
+    assert df.loc[df.label == "interleaved_1f1b[balanced]", "order_peak"].item() <= df.loc[df.label == "interleaved_1f1b[paddle]", "order_peak"].item()
     # the long form (issue 21): the same numbers, label/family/metric/value; a refused schedule has none
     long = compare(4, 2, 11, costs={"F": 1, "B": 1}, long=True)
     assert list(long.columns) == ["label", "family", "metric", "value"] and set(long["family"]) == {"pipeline"}
     assert "interleaved_1f1b[torch]" not in set(long["label"])
     mk = long[long.metric == "makespan_s"].set_index("label")["value"]
-    assert mk.to_dict() == ok.set_index("schedule")["makespan_s"].to_dict()
+    assert mk.to_dict() == ok.set_index("label")["makespan_s"].to_dict()
     # a schedule listed twice is simulated once, one row
     twice = compare(2, 1, 4, lineup=[("1f1b", {}), ("gpipe", {}), ("1f1b", {})], costs={"F": 1, "B": 1})
-    assert twice["schedule"].tolist() == ["1f1b", "gpipe"]
+    assert twice["label"].tolist() == ["1f1b", "gpipe"]
 
 
 def test_unknown_comm_field_is_a_schedule_error():
     with pytest.raises(ScheduleError) as ei:
         simulate(one_f_one_b(2, 2), comm={"latency": 1e-6})
     assert ei.value.field == "comm" and "latency" in str(ei.value)
+
+
+def test_how_long_a_message_was_held_is_the_cores_by_cache_design():
+    """Issue 29: 'held' is defined once, in the core, per cache design (the receive buffer: arrival to
+    consumption; the sender's queue: production to send), in messages() and in the consumer's step."""
+    s = interleaved_1f1b(4, 2, 10, grouping="paddle")
+    for cache in ("sender", "receiver"):
+        r = simulate(s, costs={"F": 1, "B": 1}, comm=P2P(lockstep=True), cache=cache)
+        msg = r.messages()
+        want = msg["consumed_s"] - msg["arrived_s"] if cache == "receiver" else msg["sent_s"] - msg["produced_s"]
+        assert msg["held_s"].tolist() == want.tolist() and (msg["held_s"] > 0).any()
+        by_consumer = dict(zip(msg["consumer"], msg["held_s"]))
+        for st in r.steps:
+            assert st.data["held_s"] == by_consumer.get(st.subject)

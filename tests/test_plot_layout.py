@@ -81,7 +81,7 @@ def test_an_executor_step_title_wraps_as_a_fresh_figure_would():
 
 # -- legends -----------------------------------------------------------------------------------
 def test_the_mapping_comparison_legend_is_under_the_bars_not_over_the_title():
-    f = pd.DataFrame({"method": ["h2h", "compute_first", "heft", "ilp"], "total_latency_s": [3.5e-3, 8e-3, 1.5e-3, 1.2e-3],
+    f = pd.DataFrame({"label": ["h2h", "compute_first", "heft", "ilp"], "total_latency_s": [3.5e-3, 8e-3, 1.5e-3, 1.2e-3],
                       "optimises": ["total_latency", "op_latency", "makespan", "total_latency"]})
     fig = method_bars(f, "total_latency_s", highlight="h2h", title="system total latency of each mapper (lower is better)")
     assert _below(fig.layout.legend)

@@ -60,7 +60,7 @@ def _figures():
     bfs, dfs = mem.order_bfs(fj), mem.order_dfs(fj)
     sched = pp.interleaved_1f1b(4, 2, 8)
     ev = pd.DataFrame({"time_s": [0, 1e-3, 1e-3, 2e-3], "delta_bytes": [10, -5, 7, 3], "device": ["a", "a", "b", "b"]})
-    frame = pd.DataFrame({"method": ["heft", "h2h", "cpop"], "makespan_s": [2e-3, 1e-3, 3e-3],
+    frame = pd.DataFrame({"label": ["heft", "h2h", "cpop"], "makespan_s": [2e-3, 1e-3, 3e-3],
                           "bytes_moved": [1e6, 2e6, 3e5], "n": [1, 2, 3], "grp": ["a", "b", "a"]})
     inc = ex.graphs.inception_graph(1)
     rn = resnet_like(n_stages=2, blocks_per_stage=2)

@@ -107,7 +107,7 @@ def test_compare_results_long_and_wide():
     assert long.set_index(["label", "metric"]).loc[("heft", "makespan_s"), "value"] == res["heft"].metrics["makespan_s"]
     # results of different families in one table, with a frame from a family compare function
     mem = order_bfs(g)
-    frame = pd.DataFrame({"policy": ["serial", "patent"], "makespan_s": [2.0, 1.0], "status": ["ok", "ok"]})
+    frame = pd.DataFrame({"label": ["serial", "patent"], "makespan_s": [2.0, 1.0], "status": ["ok", "ok"]})
     both = compare_results([{"bfs": mem}, frame, res])
     assert set(both["family"]) == {"memory", "", "mapping"}
     assert "status" not in set(both["metric"])  # numbers only in the long form
@@ -124,7 +124,7 @@ def test_partition_comparison_speaks_the_long_format():
     s = s.with_support(s.support.with_priority("gpu0", "Conv", 2))
     cmp = compare_partitions(chain(6), s, n_inputs=4)
     long = cmp.long()
-    f = cmp.frame.set_index("variant")
+    f = cmp.frame.set_index("label")
     for (v, m), val in long.set_index(["label", "metric"])["value"].items():
         assert f.loc[v, m] == pytest.approx(val, nan_ok=True)
     assert set(long["family"]) == {"partition"} and "merge" not in set(long["metric"])
@@ -136,9 +136,9 @@ def test_mapping_compare_speaks_the_long_format_and_keeps_every_run():
 
     g, s = chain(5), toy_system()
     wide = compare(g, s, ["h2h", "heft", "heft"])
-    assert wide.method.tolist() == ["h2h", "heft", "heft#2"]      # a repeated name keeps its own row
+    assert wide["label"].tolist() == ["h2h", "heft", "heft#2"]      # a repeated name keeps its own row
     long = compare(g, s, ["h2h", "heft"], long=True)
-    f = wide.set_index("method")
+    f = wide.set_index("label")
     for (lab, m), val in long.set_index(["label", "metric"])["value"].items():
         if m != "runtime_s":                                          # timed per call
             assert f.loc[lab, m] == pytest.approx(val)
@@ -149,8 +149,8 @@ def test_list_schedulers_price_a_routed_transfer_as_the_evaluator_does():
     """HEFT's edge cost is the clock's per-hop transfer (issue 21: one transfer formula): with a cost
     model that charges 1 s per ``transfer_s`` call, gpu0 -> fpga0 (two hops via the host) costs 2 s."""
     from hetsched.cost import RooflineCost
-    from hetsched.mapping._core import Ctx
-    from hetsched.mapping.listsched import _Parts
+    from hetsched.mapping.engine import Ctx
+    from hetsched.mapping.listsched import Parts
 
     class PerCall(RooflineCost):
         def transfer_s(self, nbytes, src, dst):
@@ -158,7 +158,7 @@ def test_list_schedulers_price_a_routed_transfer_as_the_evaluator_does():
 
     g, s = chain(4), toy_system()
     ctx = Ctx(g, s, PerCall(s))
-    parts = _Parts(ctx, "pairs")
+    parts = Parts(ctx, "pairs")
     (u, v), bs = next(iter(parts.edge_bytes.items()))
     assert len(s.route("gpu0", "fpga0")) == 2
     assert parts.comm(u, v, "gpu0", "fpga0") == pytest.approx(2.0 * len(bs))

@@ -188,7 +188,7 @@ def test_auto_draws_blocks_above_the_graph_tabs_threshold(panel, big, monkeypatc
 
 
 def test_blocks_take_their_backend_lighter_while_partly_marked_outlined_when_mixed(big):
-    from hetsched.plot.core import _lighten
+    from hetsched.plot.core import lighten
 
     v = big.result
     part = v.partition
@@ -229,7 +229,7 @@ def test_blocks_take_their_backend_lighter_while_partly_marked_outlined_when_mix
         if not done:
             assert col == "#BDBDBD", c
         elif len(done) < len(ops):
-            assert col.lower() in {_lighten(x, 0.55) for x in cmap.values()}, c
+            assert col.lower() in {lighten(x, 0.55) for x in cmap.values()}, c
     legend = [x.name for x in fw.data if x.hoverinfo == "skip" and x.mode == "markers"]
     assert "not marked yet" in legend and "lighter: partly marked" in legend
     assert any("several backends" in x for x in legend)

@@ -446,3 +446,38 @@ def test_figures_ask_for_webgl_set_up_only_when_the_graph_is_big_enough():
     d.show("graph")
     gp.state.n = 20
     assert gp.figures["graph"].warm_gl is False
+
+
+def test_walkers_walk_the_cores_logs_as_they_are():
+    """Issue 29: a panel hands its walker result.steps itself (phase, group and label are functions of a
+    step), never a copy with keys added; the Backends panel walks its two logs one after the other."""
+    from hetsched.results import LazySteps, Step
+    from hetsched.widgets import BackendPanel, ExecutorPanel, MappingPanel, MemoryPanel
+    from hetsched.widgets.walker import DecisionWalker
+
+    g = fork_join(3, 2)
+    for p in (MappingPanel(graph=g, system=hs.toy_system()), ExecutorPanel(graph=g), MemoryPanel(graph=g)):
+        assert p.walker.steps is p.result.steps and isinstance(p.result.steps, LazySteps), type(p).__name__
+    b = BackendPanel(graph=g)
+    logs = b.walker.steps.logs
+    assert logs[0] is b.result.partition.steps and logs[1] is b.result.buffered.steps
+    # numbered by position: the buffered run's first decision follows the partition's last
+    n = b.result.partition.n_steps
+    b.walker.filter_text.value = "input 0:"
+    assert b.walker.table.options[0][0].startswith(f"{n + 1} ") and b.walker.table.options[0][1] == n + 1
+
+    # a log whose steps are made on access is scanned once for its phases, not copied
+    made = []
+
+    def make(i):
+        made.append(i)
+        return Step(i, "tick", str(i), data={"phase": "even" if i % 2 == 0 else "odd"})
+
+    class S(traitlets.HasTraits):
+        step = traitlets.Int(0)
+
+    w = DecisionWalker(S())
+    log = LazySteps(n=5000, make=make)
+    w.set_steps(log)
+    assert w.steps is log and [o[1] for o in w.phases.options] == ["start", "even", "odd", "final"]
+    assert len(made) <= 5000 + 400  # one pass for the phases, the first listed decisions

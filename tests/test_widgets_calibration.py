@@ -114,28 +114,27 @@ def test_curves_figure_with_a_calibration(runs):
     assert names == ["default (in model)", "default (sweep)", "default curve"]
 
 
-def test_other_panels_price_with_the_default_cost(tmp_path):
-    """A notebook points every panel at a calibration with set_default_cost (panels pass no cost)."""
-    from hetsched.cost import RooflineCost, TableCost, set_default_cost
+def test_other_panels_price_with_the_session_cost(tmp_path):
+    """A notebook points every panel at a calibration through the session's cost (no process-wide default)."""
+    from hetsched.cost import RooflineCost, TableCost
     from hetsched.io.systems import toy_system
     from hetsched.widgets import MappingPanel
+    from hetsched.widgets.base import Session
 
     s = toy_system()
     g = chain(4, seed=0)
     slow = TableCost(s, {(t, d): 1.0 for t in {o.op_type for o in g.ops.values()} for d in s.compute_devices})
     first = MappingPanel(graph=g, system=s)
     base = first.result.metrics["makespan_s"]
-    try:
-        set_default_cost(slow)
-        p = MappingPanel(graph=g, system=s)
-        assert p.result.metrics["makespan_s"] >= 4.0 > base  # four ops of 1 s each, in a chain
-        # a panel made before the change prices its walk and its comparison with the new default
-        first.refresh()
-        assert first.result.metrics["makespan_s"] >= 4.0
-        assert all(r.metrics["makespan_s"] >= 4.0 for r, _t in first._runs.values())
-        set_default_cost(RooflineCost(SYS))  # made for another system: said in the panel
-        p.refresh()
-        assert "panel-cpu" in p.message.value
-    finally:
-        set_default_cost(None)
+    p = MappingPanel(graph=g, system=s, session=Session(cost=slow))
+    assert p.result.metrics["makespan_s"] >= 4.0 > base  # four ops of 1 s each, in a chain
+    # a panel whose session gets a cost re-prices its walk and its comparison with it
+    first.session.cost = slow
+    assert first.result.metrics["makespan_s"] >= 4.0
+    assert all(r.metrics["makespan_s"] >= 4.0 for r, _t in first._runs.values())
+    p.session.cost = RooflineCost(SYS)  # made for another system: said in the panel
+    assert "panel-cpu" in p.message.value
+    # the cost is the session's, not the process's: a fresh panel prices with the roofline
     assert MappingPanel(graph=g, system=s).result.metrics["makespan_s"] == pytest.approx(base)
+    first.session.cost = None
+    assert first.result.metrics["makespan_s"] == pytest.approx(base)

@@ -64,7 +64,7 @@ def test_default_fires_every_patent_rule_on_four_busy_threads(panel):
     assert (r.params["streams"], r.params["threads"], r.metrics["n_threads"]) == ("patent", "patent", 4)
     assert r.metrics["n_threads_used"] == 4 and r.metrics["n_events"] > 0
     assert set(panel.figures["rules"].data[0].x) == PATENT_RULES  # every rule of claims 1, 4 and 5 fired
-    one = panel.comparison.frame.set_index("policy").loc["multi-stream, one thread", "makespan_s"]
+    one = panel.comparison.frame.set_index("label").loc["multi-stream, one thread", "makespan_s"]
     assert r.makespan_s < 0.8 * one  # what the patent buys: blocking host work overlapped
     text = _strip(panel.summary.value)
     for t in range(4):

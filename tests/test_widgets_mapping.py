@@ -302,7 +302,7 @@ def test_auto_draws_blocks_above_the_graph_tabs_threshold(scenario, big, monkeyp
 
 
 def test_block_colours_are_the_devices_holding_most_flops_and_mixed_blocks_are_outlined(big):
-    from hetsched.plot.core import _lighten
+    from hetsched.plot.core import lighten
 
     r = big.result
     big.state.view, big.state.expanded = "auto", ()
@@ -339,7 +339,7 @@ def test_block_colours_are_the_devices_holding_most_flops_and_mixed_blocks_are_o
     b0 = op_blocks(r.graph)[s0.subject]
     cols = dict(zip(t.customdata, t.marker.color))
     n_in_b0 = sum(1 for b in op_blocks(r.graph).values() if b == b0)
-    assert cols[f"block:{b0}"] == (cmap[s0.data["device"]] if n_in_b0 == 1 else _lighten(cmap[s0.data["device"]], 0.55))
+    assert cols[f"block:{b0}"] == (cmap[s0.data["device"]] if n_in_b0 == 1 else lighten(cmap[s0.data["device"]], 0.55))
     assert all(c == NEUTRAL for n, c in cols.items() if n != f"block:{b0}")
     hover = dict(zip(t.customdata, t.hovertext))[f"block:{b0}"]
     assert b0 in hover and f"{n_in_b0} ops" in hover and "GFLOPs" in hover and s0.data["device"] in hover
@@ -424,7 +424,7 @@ def test_a_new_graph_starts_with_every_block_closed():
 
 # -- the comparison ------------------------------------------------------------------------------
 def test_comparison_has_search_and_ilp_with_status_and_answers_how_far(scenario):
-    f = scenario.comparison.set_index("method")
+    f = scenario.comparison.set_index("label")
     for m in ("compute_first", "heft", "cpop", "peft", "fastest_single_device", "search", "ilp", THIS):
         assert m in f.index
     assert f.loc["ilp", "status"] in ("optimal", "feasible", "fallback")
@@ -445,10 +445,10 @@ def test_search_and_ilp_on_request_for_big_graphs():
     g = layered(30, 4, seed=0)
     assert g.n_ops > AUTO_BEST_OPS
     p = MappingPanel(graph=g, system=hs.toy_system())
-    assert "search" not in set(p.comparison["method"]) and "Press" in p.explain.value
+    assert "search" not in set(p.comparison["label"]) and "Press" in p.explain.value
     assert not p.best_button.disabled
     p.best_button.click()
-    f = p.comparison.set_index("method")
+    f = p.comparison.set_index("label")
     assert {"search", "ilp"} <= set(f.index) and p.best_button.disabled
     assert "How far is the patent from the best mapping?" in p.explain.value and "Press" not in p.explain.value
     # the search and the ILP are never worse than h2h on its own objective
@@ -457,7 +457,7 @@ def test_search_and_ilp_on_request_for_big_graphs():
 
 def test_why_h2h_is_several_times_heft_is_explained(panel):
     # issue 17/22: on the dashboard's default graph h2h is ~3x HEFT; the screen says why
-    f = panel.comparison.set_index("method")
+    f = panel.comparison.set_index("label")
     ratio = f.loc[THIS, "total_latency_s"] / f.loc["heft", "total_latency_s"]
     assert ratio > 2
     assert f"Why is h2h {ratio:.1f}× HEFT here" in panel.explain.value
@@ -469,14 +469,14 @@ def test_keep_tensors_resident_retimes_the_same_mappings(panel):
     n = panel.n_updates
     panel.state.keep_resident = True
     assert panel.result is r and panel.n_updates == n + 1  # a redraw, not a recompute
-    row = panel.comparison.set_index("method").loc[THIS]
+    row = panel.comparison.set_index("label").loc[THIS]
     ev = hs.evaluate(r.graph, r.system, r.placement, keep_tensors_resident=True, check_memory=False)
     assert row["total_latency_s"] == pytest.approx(ev.metrics["total_latency_s"])
     assert row["bytes_moved"] <= r.metrics["bytes_moved"]
     assert "With the round trip off" in panel.explain.value
     assert "re-timed with every tensor kept" in panel.figures["compare"].layout.title.text
     panel.state.keep_resident = False
-    assert panel.comparison.set_index("method").loc[THIS, "total_latency_s"] == pytest.approx(r.metrics["total_latency_s"])
+    assert panel.comparison.set_index("label").loc[THIS, "total_latency_s"] == pytest.approx(r.metrics["total_latency_s"])
 
 
 def test_compare_by_another_metric(panel):

@@ -21,7 +21,8 @@ import hetsched.memory as mem
 from hetsched.io.generators import fork_join, layered, randwire_ws
 from hetsched.plot.memory import HIGHLIGHT_COLOR
 from hetsched.widgets import MemoryPanel
-from hetsched.widgets.memory_panel import METHODS, PHASES, list_label
+from hetsched.registry import describe
+from hetsched.widgets.memory_panel import PHASES, list_label, method_name, plain
 from panel_testing import prepared_downloads as _prepared_downloads
 
 # a raw byte count, a patent step code or a metric key in visible text is a defect (issue 22)
@@ -67,14 +68,15 @@ def test_default_is_a_scenario_where_something_happens(default):
     assert r.steps[0].data["phase"] == "S2" and not r.steps[0].accepted and r.status != "optimal"
     assert r.gap > 0.1  # a visible gap, not "every order equals the bound"
     names = [t.name for t in default.figures["curves"].data]
-    assert [n.split(" (peak")[0] for n in names[:4]] == ["Kahn's order", "BFS (patent)", "DFS (patent)", "portfolio (ours)"]
+    assert [n.split(" (peak")[0] for n in names[:4]] == ["Kahn's order", "BFS (patent)", "DFS (patent)", "Portfolio (ours)"]
     portfolio = mem.optimize_order(default.graph, method="heuristic", time_limit_s=2)
     assert portfolio.peak_bytes == r.lower_bound_bytes < r.peak_bytes  # ours reaches the bound, the patent not
     # the ILP's status, bound and gap beside the curve, the gap defined on screen
     box = default.ilp_box.value
     assert "A/P" in box and "time limit reached" in box and "bound it proved" in box
-    if r.steps[0].data.get("solver_gap") is not None:
-        assert f"{r.steps[0].data['solver_gap']:.1%}" in box
+    assert r.steps[0].data["ilp"] is r.ilp  # the step and the box read the one SolverRun
+    if r.ilp.gap is not None:
+        assert f"{r.ilp.gap:.1%}" in box
     assert f"{r.gap:.1%}" in box and f"{r.gap:.1%}" in default.summary.value
     assert "gap = (peak − best bound) ÷ best bound" in box
     # beside the curve: one row holds both
@@ -204,15 +206,17 @@ def test_every_step_is_told_in_plain_words(walk):
 def test_method_chooser_offers_both_ilps_by_plain_names():
     p = MemoryPanel(graph=fork_join(3, 2), method="bfs", overlay=())
     opts = dict(p.control_widgets["method"].options)
-    assert opts["the patent's ILP (A/P variables)"] == "ilp-patent"
-    assert opts["cumulative ILP (Z variables, ours)"] == "ilp-cumulative"
-    assert "ilp" not in opts.values() and set(opts.values()) == set(METHODS)
+    assert opts["The patent's ILP (A/P variables)"] == "ilp-patent"
+    assert opts["Cumulative ILP (Z variables, ours)"] == "ilp-cumulative"
+    # the names and descriptions are the core's: one table, mem.METHODS
+    assert "ilp" not in opts.values() and set(opts.values()) == set(mem.METHODS) - {"ilp"}
+    assert all(lbl == method_name(k) for lbl, k in opts.items())
     assert not any(re.fullmatch(r"[a-z_-]+", lbl) and "_" in lbl for lbl in opts)  # no raw keys as labels
     for m, word in (("ilp-patent", "A/P"), ("ilp-cumulative", "cumulative Z")):
         p.state.method = m
         r = p.result
         assert r.method == m and r.status == "optimal"  # a 6-op graph: proven at once
-        assert METHODS[m][1] in html_unescape(p.method_help.value)
+        assert plain(describe(mem.METHODS[m])) in html_unescape(p.method_help.value)
         assert word in p.ilp_box.value and "finished: order proven optimal" in p.ilp_box.value
         assert "(proven optimal)" in p.ilp_box.value and "no decisions to step through" in p.step_text.value
     # overlays never include a method that spends the time limit
@@ -327,13 +331,12 @@ def test_walk_figures_are_valid_plotly(walk):
 
 def test_an_ilp_without_a_bound_yet_is_said_so():
     """HiGHS reports a dual bound of -inf (gap inf) when stopped before proving any: no '-inf GiB' on screen."""
-    from hetsched.results import Step
+    from hetsched.results import SolverRun, Step
     from hetsched.widgets.memory_panel import describe_step, step_table
 
-    s = Step(0, "ilp", "ILP (patent)", after=8e6, accepted=False,
-             data={"phase": "S2", "status": "time limit (incumbent not proven)", "formulation": "patent",
-                   "time_limit_s": 0.5, "bound_bytes": float("-inf"), "solver_gap": float("inf"), "n_vars": 1753.0,
-                   "solve_s": 0.5})
+    run = SolverRun("feasible", bound=float("-inf"), gap=float("inf"), incumbent=8e6, model="patent", time_limit_s=0.5,
+                    n_vars=1753, solve_s=0.5)
+    s = Step(0, "ilp", "ILP (patent)", after=8e6, accepted=False, data={"phase": "S2", "ilp": run})
     text, table = describe_step(s), step_table(s)
     assert "proven bound none yet" in text and "unknown (no bound yet)" in table
     assert "inf" not in (text + table).replace("unknown", "")

@@ -100,7 +100,7 @@ def test_controls_that_do_not_apply_are_disabled_and_said_so(panel):
     assert c["v"].disabled and c["grouping"].disabled and not c["w_ms"].disabled
     assert "v applies to neither" in panel.applies.value and "ZB-V runs 2 chunks" in panel.applies.value
     st.schedule = "interleaved_1f1b"
-    assert not c["v"].disabled and not c["grouping"].disabled and "grouping to A (interleaved 1F1B)" in panel.applies.value
+    assert not c["v"].disabled and not c["grouping"].disabled and "grouping to A (Interleaved 1F1B)" in panel.applies.value
     st.schedule_b = "1f1b"
     assert c["w_ms"].disabled and "W to neither" in panel.applies.value
     st.source = "model"
@@ -224,7 +224,7 @@ def test_the_panels_step_k_is_the_cores_step_k(panel):
     for sched in ("interleaved_1f1b", "zb_h1"):
         panel.state.schedule = sched
         r = panel.result.a
-        assert panel.walker.steps == tuple(r.steps)
+        assert panel.walker.steps is r.steps  # walked as it is, not copied
         phase, micro = pp.action_phases(r.schedule)
         n = len(r.steps)
         for k in sorted({1, 2, n // 3, n // 2, n - 1, n}):
@@ -343,28 +343,25 @@ def test_downloads(panel):
     assert panel.downloads.value == "" and panel.download_button.description.startswith("prepare")
 
 
-def test_a_new_default_cost_prices_the_model_stages_anew():
-    """set_default_cost (a notebook pointing the panels at a calibration) re-runs the model pipeline."""
+def test_a_new_session_cost_prices_the_model_stages_anew():
+    """The session's cost (a notebook pointing the panels at a calibration) re-runs the model pipeline."""
     import hetsched.pipeline as pp
-    from hetsched.cost import RooflineCost, set_default_cost
+    from hetsched.cost import RooflineCost
     from hetsched.whatif import resolve_system
     from hetsched.widgets.pipeline_panel import PipelinePanel
 
     p = PipelinePanel()
     before = p.result.a.metrics["makespan_s"]
     sysm = resolve_system(p.state.system)
-    set_default_cost(RooflineCost(sysm, efficiency=0.1))
-    try:
-        p.refresh()
-        after = p.result.a.metrics["makespan_s"]
-        g, _ = p._model_graph()
-        st = p.state
-        v, opts = p._options(st.schedule)
-        fresh = pp.simulate_model(g, sysm, devices=pp.default_devices(sysm, st.p), p=st.p, v=v, m=st.m,
-                                  schedule=st.schedule, grouping=opts.get("grouping"), comm={"lockstep": st.lockstep},
-                                  cache=None if st.cache == "none" else st.cache, overhead_s=st.overhead_ms * 1e-3)
-    finally:
-        set_default_cost(None)
+    slow = RooflineCost(sysm, efficiency=0.1)
+    p.session.cost = slow  # recomputes at once
+    after = p.result.a.metrics["makespan_s"]
+    g, _ = p._model_graph()
+    st = p.state
+    v, opts = p._options(st.schedule)
+    fresh = pp.simulate_model(g, sysm, devices=pp.default_devices(sysm, st.p), p=st.p, v=v, m=st.m,
+                              schedule=st.schedule, grouping=opts.get("grouping"), comm={"lockstep": st.lockstep},
+                              cache=None if st.cache == "none" else st.cache, overhead_s=st.overhead_ms * 1e-3, cost=slow)
     assert after > before and after == pytest.approx(fresh.result.metrics["makespan_s"])
-    p.refresh()
+    p.session.cost = None
     assert p.result.a.metrics["makespan_s"] == pytest.approx(before)

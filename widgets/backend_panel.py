@@ -61,7 +61,7 @@ from hetsched.results import Step
 
 from .base import Panel, Session, link_clamped
 from .blocks import BlockDrawing
-from .walker import DecisionWalker
+from .walker import DecisionWalker, chain
 
 __all__ = ["BackendPanel", "BackendState", "BackendView", "describe_step"]
 
@@ -76,6 +76,17 @@ _PRIORITY = _SPEC["priority"]
 OUTCOMES = {"merged": "merged", "cycle": "refused: would create a cycle", "different_backend": "different backends",
             "not_adjacent": "not adjacent"}
 _PHASE = {"mark": "marking", "merge": "merging", "fallback": "fallback", "dispatch": "buffering"}
+
+
+def _phase_of(step: Any) -> str:
+    """A decision's phase in the walker: marking, merging, fallback (the partition) or buffering (the run)."""
+    return _PHASE.get(step.action, step.action)
+
+
+def _backend_of(step: Any) -> Any:
+    """The backend a decision is about: the one an op is marked for or falls back to, else its own."""
+    d = step.data
+    return d.get("choice") if step.action == "mark" else d.get("to") if step.action == "fallback" else d.get("backend")
 _CSS = """<style>
 .hetsched-backend-panel .hetsched-prio input[type="text"] { text-align: center; }
 .hetsched-backend-panel .hetsched-prio-exact input[type="text"] { font-weight: 600; background: #FFFFFF !important; }
@@ -295,17 +306,13 @@ class BackendPanel(BlockDrawing, Panel):
         ])
         self.control_widgets = {"setup": setup, "merge": merge, "min_group_size": mgs, "fallback": fallback,
                                 "buffer_depth": depth, "n_inputs": n_in, "launch_s": self.launch_text, "color_by": color}
-        self.walker = DecisionWalker(state, "step", description="decision", phase_key="phase", group_key="backend",
+        self.walker = DecisionWalker(state, "step", description="decision", phase=_phase_of, group=_backend_of,
                                      group_label="backend", label=self._step_label)
         self.outcome = W.Dropdown(options=[(t, k) for k, t in OUTCOMES.items()], value="cycle", description="merges",
                                   style=style, layout=W.Layout(width="330px"))
-        self.prev_outcome = W.Button(description="◀ such merge", layout=W.Layout(width="auto"),
-                                     tooltip="the previous merge decision with this outcome")
-        self.next_outcome = W.Button(description="such merge ▶", layout=W.Layout(width="auto"),
-                                     tooltip="the next merge decision with this outcome")
-        self.prev_outcome.on_click(lambda _b: self.jump_to_outcome(self.outcome.value, -1))
-        self.next_outcome.on_click(lambda _b: self.jump_to_outcome(self.outcome.value, +1))
-        self.walker.jumps.children = (*self.walker.jumps.children, self.outcome, self.prev_outcome, self.next_outcome)
+        self.walker.jumps.children = (*self.walker.jumps.children, self.outcome)
+        self.prev_outcome, self.next_outcome = self.walker.add_jumps(
+            "such merge", "merge decision with this outcome", lambda d: self.jump_to_outcome(self.outcome.value, d))
         self._fixed_graph, self._fixed_system = graph, system
         self._grid_key: Any = None
         self._grid_table: Any = None
@@ -619,7 +626,7 @@ class BackendPanel(BlockDrawing, Panel):
         merge = None if st.merge == "none" else st.merge
         part = pt.partition_by_support(g, sysm, enabled=list(st.enabled), merge=merge,
                                        min_group_size=st.min_group_size, fallback=st.fallback or None)
-        kw = dict(n_inputs=st.n_inputs, launch_s=st.launch_s)
+        kw = dict(n_inputs=st.n_inputs, launch_s=st.launch_s, cost=self.cost)
         buf = pt.simulate_buffered(part, sysm, buffer_depth=st.buffer_depth, **kw)
         ser = buf if st.buffer_depth == 0 else pt.simulate_buffered(part, sysm, buffer_depth=0, **kw)
         return BackendView(part, buf, ser, sysm)
@@ -631,19 +638,9 @@ class BackendPanel(BlockDrawing, Panel):
         self.forget_blocks(v.partition.graph)
         self._quotients.clear()
         self._drawn.clear()
-        steps: list[Step] = []
-        for s in v.partition.steps:
-            d = dict(s.data or {})
-            d["phase"] = _PHASE.get(s.action, s.action)
-            if s.action == "mark":
-                d["backend"] = d.get("choice")
-            elif s.action == "fallback":
-                d["backend"] = d.get("to")
-            steps.append(Step(s.index, s.action, s.subject, s.before, s.after, s.accepted, s.reason, {}, d))
-        n = len(steps)
-        for s in v.buffered.steps:
-            steps.append(Step(n + s.index, s.action, s.subject, None, None, True, s.reason, {},
-                              {**s.data, "phase": "buffering"}))
+        # the partition's log, then the buffered run's: walked as they are, one after the other
+        steps = chain(v.partition.steps, v.buffered.steps)
+        n = v.partition.n_steps
         self.walker.set_steps(steps)
         g = v.partition.graph
         if self._graph_shown is not g or self.state.step > len(steps):
@@ -657,11 +654,11 @@ class BackendPanel(BlockDrawing, Panel):
         d = s.data or {}
         mark = "✓" if s.accepted else "✗"
         if s.action == "mark":
-            return f"{s.index + 1} {mark} mark {s.subject} → {d.get('choice')}"
+            return f"{mark} mark {s.subject} → {d.get('choice')}"
         if s.action == "dispatch":
-            return f"{s.index + 1} {mark} input {d.get('input')}: {d.get('backend')} runs {s.subject}"
+            return f"{mark} input {d.get('input')}: {d.get('backend')} runs {s.subject}"
         word = OUTCOMES.get(d.get("outcome"), s.action)
-        return f"{s.index + 1} {mark} {s.action} {s.subject}" + (f" [{d['backend']}]" if d.get("backend") else "") + f": {word}"
+        return f"{mark} {s.action} {s.subject}" + (f" [{d['backend']}]" if d.get("backend") else "") + f": {word}"
 
     def jump_to_outcome(self, outcome: str, direction: int = +1) -> bool:
         """Walk to the previous/next merge decision with ``outcome`` (``merged``, ``cycle``,

@@ -254,10 +254,8 @@ class Panel(W.VBox):
         self.state.observe(self._on_change, names=traitlets.All)
         if self._follow:
             self.session.observe(self._on_session, names=["graph", "system"])
-        if self.active:
-            self.refresh()
-        else:
-            self._mark_stale()
+        self.session.observe(self._on_session, names=["cost"])  # every panel prices with the session's cost
+        self._recompute_or_stale()
 
     def _on_change(self, change: Mapping[str, Any]) -> None:
         if self._reverting:
@@ -270,13 +268,20 @@ class Panel(W.VBox):
             return
         if change["name"] in self.VIEW_TRAITS:
             self.redraw()
-        elif self.active:
-            self.refresh()
         else:
-            self._mark_stale()
+            self._recompute_or_stale()
+
+    @property
+    def cost(self) -> Any:
+        """The cost model (or cost file) this panel prices with: its session's (``None``: the roofline)."""
+        return self.session.cost
 
     def _on_session(self, change: Mapping[str, Any]) -> None:
-        # a graph or system loaded, or taken back (None: the tab returns to its own scenario)
+        # a graph or system loaded, or taken back (None: the tab returns to its own scenario), or a new cost
+        self._recompute_or_stale()
+
+    def _recompute_or_stale(self) -> None:
+        """Recompute now if shown, else mark the panel stale (it recomputes when shown)."""
         if self.active:
             self.refresh()
         else:
@@ -708,10 +713,10 @@ class Panel(W.VBox):
         """
         drawn = getattr(self, "drawn_graph", None)
         # the session's graph, and the one this panel draws
-        return _webgl_sized(self.session.graph) or _webgl_sized(drawn() if drawn is not None else None)
+        return webgl_sized(self.session.graph) or webgl_sized(drawn() if drawn is not None else None)
 
 
-def _webgl_sized(graph: Any) -> bool:
+def webgl_sized(graph: Any) -> bool:
     """Whether some tab draws ``graph`` with WebGL: the Mapping tab's placement graph turns to WebGL
     markers beyond :data:`~hetsched.plot.mapping.GRAPH_WEBGL_NODES` ops."""
     from hetsched.plot.mapping import GRAPH_WEBGL_NODES
@@ -930,7 +935,11 @@ def downloads_html(items: Iterable[tuple[Any, str]]) -> str:
 
 
 class Session(traitlets.HasTraits):
-    """What every panel of a dashboard shares: the loaded graph and system.
+    """What every panel of a dashboard shares: the loaded graph and system, and the cost model.
+
+    ``cost`` (a :class:`~hetsched.cost.CostModel` or a cost file, ``None``: the roofline) is what
+    every panel passes as ``cost=`` to the algorithms it runs: setting it re-prices every tab (a
+    notebook pointing the panels at a calibration). There is no process-wide default cost.
 
     >>> from hetsched.io.generators import chain
     >>> s = Session(); s.graph = chain(2); s.graph.n_ops
@@ -939,5 +948,6 @@ class Session(traitlets.HasTraits):
 
     graph = traitlets.Any(None, allow_none=True)
     system = traitlets.Any(None, allow_none=True)
+    cost = traitlets.Any(None, allow_none=True)
     #: the scenario the graph and system came from (``None``: loaded by the user, or nothing yet)
     scenario = traitlets.Unicode(None, allow_none=True)

@@ -89,9 +89,9 @@ class CalibrationPanel(Panel):
             raise HetschedError("CalibrationPanel needs at least one measured run (profiles)", field="profiles")
         self.profiles = dict(profiles)
         self.system = system
-        self.cost = load_cost(cost, system) if isinstance(cost, (str, bytes)) or hasattr(cost, "__fspath__") else cost
+        self.calibrated_cost = load_cost(cost, system) if isinstance(cost, (str, bytes)) or hasattr(cost, "__fspath__") else cost
         self.calibration = calibration
-        state = CalibrationState(run=next(iter(self.profiles)), model="calibrated" if self.cost is not None else "roofline")
+        state = CalibrationState(run=next(iter(self.profiles)), model="calibrated" if self.calibrated_cost is not None else "roofline")
         style = {"description_width": "initial"}
         run = W.Dropdown(options=list(self.profiles), description="measured run", style=style)
         model = W.ToggleButtons(options=["calibrated", "roofline"], description="cost model", style=style)
@@ -122,7 +122,7 @@ class CalibrationPanel(Panel):
         st = self.state
         if st.run not in self.profiles:
             raise HetschedError(f"no measured run {st.run!r}; have {', '.join(self.profiles)}", field="run")
-        if st.model == "calibrated" and self.cost is None:
+        if st.model == "calibrated" and self.calibrated_cost is None:
             raise HetschedError("no calibrated cost model was given to this panel: pass cost= (a cost file)",
                                 field="model")
         if st.op and self.result is not None and st.op not in set(self.result.ops["op"]):
@@ -131,7 +131,7 @@ class CalibrationPanel(Panel):
     def compute(self) -> Comparison:
         st = self.state
         self.check_inputs()  # also called directly by __init__ (before the panel's loop starts)
-        cost = self.cost if st.model == "calibrated" else RooflineCost(self.system)
+        cost = self.calibrated_cost if st.model == "calibrated" else RooflineCost(self.system)
         return compare(self.profiles[st.run], cost, self.system)
 
     def on_result(self, r: Comparison) -> None:

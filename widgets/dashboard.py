@@ -52,6 +52,9 @@ class Dashboard(W.VBox):
         Keys of :data:`PANELS` to show (default: all).
     graph, system : optional
         Loaded into the session first (default: the Graph panel's default graph, the toy system).
+    cost : CostModel or path, optional
+        The session's cost model (a calibration's cost file): every tab prices with it (default:
+        the roofline). ``dashboard.session.cost = ...`` changes it later.
 
     Attributes
     ----------
@@ -61,10 +64,10 @@ class Dashboard(W.VBox):
     """
 
     def __init__(self, tabs: Iterable[str] | None = None, *, graph: Any = None, system: Any = None,
-                 scenario: str | None = None, **kw: Any) -> None:
+                 scenario: str | None = None, cost: Any = None, **kw: Any) -> None:
         from hetsched.scenarios import SCENARIOS
 
-        self.session = Session()
+        self.session = Session(cost=cost)
         if system is not None:
             self.session.system = system
         keys = list(tabs) if tabs is not None else list(PANELS)

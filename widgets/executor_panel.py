@@ -39,12 +39,13 @@ import pandas as pd
 import traitlets
 
 import hetsched.executor as ex
-from hetsched.cost import default_cost_key
+from hetsched.cost import cost_key
 from hetsched.errors import HetschedError
 from hetsched.io import csv_safe
 from hetsched.plot import format_value
 from hetsched.plot.executor import (KIND_WORDS, METRIC_WORDS, executor_gantt, executor_gantt_at, ordering_bars, policy_bars,
                                     rule_bars, rule_bars_at, rule_label)
+from hetsched.registry import label
 from hetsched.results import Step
 
 from .base import Panel, Session, state_from_spec
@@ -56,10 +57,6 @@ __all__ = ["ExecutorPanel", "executor_state", "describe_decision", "DEFAULT_GRAP
 DEFAULT_GRAPH = "executor_thread_rules"
 _COST_FIELDS = ("dispatch_s", "launch_s", "wakeup_s", "max_kernels", "pcie_Bps")
 _METRICS = ["makespan_s", "host_blocked_s", "device_busy_frac", "gap_to_lb", "n_events", "n_handoffs"]
-_STREAM_WORDS = {"single": "one stream per device", "patent": "the patent's streams (async / sync / copies)",
-                 "nimble": "Nimble's streams (one per chain)"}
-_THREAD_WORDS = {"single": "one host thread", "patent": "the patent's thread rules",
-                 "inline_one": "TensorFlow's inline-one"}
 _PRESET_WORDS = {"cuda": "CUDA (3 us dispatch)", "eager": "eager framework (20 us dispatch)",
                  "ideal": "ideal (no host cost)"}
 _ERR = "#B00020"
@@ -141,12 +138,22 @@ def _number_control(name: str) -> W.Widget:
     return cls(description=label, tooltip=tip, style={"description_width": "initial"}, layout=W.Layout(width="auto"))
 
 
+def _policy_name(table: Any, key: Any) -> str:
+    """A stream or thread policy's plain name, from the core's table (:func:`hetsched.registry.label`)."""
+    return label(table[key]) if isinstance(key, str) and key in table else str(key)
+
+
+def _rule_of(step: Any) -> str:
+    """The phase a decision belongs to in the walker: the rule that decided it, in words."""
+    return rule_label(step.data.get("rule"))
+
+
 def describe_decision(result: ex.ExecutorResult, k: int) -> str:
     """Decision ``k`` (0-based) of an executor run in plain words (HTML, every name escaped).
 
     Which op became ready and why, where it went (thread, inline or handed off), the claim and rule
     that decided it (a fallback in red), the stream its work went to, and the sync wait it costs
-    its thread (read from the run's timeline).
+    its thread (the step's ``sync_wait``).
 
     >>> r = ex.simulate(ex.graphs.thread_rules_graph(), streams="patent", threads="patent")
     >>> k = next(i for i, s in enumerate(r.steps) if s.data["rule"] == "claim1-sync-sync-other")
@@ -183,17 +190,12 @@ def describe_decision(result: ex.ExecutorResult, k: int) -> str:
             if st is not None else f"It runs on the host CPU ({_t(result.durations_s.get(s.subject))}).")
     if d.get("kernel_fallback"):
         work += f" Kernel fallback: {html.escape(str(d['kernel_fallback']))}."
-    tl = result.timeline
-    lane = f"thread{t}"
-    waits = tl[(tl["lane"] == lane) & (tl["kind"] == "blocked")]
-    wait = waits[waits["name"] == f"wait {s.subject}"]
-    start = result.op_start_s.get(s.subject)
-    sync = waits[waits["name"].str.startswith("sync ") & ((waits["end_s"] - (start or 0.0)).abs() < 1e-12)]
-    if len(wait):
-        hold = f" Sync wait: thread {t} then <b>waits {_t(float((wait['end_s'] - wait['start_s']).sum()))}</b> for it."
-    elif len(sync):
-        hold = (f" Sync wait: before running it, thread {t} <b>waits {_t(float((sync['end_s'] - sync['start_s']).sum()))}</b> "
-                f"for its inputs on the device ({html.escape(str(sync['name'].iat[0]))}).")
+    # the sync wait it costs its thread: the core's step data, filled in when the wait happened
+    if d.get("sync_wait") == "after":
+        hold = f" Sync wait: thread {t} then <b>waits {_t(d['sync_wait_s'])}</b> for it."
+    elif d.get("sync_wait") == "before":
+        hold = (f" Sync wait: before running it, thread {t} <b>waits {_t(d['sync_wait_s'])}</b> "
+                f"for its inputs on the device (sync {html.escape(str(d['sync_on']))}).")
     elif kind in ex.ASYNC_KINDS:
         hold = f" It is asynchronous: thread {t} goes on at once."
     else:
@@ -228,10 +230,10 @@ class ExecutorPanel(Panel):
     def __init__(self, session: Session | None = None, *, graph=None, **kw: Any) -> None:
         state = executor_state()
         style = {"description_width": "initial"}
-        streams = W.Dropdown(options=[(w, k) for k, w in _STREAM_WORDS.items() if k in ex.STREAM_POLICIES],
+        streams = W.Dropdown(options=[(label(f), k) for k, f in ex.STREAM_POLICIES.items()],
                              description="streams", style=style, layout=W.Layout(width="auto"),
                              tooltip=ex.PARAMETERS["streams"].help)
-        threads = W.Dropdown(options=[(w, k) for k, w in _THREAD_WORDS.items() if k in ex.THREAD_POLICIES],
+        threads = W.Dropdown(options=[(label(f), k) for k, f in ex.THREAD_POLICIES.items()],
                              description="threads", style=style, layout=W.Layout(width="auto"),
                              tooltip=ex.PARAMETERS["threads"].help)
         preset = W.ToggleButtons(options=[(_PRESET_WORDS.get(k, k), k) for k in ex.PRESETS], description="host costs",
@@ -254,19 +256,13 @@ class ExecutorPanel(Panel):
         self.control_widgets = {"streams": streams, "threads": threads, **numbers, "preset": preset, "metric": metric,
                                 "color_by": color}
         self._build_kind_editor()
-        self.walker = DecisionWalker(state, "step", description="decision", phase_key="phase", group_key="thread",
-                                     group_label="thread", label=self._step_label)
+        self.walker = DecisionWalker(state, "step", description="decision", phase=_rule_of,
+                                     group=lambda s: s.data.get("thread"),
+                                     group_label="thread", label=self._step_label, accepted_jumps=False)
         self.walker.phases.description = "first use of"
         # every dispatch is "accepted": those jumps mean nothing here; fallbacks do
-        for wdg in (self.walker.prev_acc, self.walker.next_acc, self.walker.accepted_only):
-            wdg.layout.display = "none"
-        self.prev_fallback = W.Button(description="◀ fallback", layout=W.Layout(width="auto"),
-                                      tooltip="the previous decision whose rule could not be met")
-        self.next_fallback = W.Button(description="fallback ▶", layout=W.Layout(width="auto"),
-                                      tooltip="the next decision whose rule could not be met")
-        self.prev_fallback.on_click(lambda _b: self.jump_to_fallback(-1))
-        self.next_fallback.on_click(lambda _b: self.jump_to_fallback(+1))
-        self.walker.jumps.children = (*self.walker.jumps.children, self.prev_fallback, self.next_fallback)
+        self.prev_fallback, self.next_fallback = self.walker.add_jumps(
+            "fallback", "decision whose rule could not be met", self.jump_to_fallback)
         self.step_text = W.HTML(layout=W.Layout(min_height="3.2em"))
         self.step_text.add_class("hetsched-step-text")
         self.summary = W.HTML()
@@ -450,8 +446,8 @@ class ExecutorPanel(Panel):
         max_streams = st.max_streams or None
         rules = self._rules_for(g)
         sync = tuple(st.sync_copy_devices)
-        opts = {"rules": rules or None, "sync_copy_devices": list(sync) or None}
-        key = (g, g.version, default_cost_key(), dataclasses.astuple(costs), st.pool_size, max_streams, tuple(sorted(rules.items())), sync)
+        opts = {"rules": rules or None, "sync_copy_devices": list(sync) or None, "cost": self.cost}
+        key = (g, g.version, cost_key(self.cost), dataclasses.astuple(costs), st.pool_size, max_streams, tuple(sorted(rules.items())), sync)
         if key != self._cmp_key:
             self._cmp = ex.compare_policies(g, costs=costs, pool_size=st.pool_size, max_streams=max_streams, **opts)
             self._cmp_key = key
@@ -482,9 +478,8 @@ class ExecutorPanel(Panel):
         return next((k for k, v in ex.POLICIES.items() if v == pair), None)
 
     def on_result(self, r: ex.ExecutorResult) -> None:
-        # the walker gets the steps with a phase: the rule that decided, in words (jump to its first use)
-        self.walker.set_steps([Step(s.index, s.action, s.subject, s.before, s.after, s.accepted, s.reason, s.delta,
-                                    {**(s.data or {}), "phase": rule_label((s.data or {}).get("rule"))}) for s in r.steps])
+        # a decision's phase: the rule that decided it, in words (jump to its first use)
+        self.walker.set_steps(r.steps)
         g = self.graph
         if self._graph_shown is not g:  # a new graph: its op types in the editor, the walk at the end
             self._graph_shown = g
@@ -497,7 +492,7 @@ class ExecutorPanel(Panel):
     # -- walking -----------------------------------------------------------------------
     def _step_label(self, s: Step) -> str:
         d = s.data or {}
-        return f"{s.index + 1} {s.subject} → thread {d.get('thread')} · {rule_label(d.get('rule'))}"
+        return f"{s.subject} → thread {d.get('thread')} · {rule_label(d.get('rule'))}"
 
     def jump_to_rule(self, rule: str) -> bool:
         """Walk to the first decision made by ``rule`` (an id of :data:`hetsched.executor.THREAD_RULES`)."""
@@ -522,7 +517,7 @@ class ExecutorPanel(Panel):
     def _title(self, r) -> str:
         p = r.params
         m = r.metrics
-        return (f"{_STREAM_WORDS.get(p.get('streams'), p.get('streams'))}, {_THREAD_WORDS.get(p.get('threads'), p.get('threads'))} "
+        return (f"{_policy_name(ex.STREAM_POLICIES, p.get('streams'))}, {_policy_name(ex.THREAD_POLICIES, p.get('threads'))} "
                 f"({_n(m['n_threads'], 'host thread')}, {_n(m['n_streams'], 'stream')})")
 
     def _step_text(self, r) -> str:
@@ -559,7 +554,7 @@ class ExecutorPanel(Panel):
         if label is None:  # a pair outside the table: add it as its own bar
             m = r.metrics
             label = f"{self.state.streams} streams + {self.state.threads} threads"
-            row = {"policy": label, "streams": self.state.streams, "threads": self.state.threads,
+            row = {"label": label, "streams": self.state.streams, "threads": self.state.threads,
                    **{c: m.get(c) for c in frame.columns if c in m}}
             frame = pd.concat([frame, pd.DataFrame([row])], ignore_index=True)
         return policy_bars(frame, self.state.metric, current=label)
@@ -608,11 +603,11 @@ class ExecutorPanel(Panel):
         m = r.metrics
         p = r.params
         threads = p.get("threads")
-        one = self._cmp.frame.set_index("policy")["makespan_s"].get("multi-stream, one thread")
+        one = self._cmp.frame.set_index("label")["makespan_s"].get("multi-stream, one thread")
         vs = (f" (one host thread: {_t(one)})" if one is not None and threads != "single" else "")
         head = (f"<b>{html.escape(self.graph.name)}</b>: makespan <b>{_t(m['makespan_s'])}</b>{vs} with "
-                f"{_THREAD_WORDS.get(threads, html.escape(str(threads)))} on {_n(m['n_threads'], 'host thread')} and "
-                f"{_STREAM_WORDS.get(p.get('streams'), html.escape(str(p.get('streams'))))}; lower bound {_t(m['lb_s'])} "
+                f"<i>{html.escape(_policy_name(ex.THREAD_POLICIES, threads))}</i> on {_n(m['n_threads'], 'host thread')} and "
+                f"<i>{html.escape(_policy_name(ex.STREAM_POLICIES, p.get('streams')))}</i>; lower bound {_t(m['lb_s'])} "
                 f"(gap {format_value(m['gap_to_lb'], 'gap')}), device busy {format_value(m['device_busy_frac'], 'busy_fraction')}; "
                 f"{_n(m['n_events'], 'event')}, {_n(m['n_stream_waits'], 'stream wait')}, {_n(m['n_host_syncs'], 'host wait')}, "
                 f"{_n(m['n_handoffs'], 'hand-off')} between threads.")

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import html
-import inspect
 import os
 import tempfile
 from typing import Any
@@ -27,7 +26,7 @@ from hetsched.io.generators import generate
 from hetsched.plot import bytes_unit, color_map, graph_view
 from hetsched.plot.core import block_view
 
-from .base import Panel, Session, link_clamped, _webgl_sized
+from .base import Panel, Session, link_clamped, webgl_sized
 from .blocks import BlockDrawing
 
 _KINDS = " or ".join(GRAPH_SUFFIXES)
@@ -191,7 +190,7 @@ class GraphPanel(BlockDrawing, Panel):
     def _expects_webgl(self) -> bool:
         # the graph drawn here is the one every tab is about to follow (the session still holds the
         # previous one: it is published after drawing)
-        return _webgl_sized(self.result)
+        return webgl_sized(self.result)
 
     def _figure(self, g: hs.OpGraph):
         sysm = self._session_system()

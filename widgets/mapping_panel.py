@@ -40,11 +40,10 @@ True
 
 from __future__ import annotations
 
-import dataclasses
 import html
 import re
 from collections import Counter, OrderedDict
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import ipywidgets as W
 import pandas as pd
@@ -52,11 +51,11 @@ import traitlets
 
 import hetsched as hs
 import hetsched.mapping as mp
-from hetsched.cost import default_cost_key, resolve_cost
+from hetsched.cost import cost_key, resolve_cost
 from hetsched.errors import HetschedError
 from hetsched.io.tables import csv_safe
 from hetsched.plot import color_map, format_value, time_unit
-from hetsched.plot.mapping import (GANTT_WEBGL_BARS, METHOD_LABELS, OPTIMISES_LABELS, busy_bars, mapping_gantt, method_bars,
+from hetsched.plot.mapping import (GANTT_WEBGL_BARS, METHOD_LABELS, busy_bars, mapping_gantt, method_bars,
                                    placement_blocks, placement_graph)
 from hetsched.results import Step
 
@@ -266,7 +265,7 @@ def _label(step: Step) -> str:
         nums = f": {_t(step.before)} → {_t(step.after)}"
     elif step.after is not None:
         nums = f": {_t(step.after)}"
-    return f"{step.index + 1} {'✓' if step.accepted else '✗'} [{stage_of(step)}] {what}{nums}"
+    return f"{'✓' if step.accepted else '✗'} [{stage_of(step)}] {what}{nums}"
 
 
 def _plain(html_text: str) -> str:
@@ -348,7 +347,7 @@ class MappingPanel(BlockDrawing, Panel):
                                     layout=W.Layout(width="auto"),
                                     tooltip="run the improvement search and the MILP on this graph and system")
         self.best_button.on_click(lambda _b: self.find_best())
-        self.walker = DecisionWalker(state, "step", description="decision", phase_key="stage", group_key="about",
+        self.walker = DecisionWalker(state, "step", description="decision", phase=stage_of, group=_about,
                                      group_label="device", label=_label)
         self.step_text = W.HTML(layout=W.Layout(min_height="5.5em"))
         self.residency_text = W.HTML(layout=W.Layout(min_height="1.4em"))
@@ -403,16 +402,15 @@ class MappingPanel(BlockDrawing, Panel):
     def compute(self) -> mp.MappingResult:
         st = self.state
         g, s = self.graph, self.system
-        # a new default cost (set_default_cost: a notebook pointing the panels at a calibration) is a
-        # new input too: the comparison's mappers run again with it
-        # the objects themselves, not their ids (a freed id can come back), and the graph's version (an
-        # edit in place keeps the object)
-        key = (g, g.version, s, default_cost_key())
+        # the session's cost (a notebook pointing the panels at a calibration) is an input too: the
+        # comparison's mappers run again with a new one; the objects themselves, not their ids (a
+        # freed id can come back), and the graph's version (an edit in place keeps the object)
+        key = (g, g.version, s, cost_key(self.cost))
         if key != self._runs_key:
             self._runs, self._rows, self._runs_key, self._pos = {}, {}, key, None
             # one cost model bound to the graph for h2h and every mapper of the comparison: each op's
             # price on each device is worked out once, not once per mapper (the same prices)
-            self._cost = resolve_cost(None, g, s)
+            self._cost = resolve_cost(self.cost, g, s)
         return mp.h2h(g, s, occupancy_threshold=st.occupancy_threshold, policy=st.policy, objective=st.objective,
                       direction=st.direction, max_passes=st.max_passes or None, cost=self._cost)
 
@@ -463,10 +461,8 @@ class MappingPanel(BlockDrawing, Panel):
         # rows of earlier results of this panel go (an id may be reused by a new result)
         self._rows = {k: v for k, v in self._rows.items() if k[0] != THIS}
         self._compare_key = None
-        # the walker reads each step's plain phase ("stage") and the device it is about ("about")
-        # (built directly: dataclasses.replace is several times slower over thousands of steps)
-        self.walker.set_steps([Step(s.index, s.action, s.subject, s.before, s.after, s.accepted, s.reason, s.delta,
-                                    {**s.data, "stage": stage_of(s), "about": _about(s)}) for s in r.steps])
+        # the walker reads each step's plain phase and the device it is about through these functions
+        self.walker.set_steps(r.steps)
         self.state.step = r.n_steps  # the final mapping first; walk back from there
 
     def trial(self, k: int | None = None) -> mp.Trial | None:
@@ -510,10 +506,10 @@ class MappingPanel(BlockDrawing, Panel):
         return color_map(self.result.system.device_names)
 
     def _layout_pos(self, g: hs.OpGraph) -> dict:
-        from hetsched.plot.core import _layout
+        from hetsched.plot.core import layered_layout
 
         if self._pos is None or self._pos[0] is not g:
-            self._pos = (g, _layout(g))
+            self._pos = (g, layered_layout(g))
         return self._pos[1]
 
     # -- drawing -------------------------------------------------------------------
@@ -652,11 +648,11 @@ class MappingPanel(BlockDrawing, Panel):
         order = BASELINES + [m for ms in BEST.values() for m in ms]
         rows += [self._row(m, *self._runs[m], keep) for m in order if m in self._runs]
         frame = pd.DataFrame(rows)
-        frame["label"] = [self._method_label(row) for row in rows]
+        frame["text"] = [self._method_label(row) for row in rows]
         return frame
 
     def _method_label(self, row: dict) -> str:
-        m = row["method"]
+        m = row["label"]
         if m == THIS:
             return "h2h (this panel)"
         lab = METHOD_LABELS.get(m, m)
@@ -684,7 +680,7 @@ class MappingPanel(BlockDrawing, Panel):
     def _explanations(self, r: mp.MappingResult, frame: pd.DataFrame) -> str:
         obj = r.params["objective"]
         okey = f"{obj}_s"
-        base = self.comparison_frame(keep_resident=False).set_index("method")
+        base = self.comparison_frame(keep_resident=False).set_index("label")
         me = base.loc[THIS]
         lines = [self._best_line(r, base)]
         lines.append(
@@ -701,7 +697,7 @@ class MappingPanel(BlockDrawing, Panel):
         tr_share = self._transfer_share(r)
         keep_words = ""
         if self.state.keep_resident:
-            now = frame.set_index("method").loc[THIS]
+            now = frame.set_index("label").loc[THIS]
             keep_words = (f" With the round trip off, h2h's {_OBJ_WORDS[obj]} would be {_t(now[okey])} "
                           f"(now {_t(me[okey])}), data moved {format_value(now['bytes_moved'], 'bytes_moved')}; "
                           "the mappers still decided under the round-trip model (memory not checked in this what-if"
@@ -715,7 +711,7 @@ class MappingPanel(BlockDrawing, Panel):
             + ". Tick <i>keep tensors resident</i> to re-time every mapping with all tensors kept on their device."
             + keep_words)
         descr = "".join(f"<li><b>{_e(METHOD_LABELS.get(m, m))}</b>: {_e(mp.METHODS[m].description)}</li>"
-                        for m in frame["method"] if m in mp.METHODS)
+                        for m in frame["label"] if m in mp.METHODS)
         lines.append(f"<details><summary>What each mapper does</summary><ul>{descr}</ul></details>")
         return "".join(f"<div style='margin:0.3em 0'>{ln}</div>" for ln in lines if ln)
 
@@ -730,7 +726,7 @@ class MappingPanel(BlockDrawing, Panel):
         best = min(cands, key=lambda m: float(base.loc[m, okey]))
         bval = float(base.loc[best, okey])
         line = (f"<b>How far is the patent from the best mapping?</b> h2h (this panel) {_t(mine)}, best found "
-                f"{_t(bval)} ({_e(self._method_label(base.loc[best].to_dict() | {'method': best}))}): "
+                f"{_t(bval)} ({_e(self._method_label(base.loc[best].to_dict() | {'label': best}))}): "
                 + (f"h2h is {mine / bval - 1:.1%} above it" if mine >= bval else f"h2h is {1 - mine / bval:.1%} below it")
                 + f" in {_OBJ_WORDS[obj]}")
         ilp = next((m for m in cands if m.startswith("ilp")), None)

@@ -38,64 +38,37 @@ from hetsched.errors import HetschedError
 from hetsched.io import csv_safe
 from hetsched.plot import format_value, group_colors
 from hetsched.plot.memory import live_bars, walk_curves
-from hetsched.results import Step
+from hetsched.registry import describe, label
+from hetsched.results import SolverRun, Step
 
 from .base import Panel, Session, link_clamped
 from .walker import DecisionWalker
 
-__all__ = ["MemoryPanel", "MemoryState", "METHODS", "PHASES", "describe_step", "step_table",
-           "list_label"]
+__all__ = ["MemoryPanel", "MemoryState", "PHASES", "method_name", "describe_step", "step_table", "list_label"]
 
-#: method key -> (short name for legends and lists, one line shown under the chooser)
-METHODS: dict[str, tuple[str, str]] = {
-    "patent": ("the patent's flow",
-               "The patent's flow: its integer programme gets the time limit; if it does not prove an order "
-               "optimal in time, BFS and DFS run and the lower one is fine-tuned at its peak step (claims 1, 6-9)."),
-    "ilp-patent": ("the patent's ILP",
-                   "The patent's integer programme alone: yes/no variables A[e,t] (tensor e is created at step t) "
-                   "and P[e,t] (it is kept at step t), claim 4. The solver starts from our portfolio's order."),
-    "ilp-cumulative": ("cumulative ILP",
-                       "Ours: an integer programme with Z[v,t] = 'op v has run by step t'. Fewer equivalent "
-                       "solutions, so the solver proves optimality sooner; it starts from our portfolio's order."),
-    "patent-heuristic": ("patent BFS/DFS + fine-tune",
-                         "The patent's fallback alone (no ILP): BFS and DFS, the lower one fine-tuned at its "
-                         "peak step (claims 6-9)."),
-    "bfs": ("BFS (patent)", "The patent's tensor-lifetime-aware breadth-first order alone (claim 7)."),
-    "dfs": ("DFS (patent)", "The patent's memory-aware depth-first order over chains of ops alone (claim 8)."),
-    "auto": ("ours: fallback, then ILP",
-             "Ours: the patent's BFS/DFS + fine-tune first, then the cumulative programme started from that "
-             "order within the time limit; the lower order wins."),
-    "heuristic": ("portfolio (ours)",
-                  "Ours: the patent's traversals, our greedy, every compiler order and a beam search, each "
-                  "fine-tuned, then a short exact-search polish."),
-    "lifetime-greedy": ("lifetime greedy (ours)",
-                        "Ours: run next the op that leaves the fewest bytes allocated, lifetimes breaking ties."),
-    "exact": ("exact search",
-              "The proven optimum: a search over sets of executed ops from both ends (Serenity, MLSys 2020), "
-              "within the time limit."),
-    "given": ("given order", "The order the ops are listed in."),
-    "kahn": ("Kahn's order", "A plain topological order (Kahn's algorithm): what a naive runtime runs."),
-    "inductor_lpmf": ("Inductor LPMF", "PyTorch Inductor's least-peak-memory-first order."),
-    "inductor_bfs": ("Inductor BFS", "PyTorch Inductor's breadth-first order."),
-    "inductor_dfs": ("Inductor DFS", "PyTorch Inductor's depth-first order."),
-    "xla_list": ("XLA list", "XLA's list scheduler (its default memory scheduler's first candidate)."),
-    "xla_dfs": ("XLA DFS", "XLA's depth-first scheduler."),
-    "xla_post_order": ("XLA post-order", "XLA's post-order scheduler."),
-}
-for _k, _why in mem.STRATEGIES.items():  # a method added to the core later still shows up
-    if _k not in METHODS and _k != "ilp":  # "ilp" is "ilp-cumulative" under another name
-        METHODS[_k] = (_k, _why)
+#: the methods offered: the core's table (its names and descriptions: hetsched.registry.label/describe);
+#: "ilp" is "ilp-cumulative" under another name
+_METHOD_KEYS = [k for k in mem.METHODS if k != "ilp"]
 
-_METHOD_KEYS = list(METHODS)
+
+def method_name(key: str) -> str:
+    """The plain name of an ordering method, from the core (:func:`hetsched.registry.label`).
+
+    >>> method_name("kahn")
+    "Kahn's order"
+    """
+    return label(mem.METHODS[key])
+
 #: orders that may be overlaid: never one that spends the time limit (it would run on every recompute)
 _OVERLAY_KEYS = [k for k in _METHOD_KEYS if k not in mem.SOLVER_METHODS]
 _DEFAULT_OVERLAY = ("kahn", "bfs", "dfs", "heuristic")
 #: one colour per overlay order, whichever are shown (the group palette: never a device colour)
-_OVERLAY_COLORS = group_colors(METHODS[k][0] for k in _OVERLAY_KEYS)
+_OVERLAY_COLORS = group_colors(method_name(k) for k in _OVERLAY_KEYS)
 
 #: step phases (``step.data["phase"]``) in plain words: the jump buttons and the step list
 PHASES = {"S2": "ILP", "S31": "BFS", "S32": "DFS", "S4-pick": "pick the lower", "S4": "fine-tune",
-          "portfolio": "candidates", "polish": "polish", "exact": "exact search", "start": "start", "final": "end"}
+          "portfolio": "candidates", "polish": "polish", "exact": "exact search", "stop": "stop at the bound",
+          "start": "start", "final": "end"}
 #: the claim of the patent that decides each phase (cited in each step's explanation)
 _CLAIMS = {"S2": "claims 1-5", "S31": "claim 7", "S32": "claim 8", "S4-pick": "claim 1", "S4": "claim 9"}
 
@@ -153,10 +126,10 @@ def _names(xs: Any, limit: int = 8) -> str:
     return ", ".join(html.escape(str(x)) for x in xs[:limit]) + more
 
 
+#: a solver run's status (:class:`hetsched.results.SolverRun`) in plain words
 _ILP_STATUS = {"optimal": "finished: order proven optimal", "skipped": "not built (too large)",
-               "time limit (incumbent not proven)": "time limit reached: best order not proven",
-               "time limit (no solution)": "time limit reached: no order found",
-               "time limit (process killed)": "time limit reached: solver stopped", "no solution": "no order found"}
+               "feasible": "time limit reached: best order not proven", "killed": "time limit reached: solver stopped",
+               "no solution": "no order found", "failed": "the solver failed"}
 
 
 def _ilp_status(status: str) -> str:
@@ -168,13 +141,13 @@ def list_label(step: Step) -> str:
 
     >>> from hetsched.results import Step
     >>> list_label(Step(4, "free_earlier", "t1", before=2**21, after=2**20, data={"phase": "S4"}))
-    '5 ✓ fine-tune: free t1 earlier: peak 2 MiB → 1 MiB'
+    '✓ fine-tune: free t1 earlier: peak 2 MiB → 1 MiB'
     """
     d = step.data or {}
     ph = d.get("phase")
-    head = f"{step.index + 1} {'✓' if step.accepted else '✗'}"
+    head = "✓" if step.accepted else "✗"
     if ph == "S2":
-        return f"{head} ILP ({d.get('formulation', '')}): {d.get('status', '')}"
+        return f"{head} ILP ({d['ilp'].model}): {_ilp_status(d['ilp'].status)}"
     if ph == "S31":
         return f"{head} BFS runs {step.subject} (live {_b(d.get('live_bytes'))})"
     if ph == "S32":
@@ -203,15 +176,16 @@ def describe_step(step: Step, *, n_steps: int | None = None, n_ops: int | None =
     ph = d.get("phase")
     claim = _CLAIMS.get(ph)
     where = f"<b>step {step.index + 1}{f' of {n_steps}' if n_steps else ''}</b> · {html.escape(PHASES.get(ph, str(ph or '')))}"
-    where += f" <i>({claim})</i>" if claim else " <i>(ours, not in the patent)</i>" if ph in ("portfolio", "polish") else ""
+    where += f" <i>({claim})</i>" if claim else " <i>(ours, not in the patent)</i>" if ph in ("portfolio", "polish", "stop") else ""
     if ph == "S2":
-        form = "the patent's A/P" if d.get("formulation") == "patent" else f"the {html.escape(str(d.get('formulation')))}"
-        lim = d.get("time_limit_s")
+        run: SolverRun = d["ilp"]
+        form = "the patent's A/P" if run.model == "patent" else f"the {html.escape(run.model)}"
+        lim = run.time_limit_s
         if step.index > 0:  # ours ("auto"): the ILP runs after the fallback, started from its order
             what = (f"{form} integer programme, started from the fallback's order, ran for up to {lim:g} s: "
-                    f"{html.escape(_ilp_status(str(d.get('status'))))} (proven bound {_bound(d.get('bound_bytes'))}) — "
+                    f"{html.escape(_ilp_status(run.status))} (proven bound {_bound(run.bound)}) — "
                     f"{_verdict(step.accepted, 'its lower order is taken', 'the fallback order stays')}.")
-        elif d.get("status") == "skipped":
+        elif run.status == "skipped":
             what = (f"{form} integer programme is not built: {html.escape(plain(step.reason))}. Claim 1: without "
                     f"a solution within the time limit, go on to the BFS and DFS traversals.")
         elif step.accepted:
@@ -220,8 +194,8 @@ def describe_step(step: Step, *, n_steps: int | None = None, n_ops: int | None =
         else:
             found = f"its best order so far peaks at {_b(step.after)} but is not proven optimal" if step.after else \
                 "it found no order"
-            what = (f"{form} integer programme ran for the {lim:g} s time limit: {html.escape(_ilp_status(str(d.get('status'))))}; "
-                    f"{found} (proven bound {_bound(d.get('bound_bytes'))}). Claim 1: the solve did not finish in time, "
+            what = (f"{form} integer programme ran for the {lim:g} s time limit: {html.escape(_ilp_status(run.status))}; "
+                    f"{found} (proven bound {_bound(run.bound)}). Claim 1: the solve did not finish in time, "
                     f"so the patent drops it and goes on to the BFS and DFS traversals.")
         return f"{where}: {what}"
     if ph == "S31":
@@ -319,11 +293,11 @@ def step_table(step: Step | None) -> str:
                  f"{ch[0]}–{ch[1]}" if ch else "none", _verdict(step.accepted)]]
         return _table(["tensor", "size", "move", "ops moved", "peak", "steps at the peak", "steps changed", ""], rows)
     if ph == "S2":
-        gap = d.get("solver_gap")
-        rows = [[html.escape(str(d.get("formulation"))), html.escape(_ilp_status(str(d.get("status")))),
-                 _b(step.after) if step.after else "–", _bound(d.get("bound_bytes")),
-                 _solver_gap(gap), f"{int(d['n_vars']):,}" if d.get("n_vars") else "–",
-                 format_value(d.get("solve_s"), "solve_s")]]
+        run = d["ilp"]
+        rows = [[html.escape(run.model), html.escape(_ilp_status(run.status)),
+                 _b(step.after) if step.after else "–", _bound(run.bound),
+                 _solver_gap(run.gap), f"{int(run.n_vars):,}" if run.n_vars else "–",
+                 format_value(run.solve_s, "solve_s")]]
         return _table(["formulation", "status", "best order found", "proven bound", "solver gap", "variables",
                        "solve time"], rows)
     if step.before is None and step.after is None:
@@ -331,29 +305,6 @@ def step_table(step: Step | None) -> str:
     return _table(["decision", "on", "before", "after", ""],
                   [[html.escape(step.action), _code(step.subject), _b(step.before), _b(step.after),
                     _verdict(step.accepted)]])
-
-
-def _ilp_info(r: mem.OrderResult) -> dict[str, Any] | None:
-    """What the result says about an ILP it ran (``None``: the method runs none)."""
-    s2 = next((s for s in r.steps if (s.data or {}).get("phase") == "S2"), None)
-    if s2 is not None:
-        d = s2.data
-        return {"formulation": d.get("formulation"), "status": _ilp_status(str(d.get("status"))),
-                "proven": s2.accepted, "found": s2.after, "bound": d.get("bound_bytes"), "gap": d.get("solver_gap"),
-                "n_vars": d.get("n_vars"), "n_cons": r.metrics.get("ilp_n_constraints"), "solve_s": d.get("solve_s"),
-                "solver": d.get("solver"), "skipped": d.get("status") == "skipped",
-                # ours starts the solver from the fallback's order; the patent's flow starts it cold
-                "warm": "the fallback's order" if s2.index > 0 else ""}
-    if r.method.startswith("ilp-"):
-        m = r.metrics
-        status = {"optimal": "finished: order proven optimal", "feasible": "time limit: best order not proven",
-                  "fallback": "no better order from the solver: the starting order is kept"}.get(r.status, r.status)
-        return {"formulation": r.params.get("formulation", r.method[4:].split("-")[0]), "status": status,
-                "proven": r.status == "optimal", "found": r.peak_bytes if r.status != "fallback" else None,
-                "bound": r.bound_bytes, "gap": m.get("solver_gap"), "n_vars": m.get("n_vars"),
-                "n_cons": m.get("n_constraints"), "solve_s": m.get("solve_s"), "solver": r.solver,
-                "warm": "our portfolio's order" if r.params.get("warm_start") else "", "skipped": False}
-    return None
 
 
 # ----------------------------------------------------------------------------- the panel
@@ -383,13 +334,13 @@ class MemoryPanel(Panel):
         if overlay is not None:
             state.overlay = tuple(overlay)
         style = {"description_width": "initial"}
-        method_ctl = W.Dropdown(options=[(self._method_option(k), k) for k in _METHOD_KEYS], description="method",
+        method_ctl = W.Dropdown(options=[(method_name(k), k) for k in _METHOD_KEYS], description="method",
                                 style=style, layout=W.Layout(width="420px"))
         limit = W.FloatText(description="ILP time limit (s)", style=style, layout=W.Layout(width="220px"),
                             step=mem.PARAMS["time_limit_s"].step,
                             tooltip=f"how long the integer programme (and the exact search) may run: "
                                     f"{mem.PARAMS['time_limit_s'].bounds_text()}")
-        over = W.SelectMultiple(options=[(METHODS[k][0], k) for k in _OVERLAY_KEYS], description="compare with",
+        over = W.SelectMultiple(options=[(method_name(k), k) for k in _OVERLAY_KEYS], description="compare with",
                                 style=style, rows=4, layout=W.Layout(width="330px"))
         top = W.BoundedIntText(min=1, max=200, description="tensors listed", style=style, layout=W.Layout(width="170px"))
         for ctl, name in ((method_ctl, "method"), (limit, "time_limit_s"), (over, "overlay"), (top, "top")):
@@ -418,12 +369,6 @@ class MemoryPanel(Panel):
                          W.HBox([curves, self.ilp_box], layout=W.Layout(flex_flow="row wrap", width="100%")),
                          self.figure_view("live"), self.download_area]
         self._start()
-
-    @staticmethod
-    def _method_option(k: str) -> str:
-        short = METHODS[k][0]
-        return {"ilp-patent": "the patent's ILP (A/P variables)", "ilp-cumulative": "cumulative ILP (Z variables, ours)",
-                "patent": "the patent's flow: ILP, else BFS/DFS + fine-tune"}.get(k, short)
 
     @property
     def graph(self) -> hs.OpGraph:
@@ -482,7 +427,7 @@ class MemoryPanel(Panel):
         if self._pending is not None:
             self._shown_graph, self._overlays = self._pending
             self._pending = None
-        self.method_help.value = f"<i>{html.escape(METHODS[self.state.method][1])}</i>"
+        self.method_help.value = f"<i>{html.escape(plain(describe(mem.METHODS[self.state.method])))}</i>"
         self.walker.set_steps(r.steps)
         # view traits set here do not redraw on their own (Panel.on_result)
         self.state.step = r.n_steps
@@ -498,17 +443,17 @@ class MemoryPanel(Panel):
 
     def _current_label(self, r: mem.OrderResult, w: Mapping[str, Any], k: int) -> str:
         if k >= r.n_steps:
-            return METHODS.get(self.state.method, (r.method,))[0]
+            return method_name(self.state.method)
         s = w["step"]
         ph = (s.data or {}).get("phase") if s is not None else None
         if s is None or (ph == "S2" and not s.accepted):
             return "given order"
         return {"S2": "ILP order", "S31": "BFS order", "S32": "DFS order",
                 "S4-pick": f"{str(s.subject).upper()} order (picked)", "S4": "order being fine-tuned",
-                "portfolio": "best candidate", "polish": "polished order"}.get(ph, "order")
+                "portfolio": "best candidate", "polish": "polished order", "stop": "order at the lower bound"}.get(ph, "order")
 
     def _curves_fig(self, r: mem.OrderResult, w: Mapping[str, Any], k: int):
-        overlays = {METHODS[m][0]: res for m, res in self._overlays.items()}
+        overlays = {method_name(m): res for m, res in self._overlays.items()}
         return walk_curves(w, overlays=overlays, lower_bound=r.lower_bound_bytes, label=self._current_label(r, w, k),
                            colors=_OVERLAY_COLORS, title="live memory at each step of the order")
 
@@ -525,35 +470,38 @@ class MemoryPanel(Panel):
         g = self._shown_graph
         gap = (f"gap <b>{r.gap:.1%}</b>" if r.gap > 0 else "gap <b>0%</b>: no order can be lower (optimal)")
         return (
-            f"<div><b>{html.escape(g.name or 'graph')}</b> ({g.n_ops} ops) · <b>{html.escape(METHODS[self.state.method][0])}</b>: "
+            f"<div><b>{html.escape(g.name or 'graph')}</b> ({g.n_ops} ops) · <b>{html.escape(method_name(self.state.method))}</b>: "
             f"peak <b>{_b(r.peak_bytes)}</b> · lower bound {_b(r.lower_bound_bytes)} · {gap} · "
             f"{format_value(r.runtime_s, 'runtime_s')}</div>"
             f"<div style='color:#555;font-size:0.92em'>How: {html.escape(plain(r.why))}</div>")
 
     def _ilp_html(self, r: mem.OrderResult) -> str:
-        info = _ilp_info(r)
+        run = r.ilp  # what the solver said: one typed field, whichever method ran it
         rows = []
-        if info is None:
+        if run is None:
             rows.append("<b>ILP</b>: this method runs none (pick the patent's flow or one of the ILPs).")
         else:
-            form = "the patent's A/P" if info["formulation"] == "patent" else "cumulative Z"
-            warm = f", started from {info['warm']}" if info["warm"] else ""
-            rows.append(f"<b>ILP</b> ({html.escape(form)} variables{warm})")
-            rows.append(f"status: <b>{html.escape(info['status'])}</b>")
-            if not info["skipped"]:
-                rows.append(f"best order it found: {_b(info['found']) if info['found'] else 'none'}")
-                rows.append(f"bound it proved: {_bound(info['bound'])}")
-                if info["gap"] is not None:
-                    rows.append(f"solver gap: {_solver_gap(info['gap'])} <span style='color:#555'>(best found − bound) "
+            form = "the patent's A/P" if run.model == "patent" else "cumulative Z"
+            warm = ("the fallback's order" if self.state.method == "auto" else
+                    "our portfolio's order" if run.warm_start else "")
+            rows.append(f"<b>ILP</b> ({html.escape(form)} variables" + (f", started from {warm}" if warm else "") + ")")
+            rows.append(f"status: <b>{html.escape(_ilp_status(run.status))}</b>")
+            if r.status == "fallback":
+                rows.append("<i>no better order from the solver: the starting order is kept</i>")
+            if run.status != "skipped":
+                rows.append(f"best order it found: {_b(run.incumbent) if run.incumbent else 'none'}")
+                rows.append(f"bound it proved: {_bound(run.bound)}")
+                if run.gap is not None:
+                    rows.append(f"solver gap: {_solver_gap(run.gap)} <span style='color:#555'>(best found − bound) "
                                 f"÷ best found</span>")
-                size = ", ".join(x for x in (f"{int(info['n_vars']):,} variables" if info["n_vars"] else "",
-                                             f"{int(info['n_cons']):,} constraints" if info["n_cons"] else "") if x)
+                size = ", ".join(x for x in (f"{int(run.n_vars):,} variables" if run.n_vars else "",
+                                             f"{int(run.n_constraints):,} constraints" if run.n_constraints else "") if x)
                 if size:
                     rows.append(size)
-                if info["solve_s"] is not None:
-                    rows.append(f"solve time: {format_value(info['solve_s'], 'solve_s')} of "
+                if run.solve_s is not None:
+                    rows.append(f"solve time: {format_value(run.solve_s, 'solve_s')} of "
                                 f"{format_value(self.state.time_limit_s, 'time_limit_s')}")
-                if self.state.method == "patent" and not info["proven"] and info["found"]:
+                if self.state.method == "patent" and not run.proven and run.incumbent:
                     rows.append("<i>not proven in time, so the patent's flow drops this order and falls back to "
                                 "BFS/DFS</i>")
         rows.append("<hr style='margin:4px 0'><b>This order</b>")

@@ -60,17 +60,18 @@ import pandas as pd
 import traitlets
 
 import hetsched.pipeline as pp
-from hetsched.cost import default_cost_key
+from hetsched.cost import cost_key
 from hetsched.errors import HetschedError
 from hetsched.plot import format_value
 from hetsched.plot.core import wrap_title
 from hetsched.plot.pipeline import cache_depth, patent_queue_figure, schedule_gantt, stage_costs_figure
-from hetsched.results import Step
+from hetsched.registry import label
+from hetsched.results import Step, compare_results
 
 from .base import Panel, Session, link_clamped
 from .walker import DecisionWalker
 
-__all__ = ["PipelinePanel", "PipelineState", "PipelineView", "SCHEDULE_LABELS"]
+__all__ = ["PipelinePanel", "PipelineState", "PipelineView", "schedule_name"]
 
 _SCHEDULES = sorted(pp.SCHEDULES)
 _CACHES = ["sender", "receiver", "none"]
@@ -79,12 +80,6 @@ HALF_TITLE_CHARS = 55
 _P = pp.PARAMS
 #: the model choice that follows the dashboard's loaded graph
 SESSION = "session"
-#: schedules in plain words (the keys are :data:`hetsched.pipeline.SCHEDULES`)
-SCHEDULE_LABELS = {
-    "gpipe": "GPipe", "1f1b": "1F1B", "looped_bfs": "looped BFS", "interleaved_1f1b": "interleaved 1F1B",
-    "interleaved_fthenb": "interleaved F-then-B", "zb_h1": "ZB-H1", "zb_h2": "ZB-H2", "zbv": "ZB-V",
-    "interleaved_zero_bubble": "interleaved zero bubble", "dualpipev": "DualPipeV",
-}
 _KIND_WORDS = {"F": "forward", "B": "backward", "I": "input-gradient backward", "W": "weight-gradient backward"}
 #: the panel's number boxes in the units typed (ms, MiB) -> the core's parameter (:data:`hetsched.pipeline.PARAMS`,
 #: seconds and bytes) and the factor from one to the other
@@ -107,10 +102,15 @@ def _bundled_systems() -> list[str]:
     return [default] + [n for n in names if n != default]
 
 
-def _pretty(schedule: pp.Schedule) -> str:
-    """A schedule's name in plain words (``interleaved_1f1b[paddle]`` -> ``interleaved 1F1B``)."""
-    key = schedule.name.split("[")[0]
-    return SCHEDULE_LABELS.get(key, key)
+def schedule_name(key: str) -> str:
+    """A schedule's name in plain words, from the core (:func:`hetsched.registry.label`).
+
+    >>> schedule_name("interleaved_1f1b[paddle]")
+    'Interleaved 1F1B'
+    """
+    key = key.split("[")[0]
+    return label(pp.SCHEDULES[key]) if key in pp.SCHEDULES else key
+
 
 
 def _is_training(graph: Any) -> bool:
@@ -217,7 +217,7 @@ class PipelinePanel(Panel):
                            description="model", style=style, layout=W.Layout(width="420px"))
         self._systems = _bundled_systems()
         system = W.Dropdown(options=self._systems, description="machine", style=style, layout=W.Layout(width="340px"))
-        sched_opts = [(SCHEDULE_LABELS.get(n, n), n) for n in _SCHEDULES]
+        sched_opts = [(schedule_name(n), n) for n in _SCHEDULES]
         sched = W.Dropdown(options=sched_opts, description="schedule A", style=style)
         sched_b = W.Dropdown(options=sched_opts, description="schedule B", style=style)
         grouping = W.Dropdown(options=[("paddle (the patent's)", "paddle")] + [(g, g) for g in sorted(pp.GROUPINGS) if g != "paddle"],
@@ -244,18 +244,11 @@ class PipelinePanel(Panel):
                           (act, "activation_MiB"), (ovh, "overhead_ms"), (model, "model"), (system, "system")):
             link_clamped(state, name, ctl)
         self.applies = W.HTML()
-        self.walker = DecisionWalker(state, "step", description="time step", phase_key="phase", group_key="rank",
-                                     group_label="rank", label=self._step_label)
+        self.walker = DecisionWalker(state, "step", description="time step", group=lambda s: s.data["rank"],
+                                     group_label="rank", label=self._step_label, accepted_jumps=False)
         # every action start is "accepted": those jumps mean nothing here; queue changes do
-        for wdg in (self.walker.prev_acc, self.walker.next_acc, self.walker.accepted_only):
-            wdg.layout.display = "none"
-        self.prev_queue = W.Button(description="◀ cache change", layout=W.Layout(width="auto"),
-                                   tooltip="back to the previous step at which a cache queue changed")
-        self.next_queue = W.Button(description="cache change ▶", layout=W.Layout(width="auto"),
-                                   tooltip="on to the next step at which a cache queue changed")
-        self.prev_queue.on_click(lambda _b: self.jump_to_cache(-1))
-        self.next_queue.on_click(lambda _b: self.jump_to_cache(+1))
-        self.walker.jumps.children = (*self.walker.jumps.children, self.prev_queue, self.next_queue)
+        self.prev_queue, self.next_queue = self.walker.add_jumps(
+            "cache change", "step at which a cache queue changed", self.jump_to_cache)
         self.step_text = W.HTML(layout=W.Layout(min_height="3em"))  # the step in plain words
         self.rank_text = W.HTML()  # what each rank runs, holds and has cached at that instant
         self.summary = W.HTML()
@@ -290,7 +283,7 @@ class PipelinePanel(Panel):
         """Disable what the chosen schedules and source do not use, and say so in one line."""
         st, c = self.state, self.control_widgets
         info = {lab: pp.SCHEDULE_INFO[n] for lab, n in (("A", st.schedule), ("B", st.schedule_b))}
-        names = {"A": SCHEDULE_LABELS.get(st.schedule, st.schedule), "B": SCHEDULE_LABELS.get(st.schedule_b, st.schedule_b)}
+        names = {"A": schedule_name(st.schedule), "B": schedule_name(st.schedule_b)}
         uses_v = [lab for lab, i in info.items() if i["v"] is None]
         uses_g = [lab for lab, i in info.items() if "grouping" in i["options"]]
         uses_w = [lab for lab, i in info.items() if i["split_backward"]]
@@ -367,13 +360,13 @@ class PipelinePanel(Panel):
         v, opts = self._options(name)
         cache = None if st.cache == "none" else st.cache
         # the graph and system themselves (a freed id can come back, a what-if copy keeps the name), the
-        # graph's version (edits in place) and the default cost (set_default_cost prices the stages anew)
-        key = (graph, graph.version, system, default_cost_key(), name, st.p, v, st.m, opts.get("grouping"), st.lockstep, cache, st.overhead_ms)
+        # graph's version (edits in place) and the session's cost (a new one prices the stages anew)
+        key = (graph, graph.version, system, cost_key(self.cost), name, st.p, v, st.m, opts.get("grouping"), st.lockstep, cache, st.overhead_ms)
         run = self._runs.get(key)
         if run is None:
             run = pp.simulate_model(graph, system, devices=pp.default_devices(system, st.p), p=st.p, v=v, m=st.m, schedule=name,
                                     grouping=opts.get("grouping"), comm={"lockstep": st.lockstep}, cache=cache,
-                                    overhead_s=st.overhead_ms * 1e-3)
+                                    overhead_s=st.overhead_ms * 1e-3, cost=self.cost)
             self._runs[key] = run
             while len(self._runs) > 6:
                 self._runs.popitem(last=False)
@@ -391,8 +384,8 @@ class PipelinePanel(Panel):
 
     # -- Panel ------------------------------------------------------------------------------
     def _on_session(self, change) -> None:
-        # only the graph matters, and only while the panel splits the dashboard's graph
-        if change["name"] == "graph" and self.state.source == "model" and self.state.model == SESSION:
+        # only the graph (while the panel splits the dashboard's graph) and the cost (while it prices a model)
+        if self.state.source == "model" and (change["name"] == "cost" or change["name"] == "graph" and self.state.model == SESSION):
             super()._on_session(change)
 
     def compute(self) -> PipelineView:
@@ -439,14 +432,14 @@ class PipelinePanel(Panel):
 
     def _step_label(self, s: Step) -> str:
         """One line of the step list."""
-        return f"{s.index + 1} · {s.subject} on rank {s.data['rank']} at {format_value(s.before, '_s')} · {s.data['phase']}"
+        return f"· {s.subject} on rank {s.data['rank']} at {format_value(s.before, '_s')} · {s.data['phase']}"
 
     # -- drawing ------------------------------------------------------------------------------
     def _title(self, r: PipelineView, lab: str) -> str:
         res = r.a if lab == "A" else r.b
         s, m = res.schedule, res.metrics
         patent = " (the patent's)" if r.patents[lab]["applies"] else ""
-        return (f"{lab}: {_pretty(s)}{patent} (p={s.p}, v={s.v}, m={s.m}): "
+        return (f"{lab}: {schedule_name(s.name)}{patent} (p={s.p}, v={s.v}, m={s.m}): "
                 f"makespan {format_value(m['makespan_s'], '_s')}, idle {m['bubble_fraction']:.0%} of rank-time")
 
     def _show(self, name: str, fig: Any, fresh: bool) -> None:
@@ -490,7 +483,7 @@ class PipelinePanel(Panel):
             m = res.metrics
             cells = "".join(f"<td>{format_value(m[k], k) if k != 'peak_cache_depth' else int(m[k])}</td>" for k, _ in cols)
             extra = f"<td>{format_value(split.metrics['bottleneck_s'], '_s')}</td>" if split is not None else ""
-            rows.append(f"<tr><td><b>{lab}</b> {html.escape(_pretty(res.schedule))}</td>"
+            rows.append(f"<tr><td><b>{lab}</b> {html.escape(schedule_name(res.schedule.name))}</td>"
                         f"{cells}{extra}</tr>")
         th = "".join(f"<th>{html.escape(h)}</th>" for _k, h in cols) + ("<th>slowest stage or link</th>" if r.split_a is not None else "")
         ma, mb = r.a.metrics["makespan_s"], r.b.metrics["makespan_s"]
@@ -552,12 +545,9 @@ class PipelinePanel(Panel):
         return ""
 
     def _render_messages(self, res: pp.PipelineResult) -> None:
-        msg = res.messages()
-        waited = msg["sent_s"] - msg["produced_s"]
-        held = (msg["consumed_s"] - msg["arrived_s"]) if res.params.get("cache") == "receiver" else waited
+        msg = res.messages()  # held_s: how long each waited in the run's cache (the core defines it per design)
         tol = 1e-12 * max(1.0, res.metrics["makespan_s"])
-        # (assigning to an empty frame would take the column's index: filter after assigning)
-        interesting = msg.assign(held_s=held)[(held > tol) | (msg["blocked_send_s"] > tol)]
+        interesting = msg[(msg["held_s"] > tol) | (msg["blocked_send_s"] > tol)]
         words = self._cache_words(res) or "cache"
         if not len(interesting):
             self.messages_text.value = (f"<div style='color:#444'>No message waited in a {html.escape(words)} and no sender was blocked "
@@ -696,8 +686,7 @@ class PipelinePanel(Panel):
                 + body + "</table></div>")
 
     def download_items(self, r: PipelineView):
-        both = pd.concat([pd.DataFrame([{"schedule": r.a.schedule.name, **r.a.metrics}]),
-                          pd.DataFrame([{"schedule": r.b.schedule.name, **r.b.metrics}])], ignore_index=True)
+        both = compare_results({f"A: {r.a.schedule.name}": r.a, f"B: {r.b.schedule.name}": r.b}, wide=True)
         items = [(pp.to_chrome_trace(r.a), "pipeline_A_trace.json"), (pp.to_chrome_trace(r.b), "pipeline_B_trace.json"),
                  (r.a.timeline, "pipeline_A_timeline.csv"), (r.b.timeline, "pipeline_B_timeline.csv"),
                  (both, "pipeline_metrics.csv"), (pp.to_torch_csv(r.a.schedule), "pipeline_A_torch.csv")]

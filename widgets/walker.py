@@ -5,8 +5,14 @@ the previous/next accepted decision and to the previous/next decision about one 
 backend, and a filterable list of the decisions (selecting one jumps to it). It never re-runs the
 algorithm: the panel draws the state after the chosen step through ``result.replay(k)``.
 
+It walks the log it is given as it is (issue 29): any sequence of steps (a result's
+:class:`~hetsched.results.LazySteps`, or :func:`chain` of two logs), read lazily (a raw log as
+cheap read-only views), never copied; what a decision's phase, group and list line are comes
+from the panel's functions of a step (``phase``, ``group``, ``label``), not from keys added to
+copies of the steps. A decision is numbered by its position in the walk.
+
 The walked trait counts decisions done: 0 is the state before the first decision, ``k`` the state
-after decision ``k - 1`` (``result.steps[k - 1]``).
+after decision ``k - 1`` (``steps[k - 1]``).
 
 >>> import traitlets
 >>> from hetsched.results import Step
@@ -16,7 +22,8 @@ after decision ``k - 1`` (``result.steps[k - 1]``).
 ...          Step(1, "map", "b", data={"phase": "first", "device": "cpu0"}),
 ...          Step(2, "remap", "a", accepted=False, reason="slower", data={"phase": "second", "device": "cpu0"}),
 ...          Step(3, "remap", "b", data={"phase": "second", "device": "gpu0"})]
->>> s = S(); w = DecisionWalker(s, group_key="device"); w.set_steps(steps)
+>>> by = lambda key: lambda s: s.data.get(key)
+>>> s = S(); w = DecisionWalker(s, phase=by("phase"), group=by("device")); w.set_steps(steps)
 >>> w.jump("phase", value="second"), s.step      # after the first decision of that phase
 (True, 3)
 >>> w.jump("accepted", +1), s.step               # the next accepted decision is decision 3
@@ -30,20 +37,23 @@ after decision ``k - 1`` (``result.steps[k - 1]``).
 from __future__ import annotations
 
 import html
+import itertools
 import re
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import ipywidgets as W
 import traitlets
 
-from hetsched.results import Step
+from hetsched.results import LazySteps, Step
 
 from .base import StepWalker
 
-__all__ = ["DecisionWalker", "step_label", "MAX_LISTED"]
+__all__ = ["DecisionWalker", "step_label", "chain", "MAX_LISTED"]
 
 #: at most this many decisions are listed at once (a filter narrows a longer log)
 MAX_LISTED = 400
+
+StepFn = Callable[[Any], Any]
 
 
 def _natural(text: str) -> list:
@@ -59,17 +69,54 @@ def _num(x: Any) -> str:
     return f"{x:.4g}" if isinstance(x, (int, float)) else "–"
 
 
-def step_label(step: Step, *, group_key: str | None = None) -> str:
-    """One line of the step list: ``index ✓/✗ action subject (group): before → after``.
+def step_label(step: Step, *, group: StepFn | None = None) -> str:
+    """One line of the step list (after its number): ``✓/✗ action subject [group]: before → after``.
 
     >>> from hetsched.results import Step
-    >>> step_label(Step(4, "remap", "conv1", before=2.0, after=1.5, data={"device": "gpu0"}), group_key="device")
-    '5 ✓ remap conv1 [gpu0]: 2 → 1.5'
+    >>> step_label(Step(4, "remap", "conv1", before=2.0, after=1.5, data={"device": "gpu0"}),
+    ...            group=lambda s: s.data.get("device"))
+    '✓ remap conv1 [gpu0]: 2 → 1.5'
     """
-    d = step.data or {}
-    grp = f" [{d[group_key]}]" if group_key and d.get(group_key) is not None else ""
+    g = group(step) if group is not None else None
+    grp = f" [{g}]" if g is not None else ""
     cost = f": {_num(step.before)} → {_num(step.after)}" if step.before is not None or step.after is not None else ""
-    return f"{step.index + 1} {'✓' if step.accepted else '✗'} {step.action} {step.subject}{grp}{cost}"
+    return f"{'✓' if step.accepted else '✗'} {step.action} {step.subject}{grp}{cost}"
+
+
+class chain(Sequence):
+    """Two (or more) logs walked one after the other, as one sequence, without copying a step.
+
+    >>> from hetsched.results import Step
+    >>> c = chain([Step(0, "mark", "a")], [Step(0, "dispatch", "x"), Step(1, "dispatch", "y")])
+    >>> len(c), c[2].subject, [s.subject for s in c]
+    (3, 'y', ['a', 'x', 'y'])
+    """
+
+    def __init__(self, *logs: Sequence) -> None:
+        self.logs = logs
+        self._ends = list(itertools.accumulate(len(x) for x in logs))
+
+    def __len__(self) -> int:
+        return self._ends[-1] if self._ends else 0
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        for log, end in zip(self.logs, self._ends):
+            if i < end:
+                return log[i - end + len(log)]
+        raise IndexError(f"step {i} out of range")
+
+    def views(self) -> Iterator[Any]:
+        for log in self.logs:
+            yield from _views(log)
+
+
+def _views(steps: Sequence) -> Iterator[Any]:
+    """Every step of a log in order, as cheaply as the log allows (read-only views of a raw log)."""
+    return steps.views() if isinstance(steps, (LazySteps, chain)) else iter(steps)
 
 
 class DecisionWalker(W.VBox):
@@ -83,26 +130,34 @@ class DecisionWalker(W.VBox):
         The trait's name.
     description : str
         The slider's label.
-    phase_key : str
-        ``step.data`` key naming the phase of a decision (jump-to-phase buttons).
-    group_key : str, optional
-        ``step.data`` key naming what a decision is about (a device, rank, backend): the
-        "on this ..." jumps. ``None`` hides them.
+    phase : callable, optional
+        ``step -> str or None``: the phase of a decision (jump-to-phase buttons); default: its
+        ``data["phase"]``.
+    group : callable, optional
+        ``step -> str or None``: what a decision is about (a device, rank, backend): the "on
+        this ..." jumps. ``None`` hides them.
     group_label : str
         What a group is called on screen (``"device"``, ``"rank"``...).
     label : callable, optional
-        ``Step -> str`` for the list (default :func:`step_label`).
+        ``step -> str``: its line in the list, after its number (default :func:`step_label`).
+    accepted_jumps : bool
+        Offer the accepted-decision jumps and filter (``False`` for a log whose every step is
+        accepted: a run's dispatches or action starts).
     phase_labels : dict, optional
-        Words shown for phase keys (and for ``start``/``final``) on the jump buttons.
+        Words shown for phases (and for ``start``/``final``) on the jump buttons.
+
+    The functions get a :class:`~hetsched.results.Step` or a read-only view with its attributes.
     """
 
     def __init__(self, state: traitlets.HasTraits, name: str = "step", *, description: str = "decision",
-                 phase_key: str = "phase", group_key: str | None = None, group_label: str = "device",
-                 label: Callable[[Step], str] | None = None, phase_labels: Mapping[str, str] | None = None) -> None:
+                 phase: StepFn | None = None, group: StepFn | None = None, group_label: str = "device",
+                 label: Callable[[Any], str] | None = None, phase_labels: Mapping[str, str] | None = None,
+                 accepted_jumps: bool = True) -> None:
         self._state, self._name = state, name
-        self.phase_key, self.group_key, self.group_label = phase_key, group_key, group_label
+        self.phase = phase or (lambda s: (s.data or {}).get("phase"))
+        self.group_of, self.group_label = group, group_label
         self.phase_labels = dict(phase_labels or {})
-        self._label = label or (lambda s: step_label(s, group_key=group_key))
+        self._label = label or (lambda s: step_label(s, group=group))
         self.steps: Sequence[Step] = ()
         self._phase_first: dict[str, int] = {}
         self.stepper = StepWalker(state, name, description=description)
@@ -120,7 +175,7 @@ class DecisionWalker(W.VBox):
         self.next_grp = W.Button(description="▶", layout=W.Layout(width="40px"), tooltip=f"next decision on this {group_label}")
         self.prev_grp.on_click(lambda _b: self.jump("group", -1, self.group.value))
         self.next_grp.on_click(lambda _b: self.jump("group", +1, self.group.value))
-        grp_box = [self.group, self.prev_grp, self.next_grp] if group_key else []
+        grp_box = [self.group, self.prev_grp, self.next_grp] if group else []
         self.filter_text = W.Text(placeholder="filter: action, subject, reason…", layout=W.Layout(width="260px"))
         self.accepted_only = W.Checkbox(description="accepted only", indent=False, layout=small)
         self.filter_text.observe(lambda _c: self._fill_table(), names="value")
@@ -128,6 +183,9 @@ class DecisionWalker(W.VBox):
         self.table = W.Select(options=[], rows=7, layout=W.Layout(width="100%"))
         self.table.observe(self._on_pick, names="value")
         self.table_note = W.HTML()
+        if not accepted_jumps:
+            for wdg in (self.prev_acc, self.next_acc, self.accepted_only):
+                wdg.layout.display = "none"
         self.jumps = W.HBox([self.prev_acc, self.next_acc, *grp_box], layout=W.Layout(flex_flow="row wrap", align_items="center"))
         self.list_box = W.Accordion(children=[W.VBox([W.HBox([self.filter_text, self.accepted_only, self.table_note]),
                                                       self.table])],
@@ -137,27 +195,40 @@ class DecisionWalker(W.VBox):
         super().__init__([self.stepper, self.phases, self.jumps, self.list_box])
         self.add_class("hetsched-walker")
 
+    def add_jumps(self, what: str, tooltip: str, jump: Callable[[int], Any]) -> tuple[W.Button, W.Button]:
+        """A "◀ what" / "what ▶" pair of buttons after the walker's jumps, calling ``jump(-1)`` / ``jump(+1)``
+        (``tooltip``: what they go to, after "the previous" / "the next")."""
+        prev = W.Button(description=f"◀ {what}", layout=W.Layout(width="auto"), tooltip=f"the previous {tooltip}")
+        nxt = W.Button(description=f"{what} ▶", layout=W.Layout(width="auto"), tooltip=f"the next {tooltip}")
+        prev.on_click(lambda _b: jump(-1))
+        nxt.on_click(lambda _b: jump(+1))
+        self.jumps.children = (*self.jumps.children, prev, nxt)
+        return prev, nxt
+
     # -- the log --------------------------------------------------------------------
     def set_steps(self, steps: Sequence[Step]) -> None:
-        """A new log (a new result): ranges, phases, groups and the list follow it."""
-        self.steps = tuple(steps)
-        self.stepper.set_count(len(self.steps))
+        """A new log (a new result), walked as it is: ranges, phases, groups and the list follow it."""
+        self.steps = steps
+        self.stepper.set_count(len(steps))
         first: dict[str, int] = {}
         groups: dict[str, None] = {}
-        for s in self.steps:
-            d = s.data or {}
-            ph = d.get(self.phase_key)
+        phase, group = self.phase, self.group_of
+        # one pass over cheap views: the first decision of each phase, and the groups on offer
+        for i, s in enumerate(_views(steps)):
+            ph = phase(s)
             if ph is not None and str(ph) not in first:
-                first[str(ph)] = s.index
-            if self.group_key and d.get(self.group_key) is not None:
-                groups[str(d[self.group_key])] = None
+                first[str(ph)] = i
+            if group is not None:
+                g = group(s)
+                if g is not None:
+                    groups[str(g)] = None
         self._phase_first = first
         self._syncing = True
         try:
             lab = self.phase_labels
             self.phases.options = [(lab.get(p, p), p) for p in ("start", *first, "final")]
             self.phases.value = None
-            if self.group_key:
+            if group is not None:
                 self.group.options = sorted(groups, key=_natural)
                 self.group.value = self.group.options[0] if self.group.options else None
         finally:
@@ -168,20 +239,18 @@ class DecisionWalker(W.VBox):
         """Move to another decision: ``kind`` is ``"phase"`` (``value`` a phase, ``start``, ``final``),
         ``"accepted"`` or ``"group"`` (``value`` a group); returns whether the step moved."""
         k = getattr(self._state, self._name)
-        n = len(self.steps)
+        steps = self.steps
+        n = len(steps)
         target = None
         if kind == "phase":
             target = 0 if value == "start" else n if value == "final" else (
                 self._phase_first[value] + 1 if value in self._phase_first else None)
         else:
-            def hit(s: Step) -> bool:
-                if kind == "accepted":
-                    return s.accepted
-                return str((s.data or {}).get(self.group_key)) == str(value)
-
-            # decision i is shown at step i + 1: search after (or before) the one on screen
+            group = self.group_of
+            hit = (lambda s: s.accepted) if kind == "accepted" else (lambda s: str(group(s)) == str(value))
+            # decision i is shown at step i + 1: search after (or before) the one on screen, step by step
             rng = range(k, n) if direction > 0 else range(k - 2, -1, -1)
-            target = next((i + 1 for i in rng if hit(self.steps[i])), None)
+            target = next((i + 1 for i in rng if hit(steps[i])), None)
         if target is None or target == k:
             return False
         setattr(self._state, self._name, target)
@@ -191,16 +260,18 @@ class DecisionWalker(W.VBox):
     def _fill_table(self) -> None:
         needle = self.filter_text.value.strip().lower()
         acc = self.accepted_only.value
-        opts: list[tuple[str, int]] = []
-        n_match = 0
-        for s in self.steps:
-            if acc and not s.accepted:
-                continue
-            if needle and needle not in f"{s.action} {s.subject} {s.reason} {self._label(s)}".lower():
-                continue
-            n_match += 1
-            if len(opts) < MAX_LISTED:
-                opts.append((self._label(s), s.index + 1))
+        label = self._label
+        if not needle and not acc:  # unfiltered: the first decisions, counted without reading the rest
+            n_match = len(self.steps)
+            opts = [(f"{i + 1} {label(s)}", i + 1) for i, s in enumerate(itertools.islice(_views(self.steps), MAX_LISTED))]
+        else:
+            opts, n_match = [], 0
+            for i, s in enumerate(_views(self.steps)):
+                if (acc and not s.accepted) or (needle and needle not in f"{s.action} {s.subject} {s.reason} {label(s)}".lower()):
+                    continue
+                n_match += 1
+                if len(opts) < MAX_LISTED:
+                    opts.append((f"{i + 1} {label(s)}", i + 1))
         self._syncing = True
         try:
             self.table.options = opts

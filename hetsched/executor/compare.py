@@ -22,7 +22,7 @@ section 4.1), which removes most host overhead, is not.
 
 >>> from hetsched.executor.graphs import inception_graph
 >>> cmp = compare_policies(inception_graph(2))
->>> list(cmp.frame["policy"])
+>>> list(cmp.frame["label"])
 ['serial', 'multi-stream, one thread', 'patent', 'TF inline', 'Nimble streams + patent', 'lower bound']
 """
 
@@ -31,11 +31,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-import pandas as pd
-
 from ..graph import OpGraph
-from ..results import Result, compare_results
-from .simulate import ExecutorResult, _prepare, _simulate_prepared
+from ..results import Comparison, compare_results
+from .simulate import ExecutorResult, prepare_run, simulate_prepared
 
 _PREPARE_OPTIONS = ("kinds", "rules", "placement", "system", "cost", "kernels", "sync_copy_devices")
 
@@ -50,34 +48,29 @@ POLICIES: dict[str, tuple[str, str]] = {
     "Nimble streams + patent": ("nimble", "patent"),
 }
 
-_COLUMNS = ["policy", "streams", "threads", "makespan_s", "lb_s", "gap_to_lb", "device_busy_frac", "host_blocked_s",
+_COLUMNS = ["label", "streams", "threads", "makespan_s", "lb_s", "gap_to_lb", "device_busy_frac", "host_blocked_s",
             "n_events", "n_stream_waits", "n_host_syncs", "n_handoffs", "n_streams", "n_threads"]
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class PolicyComparison(Result):
-    """What :func:`compare_policies` returns: ``frame`` (one row per policy) and the runs.
+class PolicyComparison(Comparison):
+    """What :func:`compare_policies` returns (a :class:`~hetsched.results.Comparison`): ``frame`` (one row
+    per policy, its ``label``) and the runs.
 
     ``metrics`` holds the speed-ups that matter: ``patent_vs_one_thread`` (makespan of
     multi-stream one thread / patent) and ``nimble_vs_patent`` (patent / Nimble + patent). Draw it
     with :func:`hetsched.plot.executor.policy_bars` (the figure lives with the views, not here).
     ``long()`` gives the frame's numbers in the house's long format
-    (:func:`hetsched.results.compare_results`).
+    (:func:`hetsched.results.compare_results`; the ``lower bound`` row has only its times, so it
+    has no rows for the counts).
+
+    >>> from hetsched.executor.graphs import d2h_branch_graph
+    >>> lf = compare_policies(d2h_branch_graph(8, 4)).long()
+    >>> lf[lf.label == "lower bound"]["metric"].tolist()
+    ['makespan_s', 'lb_s', 'gap_to_lb']
     """
 
-    frame: pd.DataFrame = field(default_factory=pd.DataFrame)
     results: Mapping[str, ExecutorResult] = field(default_factory=dict)
-
-    def long(self) -> pd.DataFrame:
-        """``label, family, metric, value``: one row per policy and number (the house's compare format;
-        the ``lower bound`` row has only its times, so it has no rows for the counts).
-
-        >>> from hetsched.executor.graphs import d2h_branch_graph
-        >>> lf = compare_policies(d2h_branch_graph(8, 4)).long()
-        >>> lf[lf.label == "lower bound"]["metric"].tolist()
-        ['makespan_s', 'lb_s', 'gap_to_lb']
-        """
-        return compare_results(self.frame, label="policy", family="executor").dropna(subset=["value"]).reset_index(drop=True)
 
 
 def _speedup(slow_s: float, fast_s: float) -> float:
@@ -114,7 +107,7 @@ def compare_policies(
         bound is 0 s and every speed-up is 1.0.
 
     >>> from hetsched.executor.graphs import d2h_branch_graph
-    >>> f = compare_policies(d2h_branch_graph(8, 4)).frame.set_index("policy")
+    >>> f = compare_policies(d2h_branch_graph(8, 4)).frame.set_index("label")
     >>> bool(f.loc["patent", "makespan_s"] < f.loc["serial", "makespan_s"])
     True
     >>> from hetsched.graph import OpGraph
@@ -126,9 +119,9 @@ def compare_policies(
     rows: dict[str, dict[str, Any]] = {}
     # validating the graph and pricing its ops do not depend on the policy: once for all runs
     shared = {k: options.pop(k) for k in _PREPARE_OPTIONS if k in options}
-    prep = _prepare(graph, costs=costs, **shared) if policies else None
+    prep = prepare_run(graph, costs=costs, **shared) if policies else None
     for label, (sp, tp) in policies.items():
-        r = _simulate_prepared(graph, prep, streams=sp, threads=tp, pool_size=pool_size, max_streams=max_streams,
+        r = simulate_prepared(graph, prep, streams=sp, threads=tp, pool_size=pool_size, max_streams=max_streams,
                                **options)
         results[label] = r
         m = r.metrics
@@ -136,7 +129,7 @@ def compare_policies(
     # each run's bound depends only on its thread count; the smallest one bounds every run
     lb = min((r.metrics["lb_s"] for r in results.values()), default=0.0)
     rows["lower bound"] = {"streams": "-", "threads": "-", "makespan_s": lb, "lb_s": lb, "gap_to_lb": 0.0}
-    frame = compare_results(rows, metrics=_COLUMNS[1:], label="policy", wide=True)
+    frame = compare_results(rows, metrics=_COLUMNS[1:], wide=True)
     mk = {k: r["makespan_s"] for k, r in rows.items()}
     metrics: dict[str, float] = {f"makespan_s[{k}]": v for k, v in mk.items()}
     for key, slow, fast in (("patent_vs_one_thread", "multi-stream, one thread", "patent"),

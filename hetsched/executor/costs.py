@@ -153,7 +153,7 @@ def op_durations(
     True
     """
     if system is None:
-        system = cost.system if cost is not None else executor_system()
+        system = getattr(cost, "system", None) or executor_system()  # a cost file is read against the executor's
     cm = resolve_cost(cost, graph, system)
     host = host or system.host
     ts = graph.tensors

@@ -52,7 +52,7 @@ from .costs import ExecCosts, executor_system, op_durations, resolve_exec_costs
 from .events import edge_ordering, plan_events
 from .kinds import ASYNC_KINDS, COPY_KINDS, DEVICE_KINDS, OP_KINDS, SYNC_KINDS, resolve_ops
 from .streams import assign_streams, reduction_of, validate_streams
-from .threads import THREAD_RULES, ThreadPlan, _Ctx, assign_threads, is_fallback
+from .threads import THREAD_RULES, ThreadContext, ThreadPlan, assign_threads, is_fallback
 
 __all__ = ["ExecutorResult", "simulate", "lower_bound", "rules_fired", "dispatch_frame", "thread_summary"]
 
@@ -212,7 +212,7 @@ class _Run:
             self.records.add(u)
         nt = plan.n_threads
         self.nt = nt
-        self.ctx = _Ctx(nt)
+        self.ctx = ThreadContext(nt)
         self.queue = [deque() for _ in range(nt)]
         self.tname = [plan.thread_name(t) for t in range(nt)]
         # device side
@@ -232,6 +232,7 @@ class _Run:
         self.thread_rows: list[list[tuple[float, float]]] = [[] for _ in range(nt)]
         self.host_busy = [0.0] * nt
         self.steps = StepLog()
+        self.step_data: dict[str, dict[str, Any]] = {}  # op -> its dispatch step's data (its sync wait is filled in later)
         self.thread_of: dict[str, int] = {}
         self.op_start: dict[str, float] = {}
         self.op_end: dict[str, float] = {}
@@ -268,16 +269,24 @@ class _Run:
             where = (f"; its kernel goes to {st} ({self.stream_why[op]})" if st is not None
                      else f"; runs on the host ({self.host})")
             kfb = self.kernel_fallbacks.get(op)
+            data = self.step_data[op] = {
+                "time_s": self.sim.now, "thread": t, "inline": inline, "trigger": trigger,
+                "trigger_kind": self.kind.get(trigger) if trigger is not None else None,
+                "handoff": handoff, "kind": self.kind[op], "rule": rule, "claim": claim,
+                "fallback": fb, "stream": st, "stream_rule": self.stream_why.get(op),
+                "device": self.dev[op], "kernel_fallback": kfb, "sync_wait": None, "sync_wait_s": 0.0,
+                "sync_on": None}
             self.steps.add(
                 "dispatch", op, accepted=True,
                 reason=(f"RULE FALLBACK: " if fb else "") + reason + where + (f"; kernel fallback: {kfb}" if kfb else ""),
-                delta={op: self.tname[t]},
-                data={"time_s": self.sim.now, "thread": t, "inline": inline, "trigger": trigger,
-                      "trigger_kind": self.kind.get(trigger) if trigger is not None else None,
-                      "handoff": handoff, "kind": self.kind[op], "rule": rule, "claim": claim,
-                      "fallback": fb, "stream": st, "stream_rule": self.stream_why.get(op),
-                      "device": self.dev[op], "kernel_fallback": kfb},
-            )
+                delta={op: self.tname[t]}, data=data)
+
+    def _note_wait(self, op: str, how: str, wait_s: float, on: str) -> None:
+        """The sync wait an op costs its thread, on its dispatch step: ``"after"`` its launch (a sync
+        op's work) or ``"before"`` it runs (event synchronizes on its inputs, ``sync_on`` names them)."""
+        d = self.step_data.get(op)
+        if d is not None and wait_s > 0:
+            d.update(sync_wait=how, sync_wait_s=wait_s, sync_on=on)
 
     def _check_thread(self, t, op):
         if not isinstance(t, int) or not 0 <= t < self.nt:
@@ -381,6 +390,7 @@ class _Run:
             if end > start:
                 self._host_row(t, f"sync {', '.join(evs)}", "blocked", start, end, op=None)
                 self.blocked_s += end - start
+                self._note_wait(v, "before", end - start, ", ".join(evs))
             self.sim.at(end, self._run_host_op, t, v, end)
 
         self._when_done(evs, resume)
@@ -422,6 +432,7 @@ class _Run:
             self.n_host_syncs += 1
             self._host_row(t, f"wait {v}", "blocked", now, end)
             self.blocked_s += end - now
+            self._note_wait(v, "after", end - now, v)
             self.sim.at(end, self._host_done, v, t)
 
         self._when_done([v], resume)
@@ -592,7 +603,10 @@ def simulate(
         ``reason`` names the claim that decided the thread and the stream, ``data`` holds
         ``rule`` (an id of :data:`~hetsched.executor.THREAD_RULES`), ``claim``, ``fallback``,
         ``trigger`` (the op whose end made it ready) and its kind, ``thread``, ``inline``,
-        ``handoff``, ``stream``, ``stream_rule``, ``device``, ``kernel_fallback``, ``time_s``;
+        ``handoff``, ``stream``, ``stream_rule``, ``device``, ``kernel_fallback``, ``time_s``, and the
+        sync wait the op costs its thread: ``sync_wait`` (``"after"`` its launch, a sync op's work;
+        ``"before"`` it runs, event synchronizes on its inputs; ``None``: none), ``sync_wait_s``,
+        ``sync_on`` (what it waited for);
         ``replay(k)`` maps the ops dispatched so far to their threads. :func:`rules_fired`
         counts the rules.
 
@@ -603,15 +617,15 @@ def simulate(
         rule that sends an op to a thread that does not exist. ``GraphError`` (``CycleError``...)
         for a malformed graph.
     """
-    prep = _prepare(graph, costs=costs, kinds=kinds, rules=rules, placement=placement, system=system, cost=cost,
+    prep = prepare_run(graph, costs=costs, kinds=kinds, rules=rules, placement=placement, system=system, cost=cost,
                     kernels=kernels, sync_copy_devices=sync_copy_devices)
-    return _simulate_prepared(graph, prep, streams=streams, threads=threads, pool_size=pool_size,
+    return simulate_prepared(graph, prep, streams=streams, threads=threads, pool_size=pool_size,
                               max_streams=max_streams, events=events, prune_events=prune_events,
                               record_steps=record_steps)
 
 
 @dataclass(frozen=True, eq=False)
-class _Prepared:
+class Prepared:
     """What a simulation needs that does not depend on the stream and thread policies.
 
     :func:`~hetsched.executor.compare_policies` prepares once and simulates every policy on it
@@ -637,10 +651,10 @@ class _Prepared:
         return self.memo[key]
 
 
-def _prepare(graph: OpGraph, *, costs: Any = "cuda", kinds: Mapping[str, str] | None = None,
+def prepare_run(graph: OpGraph, *, costs: Any = "cuda", kinds: Mapping[str, str] | None = None,
              rules: Mapping[str, str] | None = None, placement: Mapping[str, str] | None = None,
              system=None, cost=None, kernels: Mapping[str, Any] | None = None,
-             sync_copy_devices: Any = None) -> _Prepared:
+             sync_copy_devices: Any = None) -> Prepared:
     graph.validate()  # a cycle, a dangling name or a negative size raises a GraphError naming it
     c = resolve_exec_costs(costs)
     if kinds is not None:
@@ -653,16 +667,16 @@ def _prepare(graph: OpGraph, *, costs: Any = "cuda", kinds: Mapping[str, str] | 
                 raise HetschedError(f"op {n!r} has kind {kinds.get(n)!r}; expected one of {list(OP_KINDS)}", op=n, field="kinds")
         rules = {**dict(rules or {}), **dict(kinds)}
     if system is None:
-        system = cost.system if cost is not None else executor_system(c)
+        system = getattr(cost, "system", None) or executor_system(c)  # a cost file is read against the executor's
     host = system.host
     res = resolve_ops(graph, rules=rules, placement=placement, system=system, kernels=kernels,
                       sync_copy_devices=sync_copy_devices)
     durations = op_durations(graph, res.kinds, res.devices, cost=cost, system=system, host=host)
-    return _Prepared(costs=c, kinds=res.kinds, host=host, devices=res.devices, durations=durations,
+    return Prepared(costs=c, kinds=res.kinds, host=host, devices=res.devices, durations=durations,
                      reduction=reduction_of(graph), kernel_fallbacks=res.kernel_fallbacks)
 
 
-def _simulate_prepared(graph: OpGraph, prep: _Prepared, *, streams: Any = "single", threads: Any = "single",
+def simulate_prepared(graph: OpGraph, prep: Prepared, *, streams: Any = "single", threads: Any = "single",
                        pool_size: int = 4, max_streams: int | None = None, events: Any = None,
                        prune_events: bool = True, record_steps: bool = True) -> ExecutorResult:
     """:func:`simulate` on prepared inputs (each result gets its own copies of the shared maps)."""

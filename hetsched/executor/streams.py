@@ -33,6 +33,7 @@ from typing import Callable, Mapping
 
 from ..errors import HetschedError, UnknownNameError
 from ..graph import OpGraph
+from ..registry import lookup
 from .kinds import DEVICE_KINDS, classify, device_of_ops
 
 __all__ = [
@@ -168,7 +169,7 @@ def max_bipartite_matching(left: list, adj: Mapping[object, list]) -> dict:
 
 
 def single_streams(graph: OpGraph, kinds: Mapping[str, str], devices: Mapping[str, str]) -> dict[str, str]:
-    """One stream per device for all its kernels and copies.
+    """One stream per device: all of a device's kernels and copies go to it.
 
     >>> from hetsched.io.generators import chain
     >>> single_streams(chain(2), {"op0": "gpu_async", "op1": "copy_d2h"}, {"op0": "gpu0", "op1": "gpu0"})
@@ -181,7 +182,8 @@ _PATENT_STREAM = {"gpu_async": "compute", "gpu_sync": "sync", "copy_h2d": "h2d",
 
 
 def patent_streams(graph: OpGraph, kinds: Mapping[str, str], devices: Mapping[str, str]) -> dict[str, str]:
-    """Claim 3 of the executor patent: async kernels on a first stream, sync kernels on a second, copies on their own.
+    """The patent's streams (async / sync / copies): claim 3 of the executor patent, async kernels on a first
+    stream, sync kernels on a second, copies on their own.
 
     >>> from hetsched.io.generators import chain
     >>> patent_streams(chain(2), {"op0": "gpu_async", "op1": "gpu_sync"}, {"op0": "gpu0", "op1": "gpu0"})
@@ -193,7 +195,7 @@ def patent_streams(graph: OpGraph, kinds: Mapping[str, str], devices: Mapping[st
 def nimble_streams(
     graph: OpGraph, kinds: Mapping[str, str], devices: Mapping[str, str], *, max_streams: int | None = None
 ) -> dict[str, str]:
-    """Nimble's stream assignment (Kwon et al., NeurIPS 2020): chains from a maximum matching.
+    """Nimble's streams (one per chain): Nimble's assignment (Kwon et al., NeurIPS 2020), chains from a maximum matching.
 
     Only edges of the transitive reduction between two device ops of the same device are matched,
     so every stream is a chain of dependent ops. ``max_streams`` (per device) folds the chains
@@ -282,11 +284,8 @@ def assign_streams(
     if callable(policy):
         out = dict(policy(graph, kinds, devices))
     else:
-        fn = STREAM_POLICIES.get(policy)
-        if fn is None:
-            raise HetschedError(f"unknown stream policy {policy!r}; choose from {sorted(STREAM_POLICIES)}",
-                                field="policy")
-        out = fn(graph, kinds, devices, max_streams=max_streams) if policy == "nimble" else fn(graph, kinds, devices)
+        fn = lookup(STREAM_POLICIES, policy, what="stream policy")
+        out = fn(graph, kinds, devices, max_streams=max_streams) if fn is nimble_streams else fn(graph, kinds, devices)
     validate_streams(graph, kinds, out)
     return out
 

@@ -33,7 +33,7 @@ Policies (``THREAD_POLICIES``, or pass a :class:`ThreadRule`):
 else the candidate with the fewest queued ops (lowest index on ties).
 
 >>> plan = assign_threads(None, "patent", pool_size=3)
->>> plan.n_threads, plan.rule.root("a", "gpu_async", _Ctx(3))[::2]
+>>> plan.n_threads, plan.rule.root("a", "gpu_async", ThreadContext(3))[::2]
 (3, (0, 'claim4-async-root'))
 """
 
@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..errors import HetschedError
+from ..registry import lookup
 from .kinds import ASYNC_KINDS
 
 __all__ = [
@@ -58,7 +59,7 @@ __all__ = [
 ]
 
 
-class _Ctx:
+class ThreadContext:
     """What a rule may look at when it picks a thread: who is idle and how long the queues are."""
 
     __slots__ = ("n_threads", "busy", "queued")
@@ -134,10 +135,10 @@ class ThreadRule:
 
     name = "custom"
 
-    def root(self, op: str, kind: str, ctx: _Ctx) -> tuple:  # pragma: no cover - interface
+    def root(self, op: str, kind: str, ctx: ThreadContext) -> tuple:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def route(self, op: str, kind: str, thread: int, ready: list[tuple[str, str]], ctx: _Ctx) -> list[tuple]:  # pragma: no cover
+    def route(self, op: str, kind: str, thread: int, ready: list[tuple[str, str]], ctx: ThreadContext) -> list[tuple]:  # pragma: no cover
         raise NotImplementedError
 
 
@@ -147,7 +148,7 @@ def _why(rule: str, detail: str = "") -> str:
 
 
 class SingleThread(ThreadRule):
-    """Everything on thread 0, in first-ready-first-run order."""
+    """One host thread: everything on thread 0, in first-ready-first-run order."""
 
     name = "single"
 
@@ -159,7 +160,8 @@ class SingleThread(ThreadRule):
 
 
 class PatentThreads(ThreadRule):
-    """Claims 1, 4 and 5 of the executor patent (see the module docstring); every decision names its rule."""
+    """The patent's thread rules: claims 1, 4 and 5 of the executor patent (see the module docstring); every
+    decision names its rule."""
 
     name = "patent"
 
@@ -219,7 +221,7 @@ class PatentThreads(ThreadRule):
 
 
 class InlineOne(ThreadRule):
-    """TensorFlow's executor: one ready successor inline, the rest to the pool."""
+    """TensorFlow's inline-one: TensorFlow's executor runs one ready successor inline, the rest go to the pool."""
 
     name = "inline_one"
 
@@ -303,9 +305,7 @@ def assign_threads(graph: Any = None, policy: str | ThreadRule | ThreadPlan = "s
     if isinstance(policy, ThreadRule):
         n = getattr(policy, "pool_size", pool_size)
         return ThreadPlan(getattr(policy, "name", "custom"), n, policy)
-    cls = THREAD_POLICIES.get(policy) if isinstance(policy, str) else None
-    if cls is None:
-        raise HetschedError(f"unknown thread policy {policy!r}; choose from {sorted(THREAD_POLICIES)}", field="policy")
+    cls = lookup(THREAD_POLICIES, policy, what="thread policy")  # a name, or a ThreadRule class of one's own
     if cls is SingleThread:
         return ThreadPlan("single", 1, SingleThread())
-    return ThreadPlan(policy, pool_size, cls(pool_size))
+    return ThreadPlan(policy if isinstance(policy, str) else cls.__name__, pool_size, cls(pool_size))

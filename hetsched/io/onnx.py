@@ -471,6 +471,9 @@ def load_onnx(path_or_model: Any, *, dims: Mapping[str, int] | None = None, name
     64
     """
     model, source = _read_model(path_or_model)  # first: it names the missing onnx package
+    if dims is not None and not isinstance(dims, Mapping):
+        raise FormatError(f"{source}: dims map each symbolic dim's name to its value (a dict such as "
+                          f"{{'batch': 8}}), not a {type(dims).__name__}: {dims!r}"[:300], field="dims")
     dims = dict(dims or {})
     for k, v in dims.items():
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0:

@@ -39,8 +39,8 @@
   and the cost models do not count it as traffic. :func:`hetsched.io.profile.load_profile`
   measures it from a ``profile_memory=True`` trace.
 
-torch is imported inside the functions, so this module imports without it (``pip install
-hetsched[torch]``; CI installs the CPU build ``torch==2.13.0``).
+torch is imported inside the functions, so this module imports without it (the ``torch`` extra:
+``make venv`` installs its CPU build; README, "Install with pip", says how elsewhere).
 
 Examples
 --------

@@ -14,6 +14,12 @@
 Every mapper returns a :class:`MappingResult` priced by :func:`hetsched.evaluate`. An empty graph
 gives an empty mapping with zero metrics.
 
+Where each part lives: the engine every mapper runs on (the clock's prices, may-this-op-run-here,
+the memory plan, one move/undo with residency re-decision, the step delta, the occupancy-threshold
+residency pass) in :mod:`~hetsched.mapping.engine`; the patent's three phases in
+:mod:`~hetsched.mapping.h2h`; the result, its replay and the final evaluation in
+:mod:`~hetsched.mapping.result`; the table of mappers by name in :mod:`~hetsched.mapping.methods`.
+
 >>> from hetsched.io.generators import chain
 >>> from hetsched.io.systems import toy_system
 >>> r = h2h(chain(4, seed=0), toy_system())
@@ -21,7 +27,8 @@ gives an empty mapping with zero metrics.
 ('h2h', 4)
 """
 
-from .h2h import LOCALITY_POLICIES, OBJECTIVES, h2h, map_compute_first, optimize_locality, remap
+from .engine import LOCALITY_POLICIES, OBJECTIVES
+from .h2h import h2h, map_compute_first, optimize_locality, remap
 from .baselines import brute_force, fastest_single_device
 from .listsched import PRIORITIES, SELECTORS, cpop, downward_rank, heft, list_schedule, optimistic_cost_table, peft, upward_rank
 from .search import map_search

@@ -28,23 +28,18 @@ from ..errors import HetschedError, Infeasible
 from ..graph import OpGraph
 from ..results import NullLog, StepLog
 from ..system import System
-from ._core import Ctx, State
-from ._plan import best_residency, plan_budget
-from .h2h import EMPTY_STATE, OBJECTIVES, _locality, finish
-from .result import MappingResult
+from .engine import EMPTY_STATE, Ctx, State, best_residency, keep_on_chip, plan_budget, require_objective
+from .result import MappingResult, finish
 
-__all__ = ["fastest_single_device", "brute_force", "single_device_states", "interchangeable_devices"]
+__all__ = ["fastest_single_device", "brute_force", "single_device_states", "interchangeable_devices", "with_locality"]
 
 
-def _with_locality(ctx: Ctx, device: dict[str, str], threshold: float) -> State:
+def with_locality(ctx: Ctx, device: dict[str, str], threshold: float = 0.9) -> State:
+    """A placement with the greedy occupancy-threshold residency (:func:`~hetsched.mapping.engine.keep_on_chip`)."""
     st = State(dict(device))
     # brute force prices thousands of states: their locality decisions are not its steps
-    _locality(ctx, st, NullLog(), threshold, "greedy", 0.0)
+    keep_on_chip(ctx, st, NullLog(), threshold, "greedy", 0.0)
     return st
-
-
-def _score(ctx: Ctx, st: State, objective: str) -> float:
-    return ctx.total_latency(st) if objective == "total_latency" else ctx.simulate(st)[0]
 
 
 def single_device_states(ctx: Ctx, locality: bool = True, threshold: float = 0.9):
@@ -56,7 +51,7 @@ def single_device_states(ctx: Ctx, locality: bool = True, threshold: float = 0.9
         for o in ctx.order:
             c = ctx.servable(o)
             dev[o] = d if d in c else min(c, key=lambda x: (ctx.comp(o, x), c.index(x)))
-        yield d, dev, (_with_locality(ctx, dev, threshold) if locality else State(dict(dev)))
+        yield d, dev, (with_locality(ctx, dev, threshold) if locality else State(dict(dev)))
 
 
 def fastest_single_device(graph: OpGraph, system: System, *, cost: CostModel | None = None, locality: bool = True,
@@ -68,14 +63,22 @@ def fastest_single_device(graph: OpGraph, system: System, *, cost: CostModel | N
     >>> r = fastest_single_device(chain(3), toy_system())
     >>> len(set(r.placement.device.values()))
     1
+
+    Raises
+    ------
+    Infeasible
+        When no device of the system runs any op (an empty support table): there is no device to choose.
     """
-    if objective not in OBJECTIVES:
-        raise HetschedError(f"unknown objective {objective!r}; choose from {list(OBJECTIVES)}", field="objective")
+    require_objective(objective)
     ctx = Ctx(graph, system, cost)
+    if not system.compute_devices:
+        ctx.require_support()  # an op no device runs is named first
+        raise Infeasible(f"system {system.name!r} has no device that runs any op (its support table is empty): "
+                         "there is no single device to choose", field="system")
     log = StepLog()
     best = None
     for d, dev, st in single_device_states(ctx, locality, occupancy_threshold):
-        v = _score(ctx, st, objective)
+        v = ctx.score(st, objective)
         better = best is None or v < best[0]
         log.add("try_device", d, best[0] if best else None, v, better,
                 f"{objective.replace('_', ' ')} {v * 1e3:.4g} ms" + (" (best so far)" if better else ""),
@@ -85,7 +88,7 @@ def fastest_single_device(graph: OpGraph, system: System, *, cost: CostModel | N
     v, d, dev = best
     st = State(dict(dev))
     if locality:
-        _locality(ctx, st, log, occupancy_threshold, "greedy", ctx.total_latency(st))
+        keep_on_chip(ctx, st, log, occupancy_threshold)
     return finish(ctx, st, log, phase="fastest_single_device",
                   params={"device": d, "objective": objective, "locality": locality}, initial_state=EMPTY_STATE)
 
@@ -98,7 +101,7 @@ def interchangeable_devices(ctx: Ctx, budget: dict[str, float] | None = None) ->
     same support and the same compute time for every op, the same memory (and memory plan), and
     routes that the swap maps onto routes (hop by hop, with the same duration for every weight and
     tensor size of the graph, and lanes that stay shared or separate alike). The clock, the
-    additive terms and :func:`~hetsched.mapping._plan.best_residency` only look devices up by name,
+    additive terms and :func:`~hetsched.mapping.engine.best_residency` only look devices up by name,
     so a placement and its image under the swap have bit-identical makespan and total latency.
     The host is never swapped. Classes are in device order, members in the order every op's
     candidate list gives them (devices listed in different orders by different ops are not grouped);
@@ -229,7 +232,7 @@ def brute_force(graph: OpGraph, system: System, *, objective: str = "makespan", 
 
     **What it optimises:** ``objective`` exactly over placements (the evaluator's default op order).
     ``residency="best"`` (default) gives each placement the residency of
-    :func:`~hetsched.mapping._plan.best_residency` (every weight and tensor whose keeping saves
+    :func:`~hetsched.mapping.engine.best_residency` (every weight and tensor whose keeping saves
     transfer time, while the memory plan allows): with memory to spare this is the optimum of the
     total latency over placements *and* residency, the reference :func:`map_ilp` and
     :func:`map_search` are measured against. ``residency="patent"`` gives each placement the
@@ -252,8 +255,7 @@ def brute_force(graph: OpGraph, system: System, *, objective: str = "makespan", 
     >>> brute_force(chain(3), toy_system()).params["n_evaluated"] > 0
     True
     """
-    if objective not in OBJECTIVES:
-        raise HetschedError(f"unknown objective {objective!r}; use one of {list(OBJECTIVES)}", field="objective")
+    require_objective(objective)
     if residency not in ("best", "patent"):
         raise HetschedError(f"unknown residency rule {residency!r}; use 'best' or 'patent'", field="residency")
     t0 = time.perf_counter()
@@ -276,7 +278,7 @@ def brute_force(graph: OpGraph, system: System, *, objective: str = "makespan", 
     n_canon = orbits.count(cands)
 
     def resident(dev: dict[str, str]) -> State:
-        return best_residency(ctx, dev, budget) if residency == "best" else _with_locality(ctx, dev, occupancy_threshold)
+        return best_residency(ctx, dev, budget) if residency == "best" else with_locality(ctx, dev, occupancy_threshold)
 
     if objective == "makespan":
         if n_canon > max_placements:
@@ -302,7 +304,7 @@ def brute_force(graph: OpGraph, system: System, *, objective: str = "makespan", 
                 data={"phase": "brute_force", "metric": "total_latency"})
     else:
         st = State(dict(best[1]))
-        _locality(ctx, st, log, occupancy_threshold, "greedy", ctx.total_latency(st))
+        keep_on_chip(ctx, st, log, occupancy_threshold)
     return finish(ctx, st, log, phase="brute_force",
                   params={"objective": objective, "residency": residency, "n_placements": n_total,
                           "n_canonical": n_canon, "n_evaluated": n_eval,

@@ -40,33 +40,17 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_right, insort
-from typing import Any, Callable, Mapping
-
-import numpy as np
+from typing import Any, Callable
 
 from ..cost import CostModel
-from ..errors import CapacityError, HetschedError
-from ..evaluate import Placement, evaluate
+from ..errors import HetschedError
 from ..graph import OpGraph
 from ..results import StepLog
 from ..system import System
-from ._core import REL_EPS, Ctx, Occupancy, Snapshot, State, decide_tensor, decide_weights, tensor_candidates
-from .result import MappingResult
+from .engine import EMPTY_STATE, REL_EPS, Ctx, Mover, State, diff, keep_on_chip, occupancy_limit, require_objective
+from .result import MappingResult, finish
 
-__all__ = [
-    "map_compute_first",
-    "optimize_locality",
-    "remap",
-    "h2h",
-    "LOCALITY_POLICIES",
-    "OBJECTIVES",
-    "cleared_price",
-    "h2h_state",
-    "finish",
-]
-
-EMPTY_STATE = {"device": {}, "weights_resident": frozenset(), "tensors_resident": frozenset()}
-OBJECTIVES = ("total_latency", "makespan")
+__all__ = ["map_compute_first", "optimize_locality", "remap", "h2h", "cleared_price", "h2h_state"]
 
 
 # ------------------------------------------------------------------------------------------ phase 1
@@ -106,442 +90,148 @@ def _compute_first(ctx: Ctx, log: StepLog) -> State:
     return st
 
 
-# ------------------------------------------------------------------------------------------ phase 2
-def _knapsack(sizes: list[float], values: list[float], capacity: float, buckets: int = 2048) -> list[bool]:
-    """0/1 knapsack by dynamic programming over a size grid (sizes rounded *up*: never overfills)."""
-    n = len(sizes)
-    if n == 0:
-        return []
-    if sum(sizes) <= capacity:
-        return [True] * n
-    if capacity <= 0:
-        return [False] * n
-    unit = capacity / buckets
-    # an item larger than the whole budget never fits; dividing it by the unit of a tiny budget (an
-    # occupancy threshold of 1e-300) overflowed to inf and int() raised (issue 20)
-    w = [0 if s <= 0 else buckets + 1 if s > capacity else min(buckets, int(np.ceil(s / unit))) for s in sizes]
-    best = np.zeros(buckets + 1)
-    keep = np.zeros((n, buckets + 1), dtype=bool)
-    for i in range(n):
-        wi, vi = w[i], values[i]
-        if wi > buckets:
-            continue
-        cand = np.full(buckets + 1, -np.inf)
-        cand[wi:] = best[: buckets + 1 - wi] + vi
-        better = cand > best
-        keep[i] = better
-        best = np.where(better, cand, best)
-    take = [False] * n
-    c = buckets
-    for i in range(n - 1, -1, -1):
-        if keep[i, c]:
-            take[i] = True
-            c -= w[i]
-    return take
-
-
-def _locality(ctx: Ctx, st: State, log: StepLog, threshold: float, policy: str | Callable, objective_before: float) -> float:
-    """Global locality pass on ``st`` (in place). Returns the running total latency."""
-    if not 0 < threshold <= 1:
-        raise HetschedError(f"occupancy_threshold must be in (0, 1], got {threshold!r}", field="occupancy_threshold")
-    occ = Occupancy(ctx, st)
-    host = ctx.host
-    total = objective_before
-    # the candidates, in layer order: each op's weights (claim 15), then its output tensors (claim 16)
-    items: list[tuple[str, str]] = []
-    for o in ctx.order:
-        if ctx.weight[o] and st.device[o] != host and o not in st.w_res:
-            items.append(("w", o))
-        for t in tensor_candidates(ctx, st, [t for t in ctx.outputs[o] if t not in st.t_res]):
-            items.append(("t", t))
-    chosen: dict[tuple[str, str], bool] | None = None
-    if callable(policy):
-        chosen = {it: bool(v) for it, v in zip(items, policy(ctx, st, items, threshold))}
-    elif policy == "knapsack":
-        # H2H's variant: per device, pack what saves the most transfer time into the budget
-        chosen = {}
-        by_dev: dict[str, list[tuple[str, str]]] = {}
-        for it in items:
-            d = st.device[it[1]] if it[0] == "w" else st.device[ctx.producer[it[1]]]
-            by_dev.setdefault(d, []).append(it)
-        for d, its in by_dev.items():
-            sizes, vals = [], []
-            for kind, x in its:
-                if kind == "w":
-                    sizes.append(ctx.weight[x])
-                    vals.append(ctx.xfer(ctx.weight[x], host, d))
-                else:
-                    sizes.append(ctx.size[x])
-                    vals.append(ctx.tensor_gain(x, st.device))
-            budget = threshold * ctx.capacity[d] - occ.used[d]
-            for it, take in zip(its, _knapsack(sizes, vals, budget)):
-                chosen[it] = take
-    elif policy != "greedy":
-        raise HetschedError(f"unknown locality policy {policy!r}; use one of {sorted(LOCALITY_POLICIES)} or a callable",
-                            field="policy")
-    for kind, x in items:
-        if kind == "w":
-            ok, reason, info = decide_weights(ctx, st, occ, x, threshold)
-            d = st.device[x]
-            gain = ctx.xfer(ctx.weight[x], host, d)
-            delta = {"weights_add": [x]}
-            action = "keep_weights"
-            size = ctx.weight[x]
-        else:
-            ok, reason, info, gain = decide_tensor(ctx, st, occ, x, threshold)
-            d = st.device[ctx.producer[x]]
-            delta = {"tensors_add": [x]}
-            action = "keep_tensor"
-            size = ctx.size[x]
-        if chosen is not None and ok and not chosen[(kind, x)]:
-            ok, reason = False, f"left out by the {policy if isinstance(policy, str) else 'custom'} policy (saves less per byte)"
-        after = total - gain if ok else total
-        if ok:
-            (st.w_res if kind == "w" else st.t_res).add(x)
-            occ.used[d] += size
-        log.add(action, x, total, after, ok, reason, delta, data={"phase": "locality", "metric": "total_latency", **info})
-        total = after
-    return total
-
-
-LOCALITY_POLICIES = {"greedy": "greedy", "knapsack": "knapsack"}
-
-
 # ------------------------------------------------------------------------------------------ phase 3
-class _Mover:
-    """Tentative moves with local re-locality and an incremental objective.
+class _Waiting:
+    """Claim 6's index: the weights and intermediate results not in device memory, per device they
+    would occupy, sorted by size, so that the memory a kept move frees is offered to exactly those
+    that can now fit. An entry may be stale (kept since, or moved elsewhere): checked when offered."""
 
-    ``apply`` moves one op, re-runs locality around it and updates the running total latency from
-    the terms the move touches (the op's own term and those of the tensors it reads and writes);
-    ``value_after`` gives the objective of the current state (for ``makespan``: a simulation from the
-    last checkpoint before the first op the moves can affect); ``commit`` makes it the new base.
-    """
-
-    def __init__(self, ctx: Ctx, st: State, objective: str, threshold: float, total: float | None = None) -> None:
-        self.ctx, self.st, self.objective, self.threshold = ctx, st, objective, threshold
-        self.occ = Occupancy(ctx, st)
-        self.total = ctx.total_latency(st) if total is None else total
-        self.tcache: dict[str, float] = {}  # each touched tensor's current term (valid: only moves change it)
-        self.every = 0
-        self.checkpoints: dict[int, Snapshot] = {}
-        self.makespan = 0.0
-        if objective == "makespan":
-            n = len(ctx.order)
-            self.every = max(8, int(n**0.5))
-            # a device runs its ops one after the other, each after its own weight fetch: the sum of
-            # those terms on any device bounds the makespan from below (prunes hopeless trials)
-            self.load = {d: 0.0 for d in ctx.devices}
-            for o in ctx.order:
-                self.load[st.device[o]] += ctx.op_term(o, st.device[o], o in st.w_res)
-            self.makespan, _ = ctx.simulate(st, checkpoints=self.checkpoints, every=self.every)
-        # claim 6: the items that are not in device memory, per device, sorted by size, so that the
-        # memory a kept move frees is offered to exactly those that can now fit
+    def __init__(self, ctx: Ctx, st: State) -> None:
+        self.ctx, self.st = ctx, st
         self.out_idx = {t: j for o in ctx.order for j, t in enumerate(ctx.outputs[o])}
-        self.waiting: dict[str, list[tuple]] = {d: [] for d in ctx.devices}
+        self.items: dict[str, list[tuple]] = {d: [] for d in ctx.devices}
         self.listed: set[tuple] = set()
         for o in ctx.order:
             self.list_op(o, sort=False)
-        for lst in self.waiting.values():
+        for lst in self.items.values():
             lst.sort()
 
-    def value(self) -> float:
-        return self.total if self.objective == "total_latency" else self.makespan
-
-    # ------------------------------------------------------------ claim 6: memory optimisation again
-    def _list(self, kind: str, x: str, sort: bool = True) -> None:
+    def devices_of(self, kind: str, x: str) -> list[str]:
+        """The devices an item not kept would occupy if kept (none: it is not a candidate)."""
         ctx, st = self.ctx, self.st
         if kind == "w":
             d = st.device[x]
-            if d == ctx.host or not ctx.weight[x] or x in st.w_res:
-                return
+            return [] if d == ctx.host or not ctx.weight[x] or x in st.w_res else [d]
+        p = ctx.producer[x]
+        if p is None or st.device[p] == ctx.host or x in st.t_res:
+            return []
+        return ctx.footprint(x, st.device)
+
+    def _list(self, kind: str, x: str, sort: bool) -> None:
+        ctx = self.ctx
+        devs = self.devices_of(kind, x)
+        if not devs:
+            return
+        if kind == "w":
             key = (ctx.weight[x], ctx.pos[x], 0, 0, "w", x)
         else:
-            p = ctx.producer[x]
-            if p is None:
-                return
-            d = st.device[p]
-            if d == ctx.host or x in st.t_res:
-                return
-            key = (ctx.size[x], ctx.pos[p], 1, self.out_idx[x], "t", x)
-        if (key, d) in self.listed:
-            return
-        self.listed.add((key, d))
-        if sort:
-            insort(self.waiting[d], key)
-        else:
-            self.waiting[d].append(key)
+            key = (ctx.size[x], ctx.pos[ctx.producer[x]], 1, self.out_idx[x], "t", x)
+        for d in devs:
+            if (key, d) in self.listed:
+                continue
+            self.listed.add((key, d))
+            if sort:
+                insort(self.items[d], key)
+            else:
+                self.items[d].append(key)
 
     def list_op(self, op: str, sort: bool = True) -> None:
         """(Re-)list what a moved op left outside device memory: its weights and the tensors it touches."""
         self._list("w", op, sort)
-        for t in self.ctx.inputs[op]:
-            self._list("t", t, sort)
-        for t in self.ctx.outputs[op]:
+        for t in self.ctx.touch[op]:
             self._list("t", t, sort)
 
-    def relocality(self, dev: str, log: StepLog, moved: list[str]) -> None:
-        """Claim 6: after a kept move, run the memory optimisation again on the new mapping.
+    def fitting(self, dev: str, free: float) -> list[tuple]:
+        """The entries waiting on ``dev`` no larger than ``free`` bytes, in layer order."""
+        lst = self.items[dev]
+        return sorted(lst[:bisect_right(lst, (free, float("inf")))], key=lambda x: x[1:4])
 
-        Only the source device's memory was freed (the destination only filled up, and on every
-        other device occupancy and the transfer each item saves are unchanged: the moved ops' own
-        weights and tensors were re-decided with the move), so the pass re-offers, in layer order,
-        the items waiting on ``dev`` that fit under the threshold now. Items too large for the freed
-        memory would be refused by the threshold rule and get no step. Under ``total_latency`` every
-        kept item lowers the objective; under ``makespan`` an item is kept only if the makespan does
-        not rise (re-timed from the item's layer on, claim 6), so this never makes things worse.
-        """
-        ctx, st, occ, thr = self.ctx, self.st, self.occ, self.threshold
-        lst = self.waiting[dev]
-        free = thr * ctx.capacity[dev] - occ.used[dev]
-        k = bisect_right(lst, (free, float("inf")))
-        if k == 0:
-            return
-        host = ctx.host
-        done: set[tuple] = set()
-        for key in sorted(lst[:k], key=lambda x: x[1:4]):
-            kind, x = key[4], key[5]
-            if kind == "w":
-                stale = st.device[x] != dev or x in st.w_res
-            else:
-                stale = st.device[ctx.producer[x]] != dev or x in st.t_res
-            if stale:
-                done.add(key)
-                continue
-            before = self.value()
-            if kind == "w":
-                ok, reason, info = decide_weights(ctx, st, occ, x, thr)
-                if not ok:
-                    continue
-                gain = ctx.xfer(ctx.weight[x], host, dev)
-                size, first, delta, action = ctx.weight[x], ctx.pos[x], {"weights_add": [x]}, "keep_weights"
-                st.w_res.add(x)
-                if self.objective == "makespan":
-                    self.load[dev] -= gain
-            else:
-                gain = ctx.tensor_gain(x, st.device)
-                if gain <= 0:
-                    continue
-                ok, reason, info, gain = decide_tensor(ctx, st, occ, x, thr, gain=gain)
-                if not ok:
-                    continue
-                size, first, delta, action = ctx.size[x], ctx.pos[ctx.producer[x]], {"tensors_add": [x]}, "keep_tensor"
-                st.t_res.add(x)
-                self.tcache[x] = ctx.tensor_term(x, st.device, True)
-            occ.used[dev] += size
-            self.total -= gain
-            after = self.total
-            if self.objective == "makespan":
-                after = self.value_after(first)
-                if self.pruned or after > before * (1 + REL_EPS):
-                    (st.w_res if kind == "w" else st.t_res).discard(x)
-                    occ.used[dev] -= size
-                    self.total += gain
-                    if kind == "w":
-                        self.load[dev] += gain
-                    else:
-                        self.tcache[x] = ctx.tensor_term(x, st.device, False)
-                    log.add(action, x, before, after, False,
-                            f"claim 6: memory freed on {dev}, but keeping it would raise the makespan "
-                            f"{before * 1e3:.4g} -> {after * 1e3:.4g} ms", delta,
-                            data={"phase": "remap", "metric": "makespan", "relocality": True,
-                                  "after_move": list(moved), "bound_only": self.pruned, **info})
-                    continue
-                self.commit(first, after)
-            done.add(key)
-            log.add(action, x, before, after, True,
-                    f"claim 6: the remap of {', '.join(moved)} freed memory on {dev}; {reason}", delta,
-                    data={"phase": "remap", "metric": self.objective, "relocality": True, "after_move": list(moved),
-                          **info})
+    def drop(self, dev: str, done: set[tuple]) -> None:
         if done:
-            self.waiting[dev] = [key for key in lst if key not in done]
+            self.items[dev] = [key for key in self.items[dev] if key not in done]
             self.listed.difference_update((key, dev) for key in done)
 
-    def apply(self, op: str, dst: str) -> tuple[dict[str, Any], Callable[[], None], int]:
-        ctx, st, occ = self.ctx, self.st, self.occ
-        dev = st.device
-        host = ctx.host
-        src = dev[op]
-        tensors = list(dict.fromkeys(ctx.inputs[op] + ctx.outputs[op]))
-        old_w = op in st.w_res
-        old_t = [t for t in tensors if t in st.t_res]
-        tc = self.tcache
-        old_terms = []
-        old_op_term = ctx.op_term(op, src, old_w)
-        before = old_op_term
-        for t in tensors:
-            v = tc.get(t)
-            if v is None:
-                v = ctx.tensor_term(t, dev, t in st.t_res)
-            old_terms.append(v)
-            before += v
-        # take the op's data off the old device's plan
-        if old_w:
-            st.w_res.discard(op)
-            occ.used[src] -= ctx.weight[op]
-        for t in old_t:
-            st.t_res.discard(t)
-            occ.used[dev[ctx.producer[t]]] -= ctx.size[t]
-        dev[op] = dst
-        # re-run locality around the moved layer (claim 4: its results go to the new device's memory)
-        new_w = False
-        if ctx.weight[op] and dst != host:
-            ok, _, _ = decide_weights(ctx, st, occ, op, self.threshold)
-            if ok:
-                st.w_res.add(op)
-                occ.used[dst] += ctx.weight[op]
-                new_w = True
-        new_op_term = ctx.op_term(op, dst, new_w)
-        after = new_op_term
-        if self.objective == "makespan":
-            self.load[src] -= old_op_term
-            self.load[dst] += new_op_term
-        new_t = []
-        for t in tensors:
-            nr = ctx.tensor_term(t, dev, False)
-            p = ctx.producer[t]
-            if p is not None and dev[p] != host:
-                r = ctx.tensor_term(t, dev, True)
-                if r < nr and decide_tensor(ctx, st, occ, t, self.threshold, gain=nr - r)[0]:
-                    st.t_res.add(t)
-                    occ.used[dev[p]] += ctx.size[t]
-                    new_t.append(t)
-                    after += r
-                    tc[t] = r
-                    continue
-            after += nr
-            tc[t] = nr
-        old_total = self.total
-        self.total = old_total - before + after
-        changed = set(old_t) ^ set(new_t)
-        first = min([ctx.pos[op]] + [ctx.pos[ctx.producer[t]] for t in changed if ctx.producer[t] is not None])
-        delta = {
-            "device": {op: dst},
-            "weights_remove": [op] if old_w and not new_w else [],
-            "weights_add": [op] if new_w and not old_w else [],
-            "tensors_remove": [t for t in old_t if t not in new_t],
-            "tensors_add": [t for t in new_t if t not in old_t],
-        }
 
-        def undo() -> None:
-            for t in new_t:
-                st.t_res.discard(t)
-                occ.used[dev[ctx.producer[t]]] -= ctx.size[t]
-            if new_w:
-                st.w_res.discard(op)
-                occ.used[dst] -= ctx.weight[op]
-            dev[op] = src
-            if old_w:
-                st.w_res.add(op)
-                occ.used[src] += ctx.weight[op]
-            for t in old_t:
-                st.t_res.add(t)
-                occ.used[dev[ctx.producer[t]]] += ctx.size[t]
-            for t, v in zip(tensors, old_terms):
-                tc[t] = v
-            self.total = old_total
-            if self.objective == "makespan":
-                self.load[src] += old_op_term
-                self.load[dst] -= new_op_term
+def _relocality(mv: Mover, wait: _Waiting, dev: str, log: StepLog, moved: list[str], threshold: float) -> None:
+    """Claim 6: after a kept move, run the memory optimisation again on the new mapping.
 
-        return delta, undo, first
-
-    def value_after(self, first: int) -> float:
-        """The objective after the applied moves (``self.pruned``: only a lower bound was needed)."""
-        self.pruned = False
-        if self.objective == "total_latency":
-            return self.total
-        bound = max(self.load.values())
-        self.pruned = bound >= self.makespan
-        if self.pruned:
-            return bound  # a lower bound that cannot beat the current makespan: no need to simulate
-        k = (first // self.every) * self.every
-        snap = self.checkpoints.get(k)
-        return self.ctx.simulate(self.st, start=k if snap is not None else 0, snap=snap)[0]
-
-    def commit(self, first: int, after: float) -> None:
-        if self.objective == "makespan":
-            self.makespan = after
-            k = (first // self.every) * self.every
-            for j in [j for j in self.checkpoints if j > k]:
-                del self.checkpoints[j]
-            snap = self.checkpoints.get(k)
-            self.ctx.simulate(self.st, start=k if snap is not None else 0, snap=snap, checkpoints=self.checkpoints,
-                              every=self.every)
-
-
-def _merge(deltas: list[dict[str, Any]]) -> dict[str, Any]:
-    """One delta equivalent to applying ``deltas`` in order."""
-    out_dev: dict[str, str] = {}
-    sets = {"weights": (set(), set()), "tensors": (set(), set())}  # (net adds, net removes)
-    for d in deltas:
-        out_dev.update(d["device"])
-        for kind in ("weights", "tensors"):
-            add, rem = sets[kind]
-            for x in d[f"{kind}_remove"]:
-                if x in add:
-                    add.discard(x)
-                else:
-                    rem.add(x)
-            for x in d[f"{kind}_add"]:
-                if x in rem:
-                    rem.discard(x)
-                else:
-                    add.add(x)
-    return {"device": out_dev, "weights_remove": sorted(sets["weights"][1]), "weights_add": sorted(sets["weights"][0]),
-            "tensors_remove": sorted(sets["tensors"][1]), "tensors_add": sorted(sets["tensors"][0])}
+    Only the source device's memory was freed (the destination only filled up, and on every other
+    device occupancy and the transfer each item saves are unchanged: the moved ops' own weights and
+    tensors were re-decided with the move), so the pass re-offers, in layer order, the items
+    waiting on ``dev`` that fit under the threshold now. Items too large for the freed memory
+    would be refused by the threshold rule and get no step. Under ``total_latency`` every kept item
+    lowers the objective; under ``makespan`` an item is kept only if the makespan does not rise
+    (re-timed from the item's layer on, claim 6), so this never makes things worse.
+    """
+    plan = mv.plan
+    done: set[tuple] = set()
+    for key in wait.fitting(dev, plan.limit[dev] - plan.used[dev]):
+        kind, x = key[4], key[5]
+        devs = wait.devices_of(kind, x)
+        if dev not in devs:  # kept or moved since it was listed
+            done.add(key)
+            continue
+        ok, info = plan.check(devs, key[0])
+        before = mv.value()
+        rec = mv.offer(kind, x) if ok else None
+        if rec is None:
+            continue
+        reason = plan.why(ok, kind, x, info, threshold)
+        info = {**info, "threshold": threshold, **({"saved_s": rec[3][0][2] - mv.tterm[x]} if kind == "t" else {})}
+        action, delta = ("keep_weights", {"weights_add": [x]}) if kind == "w" else ("keep_tensor", {"tensors_add": [x]})
+        after = mv.value(bound=True)
+        if mv.objective == "makespan" and (mv.pruned or after > before * (1 + REL_EPS)):
+            mv.undo(rec)
+            log.add(action, x, before, after, False,
+                    f"claim 6: memory freed on {dev}, but keeping it would raise the makespan "
+                    f"{before * 1e3:.4g} -> {after * 1e3:.4g} ms", delta,
+                    data={"phase": "remap", "metric": "makespan", "relocality": True, "after_move": list(moved),
+                          "bound_only": mv.pruned, **info})
+            continue
+        mv.commit()
+        done.add(key)
+        log.add(action, x, before, after, True, f"claim 6: the remap of {', '.join(moved)} freed memory on {dev}; {reason}",
+                delta, data={"phase": "remap", "metric": mv.objective, "relocality": True, "after_move": list(moved),
+                             **info})
+    wait.drop(dev, done)
 
 
 def _remap(ctx: Ctx, st: State, log: StepLog, objective: str, direction: str, max_passes: int | None,
-           threshold: float, group_size: int = 1, total: float | None = None) -> float:
-    if objective not in OBJECTIVES:
-        raise HetschedError(f"unknown objective {objective!r}; use one of {list(OBJECTIVES)}", field="objective")
+           threshold: float, group_size: int = 1) -> float:
+    require_objective(objective)
     if direction not in ("successor", "both"):
         raise HetschedError(f"unknown direction {direction!r}; use 'successor' or 'both'", field="direction")
     if max_passes is not None and max_passes < 1:
         raise HetschedError(f"max_passes must be >= 1 or None, got {max_passes!r}", field="max_passes")
     if group_size < 1:
         raise HetschedError(f"group_size must be >= 1, got {group_size!r}", field="group_size")
-    mv = _Mover(ctx, st, objective, threshold, total)
-    supports = ctx.system.support.supports
-    ops = ctx.ops
-    host = ctx.host
+    # claim 4: the moved layer's data goes to the new device's memory while it stays under the threshold
+    mv = Mover(ctx, st, objective, occupancy_limit(ctx, threshold), keep="patent")
+    wait = _Waiting(ctx, st)
     name = objective.replace("_", " ")
-
-    def movable(x: str, dst: str) -> str | None:
-        if not supports(dst, ops[x].op_type):
-            return f"{dst} does not support {ops[x].op_type}"
-        if dst != host and ctx.working_set(x) > ctx.capacity[dst]:
-            return f"does not fit in the memory of {dst}"
-        return None
 
     def trial(group: list[str], dst: str) -> tuple[bool, float, float, dict[str, Any]]:
         before = mv.value()
-        deltas, undos, firsts = [], [], []
-        for x in group:
-            d_, u_, f_ = mv.apply(x, dst)
-            deltas.append(d_)
-            undos.append(u_)
-            firsts.append(f_)
-        first = min(firsts)
-        after = mv.value_after(first)
-        delta = deltas[0] if len(deltas) == 1 else _merge(deltas)
+        recs = [mv.move(x, dst) for x in group]
+        after = mv.value(bound=True)
+        delta = mv.delta(recs)
         if after < before * (1 - REL_EPS):
-            mv.commit(first, after)
+            mv.commit()
             return True, before, after, delta
-        for u_ in reversed(undos):
-            u_()
+        for r in reversed(recs):
+            mv.undo(r)
         return False, before, after, delta
+
+    def kept(src: str, group: list[str]) -> None:
+        for x in group:
+            wait.list_op(x)
+        _relocality(mv, wait, src, log, group, threshold)  # claim 6
 
     def fail_reason(before: float, after: float, k: int = 1) -> str:
         if mv.pruned:
             return (f"not better: one device alone would be busy {after * 1e3:.4g} ms >= the makespan "
                     f"{before * 1e3:.4g} ms (lower bound, not simulated)")
         return f"not better{f' with {k} layers' if k > 1 else ''}: {name} {before * 1e3:.4g} -> {after * 1e3:.4g} ms"
-
-    def kept(src: str, group: list[str]) -> None:
-        for x in group:
-            mv.list_op(x)
-        mv.relocality(src, log, group)  # claim 6
 
     passes = 0
     while True:
@@ -562,7 +252,7 @@ def _remap(ctx: Ctx, st: State, log: StepLog, objective: str, direction: str, ma
             for dst, why in targets:
                 base = dict(phase="remap", pass_=passes, source=d, target=dst, via=why, objective=objective,
                             metric=objective)
-                why_not = movable(o, dst)
+                why_not = ctx.refusal(o, dst)
                 if why_not is not None:
                     log.add("remap", o, mv.value(), None, False, why_not, {"device": {o: dst}}, data={**base})
                     continue
@@ -579,7 +269,7 @@ def _remap(ctx: Ctx, st: State, log: StepLog, objective: str, direction: str, ma
                 group = [o]
                 while len(group) < group_size:
                     nxt = next((p_ for p_ in reversed(ctx.pred[group[-1]])
-                                if st.device[p_] == d and p_ not in group and movable(p_, dst) is None), None)
+                                if st.device[p_] == d and p_ not in group and ctx.refusal(p_, dst) is None), None)
                     if nxt is None:
                         break
                     group.append(nxt)
@@ -600,47 +290,6 @@ def _remap(ctx: Ctx, st: State, log: StepLog, objective: str, direction: str, ma
 
 
 # ------------------------------------------------------------------------------------------ wrapping
-def finish(ctx: Ctx, st: State, log: StepLog, *, phase: str, params: Mapping[str, Any], initial_state: Mapping[str, Any],
-           order=None, check_memory: bool = True, extra_metrics: Mapping[str, float] | None = None) -> MappingResult:
-    """Evaluate a state with :func:`hetsched.evaluate` and wrap it; repair memory overflow first.
-
-    The locality plan is conservative, but the evaluator's true peak also counts staged inputs; if a
-    device still overflows, kept tensors then resident weights on it are evicted (largest first),
-    one logged step each, until it fits. A device that overflows with nothing resident raises
-    :class:`~hetsched.errors.CapacityError` naming it.
-    """
-    t0 = time.perf_counter()
-    while True:
-        pl = Placement(st.device, st.w_res, st.t_res)
-        try:
-            ev = evaluate(ctx.graph, ctx.system, pl, cost=ctx.cost, order=order, contention=ctx.contention,
-                          check_memory=check_memory)
-            break
-        except CapacityError as err:
-            d = err.device
-            kept = sorted((t for t in st.t_res if st.device[ctx.producer[t]] == d), key=lambda t: (-ctx.size[t], t))
-            wts = sorted((o for o in st.w_res if st.device[o] == d), key=lambda o: (-ctx.weight[o], o))
-            if kept:
-                x, kind = kept[0], "tensor"
-                st.t_res.discard(x)
-                delta = {"tensors_remove": [x]}
-            elif wts:
-                x, kind = wts[0], "weights"
-                st.w_res.discard(x)
-                delta = {"weights_remove": [x]}
-            else:
-                raise
-            log.add("evict", x, None, None, True, f"device {d} overflows its memory at its peak: {kind} {x!r} goes back to host",
-                    delta, data={"phase": "memory_repair", "device": d})
-    metrics = dict(ev.metrics)
-    metrics.update(extra_metrics or {})
-    metrics["evaluate_s"] = time.perf_counter() - t0
-    return MappingResult(
-        placement=ev.placement, graph=ctx.graph, system=ctx.system, cost=ctx.cost, order=order, phase=phase,
-        metrics=metrics, timeline=ev.timeline, steps=log, params=dict(params), initial_state=initial_state,
-    )
-
-
 def _ctx_of(result: MappingResult) -> Ctx:
     return Ctx(result.graph, result.system, result.cost, contention=result.params.get("contention", True))
 
@@ -700,7 +349,7 @@ def optimize_locality(result: MappingResult, *, occupancy_threshold: float = 0.9
     ctx = _ctx_of(result)
     st = State(dict(result.placement.device), set(result.placement.weights_resident), set(result.placement.tensors_resident))
     log = StepLog(result.steps)
-    _locality(ctx, st, log, occupancy_threshold, policy, ctx.total_latency(st))
+    keep_on_chip(ctx, st, log, occupancy_threshold, policy)
     params = {**result.params, "occupancy_threshold": occupancy_threshold, "policy": policy if isinstance(policy, str) else "custom"}
     return finish(ctx, st, log, phase="locality", params=params, initial_state=result.initial_state)
 
@@ -780,8 +429,7 @@ def h2h(graph: OpGraph, system: System, *, cost: CostModel | None = None, occupa
     ['compute_first', 'locality', 'remap']
     """
     t0 = time.perf_counter()
-    if objective not in OBJECTIVES:
-        raise HetschedError(f"unknown objective {objective!r}; use one of {list(OBJECTIVES)}", field="objective")
+    require_objective(objective)
     ctx = Ctx(graph, system, cost, contention=contention)
     log = StepLog()
     st, extra = h2h_state(ctx, log, occupancy_threshold=occupancy_threshold, policy=policy, objective=objective,
@@ -803,14 +451,12 @@ def h2h_state(ctx: Ctx, log: StepLog, *, occupancy_threshold: float = 0.9, polic
     cf_state = st.copy()
     cf_total = ctx.total_latency(st)
     cf_obj = cf_total if objective == "total_latency" else ctx.simulate(st)[0]
-    # the running totals are exact sums of the terms each decision changes (no re-timing needed)
-    total = _locality(ctx, st, log, occupancy_threshold, policy, cf_total)
+    keep_on_chip(ctx, st, log, occupancy_threshold, policy, cf_total)
     t2 = time.perf_counter()
-    final = _remap(ctx, st, log, objective, direction, max_passes, occupancy_threshold, group_size, total)
+    final = _remap(ctx, st, log, objective, direction, max_passes, occupancy_threshold, group_size)
     t3 = time.perf_counter()
     if final > cf_obj * (1 + REL_EPS):
-        changed = {o: d for o, d in cf_state.device.items() if st.device[o] != d}
-        delta = {"device": changed, "weights_remove": sorted(st.w_res), "tensors_remove": sorted(st.t_res)}
+        delta = diff(st, cf_state)
         st = cf_state
         log.add("revert", "all", final, cf_obj, True, "the optimised mapping is worse than compute-first: keep compute-first",
                 delta, data={"phase": "remap", "metric": objective})

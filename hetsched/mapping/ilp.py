@@ -2,11 +2,11 @@
 
 Decides, together, where each op runs and what stays in device memory (each op's weights, each
 tensor kept on-chip), under the support table, the op working sets and the memory plan of
-:mod:`hetsched.mapping._plan`, for one of two objectives, each exactly as :func:`hetsched.evaluate`
+:mod:`hetsched.mapping.engine` (:func:`~hetsched.mapping.engine.plan_budget`), for one of two objectives, each exactly as :func:`hetsched.evaluate`
 computes it:
 
 * ``"total_latency"`` (the patent's system total latency, claim 5): a sum of one term per op and
-  one per tensor (see :class:`~hetsched.mapping._core.Ctx`), linear in the decisions below.
+  one per tensor (see :class:`~hetsched.mapping.engine.Ctx`), linear in the decisions below.
 * ``"makespan"``: the evaluator's clock in its default op order (the graph's topological order):
   each device runs its ops in that order, transfers go hop by hop, each link direction serves its
   transfers in the order they are issued. Given the decisions, every time is a maximum of sums, so
@@ -26,7 +26,7 @@ solver gave nothing better than the warm start, which is returned. The objective
 what :func:`hetsched.evaluate` says for the mapping returned (the solver's own figure is kept as
 ``metrics["ilp_objective_s"]``; they agree when the status is optimal).
 
-"Optimal" is over the mappings whose planned residency fits the plan of :mod:`._plan`
+"Optimal" is over the mappings whose planned residency fits the memory plan
 (``metrics["memory_plan_binds"]`` says whether the plan could bind at all; when it cannot, the
 optimum is unconditional). For ``makespan`` it is the optimum in the evaluator's default op order.
 
@@ -51,17 +51,12 @@ from ..errors import HetschedError
 from ..graph import OpGraph
 from ..results import StepLog
 from ..system import System
-from ._core import Ctx, State
-from ._plan import best_residency, footprint, plan_budget
 from .baselines import single_device_states
-from .h2h import EMPTY_STATE, OBJECTIVES, finish
-from .result import MappingResult
+from .engine import EMPTY_STATE, Ctx, MemoryPlan, State, best_residency, diff, plan_budget, require_objective
+from .result import MappingResult, finish
 from .search import map_search
 
 __all__ = ["map_ilp", "SOLVERS", "build_mapping_ilp"]
-
-SOLVERS = ("highs", "cbc")
-
 
 class _Model:
     """The PuLP problem and its variables, indexed by op / tensor / device names."""
@@ -384,8 +379,7 @@ def build_mapping_ilp(graph: OpGraph, system: System, *, objective: str = "total
     >>> prob.numVariables() > 0
     True
     """
-    if objective not in OBJECTIVES:
-        raise HetschedError(f"unknown objective {objective!r}; use one of {list(OBJECTIVES)}", field="objective")
+    require_objective(objective)
     ctx = Ctx(graph, system, cost, contention=contention)
     ctx.require_support()
     budget = plan_budget(ctx, memory_fraction)
@@ -394,17 +388,6 @@ def build_mapping_ilp(graph: OpGraph, system: System, *, objective: str = "total
                             for _, dev, _ in single_device_states(ctx, locality=False)) if ctx.order else 0.0
     m = _Model(ctx, objective, budget, 1.0, upper_bound_s)
     return m.prob, m
-
-
-def _plan_fits(ctx: Ctx, st: State, budget: dict[str, float]) -> bool:
-    used = {d: 0.0 for d in budget}
-    for o in st.w_res:
-        if st.device[o] in used:
-            used[st.device[o]] += ctx.weight[o]
-    for t in st.t_res:
-        for d in footprint(ctx, t, st.device):
-            used[d] += ctx.size[t]
-    return all(used[d] <= max(budget[d], 0.0) * (1 + 1e-9) + 1e-6 for d in budget)
 
 
 @contextmanager
@@ -426,20 +409,28 @@ def _quiet_stdout():
         os.close(saved)
 
 
-def _solver(name: str, time_limit_s: float, warm: bool, threads: int):
+def _highs(time_limit_s: float, warm: bool, threads: int):
     import pulp
 
-    if name == "highs":
-        from ..memory.ilp import _highs_warm_class  # PuLP 3.3 does not hand HiGHS a warm start; this does
+    from ..memory.ilp import highs_warm_class  # PuLP 3.3 does not hand HiGHS a warm start; this does
 
-        cls = _highs_warm_class() if warm else pulp.HiGHS
-        # tight tolerances: big-M rows must not be relaxed by a binary's integrality slack
-        return cls(msg=False, timeLimit=time_limit_s, gapRel=0.0, gapAbs=1e-7, threads=threads,
-                   mip_feasibility_tolerance=1e-9, primal_feasibility_tolerance=1e-9)
+    cls = highs_warm_class() if warm else pulp.HiGHS
+    # tight tolerances: big-M rows must not be relaxed by a binary's integrality slack
+    return cls(msg=False, timeLimit=time_limit_s, gapRel=0.0, gapAbs=1e-7, threads=threads,
+               mip_feasibility_tolerance=1e-9, primal_feasibility_tolerance=1e-9)
+
+
+def _cbc(time_limit_s: float, warm: bool, threads: int):
+    import pulp
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit_s, gapRel=0.0, gapAbs=1e-7, warmStart=warm,
                                  threads=threads)
+
+
+#: name -> ``f(time_limit_s, warm, threads)``: the PuLP solver :func:`map_ilp` runs
+SOLVERS = {"highs": _highs, "cbc": _cbc}
 
 
 def map_ilp(graph: OpGraph, system: System, *, objective: str = "total_latency", time_limit_s: float = 60.0,
@@ -482,8 +473,7 @@ def map_ilp(graph: OpGraph, system: System, *, objective: str = "total_latency",
         An op no device runs, or whose working set fits no device that runs it.
     """
     t0 = time.perf_counter()
-    if objective not in OBJECTIVES:
-        raise HetschedError(f"unknown objective {objective!r}; use one of {list(OBJECTIVES)}", field="objective")
+    require_objective(objective)
     if not time_limit_s or not time_limit_s > 0:
         raise HetschedError(f"time_limit_s must be positive, got {time_limit_s!r}", field="time_limit_s")
     if solver is None:
@@ -506,7 +496,7 @@ def map_ilp(graph: OpGraph, system: System, *, objective: str = "total_latency",
     budget = plan_budget(ctx, memory_fraction)
 
     def score(st: State) -> float:
-        return ctx.total_latency(st) if objective == "total_latency" else ctx.simulate(st)[0]
+        return ctx.score(st, objective)
 
     if warm_start:
         w = map_search(graph, system, objective=objective, cost=cost, max_evals=warm_evals, memory_fraction=memory_fraction,
@@ -521,11 +511,10 @@ def map_ilp(graph: OpGraph, system: System, *, objective: str = "total_latency",
     log.add("warm_start", name, None, warm_v, True,
             f"{'warm start' if warm_start else 'fallback (not given to the solver)'}: {name}'s mapping, "
             f"{objective.replace('_', ' ')} {warm_v * 1e3:.4g} ms",
-            {"device": dict(warm.device), "weights_add": sorted(warm.w_res), "tensors_add": sorted(warm.t_res)},
-            data={"phase": "ilp", "metric": objective})
+            diff(State(), warm), data={"phase": "ilp", "metric": objective})
     # the solver's start must fit the memory plan: if the heuristic's residency does not, its placement
     # with the plan's residency does (and its objective bounds every time in the makespan model)
-    start = warm if _plan_fits(ctx, warm, budget) else best_residency(ctx, warm.device, budget)
+    start = warm if MemoryPlan(ctx, warm, budget).within() else best_residency(ctx, warm.device, budget)
     start_v = score(start)
     unit = max(start_v, 1e-15) / 1000.0
     tb = time.perf_counter()
@@ -534,7 +523,7 @@ def map_ilp(graph: OpGraph, system: System, *, objective: str = "total_latency",
         m.set_start(start)
     build_s = time.perf_counter() - tb
     left = max(1.0, time_limit_s - (time.perf_counter() - t0))
-    slv = _solver(solver, left, warm_start, threads)
+    slv = SOLVERS[solver](left, warm_start, threads)
     import pulp
 
     ts = time.perf_counter()
@@ -576,9 +565,7 @@ def map_ilp(graph: OpGraph, system: System, *, objective: str = "total_latency",
     ref = warm
     st_v = score(st) if st is not None else None
     if final is not ref:
-        d = {"device": {o: v for o, v in final.device.items() if ref.device[o] != v},
-             "weights_add": sorted(final.w_res - ref.w_res), "weights_remove": sorted(ref.w_res - final.w_res),
-             "tensors_add": sorted(final.t_res - ref.t_res), "tensors_remove": sorted(ref.t_res - final.t_res)}
+        d = diff(ref, final)
         log.add("solve", solver, warm_v, value, True,
                 f"{solver}: {status}, {objective.replace('_', ' ')} {value * 1e3:.4g} ms"
                 + (f" (bound {bound * 1e3:.4g} ms)" if bound is not None else ""), d,

@@ -47,15 +47,14 @@ from ..errors import HetschedError
 from ..graph import OpGraph
 from ..results import StepLog
 from ..system import System
-from ._core import Ctx, State
-from .h2h import EMPTY_STATE, _locality, finish
-from .result import MappingResult
+from .engine import EMPTY_STATE, Ctx, State, keep_on_chip
+from .result import MappingResult, finish
 
 __all__ = ["heft", "cpop", "peft", "list_schedule", "PRIORITIES", "SELECTORS", "upward_rank", "downward_rank",
-           "saga_downward_rank", "optimistic_cost_table", "schedule_parts"]
+           "saga_downward_rank", "optimistic_cost_table", "schedule_parts", "Parts"]
 
 
-class _Parts:
+class Parts:
     """Per-instance numbers the parts share: execution times, edge bytes, average communication."""
 
     def __init__(self, ctx: Ctx, rank_comm_average: str) -> None:
@@ -120,7 +119,7 @@ class _Parts:
 
 
 # ------------------------------------------------------------------------------------------ priorities
-def upward_rank(parts: _Parts) -> dict[str, float]:
+def upward_rank(parts: Parts) -> dict[str, float]:
     """``rank_u(i) = avg_w(i) + max_j (avg_c(i, j) + rank_u(j))`` (Topcuoglu 2002, eq. 5)."""
     ctx = parts.ctx
     r: dict[str, float] = {}
@@ -134,7 +133,7 @@ def upward_rank(parts: _Parts) -> dict[str, float]:
     return r
 
 
-def downward_rank(parts: _Parts) -> dict[str, float]:
+def downward_rank(parts: Parts) -> dict[str, float]:
     """``rank_d(i) = max_p (rank_d(p) + avg_w(p) + avg_c(p, i))`` (Topcuoglu 2002, eq. 6)."""
     ctx = parts.ctx
     r: dict[str, float] = {}
@@ -148,7 +147,7 @@ def downward_rank(parts: _Parts) -> dict[str, float]:
     return r
 
 
-def optimistic_cost_table(parts: _Parts) -> dict[str, dict[str, float]]:
+def optimistic_cost_table(parts: Parts) -> dict[str, dict[str, float]]:
     """PEFT's OCT (Arabnejad & Barbosa 2014, eq. 4): the optimistic remaining time if ``i`` runs on ``p``."""
     ctx = parts.ctx
     oct_: dict[str, dict[str, float]] = {}
@@ -166,11 +165,11 @@ def optimistic_cost_table(parts: _Parts) -> dict[str, dict[str, float]]:
     return oct_
 
 
-def _prio_upward(parts: _Parts) -> dict[str, Any]:
+def _prio_upward(parts: Parts) -> dict[str, Any]:
     return {"priority": upward_rank(parts)}
 
 
-def saga_downward_rank(parts: _Parts) -> dict[str, float]:
+def saga_downward_rank(parts: Parts) -> dict[str, float]:
     """SAGA 2.x's downward rank, for reproducing its CPOP: ``max_p (rank_d(p) + avg_c(p, i))`` plus the
     op's *own* cost over the mean device speed (the harmonic mean of its execution times), where
     Topcuoglu's eq. 6 adds the *predecessor's* mean execution time. Entry ops get 0."""
@@ -186,25 +185,25 @@ def saga_downward_rank(parts: _Parts) -> dict[str, float]:
     return r
 
 
-def _prio_cpop(parts: _Parts) -> dict[str, Any]:
+def _prio_cpop(parts: Parts) -> dict[str, Any]:
     up = upward_rank(parts)
     down = saga_downward_rank(parts) if parts.mode == "saga" else downward_rank(parts)
     return {"priority": {o: up[o] + down[o] for o in up}, "upward": up}
 
 
-def _prio_oct(parts: _Parts) -> dict[str, Any]:
+def _prio_oct(parts: Parts) -> dict[str, Any]:
     oct_ = optimistic_cost_table(parts)
     return {"priority": {o: sum(r.values()) / len(r) for o, r in oct_.items()}, "oct": oct_}
 
 
-PRIORITIES: dict[str, Callable[[_Parts], dict[str, Any]]] = {"upward": _prio_upward, "cpop": _prio_cpop, "oct": _prio_oct}
+PRIORITIES: dict[str, Callable[[Parts], dict[str, Any]]] = {"upward": _prio_upward, "cpop": _prio_cpop, "oct": _prio_oct}
 
 
 # ------------------------------------------------------------------------------------------ schedule + insertion
 class _Schedule:
     """Per-device busy intervals; insertion into the earliest idle gap that fits."""
 
-    def __init__(self, parts: _Parts) -> None:
+    def __init__(self, parts: Parts) -> None:
         self.parts = parts
         self.starts: dict[str, list[float]] = {d: [] for d in parts.devices}
         self.ends: dict[str, list[float]] = {d: [] for d in parts.devices}
@@ -296,7 +295,7 @@ def _select_cp(sch: _Schedule, o: str, info: Mapping[str, Any]) -> tuple[str, fl
 SELECTORS: dict[str, Callable] = {"eft": _select_eft, "oeft": _select_oeft, "critical_path": _select_cp}
 
 
-def _cp_info(parts: _Parts, info: dict[str, Any]) -> None:
+def _cp_info(parts: Parts, info: dict[str, Any]) -> None:
     """CPOP: ops on the critical path (priority equal to the entry's) and the device fastest on them."""
     prio = info["priority"]
     ctx = parts.ctx
@@ -333,7 +332,7 @@ def list_schedule(graph: OpGraph, system: System, *, priority: str | Callable = 
     """
     t0 = time.perf_counter()
     for field, val, table in (("priority", priority, PRIORITIES), ("selector", selector, SELECTORS)):
-        if isinstance(val, str) and val not in table:
+        if not callable(table.get(val, val)):
             raise HetschedError(f"unknown {field} {val!r}; choose from {sorted(table)} or pass a callable", field=field)
     if loop not in ("static", "ready"):
         raise HetschedError(f"unknown loop {loop!r}; use 'static' or 'ready'", field="loop")
@@ -343,7 +342,7 @@ def list_schedule(graph: OpGraph, system: System, *, priority: str | Callable = 
                                            rank_comm_average=rank_comm_average, name=name)
     sched_s = time.perf_counter() - t0
     if locality:
-        _locality(ctx, st, log, occupancy_threshold, "greedy", ctx.total_latency(st))
+        keep_on_chip(ctx, st, log, occupancy_threshold)
     params = {"priority": priority if isinstance(priority, str) else "custom",
               "selector": selector if isinstance(selector, str) else "custom", "loop": loop,
               "rank_comm_average": rank_comm_average, "locality": locality, "occupancy_threshold": occupancy_threshold}
@@ -354,10 +353,9 @@ def list_schedule(graph: OpGraph, system: System, *, priority: str | Callable = 
 def list_state(ctx: Ctx, log: StepLog, *, priority: str | Callable = "upward", selector: str | Callable = "eft",
                loop: str = "static", rank_comm_average: str = "pairs", name: str = "list") -> tuple[State, list[str], float]:
     """The list-scheduling loop on a prepared context: ``(placement state, start-time order, own makespan)``."""
-    parts = _Parts(ctx, rank_comm_average)
-    pf = PRIORITIES[priority] if isinstance(priority, str) else priority
-    info = pf(parts)
-    sel = SELECTORS[selector] if isinstance(selector, str) else selector
+    parts = Parts(ctx, rank_comm_average)
+    info = PRIORITIES.get(priority, priority)(parts)
+    sel = SELECTORS.get(selector, selector)
     if selector == "critical_path":
         _cp_info(parts, info)
     prio = info["priority"]
@@ -410,7 +408,7 @@ def list_state(ctx: Ctx, log: StepLog, *, priority: str | Callable = "upward", s
 
 def schedule_parts(graph: OpGraph, system: System, *, cost: CostModel | None = None, rank_comm_average: str = "pairs"):
     """The shared numbers (execution table, edge bytes, averaged communication) for custom parts."""
-    return _Parts(Ctx(graph, system, cost), rank_comm_average)
+    return Parts(Ctx(graph, system, cost), rank_comm_average)
 
 
 def heft(graph: OpGraph, system: System, *, cost: CostModel | None = None, rank_comm_average: str = "pairs",

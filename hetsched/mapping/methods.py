@@ -1,10 +1,14 @@
-"""Every mapper by name (:data:`METHODS`, with what each optimises) and the comparison table.
+"""Every mapper by name (:data:`METHODS`: a plain name, a description and what each optimises) and
+the comparison table.
+
+:data:`METHODS` maps a name to a callable, networkx-style: ``METHODS.get(m, m)`` takes a name or a
+callable alike; panels read each entry's ``label``, ``description`` and ``optimises`` from here.
 
 >>> from hetsched.io.generators import chain
 >>> from hetsched.io.systems import toy_system
->>> METHODS["heft"].optimises, METHODS["h2h"].optimises
-('makespan', 'total_latency')
->>> compare(chain(3), toy_system(), ["h2h", "search"])[["method", "optimises"]].values.tolist()
+>>> METHODS["heft"].optimises, METHODS["h2h"].optimises, METHODS["h2h"].label
+('makespan', 'total_latency', 'h2h (patent)')
+>>> compare(chain(3), toy_system(), ["h2h", "search"])[["label", "optimises"]].values.tolist()
 [['h2h', 'total_latency'], ['search', 'total_latency']]
 >>> r = METHODS["h2h"](chain(3), toy_system())
 >>> row = comparison_row(r, "h2h", keep_tensors_resident=True)     # the same mapping, no host round trip
@@ -32,25 +36,27 @@ from .listsched import cpop, heft, peft
 from .result import MappingResult
 from .search import map_search
 
-__all__ = ["METHODS", "compare", "comparison_row"]
+__all__ = ["METHODS", "Method", "compare", "comparison_row"]
 
 
-class _Method:
+class Method:
     """A mapper with fixed defaults that passes every other keyword through (and names a bad one).
 
-    ``optimises`` names the quantity the method minimises (``total_latency``, ``makespan``, or
-    ``op_latency`` for compute-first's greedy choice); ``description`` says it in one line.
+    ``label`` is its plain name (for a legend or a table), ``optimises`` names the quantity the
+    method minimises (``total_latency``, ``makespan``, or ``op_latency`` for compute-first's greedy
+    choice); ``description`` says it in one line.
 
     >>> m = METHODS["h2h_makespan"]
-    >>> m.defaults["objective"], "locality" in m.options
-    ('makespan', False)
+    >>> m.defaults["objective"], "locality" in m.options, m.label
+    ('makespan', False, 'h2h, makespan rule')
     """
 
-    def __init__(self, fn: Callable[..., MappingResult], description: str, optimises: str, **defaults: object) -> None:
+    def __init__(self, fn: Callable[..., MappingResult], label: str, description: str, optimises: str,
+                 **defaults: object) -> None:
         import inspect
 
         self.fn, self.defaults = fn, defaults
-        self.description, self.optimises = description, optimises
+        self.label, self.description, self.optimises = label, description, optimises
         self.options = tuple(p.name for p in inspect.signature(fn).parameters.values()
                              if p.kind is inspect.Parameter.KEYWORD_ONLY)
         self.__name__ = getattr(fn, "__name__", "method")
@@ -70,45 +76,47 @@ class _Method:
 _CLASSIC = ("the makespan of the classic list-scheduling model (data already on the devices, no link "
             "contention); the evaluator then adds the host round trips and contention")
 
-#: name -> mapper ``f(graph, system, *, cost=None, **options)``; the options are the function's own
-#: keyword arguments (an unknown one is an error naming it, never silently dropped).
-METHODS: dict[str, _Method] = {
-    "compute_first": _Method(map_compute_first, "the patent's phase 1: each op on the device that runs it fastest with "
-                             "device memory cleared (its own latency, greedily)", "op_latency"),
-    "h2h": _Method(h2h, "the mapping patent (H2H): compute-first, keep data on-chip, one walk of single-layer remaps; "
-                   "minimises the system total latency (sum of the devices' busy time)", "total_latency"),
-    "h2h_makespan": _Method(h2h, "h2h with H2H's acceptance rule (both directions): minimises the makespan",
-                            "makespan", objective="makespan", direction="both"),
-    "h2h_plus": _Method(h2h, "h2h extended: remaps in both directions, moves of up to 4 same-device layers, "
-                        "repeated walks; system total latency", "total_latency",
-                        direction="both", group_size=4, max_passes=None),
-    "heft": _Method(heft, "HEFT (Topcuoglu 2002): " + _CLASSIC, "makespan"),
-    "cpop": _Method(cpop, "CPOP (Topcuoglu 2002), critical path on one device: " + _CLASSIC, "makespan"),
-    "peft": _Method(peft, "PEFT (Arabnejad & Barbosa 2014), optimistic cost table: " + _CLASSIC, "makespan"),
-    "fastest_single_device": _Method(fastest_single_device, "every op on the one device with the lowest makespan",
-                                     "makespan"),
-    "search": _Method(map_search, "improvement search from the best of h2h, HEFT and the single devices: cluster "
-                      "moves, swaps, residency re-decided after each move, restarts; system total latency",
-                      "total_latency"),
-    "search_makespan": _Method(map_search, "the improvement search on the makespan", "makespan", objective="makespan"),
-    "ilp": _Method(map_ilp, "MILP over placement and residency (HiGHS): the optimal system total latency, or the "
-                   "best found with a proven bound and gap", "total_latency"),
-    "ilp_makespan": _Method(map_ilp, "the MILP on the makespan (the evaluator's op order): optimal, or bounded",
-                            "makespan", objective="makespan"),
-    "brute_force": _Method(brute_force, "every placement, each with its best residency: the optimal system total "
-                           "latency (tiny graphs)", "total_latency", objective="total_latency"),
-    "brute_force_makespan": _Method(brute_force, "every placement, simulated: the best makespan over placements "
-                                    "(tiny graphs)", "makespan", objective="makespan"),
+#: name -> mapper ``f(graph, system, *, cost=None, **options)`` (a :class:`Method`); the options are the
+#: function's own keyword arguments (an unknown one is an error naming it, never silently dropped).
+METHODS: dict[str, Method] = {
+    "compute_first": Method(map_compute_first, "compute-first", "the patent's phase 1: each op on the device that "
+                            "runs it fastest with device memory cleared (its own latency, greedily)", "op_latency"),
+    "h2h": Method(h2h, "h2h (patent)", "the mapping patent (H2H): compute-first, keep data on-chip, one walk of "
+                  "single-layer remaps; minimises the system total latency (sum of the devices' busy time)",
+                  "total_latency"),
+    "h2h_makespan": Method(h2h, "h2h, makespan rule", "h2h with H2H's acceptance rule (both directions): minimises "
+                           "the makespan", "makespan", objective="makespan", direction="both"),
+    "h2h_plus": Method(h2h, "h2h extended", "h2h extended: remaps in both directions, moves of up to 4 same-device "
+                       "layers, repeated walks; system total latency", "total_latency",
+                       direction="both", group_size=4, max_passes=None),
+    "heft": Method(heft, "HEFT", "HEFT (Topcuoglu 2002): " + _CLASSIC, "makespan"),
+    "cpop": Method(cpop, "CPOP", "CPOP (Topcuoglu 2002), critical path on one device: " + _CLASSIC, "makespan"),
+    "peft": Method(peft, "PEFT", "PEFT (Arabnejad & Barbosa 2014), optimistic cost table: " + _CLASSIC, "makespan"),
+    "fastest_single_device": Method(fastest_single_device, "fastest single device",
+                                    "every op on the one device with the lowest makespan", "makespan"),
+    "search": Method(map_search, "search", "improvement search from the best of h2h, HEFT and the single devices: "
+                     "cluster moves, swaps, residency re-decided after each move, restarts; system total latency",
+                     "total_latency"),
+    "search_makespan": Method(map_search, "search (makespan)", "the improvement search on the makespan", "makespan",
+                              objective="makespan"),
+    "ilp": Method(map_ilp, "ILP", "MILP over placement and residency (HiGHS): the optimal system total latency, or "
+                  "the best found with a proven bound and gap", "total_latency"),
+    "ilp_makespan": Method(map_ilp, "ILP (makespan)", "the MILP on the makespan (the evaluator's op order): optimal, "
+                           "or bounded", "makespan", objective="makespan"),
+    "brute_force": Method(brute_force, "brute force", "every placement, each with its best residency: the optimal "
+                          "system total latency (tiny graphs)", "total_latency", objective="total_latency"),
+    "brute_force_makespan": Method(brute_force, "brute force (makespan)", "every placement, simulated: the best "
+                                   "makespan over placements (tiny graphs)", "makespan", objective="makespan"),
 }
 
-COLUMNS = ["method", "makespan_s", "total_latency_s", "energy_J", "bytes_moved", "runtime_s", "optimises", "status"]
+COLUMNS = ["label", "makespan_s", "total_latency_s", "energy_J", "bytes_moved", "runtime_s", "optimises", "status"]
 
 
 def compare(graph: OpGraph, system: System, methods: Sequence[str | Callable] | None = None, *,
             cost: CostModel | None = None, keep_tensors_resident: bool = False, long: bool = False) -> pd.DataFrame:
     """Run several mappers on one instance, one row each.
 
-    Columns: ``method, makespan_s, total_latency_s, energy_J, bytes_moved, runtime_s`` (all from
+    Columns: ``label, makespan_s, total_latency_s, energy_J, bytes_moved, runtime_s`` (all from
     :func:`hetsched.evaluate`), ``optimises`` (the quantity the method minimises, from
     :data:`METHODS`; empty for a callable) and ``status`` (the ILP's ``optimal``/``feasible``/
     ``fallback``, else empty). ``methods`` are names from :data:`METHODS` or callables
@@ -124,7 +132,7 @@ def compare(graph: OpGraph, system: System, methods: Sequence[str | Callable] | 
     --------
     >>> from hetsched.io.generators import chain
     >>> from hetsched.io.systems import toy_system
-    >>> compare(chain(3), toy_system(), ["heft", "heft"]).method.tolist()
+    >>> compare(chain(3), toy_system(), ["heft", "heft"])["label"].tolist()
     ['heft', 'heft#2']
     >>> sorted(set(compare(chain(3), toy_system(), ["heft"], long=True).metric))[:2]
     ['bytes_moved', 'energy_J']
@@ -135,12 +143,11 @@ def compare(graph: OpGraph, system: System, methods: Sequence[str | Callable] | 
             methods.append("brute_force")
     rows: dict[str, dict] = {}
     for m in methods:
-        if isinstance(m, str):
-            if m not in METHODS:
-                raise HetschedError(f"unknown method {m!r}; use one of {sorted(METHODS)} or a callable", field="methods")
-            f, name, opt = METHODS[m], m, METHODS[m].optimises
-        else:
-            f, name, opt = m, getattr(m, "__name__", "custom"), ""
+        f = METHODS.get(m, m)
+        if not callable(f):
+            raise HetschedError(f"unknown method {m!r}; use one of {sorted(METHODS)} or a callable", field="methods")
+        name = m if isinstance(m, str) else getattr(m, "__name__", "custom")
+        opt = getattr(f, "optimises", "")
         t0 = time.perf_counter()
         r = f(graph, system, cost=cost)
         label, k = name, 1
@@ -149,13 +156,13 @@ def compare(graph: OpGraph, system: System, methods: Sequence[str | Callable] | 
             label = f"{name}#{k}"
         rows[label] = comparison_row(r, label, optimises=opt, runtime_s=time.perf_counter() - t0,
                                      keep_tensors_resident=keep_tensors_resident)
-    frame = compare_results(rows, metrics=COLUMNS[1:], label="method", wide=True)
+    frame = compare_results(rows, metrics=COLUMNS[1:], wide=True)
     if long:
-        return compare_results(frame, label="method", family="mapping").dropna(subset=["value"]).reset_index(drop=True)
+        return compare_results(frame, family="mapping").dropna(subset=["value"]).reset_index(drop=True)
     return frame
 
 
-def comparison_row(result: MappingResult, method: str, *, optimises: str = "", runtime_s: float = float("nan"),
+def comparison_row(result: MappingResult, label: str, *, optimises: str = "", runtime_s: float = float("nan"),
                    keep_tensors_resident: bool = False) -> dict:
     """One row of :func:`compare` for a mapping already computed (the columns of ``COLUMNS``, and more).
 
@@ -171,7 +178,7 @@ def comparison_row(result: MappingResult, method: str, *, optimises: str = "", r
         m = evaluate(result.graph, result.system, result.placement, cost=result.cost, order=result.order,
                      contention=result.params.get("contention", True), check_memory=False,
                      keep_tensors_resident=True).metrics
-    row = {"method": method, "makespan_s": m["makespan_s"], "total_latency_s": m["total_latency_s"],
+    row = {"label": label, "makespan_s": m["makespan_s"], "total_latency_s": m["total_latency_s"],
            "energy_J": m["energy_J"], "bytes_moved": m["bytes_moved"], "runtime_s": runtime_s, "optimises": optimises,
            "status": str(result.params.get("status", "")), "peak_mem_frac": m.get("peak_mem_frac", float("nan")),
            "keep_tensors_resident": keep_tensors_resident}

@@ -19,7 +19,8 @@ from __future__ import annotations
 import inspect
 
 from ..params import Param, ParamSpec
-from .h2h import LOCALITY_POLICIES, OBJECTIVES, h2h
+from .engine import LOCALITY_POLICIES, OBJECTIVES
+from .h2h import h2h
 
 __all__ = ["PARAMS", "DIRECTIONS"]
 

@@ -13,19 +13,21 @@ True
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from ..cost import CostModel
+from ..errors import CapacityError
 from ..evaluate import Evaluation, Placement, evaluate
 from ..graph import OpGraph
-from ..results import Result, Step
+from ..results import Result, Step, StepLog
 from ..system import System
-from ._core import State
+from .engine import Ctx, State
 
-__all__ = ["MappingResult", "Trial", "evaluate_state", "evaluate_trial", "state_placement"]
+__all__ = ["MappingResult", "Trial", "evaluate_state", "evaluate_trial", "state_placement", "finish"]
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -199,3 +201,40 @@ def evaluate_state(result: MappingResult, k: int, **options: Any) -> Evaluation 
     options.setdefault("check_memory", False)
     order = result.order if result.order is not None and k == len(result.steps) - 1 else None
     return _evaluate_dict(result, result.replay(k), order, options)
+
+
+def finish(ctx: Ctx, st: State, log: StepLog, *, phase: str, params: Mapping[str, Any],
+           initial_state: Mapping[str, Any], order: Sequence[str] | None = None, check_memory: bool = True,
+           extra_metrics: Mapping[str, float] | None = None) -> MappingResult:
+    """Evaluate a mapper's final state with :func:`hetsched.evaluate` and wrap it; repair memory overflow first.
+
+    The memory plans are conservative, but the evaluator's true peak also counts staged inputs; if a
+    device still overflows, the kept tensors it holds a copy of, then the weights resident on it,
+    go back to the host (largest first), one logged ``evict`` step each, until it fits. A device
+    that overflows with nothing resident raises :class:`~hetsched.errors.CapacityError` naming it.
+    """
+    t0 = time.perf_counter()
+    while True:
+        try:
+            ev = evaluate(ctx.graph, ctx.system, Placement(st.device, st.w_res, st.t_res), cost=ctx.cost, order=order,
+                          contention=ctx.contention, check_memory=check_memory)
+            break
+        except CapacityError as err:
+            d = err.device
+            kept = sorted((t for t in st.t_res if d in ctx.footprint(t, st.device)), key=lambda t: (-ctx.size[t], t))
+            wts = sorted((o for o in st.w_res if st.device[o] == d), key=lambda o: (-ctx.weight[o], o))
+            if kept:
+                x, kind, delta = kept[0], "tensor", {"tensors_remove": [kept[0]]}
+                st.t_res.discard(x)
+            elif wts:
+                x, kind, delta = wts[0], "weights", {"weights_remove": [wts[0]]}
+                st.w_res.discard(x)
+            else:
+                raise
+            log.add("evict", x, None, None, True, f"device {d} overflows its memory at its peak: {kind} {x!r} goes back to host",
+                    delta, data={"phase": "memory_repair", "device": d})
+    metrics = {**ev.metrics, **(extra_metrics or {}), "evaluate_s": time.perf_counter() - t0}
+    return MappingResult(
+        placement=ev.placement, graph=ctx.graph, system=ctx.system, cost=ctx.cost, order=order, phase=phase,
+        metrics=metrics, timeline=ev.timeline, steps=log, params=dict(params), initial_state=initial_state,
+    )

@@ -15,7 +15,7 @@ where compute-first put it. This search starts from the best of the usual mapper
 * **restarts** (iterated local search): at a local optimum, a random cluster is moved at random and
   the descent resumes from there; the best mapping found is kept.
 
-Everything is priced by the same additive model as the evaluator (:class:`~hetsched.mapping._core.Ctx`),
+Everything is priced by the same additive model as the evaluator (:class:`~hetsched.mapping.engine.Ctx`),
 so a move costs O(degree) for ``objective="total_latency"``; ``"makespan"`` re-simulates the
 graph per trial (O(ops): for graphs of up to a few thousand ops). The search is deterministic for a
 ``seed`` (its budget is a number of trials, not a time), and never returns anything worse than its
@@ -41,30 +41,40 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any, Sequence
+from typing import Callable, Sequence
 
 from ..cost import CostModel
 from ..errors import HetschedError
 from ..graph import OpGraph
 from ..results import NullLog, StepLog
 from ..system import System
-from ._core import REL_EPS, Ctx, State, check_fits
-from ._plan import _Planner, best_residency, plan_budget
 from .baselines import single_device_states
-from .h2h import EMPTY_STATE, OBJECTIVES, _locality, finish, h2h_state
+from .engine import EMPTY_STATE, REL_EPS, Ctx, Mover, State, diff, keep_on_chip, plan_budget, require_objective
+from .h2h import h2h_state
 from .listsched import list_state
-from .result import MappingResult
+from .result import MappingResult, finish
 
-__all__ = ["map_search", "plan_budget", "best_residency", "START_MAPPERS"]
-
-START_MAPPERS = ("h2h", "heft", "single")
+__all__ = ["map_search", "START_MAPPERS"]
 
 
-def _diff(a: tuple, b: tuple) -> dict[str, Any]:
-    """A step delta turning snapshot ``a`` into snapshot ``b``."""
-    return {"device": {o: d for o, d in b[0].items() if a[0].get(o) != d},
-            "weights_add": sorted(b[1] - a[1]), "weights_remove": sorted(a[1] - b[1]),
-            "tensors_add": sorted(b[2] - a[2]), "tensors_remove": sorted(a[2] - b[2])}
+def _start_h2h(ctx: Ctx, objective: str) -> list[tuple[str, State]]:
+    return [("h2h", h2h_state(ctx, NullLog(), objective=objective)[0])]
+
+
+def _start_heft(ctx: Ctx, objective: str) -> list[tuple[str, State]]:
+    st, _, _ = list_state(ctx, NullLog(), name="heft")
+    keep_on_chip(ctx, st, NullLog())
+    return [("heft", st)]
+
+
+def _start_single(ctx: Ctx, objective: str) -> list[tuple[str, State]]:
+    return [(f"single:{d}", st) for d, _, st in single_device_states(ctx)]
+
+
+#: name -> ``f(ctx, objective) -> [(label, state), ...]``: the mappers a search may start from (their
+#: own decisions are not the search's steps)
+START_MAPPERS: dict[str, Callable[[Ctx, str], list[tuple[str, State]]]] = {
+    "h2h": _start_h2h, "heft": _start_heft, "single": _start_single}
 
 
 def map_search(graph: OpGraph, system: System, *, objective: str = "total_latency", cost: CostModel | None = None,
@@ -101,8 +111,7 @@ def map_search(graph: OpGraph, system: System, *, objective: str = "total_latenc
     ``search_restarts``, ``search_runtime_s``.
     """
     t0 = time.perf_counter()
-    if objective not in OBJECTIVES:
-        raise HetschedError(f"unknown objective {objective!r}; use one of {list(OBJECTIVES)}", field="objective")
+    require_objective(objective)
     if cluster_size < 1:
         raise HetschedError(f"cluster_size must be >= 1, got {cluster_size!r}", field="cluster_size")
     if not 0 < memory_fraction <= 1:
@@ -124,45 +133,30 @@ def map_search(graph: OpGraph, system: System, *, objective: str = "total_latenc
     bad = [x for x in starts if x not in START_MAPPERS]
     if bad or not starts:
         raise HetschedError(f"unknown start mapper(s) {bad}; choose from {list(START_MAPPERS)}", field="starts")
-    begin: list[tuple[str, State]] = []
-    # the start mappers' own decisions are not this search's steps (NullLog keeps none)
-    if "h2h" in starts:
-        st, _ = h2h_state(ctx, NullLog(), objective=objective)
-        begin.append(("h2h", st))
-    if "heft" in starts:
-        hs, _, _ = list_state(ctx, NullLog(), name="heft")
-        _locality(ctx, hs, NullLog(), 0.9, "greedy", ctx.total_latency(hs))
-        begin.append(("heft", hs))
-    if "single" in starts:
-        for d, _, s1 in single_device_states(ctx):
-            begin.append((f"single:{d}", s1))
-
-    def score(s: State) -> float:
-        return ctx.total_latency(s) if objective == "total_latency" else ctx.simulate(s)[0]
-
-    scored = [(score(s), i, name, s) for i, (name, s) in enumerate(begin)]
+    begin = [x for name, start_fn in START_MAPPERS.items() if name in starts for x in start_fn(ctx, objective)]
+    scored = [(ctx.score(st, objective), i, name, st) for i, (name, st) in enumerate(begin)]
     best_v, _, best_name, start = min(scored, key=lambda x: (x[0], x[1]))
-    for v, i, name, s in scored:
+    for v, i, name, st in scored:
         chosen = name == best_name
-        delta = {"device": dict(s.device), "weights_add": sorted(s.w_res), "tensors_add": sorted(s.t_res)} if chosen else {}
         log.add("start", name, None, v, chosen,
                 f"{'best start' if chosen else 'start candidate'}: {name} at {v * 1e3:.4g} ms",
-                delta, data={"phase": "search", "metric": objective})
-    pl = _Planner(ctx, start, objective, plan_budget(ctx, memory_fraction))
+                diff(State(), st) if chosen else {}, data={"phase": "search", "metric": objective})
+    mv = Mover(ctx, start.copy(), objective, plan_budget(ctx, memory_fraction))
     start_v = best_v
-    cur = pl.value()
+    cur = mv.value()
 
     def step_residency(label: str) -> None:
         nonlocal cur
-        snap = pl.snapshot()
-        pl.redecide()
-        v = pl.value()
+        snap = mv.snapshot()
+        mv.redecide()
+        v = mv.value()
         if v < cur * (1 - REL_EPS):
+            mv.commit()
             log.add("residency", label, cur, v, True, "weights and tensors re-decided for the current placement",
-                    _diff(snap, pl.snapshot()), data={"phase": "search", "metric": objective})
+                    diff(snap[0], mv.st), data={"phase": "search", "metric": objective})
             cur = v
         else:
-            pl.restore(snap)
+            mv.restore(snap)
 
     step_residency("all")
 
@@ -177,25 +171,22 @@ def map_search(graph: OpGraph, system: System, *, objective: str = "total_latenc
                 nbrs[c][p] = nbrs[c].get(p, 0.0) + ctx.size[t]
     nbr_list = {o: sorted(v, key=ctx.pos.__getitem__) for o, v in nbrs.items()}
     devices = system.compute_devices
-    supports = system.support.supports
-    ops = ctx.ops
-
-    def can(o: str, d: str) -> bool:
-        return supports(d, ops[o].op_type) and check_fits(ctx, o, d)
+    can = ctx.can
+    dev = mv.st.device
 
     def out_of_budget() -> bool:
-        return pl.n_evals >= budget_evals or (deadline is not None and time.perf_counter() > deadline)
+        return mv.n_evals >= budget_evals or (deadline is not None and time.perf_counter() > deadline)
 
     def try_cluster(o: str, dst: str) -> tuple[bool, list, list[str], float]:
         """Move ``o`` and then its heaviest same-device neighbours to ``dst``; keep the best prefix."""
-        src = pl.dev[o]
-        recs = [pl.move(o, dst)]
-        vals = [pl.value()]
+        src = dev[o]
+        recs = [mv.move(o, dst)]
+        vals = [mv.value()]
         cluster = [o]
         conn: dict[str, float] = {}
         while len(cluster) < cluster_size:
             for n, b in nbrs[cluster[-1]].items():
-                if n not in cluster and pl.dev[n] == src:
+                if n not in cluster and dev[n] == src:
                     conn[n] = conn.get(n, 0.0) + b
             pick = None
             for n in sorted(conn, key=lambda n: (-conn[n], ctx.pos[n])):
@@ -205,24 +196,27 @@ def map_search(graph: OpGraph, system: System, *, objective: str = "total_latenc
             if pick is None:
                 break
             del conn[pick]
-            recs.append(pl.move(pick, dst))
+            recs.append(mv.move(pick, dst))
             cluster.append(pick)
-            vals.append(pl.value())
+            vals.append(mv.value())
         k = min(range(len(vals)), key=lambda i: (vals[i], i))
         ok = vals[k] < cur * (1 - REL_EPS)
         keep = k + 1 if ok else 0
         for rec in reversed(recs[keep:]):
-            pl.undo(rec)
+            mv.undo(rec)
+        if ok:
+            mv.commit()
         return ok, recs[:keep], cluster[:keep], vals[k]
 
     def try_swap(a: str, b: str) -> tuple[bool, list, float]:
-        da, db = pl.dev[a], pl.dev[b]
-        recs = [pl.move(a, db), pl.move(b, da)]
-        v = pl.value()
+        da, db = dev[a], dev[b]
+        recs = [mv.move(a, db), mv.move(b, da)]
+        v = mv.value()
         if v < cur * (1 - REL_EPS):
+            mv.commit()
             return True, recs, v
         for rec in reversed(recs):
-            pl.undo(rec)
+            mv.undo(rec)
         return False, [], v
 
     def descend(logging: bool) -> bool:
@@ -236,7 +230,7 @@ def map_search(graph: OpGraph, system: System, *, objective: str = "total_latenc
             for o in order:
                 if out_of_budget():
                     break
-                src = pl.dev[o]
+                src = dev[o]
                 for dst in devices:
                     if dst == src or not can(o, dst):
                         continue
@@ -245,16 +239,16 @@ def map_search(graph: OpGraph, system: System, *, objective: str = "total_latenc
                         if logging:
                             log.add("move", o, cur, v, True,
                                     f"moving {len(cluster)} connected layer(s) {src} -> {dst}: {objective.replace('_', ' ')} "
-                                    f"{cur * 1e3:.4g} -> {v * 1e3:.4g} ms", pl.delta_of(recs),
+                                    f"{cur * 1e3:.4g} -> {v * 1e3:.4g} ms", mv.delta(recs),
                                     data={"phase": "search", "metric": objective, "ops": cluster, "source": src,
                                           "target": dst})
                         cur = v
                         improved = True
                         break
-                if pl.dev[o] != src:
+                if dev[o] != src:
                     continue
                 for n in nbr_list[o]:
-                    dn = pl.dev[n]
+                    dn = dev[n]
                     if dn == src or not can(o, dn) or not can(n, src):
                         continue
                     ok, recs, v = try_swap(o, n)
@@ -262,7 +256,7 @@ def map_search(graph: OpGraph, system: System, *, objective: str = "total_latenc
                         if logging:
                             log.add("swap", o, cur, v, True,
                                     f"swapping {o} ({src}) and {n} ({dn}): {objective.replace('_', ' ')} "
-                                    f"{cur * 1e3:.4g} -> {v * 1e3:.4g} ms", pl.delta_of(recs),
+                                    f"{cur * 1e3:.4g} -> {v * 1e3:.4g} ms", mv.delta(recs),
                                     data={"phase": "search", "metric": objective, "ops": [o, n], "source": src,
                                           "target": dn})
                         cur = v
@@ -275,7 +269,7 @@ def map_search(graph: OpGraph, system: System, *, objective: str = "total_latenc
 
     descend(logging=True)
     step_residency("all")
-    best = pl.snapshot()
+    best = mv.snapshot()
     best_v = cur
     restarts = improving = 0
     stale = 0
@@ -284,7 +278,7 @@ def map_search(graph: OpGraph, system: System, *, objective: str = "total_latenc
         restarts += 1
         # perturb: a random cluster to a random other device that runs it, whatever it costs
         o = rng.choice(ops_list)
-        src = pl.dev[o]
+        src = dev[o]
         dsts = [d for d in devices if d != src and can(o, d)]
         if not dsts:
             stale += 1
@@ -292,35 +286,36 @@ def map_search(graph: OpGraph, system: System, *, objective: str = "total_latenc
         dst = rng.choice(dsts)
         size = rng.randint(1, cluster_size)
         moved = [o]
-        pl.move(o, dst)
-        frontier = [n for n in nbr_list[o] if pl.dev[n] == src]
+        mv.move(o, dst)
+        frontier = [n for n in nbr_list[o] if dev[n] == src]
         while len(moved) < size and frontier:
             n = frontier.pop(rng.randrange(len(frontier)))
-            if n in moved or pl.dev[n] != src or not can(n, dst):
+            if n in moved or dev[n] != src or not can(n, dst):
                 continue
-            pl.move(n, dst)
+            mv.move(n, dst)
             moved.append(n)
-            frontier += [m for m in nbr_list[n] if pl.dev[m] == src and m not in moved]
-        cur = pl.value()
+            frontier += [m for m in nbr_list[n] if dev[m] == src and m not in moved]
+        cur = mv.value()
         descend(logging=False)
-        pl.redecide()
-        cur = pl.value()
+        mv.redecide()
+        cur = mv.value()
         if cur < best_v * (1 - REL_EPS):
-            snap = pl.snapshot()
+            mv.commit()
+            snap = mv.snapshot()
             log.add("restart", o, best_v, cur, True,
                     f"restart {restarts}: moved {len(moved)} layer(s) at random to {dst}, then improved: "
-                    f"{objective.replace('_', ' ')} {best_v * 1e3:.4g} -> {cur * 1e3:.4g} ms", _diff(best, snap),
+                    f"{objective.replace('_', ' ')} {best_v * 1e3:.4g} -> {cur * 1e3:.4g} ms", diff(best[0], snap[0]),
                     data={"phase": "search", "metric": objective, "ops": moved, "target": dst})
             best, best_v = snap, cur
             improving += 1
             stale = 0
         else:
-            pl.restore(best)
+            mv.restore(best)
             cur = best_v
             stale += 1
-    pl.restore(best)
-    final = State(pl.dev, pl.w, pl.t)
-    extra = {f"start_{objective}_s": start_v, "search_evals": float(pl.n_evals), "search_restarts": float(restarts),
+    mv.restore(best)
+    final = mv.st
+    extra = {f"start_{objective}_s": start_v, "search_evals": float(mv.n_evals), "search_restarts": float(restarts),
              "search_improving_restarts": float(improving), "search_runtime_s": time.perf_counter() - t0}
     return finish(ctx, final, log, phase="search", params={**params, "start": best_name}, initial_state=EMPTY_STATE,
                   extra_metrics=extra)

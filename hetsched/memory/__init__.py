@@ -7,7 +7,7 @@ of Serenity (MLSys 2020), the orders PyTorch Inductor and XLA ship, and a lower 
 by one memory model (:mod:`hetsched.memory.model`).
 
 Modules, bottom up (no module imports one above it): ``model`` (the memory model, the result),
-``heuristics`` / ``baselines`` / ``_search`` / ``_feasible`` (orders), ``portfolio``
+``heuristics`` / ``baselines`` / ``search`` / ``feasible`` (orders), ``portfolio``
 (:func:`order_portfolio`, :func:`order_patent_heuristic`), ``ilp`` / ``exact`` (warm-started by the
 portfolio), ``patent`` (:func:`order_patent`, :func:`order_auto`: the flows that begin with the
 ILP), ``compare`` and ``optimize`` (the by-name dispatcher).
@@ -20,62 +20,19 @@ ILP), ``compare`` and ``optimize`` (the by-name dispatcher).
 True
 """
 
+from . import model
 from .baselines import BASELINES, inductor_order, order_baseline, xla_order
 from .compare import compare_orders
 from .exact import order_exact
 from .heuristics import asap_alap, fine_tune, order_bfs, order_dfs, order_lifetime_greedy
 from .ilp import build_ilp, order_ilp
-from .model import (
-    OrderResult,
-    check_order,
-    lifetimes,
-    live_at,
-    live_at_peak,
-    lower_bound,
-    lower_bound_detail,
-    memory_curve,
-    order_timeline,
-    peak_memory,
-    prefix_curve,
-    walk_state,
-)
-from .optimize import SOLVER_METHODS, STRATEGIES, optimize_order
+from .model import *  # noqa: F403 - the memory model, its bound and OrderResult (model.__all__)
+from .optimize import METHODS, SOLVER_METHODS, optimize_order
 from .patent import order_auto, order_patent
 from .portfolio import order_patent_heuristic, order_portfolio
 from .params import PARAMS  # what a panel can offer the user, declared as data (a ParamSpec)
 
-__all__ = [
-    "PARAMS",
-    "OrderResult",
-    "peak_memory",
-    "memory_curve",
-    "prefix_curve",
-    "lifetimes",
-    "live_at",
-    "live_at_peak",
-    "walk_state",
-    "order_timeline",
-    "check_order",
-    "lower_bound",
-    "lower_bound_detail",
-    "order_bfs",
-    "order_dfs",
-    "order_lifetime_greedy",
-    "fine_tune",
-    "asap_alap",
-    "order_ilp",
-    "build_ilp",
-    "order_exact",
-    "optimize_order",
-    "order_portfolio",
-    "order_patent",
-    "order_patent_heuristic",
-    "order_auto",
-    "STRATEGIES",
-    "SOLVER_METHODS",
-    "BASELINES",
-    "order_baseline",
-    "inductor_order",
-    "xla_order",
-    "compare_orders",
-]
+__all__ = ["PARAMS", *model.__all__, "order_bfs", "order_dfs", "order_lifetime_greedy", "fine_tune", "asap_alap",
+           "order_ilp", "build_ilp", "order_exact", "optimize_order", "order_portfolio", "order_patent",
+           "order_patent_heuristic", "order_auto", "METHODS", "SOLVER_METHODS", "BASELINES", "order_baseline",
+           "inductor_order", "xla_order", "compare_orders"]

@@ -37,16 +37,18 @@ from typing import Callable
 import numpy as np
 
 from ..graph import OpGraph
-from .model import OrderResult, _compile, _make_result, _Mem, lower_bound
+from .model import Mem, OrderResult, compile_graph, make_result
 
 __all__ = ["BASELINES", "order_baseline", "inductor_order", "xla_order"]
 
 
-def _given(m: _Mem) -> list[int]:
+def _given(m: Mem) -> list[int]:
+    """Given order: the order the ops are listed in."""
     return m.topo()
 
 
-def _kahn(m: _Mem) -> list[int]:
+def _kahn(m: Mem) -> list[int]:
+    """Kahn's order: a plain topological order (Kahn's algorithm), what a naive runtime runs."""
     indeg = [len(p) for p in m.preds]
     q = deque(v for v in range(m.n) if indeg[v] == 0)
     out = []
@@ -60,8 +62,10 @@ def _kahn(m: _Mem) -> list[int]:
     return out
 
 
-def _inductor_lpmf(m: _Mem) -> list[int]:
-    """Least Peak Memory First: keep the max memory so far; among ready ops, if some would run
+def _inductor_lpmf(m: Mem) -> list[int]:
+    """Inductor LPMF: PyTorch Inductor's least-peak-memory-first order.
+
+    Least Peak Memory First: keep the max memory so far; among ready ops, if some would run
     without exceeding it, take the one leaving the least memory, else the one with the lowest peak
     (the key ``(max(live + size, max_mem), size - memory_to_free, index)``)."""
     n = m.n
@@ -101,8 +105,10 @@ def _inductor_lpmf(m: _Mem) -> list[int]:
     return order
 
 
-def _inductor_bfs(m: _Mem) -> list[int]:
-    """The ready op whose predecessors ran earliest (sorted list of their steps), then index."""
+def _inductor_bfs(m: Mem) -> list[int]:
+    """Inductor BFS: PyTorch Inductor's breadth-first order.
+
+    The ready op whose predecessors ran earliest (sorted list of their steps), then index."""
     indeg = [len(p) for p in m.preds]
     step = [-1] * m.n
     heap = [([], v) for v in range(m.n) if indeg[v] == 0]
@@ -119,7 +125,7 @@ def _inductor_bfs(m: _Mem) -> list[int]:
     return out
 
 
-def _post_order(m: _Mem, roots: list[int], key: Callable[[int], tuple] | None) -> list[int]:
+def _post_order(m: Mem, roots: list[int], key: Callable[[int], tuple] | None) -> list[int]:
     """Iterative post-order DFS over predecessors (visited in ``key`` order when given)."""
     seen = [False] * m.n
     out: list[int] = []
@@ -142,8 +148,10 @@ def _post_order(m: _Mem, roots: list[int], key: Callable[[int], tuple] | None) -
     return out
 
 
-def _inductor_dfs(m: _Mem) -> list[int]:
-    """DFS from every op by increasing (bytes written + bytes read, index); same key for preds."""
+def _inductor_dfs(m: Mem) -> list[int]:
+    """Inductor DFS: PyTorch Inductor's depth-first order.
+
+    DFS from every op by increasing (bytes written + bytes read, index); same key for preds."""
     sw = [int(m.out_all[v]) + int(m.size[m.op_in[v]].sum()) for v in range(m.n)]
 
     def key(v: int) -> tuple:
@@ -152,12 +160,14 @@ def _inductor_dfs(m: _Mem) -> list[int]:
     return _post_order(m, sorted(range(m.n), key=key), key)
 
 
-def _sinks(m: _Mem) -> list[int]:
+def _sinks(m: Mem) -> list[int]:
     return [v for v in m.topo() if not m.succs[v]]
 
 
-def _xla_list(m: _Mem) -> list[int]:
-    """XLA's ``ListScheduler``: the ready op of highest priority ``(bytes freed - bytes defined,
+def _xla_list(m: Mem) -> list[int]:
+    """XLA list: XLA's list scheduler (its default memory scheduler's first candidate).
+
+    XLA's ``ListScheduler``: the ready op of highest priority ``(bytes freed - bytes defined,
     number of users)`` runs next; among equal priorities the one that entered (or was re-ranked
     in) the ready queue last, as XLA takes the last entry of a ``std::multimap`` keyed by priority.
     Graph inputs play XLA's parameters, whose buffers the priority ignores.
@@ -217,8 +227,10 @@ def _xla_list(m: _Mem) -> list[int]:
     return order
 
 
-def _xla_dfs(m: _Mem) -> list[int]:
-    """XLA's ``DFSMemoryScheduler``: post-order DFS from the roots visiting operands by decreasing
+def _xla_dfs(m: Mem) -> list[int]:
+    """XLA DFS: XLA's depth-first scheduler.
+
+    XLA's ``DFSMemoryScheduler``: post-order DFS from the roots visiting operands by decreasing
     cumulative extra users (users beyond the first, summed over the cone), then decreasing
     cumulative bytes defined in the cone, then name. As in XLA, the sums are taken over XLA's own
     post-order and capped (extra users at the op count, bytes at the bytes defined so far in that
@@ -245,11 +257,12 @@ def _xla_dfs(m: _Mem) -> list[int]:
     return _post_order(m, sorted(_sinks(m), key=key), key)
 
 
-def _xla_post_order(m: _Mem) -> list[int]:
+def _xla_post_order(m: Mem) -> list[int]:
+    """XLA post-order: XLA's post-order scheduler."""
     return _post_order(m, _sinks(m), None)
 
 
-BASELINES: dict[str, Callable[[_Mem], list[int]]] = {
+BASELINES: dict[str, Callable[[Mem], list[int]]] = {
     "given": _given,
     "kahn": _kahn,
     "inductor_lpmf": _inductor_lpmf,
@@ -275,14 +288,14 @@ def order_baseline(graph: OpGraph, method: str) -> OrderResult:
 
         raise HetschedError(f"unknown baseline {method!r}; choose one of {sorted(BASELINES)}", field="method")
     t0 = time.perf_counter()
-    m = _compile(graph)
-    return _make_result(m, BASELINES[method](m), method=method, status="heuristic", t0=t0,
+    m = compile_graph(graph)
+    return make_result(m, BASELINES[method](m), method=method, status="heuristic", t0=t0,
                         why=f"baseline {method}, re-implemented from its published description")
 
 
 def _best_of(graph: OpGraph, names: tuple[str, ...], label: str) -> OrderResult:
     t0 = time.perf_counter()
-    m = _compile(graph)
+    m = compile_graph(graph)
     best = None
     for name in names:
         arr = BASELINES[name](m)
@@ -290,7 +303,7 @@ def _best_of(graph: OpGraph, names: tuple[str, ...], label: str) -> OrderResult:
         if best is None or pk < best[0]:
             best = (pk, name, arr)
     assert best is not None
-    return _make_result(m, best[2], method=f"{label}:{best[1]}", status="heuristic", t0=t0,
+    return make_result(m, best[2], method=f"{label}:{best[1]}", status="heuristic", t0=t0,
                         why=f"{label}: lowest peak of {', '.join(names)} (chose {best[1]})")
 
 

@@ -1,7 +1,7 @@
 """Every ordering method on one graph, side by side (the memory-ordering patent and the compilers' orders).
 
 >>> from hetsched.io.generators import fork_join
->>> compare_orders(fork_join(3, 2))["method"].tolist()[:2]
+>>> compare_orders(fork_join(3, 2))["label"].tolist()[:2]
 ['given', 'kahn']
 """
 
@@ -20,14 +20,14 @@ from .portfolio import order_patent_heuristic, order_portfolio
 
 __all__ = ["compare_orders"]
 
-_COLUMNS = ["method", "peak_bytes", "vs_lower_bound", "vs_best_compiler", "runtime_s", "status", "chose"]
+_COLUMNS = ["label", "peak_bytes", "vs_lower_bound", "vs_best_compiler", "runtime_s", "status", "chose"]
 
 
 def compare_orders(graph: OpGraph, methods: dict[str, Callable[[OpGraph], OrderResult]] | None = None, *,
                    long: bool = False) -> pd.DataFrame:
     """Every baseline and our methods on one graph: one row per method.
 
-    Columns: ``method, peak_bytes, vs_lower_bound, vs_best_compiler, runtime_s, status, chose``,
+    Columns: ``label`` (the method), ``peak_bytes, vs_lower_bound, vs_best_compiler, runtime_s, status, chose``,
     where ``vs_best_compiler`` is the peak over the best of the Inductor and XLA choices and
     ``chose`` the order a method settled on (a portfolio names its winner). ``long=True`` gives
     the numbers in the house's long format instead (:func:`hetsched.results.compare_results`:
@@ -35,7 +35,7 @@ def compare_orders(graph: OpGraph, methods: dict[str, Callable[[OpGraph], OrderR
 
     >>> from hetsched.io.generators import fork_join
     >>> df = compare_orders(fork_join(3, 2))
-    >>> {"kahn", "inductor", "xla", "heuristic"} <= set(df["method"])
+    >>> {"kahn", "inductor", "xla", "heuristic"} <= set(df["label"])
     True
     >>> compare_orders(fork_join(3, 2), long=True).query("label == 'kahn'")["metric"].tolist()
     ['peak_bytes', 'vs_lower_bound', 'vs_best_compiler', 'runtime_s']
@@ -58,5 +58,5 @@ def compare_orders(graph: OpGraph, methods: dict[str, Callable[[OpGraph], OrderR
                 "runtime_s": r.runtime_s,
                 "status": r.status,
                 "chose": r.method} for k, r in results.items()}
-    frame = compare_results(rows, metrics=_COLUMNS[1:], label="method", wide=True)
-    return compare_results(frame, label="method", family="memory") if long else frame
+    frame = compare_results(rows, metrics=_COLUMNS[1:], wide=True)
+    return compare_results(frame, family="memory") if long else frame

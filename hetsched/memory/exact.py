@@ -2,7 +2,7 @@
 
 ``order_exact`` splits the graph at cut vertices (Serenity's divide and conquer), then answers
 questions of the form "is there an order whose every step fits in ``B`` bytes?" with
-:func:`hetsched.memory._feasible.decide`: depth-first searches over executed sets with a memo of
+:func:`hetsched.memory.feasible.decide`: depth-first searches over executed sets with a memo of
 dead states, a per-state crossing bound and budgeted free moves, run from the start of the order
 and from its end in turn (the end is where graph outputs pile up: there a budget below the
 optimum is usually refuted within a few moves). ``No`` proves the optimum is above ``B``;
@@ -28,9 +28,9 @@ import numpy as np
 from ..errors import HetschedError
 from ..graph import OpGraph
 from ..results import StepLog
-from ._feasible import BudgetTimeout, _atables, decide
-from ._search import _Timeout, cut_segments, search
-from .model import OrderResult, _check_time_limit, _compile, _make_result, lower_bound
+from .feasible import BudgetTimeout, atables, decide
+from .search import SearchTimeout, cut_segments, search
+from .model import OrderResult, check_time_limit, compile_graph, lower_bound, make_result
 from .portfolio import order_portfolio
 
 __all__ = ["order_exact"]
@@ -71,7 +71,7 @@ def _round_up(x: int, q: int) -> int:
 
 
 def order_exact(graph: OpGraph, *, time_limit_s: float = 60.0, upper_bound: OrderResult | None = None) -> OrderResult:
-    """A minimum-peak order, proven optimal, or the best known one when time runs out.
+    """Exact search: a minimum-peak order, proven optimal, or the best known one when time runs out.
 
     Parameters
     ----------
@@ -102,14 +102,14 @@ def order_exact(graph: OpGraph, *, time_limit_s: float = 60.0, upper_bound: Orde
     """
     t0, deadline, m, lb, ub_arr, ub, params, time_limit_s = _setup(graph, time_limit_s, upper_bound)
     if m.n == 0 or ub <= lb:
-        return _make_result(m, ub_arr, method="exact", status="optimal", t0=t0, bound=float(ub), lb=lb, params=params,
+        return make_result(m, ub_arr, method="exact", status="optimal", t0=t0, bound=float(ub), lb=lb, params=params,
                             why="the heuristic order meets the lower bound: optimal without search")
     if m.n * max(m.S, 1) > EXACT_MAX_CELLS:
-        return _make_result(m, ub_arr, method="exact", status="timeout", t0=t0, bound=float(lb), lb=lb, params=params,
+        return make_result(m, ub_arr, method="exact", status="timeout", t0=t0, bound=float(lb), lb=lb, params=params,
                             why=f"{m.n} ops x {m.S} tensors is too large for the exact search (its bound tables "
                                 f"would exceed {EXACT_MAX_CELLS} cells): the heuristic order is returned with the "
                                 f"lower bound {lb}")
-    T = _atables(m)
+    T = atables(m)
     q = 0
     for s in T.size:
         q = math.gcd(q, s)
@@ -204,9 +204,9 @@ def order_exact(graph: OpGraph, *, time_limit_s: float = 60.0, upper_bound: Orde
         why = (f"search over executed sets on {len(segs)} segment(s) split at cut vertices: no order fits in "
                f"{best - 1} bytes, so the peak {best} is optimal"
                + (" (the heuristic order was already optimal)" if best == ub else f" (heuristic order: {ub})"))
-        return _make_result(m, arr, method="exact", status="optimal", t0=t0, bound=float(best), lb=lb, params=params,
+        return make_result(m, arr, method="exact", status="optimal", t0=t0, bound=float(best), lb=lb, params=params,
                             why=why, steps=steps, initial=ub_arr, extra=extra)
-    return _make_result(m, arr, method="exact", status="timeout", t0=t0, bound=float(proven), lb=lb, params=params,
+    return make_result(m, arr, method="exact", status="timeout", t0=t0, bound=float(proven), lb=lb, params=params,
                         why=f"time limit {time_limit_s:g} s reached; best known order returned (peak {best}), "
                             f"optimum proven >= {proven} bytes", steps=steps, initial=ub_arr, extra=extra)
 
@@ -214,9 +214,9 @@ def order_exact(graph: OpGraph, *, time_limit_s: float = 60.0, upper_bound: Orde
 def _setup(graph: OpGraph, time_limit_s: float, upper_bound: OrderResult | None):
     """What both engines start from: the compiled graph, the lower bound and the upper-bound order."""
     t0 = time.perf_counter()
-    time_limit_s = _check_time_limit(time_limit_s)
+    time_limit_s = check_time_limit(time_limit_s)
     deadline = t0 + time_limit_s
-    m = _compile(graph)
+    m = compile_graph(graph)
     if upper_bound is not None and not isinstance(upper_bound, OrderResult):
         raise HetschedError(f"upper_bound must be an OrderResult, got {type(upper_bound).__name__}",
                             field="upper_bound")
@@ -233,7 +233,7 @@ def _order_exact_dp(graph: OpGraph, *, time_limit_s: float = 60.0, upper_bound: 
     """The previous engine (layer-by-layer DP under a budget ladder), kept as a test oracle."""
     t0, deadline, m, lb, ub_arr, ub, params, time_limit_s = _setup(graph, time_limit_s, upper_bound)
     if m.n == 0 or ub <= lb:
-        return _make_result(m, ub_arr, method="exact", status="optimal", t0=t0, bound=float(ub), lb=lb, params=params,
+        return make_result(m, ub_arr, method="exact", status="optimal", t0=t0, bound=float(ub), lb=lb, params=params,
                             why="the heuristic order meets the lower bound: optimal without search")
     segs = cut_segments(m)
     # One run at budget ub - 1 settles everything: no state survives -> the heuristic order is
@@ -245,16 +245,16 @@ def _order_exact_dp(graph: OpGraph, *, time_limit_s: float = 60.0, upper_bound: 
     first_deadline = min(deadline, t0 + 0.5 * time_limit_s)
     try:
         found = _solve_segments(m, segs, ub - 1, first_deadline)
-    except _Timeout:
+    except SearchTimeout:
         found = False
     if found is None:
-        return _make_result(m, ub_arr, method="exact", status="optimal", t0=t0, bound=float(ub), lb=lb, params=params,
+        return make_result(m, ub_arr, method="exact", status="optimal", t0=t0, bound=float(ub), lb=lb, params=params,
                             why=f"DP over executed sets on {len(segs)} segment(s) proves every order peaks at {ub} "
                                 f"bytes or more: the heuristic order is optimal",
                             extra={"n_segments": float(len(segs)), "budget_bytes": float(ub - 1)})
     if found:
         pk, arr = found
-        return _make_result(m, arr, method="exact", status="optimal", t0=t0, bound=float(pk), lb=lb, params=params,
+        return make_result(m, arr, method="exact", status="optimal", t0=t0, bound=float(pk), lb=lb, params=params,
                             why=f"DP over executed sets on {len(segs)} segment(s) under budget {ub - 1} bytes "
                                 f"(below the heuristic's {ub}); its lowest peak {pk} is the optimum",
                             extra={"n_segments": float(len(segs)), "budget_bytes": float(ub - 1)})
@@ -268,16 +268,16 @@ def _order_exact_dp(graph: OpGraph, *, time_limit_s: float = 60.0, upper_bound: 
                 proven = B + 1
                 continue
             pk, arr = found
-            return _make_result(m, arr, method="exact", status="optimal", t0=t0, bound=float(pk), lb=lb, params=params,
+            return make_result(m, arr, method="exact", status="optimal", t0=t0, bound=float(pk), lb=lb, params=params,
                                 why=f"DP over executed sets on {len(segs)} segment(s) split at cut vertices; "
                                     f"every order peaks above {proven - 1} bytes; this one reaches {pk}",
                                 extra={"n_segments": float(len(segs)), "budget_bytes": float(B)})
-    except _Timeout:
-        return _make_result(m, ub_arr, method="exact", status="timeout", t0=t0, bound=float(proven), lb=lb,
+    except SearchTimeout:
+        return make_result(m, ub_arr, method="exact", status="timeout", t0=t0, bound=float(proven), lb=lb,
                             params=params,
                             why=f"time limit {time_limit_s:g} s reached; best known order returned, optimum proven "
                                 f">= {proven} bytes", extra={"n_segments": float(len(segs))})
-    return _make_result(m, ub_arr, method="exact", status="optimal", t0=t0, bound=float(ub), lb=lb, params=params,
+    return make_result(m, ub_arr, method="exact", status="optimal", t0=t0, bound=float(ub), lb=lb, params=params,
                         why=f"DP proves every order peaks at {ub} bytes or more: the heuristic order is optimal",
                         extra={"n_segments": float(len(segs))})
 

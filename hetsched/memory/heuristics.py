@@ -28,7 +28,7 @@ import numpy as np
 
 from ..graph import OpGraph
 from ..results import StepLog
-from .model import OrderResult, _bitsets, _compile, _make_result, _Mem
+from .model import Mem, OrderResult, ancestor_bitsets, compile_graph, make_result
 
 __all__ = ["order_bfs", "order_dfs", "order_lifetime_greedy", "fine_tune", "asap_alap"]
 
@@ -37,20 +37,17 @@ SEQ_EXACT_MAX_OPS = 6000
 
 
 # ---------------------------------------------------------------------------- ASAP / ALAP
-def _asap_alap(m: _Mem) -> tuple[np.ndarray, np.ndarray]:
+def _asap_alap(m: Mem) -> tuple[np.ndarray, np.ndarray]:
     # the BFS, the greedy and their estimated lifetimes all need it: once per compiled graph
-    cached = getattr(m, "_asap_alap", None)
-    if cached is None:
-        cached = m._asap_alap = _compute_asap_alap(m)  # type: ignore[attr-defined]
-    return cached
+    return m.memo("asap_alap", _compute_asap_alap)
 
 
-def _compute_asap_alap(m: _Mem) -> tuple[np.ndarray, np.ndarray]:
+def _compute_asap_alap(m: Mem) -> tuple[np.ndarray, np.ndarray]:
     n = m.n
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     if n <= SEQ_EXACT_MAX_OPS:
-        anc, desc = _bitsets(m)
+        anc, desc = ancestor_bitsets(m)
         asap = np.array([a.bit_count() for a in anc], dtype=np.int64)
         alap = np.array([n - 1 - d.bit_count() for d in desc], dtype=np.int64)
         return asap, alap
@@ -80,13 +77,13 @@ def asap_alap(graph: OpGraph) -> dict[str, tuple[int, int]]:
     >>> asap_alap(fork_join(2, 1))["b0_0"]
     (1, 2)
     """
-    m = _compile(graph)
+    m = compile_graph(graph)
     a, l = _asap_alap(m)
     return {m.names[v]: (int(a[v]), int(l[v])) for v in range(m.n)}
 
 
 # ---------------------------------------------------------------------------- BFS (S31)
-def _est_lifetimes(m: _Mem, asap: np.ndarray, alap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _est_lifetimes(m: Mem, asap: np.ndarray, alap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each storage's estimated lifetime ``[start, end]`` (steps) from ASAP/ALAP (claim 7).
 
     A tensor is created no earlier than its producer's ASAP step (graph inputs: step 0) and, in the
@@ -102,7 +99,7 @@ def _est_lifetimes(m: _Mem, asap: np.ndarray, alap: np.ndarray) -> tuple[np.ndar
     return start.astype(np.int64), end.astype(np.int64)
 
 
-def _held(m: _Mem, asap: np.ndarray, alap: np.ndarray) -> list[float]:
+def _held(m: Mem, asap: np.ndarray, alap: np.ndarray) -> list[float]:
     """Byte-steps each op's outputs are expected to be held: size x (estimated end - ASAP of the op)."""
     cached = getattr(m, "_held", None)
     if cached is not None and cached[0] is asap:
@@ -112,7 +109,7 @@ def _held(m: _Mem, asap: np.ndarray, alap: np.ndarray) -> list[float]:
     return held
 
 
-def _compute_held(m: _Mem, asap: np.ndarray, alap: np.ndarray) -> list[float]:
+def _compute_held(m: Mem, asap: np.ndarray, alap: np.ndarray) -> list[float]:
     start, end = _est_lifetimes(m, asap, alap)
     held = [0.0] * m.n
     size = m.size.tolist()
@@ -122,7 +119,7 @@ def _compute_held(m: _Mem, asap: np.ndarray, alap: np.ndarray) -> list[float]:
     return held
 
 
-def _live_tracker(m: _Mem):
+def _live_tracker(m: Mem):
     """Live bytes before and during each step of an order being built one op at a time."""
     remaining = [len(u) for u in m.users]
     out = m.is_out.tolist()
@@ -145,7 +142,7 @@ def _live_tracker(m: _Mem):
     return run
 
 
-def _bfs(m: _Mem, log: StepLog | None = None) -> tuple[list[int], StepLog | None]:
+def bfs_idx(m: Mem, log: StepLog | None = None) -> tuple[list[int], StepLog | None]:
     """The patent's lifetime-aware BFS; returns the order and ``log`` (one step per pick written into it)."""
     n = m.n
     asap, alap = _asap_alap(m)
@@ -185,7 +182,7 @@ def _bfs(m: _Mem, log: StepLog | None = None) -> tuple[list[int], StepLog | None
 
 
 def order_bfs(graph: OpGraph) -> OrderResult:
-    """The patent's tensor-lifetime-aware breadth-first order (claim 6, S31; claim 7).
+    """BFS (patent): the patent's tensor-lifetime-aware breadth-first order (claim 6, S31; claim 7).
 
     As the patent's S31 says: compute each op's sequential earliest executable step (ASAP) and
     latest must-execute step (ALAP), estimate every tensor's lifetime from them (from its
@@ -207,14 +204,14 @@ def order_bfs(graph: OpGraph) -> OrderResult:
     (3, 2)
     """
     t0 = time.perf_counter()
-    m = _compile(graph)
-    arr, steps = _bfs(m, StepLog())
-    return _make_result(m, arr, method="bfs", status="heuristic", t0=t0, steps=steps, initial=m.topo(),
+    m = compile_graph(graph)
+    arr, steps = bfs_idx(m, StepLog())
+    return make_result(m, arr, method="bfs", status="heuristic", t0=t0, steps=steps, initial=m.topo(),
                         why="patent S31: tensor-lifetime-aware breadth-first traversal (ALAP, then estimated "
                             "lifetime bytes, as priority within the frontier)")
 
 
-def _greedy(m: _Mem) -> list[int]:
+def greedy_idx(m: Mem) -> list[int]:
     """Lifetime-aware greedy list order (ours); priority (lower first):
 
     1. ``net``: bytes the op would keep allocated minus bytes it would free if run now (dynamic);
@@ -269,7 +266,7 @@ def _greedy(m: _Mem) -> list[int]:
 
 
 def order_lifetime_greedy(graph: OpGraph) -> OrderResult:
-    """A dynamic lifetime-aware greedy (ours; before 2026-12 this was ``order_bfs``).
+    """Lifetime greedy (ours): a dynamic lifetime-aware greedy (before 2026-12 this was ``order_bfs``).
 
     Among the ready ops, run the one that leaves the fewest bytes allocated after it runs (outputs
     kept minus inputs freed, re-evaluated as ops run), then the one whose ALAP step comes first,
@@ -282,13 +279,13 @@ def order_lifetime_greedy(graph: OpGraph) -> OrderResult:
     ('fork', 'b0_0', 'b0_1', 'b1_0', 'b1_1', 'join')
     """
     t0 = time.perf_counter()
-    m = _compile(graph)
-    return _make_result(m, _greedy(m), method="lifetime-greedy", status="heuristic", t0=t0,
+    m = compile_graph(graph)
+    return make_result(m, greedy_idx(m), method="lifetime-greedy", status="heuristic", t0=t0,
                         why="ours: greedy on bytes kept minus freed, ALAP and estimated lifetimes breaking ties")
 
 
 # ---------------------------------------------------------------------------- DFS (S32)
-def _windows(m: _Mem) -> tuple[list[list[int]], list[int]]:
+def _windows(m: Mem) -> tuple[list[list[int]], list[int]]:
     """Maximal chains: ``v`` joins its predecessor's window when it is that op's only successor and
     that op is its only predecessor."""
     n = m.n
@@ -310,7 +307,7 @@ STACK_SHOWN = 64  # a recorded DFS step keeps at most this many window ids from 
 TENSORS_SHOWN = 32  # ... and at most this many of a window's tensors
 
 
-def _dfs(m: _Mem, steps: StepLog | None = None) -> tuple[list[int], StepLog | None]:
+def dfs_idx(m: Mem, steps: StepLog | None = None) -> tuple[list[int], StepLog | None]:
     """Post-order DFS over windows from the sinks; a window's predecessors are visited in order of
     decreasing priority ``cum_peak - result``: the window whose cone needs the most memory, net of
     what it leaves behind, runs first (Sethi & Ullman's rule for expression trees, JACM 1970).
@@ -410,7 +407,7 @@ def _dfs(m: _Mem, steps: StepLog | None = None) -> tuple[list[int], StepLog | No
 
 
 def order_dfs(graph: OpGraph) -> OrderResult:
-    """The patent's chain-memory-aware depth-first order (claim 6, S32; claim 8).
+    """DFS (patent): the patent's chain-memory-aware depth-first order (claim 6, S32; claim 8).
 
     DFS windows are the maximal chains of the graph (an op joins its predecessor's window when
     each is the other's only neighbour). A window's tensors are the ones its ops read and write;
@@ -430,9 +427,9 @@ def order_dfs(graph: OpGraph) -> OrderResult:
     ['push', 'push']
     """
     t0 = time.perf_counter()
-    m = _compile(graph)
-    arr, steps = _dfs(m, StepLog())
-    return _make_result(m, arr, method="dfs", status="heuristic", t0=t0, steps=steps, initial=m.topo(),
+    m = compile_graph(graph)
+    arr, steps = dfs_idx(m, StepLog())
+    return make_result(m, arr, method="dfs", status="heuristic", t0=t0, steps=steps, initial=m.topo(),
                         why="patent S32: chain-memory-aware depth-first traversal over DFS windows")
 
 
@@ -440,7 +437,7 @@ def order_dfs(graph: OpGraph) -> OrderResult:
 class _Evaluator:
     """Peak and curve of index orders (numpy), with validity checks on the precedence edges."""
 
-    def __init__(self, m: _Mem) -> None:
+    def __init__(self, m: Mem) -> None:
         self.m = m
 
     def eval(self, order: Sequence[int]) -> tuple[np.ndarray, np.ndarray] | None:
@@ -458,8 +455,8 @@ def _score(curve: np.ndarray) -> tuple[int, int]:
     return pk, int((curve == pk).sum())
 
 
-def _fine_tune(
-    m: _Mem,
+def fine_tune_idx(
+    m: Mem,
     order: Sequence[int],
     *,
     max_moves: int | None = None,
@@ -543,7 +540,7 @@ def _fine_tune(
     return cur, tried
 
 
-def _move(m: _Mem, cur: list[int], pos: np.ndarray, t_star: int, peak_op: int, s: int, action: str):
+def _move(m: Mem, cur: list[int], pos: np.ndarray, t_star: int, peak_op: int, s: int, action: str):
     """One candidate move of the fine-tune, or ``None`` when it does not apply.
 
     ``free_earlier``: the readers of ``s`` still to run after the peak step, with the ancestors they
@@ -592,8 +589,8 @@ def _move(m: _Mem, cur: list[int], pos: np.ndarray, t_star: int, peak_op: int, s
     return new, blk
 
 
-def _log_tried(log: StepLog, tried: list[dict[str, Any]]) -> StepLog:
-    """One step per fine-tune move tried (what :func:`_fine_tune` returns), appended to ``log``."""
+def log_tried(log: StepLog, tried: list[dict[str, Any]]) -> StepLog:
+    """One step per fine-tune move tried (what :func:`fine_tune_idx` returns), appended to ``log``."""
     for e in tried:
         log.add(
             e["action"],
@@ -654,15 +651,15 @@ def fine_tune(
     True
     """
     t0 = time.perf_counter()
-    m = _compile(graph)
+    m = compile_graph(graph)
     base_method = order.method if isinstance(order, OrderResult) else "given"
     names = order.order if isinstance(order, OrderResult) else tuple(order)
     arr = m.to_idx(names)
-    new, tried = _fine_tune(m, arr.tolist(), max_moves=max_moves, time_limit_s=time_limit_s,
+    new, tried = fine_tune_idx(m, arr.tolist(), max_moves=max_moves, time_limit_s=time_limit_s,
                             plateau=plateau, max_tensors=max_tensors)
-    steps = _log_tried(StepLog(), tried)
+    steps = log_tried(StepLog(), tried)
     n_acc = sum(1 for e in tried if e["accepted"])
-    return _make_result(
+    return make_result(
         m, new, method=f"{base_method}+fine_tune", status="heuristic", t0=t0, steps=steps, initial=arr.tolist(),
         why=f"patent S4: peak-step fine-tune, {len(steps)} moves tried, {n_acc} kept",
         params={"max_moves": max_moves, "time_limit_s": time_limit_s, "plateau": plateau, "max_tensors": max_tensors},

@@ -26,14 +26,15 @@ import os
 import signal
 import time
 import warnings
-from functools import reduce
+from functools import partial, reduce
 from typing import Any
 
 import numpy as np
 
 from ..errors import HetschedError
 from ..graph import OpGraph
-from .model import OrderResult, _check_time_limit, _compile, _make_result, _Mem, lower_bound
+from ..results import SolverRun
+from .model import Mem, OrderResult, check_time_limit, compile_graph, lower_bound, make_result
 from .portfolio import order_portfolio
 
 __all__ = ["order_ilp", "build_ilp", "FORMULATIONS", "SOLVERS"]
@@ -43,7 +44,7 @@ SOLVERS = ("highs", "cbc")
 GRACE_S = 0.3  # time to ship the answer back once the solver's own limit has passed
 
 
-def _payload(m: _Mem) -> dict[str, Any]:
+def _payload(m: Mem) -> dict[str, Any]:
     sizes = [int(x) for x in m.size.tolist()]
     nz = [s for s in sizes if s > 0]
     g = reduce(math.gcd, nz) if nz else 1
@@ -71,7 +72,7 @@ def build_ilp(graph: OpGraph, formulation: str = "cumulative", *, upper_bound_by
     >>> prob.numVariables() > 0 and prob.numConstraints() > 0
     True
     """
-    return _build(_payload(_compile(graph)), formulation, upper_bound_bytes)
+    return _build(_payload(compile_graph(graph)), formulation, upper_bound_bytes)
 
 
 def _build(d: dict[str, Any], formulation: str, ub_bytes: float | None):
@@ -183,7 +184,7 @@ def _build(d: dict[str, Any], formulation: str, ub_bytes: float | None):
     return prob, extract
 
 
-def _highs_warm_class():
+def highs_warm_class():
     """PuLP's HiGHS interface, plus the warm start it does not pass on (PuLP 3.3 hands starts to
     CBC, CPLEX, Gurobi and Xpress only).
 
@@ -222,7 +223,7 @@ def _solver(name: str, time_limit_s: float, gap_abs: float, warm: bool):
     import pulp
 
     if name == "highs":
-        cls = _highs_warm_class() if warm else pulp.HiGHS
+        cls = highs_warm_class() if warm else pulp.HiGHS
         return cls(msg=False, timeLimit=time_limit_s, gapRel=0.0, gapAbs=gap_abs, threads=1)
     if name == "cbc":
         with warnings.catch_warnings():
@@ -336,8 +337,8 @@ def order_ilp(
     OrderResult
         ``status`` is ``"optimal"`` only when the solver proved it (``sol_status`` optimal);
         ``"feasible"`` for an unproven incumbent; ``"fallback"`` when the warm start is returned
-        (``why`` says why). Metrics hold ``n_vars``, ``n_constraints``, ``solve_s`` and, with
-        HiGHS, ``solver_gap``.
+        (``why`` says why). ``ilp`` holds what the solver said (:class:`~hetsched.results.SolverRun`:
+        status, proven bound, gap with HiGHS, size, solve time).
 
     >>> from hetsched.io.generators import fork_join
     >>> r = order_ilp(fork_join(2, 2), time_limit_s=20, formulation="cumulative")
@@ -345,7 +346,7 @@ def order_ilp(
     ('optimal', 'highs')
     """
     t0 = time.perf_counter()
-    m = _compile(graph)
+    m = compile_graph(graph)
     if formulation not in FORMULATIONS:
         raise HetschedError(f"unknown ILP formulation {formulation!r}; choose one of {FORMULATIONS}", field="formulation")
     if solver is None:
@@ -357,7 +358,7 @@ def order_ilp(
             solver = "cbc"
     if solver not in SOLVERS:
         raise HetschedError(f"unknown solver {solver!r}; choose one of {SOLVERS}", field="solver")
-    time_limit_s = _check_time_limit(time_limit_s)  # NaN/None/inf would reach the solver and the poll
+    time_limit_s = check_time_limit(time_limit_s)  # NaN/None/inf would reach the solver and the poll
     lb = lower_bound(graph)
     if isinstance(warm_start, str):
         if warm_start != "heuristic":
@@ -370,9 +371,11 @@ def order_ilp(
     params = {"time_limit_s": time_limit_s, "formulation": formulation, "solver": solver,
               "warm_start": None if warm_start is None else warm_start.method}
     method = f"ilp-{formulation}"
+    run = partial(SolverRun, solver=solver, model=formulation, time_limit_s=time_limit_s,
+                  warm_start=None if warm_start is None else warm_start.method)
     if m.n == 0:
-        return _make_result(m, [], method=method, status="optimal", t0=t0, lb=lb, params=params, solver=solver,
-                            bound=0.0, why="empty graph")
+        return make_result(m, [], method=method, status="optimal", t0=t0, lb=lb, params=params, bound=0.0,
+                            ilp=run("optimal", bound=0.0, incumbent=0.0), why="empty graph")
 
     ctx = mp.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
@@ -396,45 +399,45 @@ def order_ilp(
     proc.join(1.0)
     recv.close()
 
+    def fallback_result(ilp: SolverRun, why: str, bound: float | None = None) -> OrderResult:
+        return make_result(m, fallback, method=f"{method}->fallback:{fb_name}", status="fallback", t0=t0, lb=lb,
+                            params=params, ilp=ilp, bound=bound, why=why, extra=extra)
+
+    extra: dict[str, float] = {}
     if info is None or "error" in info:
-        why = (f"the solver did not answer within the {time_limit_s:g} s limit (process killed); "
-               if info is None else f"the solver failed ({info['error']}); ")
-        return _make_result(m, fallback, method=f"{method}->fallback:{fb_name}", status="fallback", t0=t0, lb=lb,
-                            params=params, solver=solver, why=why + f"returning the {fb_name} order",
-                            extra={"solver_killed": float(killed)})
+        note = ("the solver did not answer within the limit (process killed)" if killed else
+                "the solver process ended without an answer" if info is None else f"the solver failed ({info['error']})")
+        return fallback_result(run("killed" if killed else "failed", note=note),
+                               f"{note}; returning the {fb_name} order")
     import pulp
 
-    extra = {k: float(info[k]) for k in ("n_vars", "n_constraints", "build_s", "solve_s") if info.get(k) is not None}
-    if info.get("solver_gap") is not None:
-        extra["solver_gap"] = info["solver_gap"]
     if info.get("warm_entries"):
         extra["warm_start_entries"] = float(info["warm_entries"])
         params = {**params, "warm_start_status": info.get("warm_status")}
+    facts = dict(gap=info.get("solver_gap"), solve_s=info.get("solve_s"), n_vars=info.get("n_vars"),
+                 n_constraints=info.get("n_constraints"))
     proven = info["sol_status"] == pulp.LpSolutionOptimal
     bound = info.get("bound")
     if info["order"] is None:
-        why = (f"solver status {pulp.LpStatus[info['status']]} with no solution "
-               f"(sol_status {info['sol_status']}); returning the {fb_name} order")
-        return _make_result(m, fallback, method=f"{method}->fallback:{fb_name}", status="fallback", t0=t0, lb=lb,
-                            params=params, solver=solver, bound=bound, why=why, extra=extra)
+        note = (f"solver status {pulp.LpStatus[info['status']]} with no solution (sol_status {info['sol_status']})")
+        return fallback_result(run("no solution", bound=bound, note=note, **facts),
+                               f"{note}; returning the {fb_name} order", bound=bound)
     arr = info["order"]
     try:
         m.check_idx(np.asarray(arr, dtype=np.int64))
         pk = m.peak(np.asarray(arr, dtype=np.int64))
     except HetschedError as exc:  # a solver answer that is not a legal order is not trusted
-        return _make_result(m, fallback, method=f"{method}->fallback:{fb_name}", status="fallback", t0=t0, lb=lb,
-                            params=params, solver=solver, why=f"solver order rejected ({exc}); returning {fb_name}",
-                            extra=extra)
+        return fallback_result(run("failed", note=f"solver order rejected ({exc})", **facts),
+                               f"solver order rejected ({exc}); returning {fb_name}")
     if proven:
         bound = float(pk) if bound is None else max(min(bound, float(pk)), 0.0)
+    ilp = run("optimal" if proven else "feasible", bound=bound, incumbent=float(pk), **facts)
     if warm_peak is not None and warm_peak < pk:
         # an unproven incumbent worse than the warm start: keep the warm start
-        return _make_result(m, fallback, method=f"{method}->fallback:{fb_name}", status="fallback", t0=t0, lb=lb,
-                            params=params, solver=solver, bound=bound, extra=extra,
-                            why=f"the solver's incumbent ({pk} B) is worse than the {fb_name} order ({warm_peak} B)")
-    status = "optimal" if proven else "feasible"
+        return fallback_result(ilp, f"the solver's incumbent ({pk} B) is worse than the {fb_name} order ({warm_peak} B)",
+                               bound=bound)
     why = ("solver proved optimality (sol_status optimal); order re-simulated" if proven else
            "time limit reached with a feasible, unproven solution (PuLP status says "
            f"{pulp.LpStatus[info['status']]}, sol_status says integer-feasible)")
-    return _make_result(m, arr, method=method, status=status, t0=t0, lb=lb, params=params, solver=solver,
-                        bound=bound, why=why, extra=extra)
+    return make_result(m, arr, method=method, status=ilp.status, t0=t0, lb=lb, params=params, ilp=ilp, bound=bound,
+                        why=why, extra=extra)

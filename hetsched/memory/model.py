@@ -30,14 +30,14 @@ import itertools
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from ..errors import GraphError, HetschedError, ScheduleError, UnknownNameError, name_list
 from ..graph import OpGraph
-from ..results import Result, Step, StepLog
+from ..results import Result, SolverRun, Step, StepLog
 from ..timeline import TimelineBuilder
 
 __all__ = [
@@ -59,7 +59,7 @@ __all__ = [
 CROSSING_MAX_OPS = 4000
 
 
-class _Mem:
+class Mem:
     """The graph compiled to integer arrays: ops ``0..n-1`` (insertion order) and storages.
 
     A storage is a root tensor (not an alias) that occupies memory; its ``users`` are every op that
@@ -167,6 +167,14 @@ class _Mem:
         self.input_bytes = int(sum(s_size[s] for s in range(self.S) if s_prod[s] < 0))
         self.output_bytes = int(self.size[self.is_out].sum()) if self.S else 0
         self._topo: list[int] | None = None
+        self._memo: dict[str, Any] = {}
+
+    def memo(self, key: str, make: Callable[["Mem"], Any]) -> Any:
+        """``make(self)``, made once per compiled graph: the tables and bounds the methods share."""
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._memo[key] = make(self)
+        return hit
 
     # -------------------------------------------------------------- orders
     def topo(self) -> list[int]:
@@ -286,15 +294,15 @@ class _Mem:
                 raise ScheduleError(f"op {b!r} runs before its predecessor {a!r}", op=b, pred=a)
 
 
-_CACHE_KEY = "hetsched.memory._Mem"
+_CACHE_KEY = "hetsched.memory.Mem"
 
 
-def _compile(graph: OpGraph) -> _Mem:
+def compile_graph(graph: OpGraph) -> Mem:
     """Compile once per graph version (the graph's own cache is cleared on every mutation)."""
     cache = graph._cache  # noqa: SLF001 - shared cache, invalidated by every mutation
     m = cache.get(_CACHE_KEY)
     if m is None:
-        m = _Mem(graph)
+        m = Mem(graph)
         cache[_CACHE_KEY] = m
     return m
 
@@ -308,7 +316,7 @@ def check_order(graph: OpGraph, order: Sequence[str]) -> None:
     ...
     hetsched.errors.ScheduleError: op 'op1' runs before its predecessor 'op0'
     """
-    _compile(graph).to_idx(order)
+    compile_graph(graph).to_idx(order)
 
 
 def peak_memory(graph: OpGraph, order: Sequence[str]) -> int:
@@ -321,7 +329,7 @@ def peak_memory(graph: OpGraph, order: Sequence[str]) -> int:
     >>> peak_memory(g, ["a", "b"])   # step a: x + t; step b: t + y
     30
     """
-    m = _compile(graph)
+    m = compile_graph(graph)
     return m.peak(m.to_idx(order))
 
 
@@ -333,12 +341,12 @@ def memory_curve(graph: OpGraph, order: Sequence[str]) -> pd.DataFrame:
     >>> memory_curve(g, g.topological_order()).columns.tolist()
     ['step', 'op', 'bytes']
     """
-    m = _compile(graph)
+    m = compile_graph(graph)
     arr = m.to_idx(order)
     return _curve_frame(m, arr, m.curve(arr))
 
 
-def _curve_frame(m: _Mem, arr: np.ndarray, curve: np.ndarray) -> pd.DataFrame:
+def _curve_frame(m: Mem, arr: np.ndarray, curve: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame({"step": np.arange(len(arr)), "op": [m.names[i] for i in arr], "bytes": curve})
 
 
@@ -350,7 +358,7 @@ def lifetimes(graph: OpGraph, order: Sequence[str]) -> pd.DataFrame:
     >>> lifetimes(g, ["op0", "op1"])["tensor"].tolist()
     ['input', 'op0:out', 'op1:out']
     """
-    m = _compile(graph)
+    m = compile_graph(graph)
     arr = m.to_idx(order)
     a, f = m.spans(arr)
     return pd.DataFrame({"tensor": m.s_names, "bytes": m.size, "alloc_step": a, "free_step": f})
@@ -368,7 +376,7 @@ def prefix_curve(graph: OpGraph, prefix: Sequence[str]) -> pd.DataFrame:
     >>> prefix_curve(g, ["op0"])["bytes"].tolist() == memory_curve(g, g.topological_order())["bytes"].tolist()[:1]
     True
     """
-    m = _compile(graph)
+    m = compile_graph(graph)
     arr = m.to_idx(prefix, partial=True)
     return _curve_frame(m, arr, m.prefix_curve(arr))
 
@@ -382,7 +390,7 @@ def live_at(graph: OpGraph, order: Sequence[str], step: int) -> pd.DataFrame:
     >>> sorted(live_at(g, g.topological_order(), 1)["tensor"])    # op1 reads op0:out, writes op1:out
     ['op0:out', 'op1:out']
     """
-    m = _compile(graph)
+    m = compile_graph(graph)
     arr = m.to_idx(order, partial=True)
     k = len(arr)
     if not 0 <= step < max(k, 1) or k == 0:
@@ -411,7 +419,7 @@ def live_at_peak(graph: OpGraph, order: Sequence[str]) -> tuple[int, pd.DataFram
     >>> int(live["bytes"].sum()) == peak_memory(g, g.topological_order())
     True
     """
-    m = _compile(graph)
+    m = compile_graph(graph)
     arr = m.to_idx(order, partial=True)
     if len(arr) == 0:
         return 0, live_at(graph, (), 0)
@@ -448,7 +456,7 @@ def walk_state(graph: OpGraph, result: "OrderResult", k: int) -> dict[str, Any]:
     partial = order is not None and len(order) < len(result.order)
     if not partial:
         order = state.get("order") or result.order
-    m = _compile(graph)
+    m = compile_graph(graph)
     arr = m.to_idx(order, partial=True)
     c = m.prefix_curve(arr)
     peak_step = int(np.argmax(c)) if len(c) else 0
@@ -460,10 +468,10 @@ def walk_state(graph: OpGraph, result: "OrderResult", k: int) -> dict[str, Any]:
     }
 
 
-def _check_time_limit(time_limit_s: Any) -> float:
+def check_time_limit(time_limit_s: Any) -> float:
     """A positive, finite number of seconds, else a :class:`HetschedError` naming ``time_limit_s``.
 
-    >>> _check_time_limit(2)
+    >>> check_time_limit(2)
     2.0
     """
     try:
@@ -477,7 +485,7 @@ def _check_time_limit(time_limit_s: Any) -> float:
 
 
 # ---------------------------------------------------------------------------- lower bound
-def _bitsets(m: _Mem) -> tuple[list[int], list[int]]:
+def ancestor_bitsets(m: Mem) -> tuple[list[int], list[int]]:
     """Ancestor and descendant bitsets (Python ints) of every op."""
     anc = [0] * m.n
     topo = m.topo()
@@ -511,10 +519,10 @@ def lower_bound_detail(graph: OpGraph) -> dict[str, Any]:
     >>> d["lower_bound"] == max(d["op_io"], d["io"], d["crossing"], d["last"])
     True
     """
-    m = _compile(graph)
-    cached = getattr(m, "_lb_detail", None)
-    if cached is not None:
-        return dict(cached)
+    return dict(compile_graph(graph).memo("lower_bound_detail", _lower_bound_detail))
+
+
+def _lower_bound_detail(m: Mem) -> dict[str, Any]:
     n = m.n
     io_v = np.zeros(n, dtype=np.int64)
     for v in range(n):
@@ -524,7 +532,7 @@ def lower_bound_detail(graph: OpGraph) -> dict[str, Any]:
     io_b = max(m.input_bytes, m.output_bytes)
     cross, cross_at = None, None
     if 0 < n <= CROSSING_MAX_OPS:
-        anc, desc = _bitsets(m)
+        anc, desc = ancestor_bitsets(m)
         nbytes = (n + 7) // 8
         tot = io_v.astype(np.float64).copy()
         full = (1 << n) - 1
@@ -549,13 +557,11 @@ def lower_bound_detail(graph: OpGraph) -> dict[str, Any]:
         cross_at = m.names[int(tot.argmax())]
     last, last_at = _last_step_bound(m)
     lb = max(op_io, io_b, cross or 0, last)
-    d = {"lower_bound": lb, "op_io": op_io, "op_io_at": op_io_at, "io": io_b, "crossing": cross,
-         "crossing_at": cross_at, "last": last, "last_at": last_at}
-    m._lb_detail = d  # type: ignore[attr-defined]
-    return dict(d)
+    return {"lower_bound": lb, "op_io": op_io, "op_io_at": op_io_at, "io": io_b, "crossing": cross,
+            "crossing_at": cross_at, "last": last, "last_at": last_at}
 
 
-def _last_step_bound(m: _Mem) -> tuple[int, str | None]:
+def _last_step_bound(m: Mem) -> tuple[int, str | None]:
     """The ``last`` bound: the lowest live bytes any op can see when it runs last.
 
     Every order ends with an op ``v`` that no other op reads from. While it runs, every other op
@@ -602,45 +608,40 @@ class OrderResult(Result):
     ----------
     order : tuple of str
         The ops, one per step.
-    peak_bytes : int
-        Peak live bytes, re-simulated with :func:`peak_memory` (never a solver's objective).
     curve : DataFrame
         ``step, op, bytes``: live bytes during each step.
     method : str
         Which method produced the order (``"ilp-cumulative"``, ``"bfs+fine_tune"``...).
     status : str
         ``"optimal"`` (proven), ``"feasible"`` (a solver's incumbent, not proven), ``"heuristic"``,
-        ``"fallback"`` (the solver did not answer in time: a heuristic order is returned).
-    solver : str or None
-        The ILP solver used, when one ran.
-    bound_bytes : float or None
-        A proven lower bound on the optimum from the solver or the DP, when one is known.
-    lower_bound_bytes : int
-        :func:`lower_bound` of the graph.
-    gap : float
-        ``(peak - best bound) / best bound`` where best bound = max(lower bound, proven bound).
-    runtime_s : float
-        Wall-clock time of the call.
+        ``"fallback"`` (the solver did not answer in time: a heuristic order is returned),
+        ``"timeout"`` (the exact search ran out of time: its best order and proven bound).
     why : str
         Which path ran and why, in plain words.
-
+    ilp : SolverRun or None
+        What the integer programme said, for every method that ran (or skipped) one: ``status``,
+        ``bound``, ``gap``, ``incumbent``, size and solve time (:class:`~hetsched.results.SolverRun`).
     metrics : dict
-        ``peak_bytes``, ``lower_bound_bytes``, ``gap``, ``runtime_s``, ``n_ops``, ``weight_bytes``,
-        ``bound_bytes`` when a bound is known, and a method's own counts; ``makespan_s`` is the span
-        of the timeline: the ops run one at a time on the timeline's device, priced by the cost
-        model. It is the same for every order of a graph (an order changes when memory is live,
-        not how long the ops take), so it gives the figures a time axis and is not something any
-        method optimises or a comparison of orders should rank by.
+        The order's numbers, each stored once: ``peak_bytes`` (re-simulated with
+        :func:`peak_memory`, never a solver's objective), ``lower_bound_bytes``
+        (:func:`lower_bound`), ``bound_bytes`` (a proven lower bound on the optimum from a solver
+        or the exact search, when one is known), ``gap`` (``(peak - best bound) / best bound``
+        where best bound = max(lower bound, proven bound)), ``runtime_s`` (wall-clock time of the
+        call), ``n_ops``, ``weight_bytes``, and a method's own counts. ``peak_bytes``,
+        ``lower_bound_bytes``, ``bound_bytes``, ``gap`` and ``runtime_s`` read as attributes too.
 
-    The timeline is in seconds (:func:`order_timeline`, built on first access): one ``compute``
-    row per op, back to back on ``gpu0`` of the toy system, priced by the roofline model, and one
-    ``alloc`` row per storage (from the start of its allocation step to the end of its free step),
-    so :func:`~hetsched.timeline.memory_usage` peaks at ``peak_bytes``; ``curve`` keeps the
-    per-step view. ``steps`` are the decisions, each with ``data["phase"]`` (``S2``, ``S31``, ``S32``,
-    ``S4-pick``, ``S4``, ``portfolio``, ``polish``, ``exact``): the ILP attempt; the traversals'
-    ``pick`` (BFS) and ``push``/``pop`` (DFS) steps; one ``candidate`` step per order a portfolio
-    tried (accepted when it beats the best so far) and a ``pick`` step (the order that goes to the
-    fine-tune); one ``free_earlier`` / ``create_later`` step per fine-tune move tried.
+    The timeline counts steps, as the memory model does (claim 2: one op per step): one
+    ``compute`` row per op from step ``i`` to ``i + 1`` and one ``alloc`` row per storage from its
+    allocation step to the end of its free step, so :func:`~hetsched.timeline.memory_usage` peaks
+    at ``peak_bytes``; the frame says so in ``attrs["time_unit"] == "step"``. An order has no
+    duration of its own (it changes when memory is live, not how long the ops take):
+    :func:`order_timeline` prices one in seconds on a device the caller names. ``steps`` are the
+    decisions, each with ``data["phase"]`` (``S2``, ``S31``, ``S32``, ``S4-pick``, ``S4``,
+    ``portfolio``, ``polish``, ``exact``): the ILP attempt (``data["ilp"]``: its
+    :class:`~hetsched.results.SolverRun`); the traversals' ``pick`` (BFS) and ``push``/``pop``
+    (DFS) steps; one ``candidate`` step per order a portfolio tried (accepted when it beats the
+    best so far) and a ``pick`` step (the order that goes to the fine-tune); one ``free_earlier``
+    / ``create_later`` step per fine-tune move tried.
 
     State (:meth:`replay`): ``order`` (the current complete order; ``replay(-1)["order"]`` is the
     start, ``replay(n_steps - 1)["order"]`` the result) and, while a traversal builds one, its
@@ -649,16 +650,25 @@ class OrderResult(Result):
     """
 
     order: tuple[str, ...] = ()
-    peak_bytes: int = 0
     curve: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["step", "op", "bytes"]))
     method: str = ""
     status: str = "heuristic"
-    solver: str | None = None
-    bound_bytes: float | None = None
-    lower_bound_bytes: int = 0
-    gap: float = 0.0
-    runtime_s: float = 0.0
     why: str = ""
+    ilp: SolverRun | None = None
+
+    # the numbers are stored once, in metrics; these read them as typed attributes
+    peak_bytes = property(lambda self: int(self.metrics.get("peak_bytes", 0)), doc="Peak live bytes of the order.")
+    lower_bound_bytes = property(lambda self: int(self.metrics.get("lower_bound_bytes", 0)),
+                                 doc=":func:`lower_bound` of the graph.")
+    bound_bytes = property(lambda self: self.metrics.get("bound_bytes"),
+                           doc="A proven lower bound on the optimum (a solver's, the exact search's), else ``None``.")
+    gap = property(lambda self: float(self.metrics.get("gap", 0.0)), doc="``(peak - best bound) / best bound``.")
+    runtime_s = property(lambda self: float(self.metrics.get("runtime_s", 0.0)), doc="Wall-clock time of the call.")
+
+    @property
+    def solver(self) -> str | None:
+        """The ILP solver that ran (``ilp.solver``), if any."""
+        return self.ilp.solver if self.ilp is not None else None
 
     def _apply(self, state: dict[str, Any], step: Step) -> None:
         for k, v in step.delta.items():
@@ -672,90 +682,88 @@ class OrderResult(Result):
                 state[k] = v
 
 
-#: the device OrderResult timelines are priced on (see :func:`order_timeline`)
-TIMELINE_DEVICE = "gpu0"
 _MIN_STEP_S = 1e-9  # a step the cost model prices at 0 s still lasts 1 ns, so its memory stays visible
 
 
-def _durations(m: _Mem, system=None, cost=None, device: str | None = None) -> tuple[np.ndarray, str]:
-    """Seconds each op takes on ``device`` (index order), priced by the cost model; cached on ``m``
-    for the default system."""
-    default = system is None and cost is None and device is None
-    if default and getattr(m, "_dur", None) is not None:
-        return m._dur  # type: ignore[attr-defined]
+def _durations(m: Mem, device: str, system=None, cost=None) -> np.ndarray:
+    """Seconds each op takes on ``device`` (index order), priced by the cost model."""
     from ..cost import resolve_cost
 
+    system = system if system is not None else getattr(cost, "system", None)
     if system is None:
-        if cost is not None:
-            system = cost.system
-        else:
-            from ..io.systems import toy_system
-
-            system = toy_system()
-    dev = device or (TIMELINE_DEVICE if TIMELINE_DEVICE in system.device_names else
-                     next((d for d in system.device_names if d != system.host), system.host))
-    system.device(dev)  # an unknown device raises, naming it
+        raise HetschedError(f"pricing an order on {device!r} needs the system (or a cost model) it belongs to",
+                            device=device, field="system")
+    system.device(device)  # an unknown device raises, naming it
     cm = resolve_cost(cost, m.graph, system)
     ops = m.graph.ops
-    dur = np.fromiter((cm.compute_s(ops[n], dev) for n in m.names), dtype=np.float64, count=m.n)
+    dur = np.fromiter((cm.compute_s(ops[n], device) for n in m.names), dtype=np.float64, count=m.n)
     bad = np.flatnonzero(~(dur >= 0) | ~np.isfinite(dur))
     if len(bad):
         raise HetschedError(f"cost model gave op {m.names[bad[0]]!r} an invalid duration {dur[bad[0]]!r}",
-                            op=m.names[bad[0]], device=dev)
-    out = (np.maximum(dur, _MIN_STEP_S), dev)
-    if default:
-        m._dur = out  # type: ignore[attr-defined]
-    return out
+                            op=m.names[bad[0]], device=device)
+    return np.maximum(dur, _MIN_STEP_S)
 
 
-def _timeline(m: _Mem, arr: np.ndarray, dur: np.ndarray | None = None, device: str | None = None) -> pd.DataFrame:
-    if dur is None:
-        dur, device = _durations(m)
+def _timeline(m: Mem, arr: np.ndarray, dur: np.ndarray | None = None, device: str | None = None) -> pd.DataFrame:
+    """The order's rows: in steps (``dur=None``), or in seconds with each op's ``dur`` on ``device``."""
     n = m.n
     names = np.array(m.names + [None], dtype=object)  # index -1 (no producer: a graph input) -> None
     a, f = m.spans(arr) if n else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-    ends = np.cumsum(dur[arr]) if n else np.zeros(0)
+    ends = (np.cumsum(dur[arr]) if dur is not None else np.arange(1, n + 1, dtype=np.float64)) if n else np.zeros(0)
     # exactly the previous end, so a free and the next allocation meet at one instant
     starts = np.concatenate([[0.0], ends[:-1]]) if n else np.zeros(0)
+    lane = device if device is not None else "order"
     tb = TimelineBuilder()
     ops = names[arr]
-    tb.extend(device, device, ops, "compute", starts, ends, op=ops, device=device, bytes=np.nan)
+    tb.extend(lane, lane, ops, "compute", starts, ends, op=ops, device=device, bytes=np.nan)
     # a storage lives from the start of its allocation step to the end of its free step
     s_names = np.array(m.s_names, dtype=object)
-    tb.extend(f"{device} memory", device, s_names, "alloc", starts[a] if n else np.zeros(0), ends[f] if n else np.zeros(0),
+    tb.extend(f"{lane} memory", lane, s_names, "alloc", starts[a] if n else np.zeros(0), ends[f] if n else np.zeros(0),
               op=names[m.prod], tensor=s_names, device=device, bytes=m.size.astype(float))
-    return tb.build()
+    tl = tb.build()
+    if dur is None:
+        tl.attrs["time_unit"] = "step"
+    return tl
 
 
-def _result_timeline(m: _Mem, arr: np.ndarray, _result: "OrderResult") -> pd.DataFrame:
+def _result_timeline(m: Mem, arr: np.ndarray, _result: "OrderResult") -> pd.DataFrame:
     return _timeline(m, arr)
 
 
-def order_timeline(graph: OpGraph, order: Sequence[str], *, system=None, cost=None, device: str | None = None) -> pd.DataFrame:
-    """The order as a timeline in seconds: one ``compute`` row per op, back to back on ``device``
-    (the memory model runs one op per step, claim 2), each priced by the cost model, and one
-    ``alloc`` row per storage from the start of its allocation step to the end of its free step.
+def order_timeline(graph: OpGraph, order: Sequence[str], *, device: str | None = None, system=None,
+                   cost=None) -> pd.DataFrame:
+    """The order as a timeline: one ``compute`` row per op, back to back (the memory model runs one
+    op per step, claim 2), and one ``alloc`` row per storage from the start of its allocation step
+    to the end of its free step.
 
-    Defaults: :func:`~hetsched.io.systems.toy_system`'s ``gpu0`` with the roofline model, which is
-    what every :class:`OrderResult`'s ``timeline`` uses. Time only stretches the steps: the bytes
-    and the peak are the step curve's, so ``memory_usage(order_timeline(...))`` peaks at
-    :func:`peak_memory`.
+    By default times count steps (op ``i`` runs from ``i`` to ``i + 1``; ``attrs["time_unit"] ==
+    "step"``), as every :class:`OrderResult`'s ``timeline`` does. Name a ``device`` (of ``system``,
+    or of ``cost``'s system) to price each op on it with the cost model (default the roofline):
+    the times are then seconds. Either way the bytes and the peak are the step curve's, so
+    ``memory_usage(order_timeline(...))`` peaks at :func:`peak_memory`.
 
     >>> from hetsched.io.generators import chain
+    >>> from hetsched.io.systems import toy_system
     >>> from hetsched.timeline import memory_usage
     >>> g = chain(3, act_bytes=100)
     >>> tl = order_timeline(g, g.topological_order())
-    >>> int(memory_usage(tl)["bytes"].max()) == peak_memory(g, g.topological_order())
+    >>> tl.attrs["time_unit"], float(tl["end_s"].max()), int(memory_usage(tl)["bytes"].max()) == peak_memory(g, g.topological_order())
+    ('step', 3.0, True)
+    >>> bool(order_timeline(g, g.topological_order(), device="gpu0", system=toy_system())["end_s"].max() < 1e-3)
     True
     """
-    m = _compile(graph)
+    m = compile_graph(graph)
     arr = m.to_idx(order)
-    dur, dev = _durations(m, system, cost, device)
-    return _timeline(m, arr, dur, dev)
+    if device is None:
+        if system is not None or cost is not None:
+            raise HetschedError("an order is priced on one device: name it (device=...) with the system or cost",
+                                field="device")
+        return _timeline(m, arr)
+    return _timeline(m, arr, _durations(m, device, system, cost), device)
 
 
-def _make_result(
-    m: _Mem,
+def make_result(
+    m: Mem,
     arr: Sequence[int] | np.ndarray,
     *,
     method: str,
@@ -765,7 +773,7 @@ def _make_result(
     params: Mapping[str, Any] | None = None,
     steps: StepLog | Sequence[Step] = (),
     initial: Sequence[int] | None = None,
-    solver: str | None = None,
+    ilp: SolverRun | None = None,
     bound: float | None = None,
     extra: Mapping[str, float] | None = None,
     lb: int | None = None,
@@ -780,16 +788,11 @@ def _make_result(
     best_lb = max(float(lb), float(bound) if bound is not None else 0.0)
     gap = (peak - best_lb) / best_lb if best_lb > 0 else 0.0
     order = tuple(m.names[i] for i in arr)
-    dur, _dev = _durations(m)
-    # the span of the timeline: its last compute row ends at this cumulative sum, bit for bit
-    makespan = float(np.cumsum(dur[arr])[-1]) if len(arr) else 0.0
-    runtime = time.perf_counter() - t0
     metrics = {
         "peak_bytes": float(peak),
-        "makespan_s": makespan,
         "lower_bound_bytes": float(lb),
         "gap": float(gap),
-        "runtime_s": float(runtime),
+        "runtime_s": float(time.perf_counter() - t0),
         "n_ops": float(m.n),
         "weight_bytes": float(m.graph.total_weight_bytes),
     }
@@ -799,15 +802,10 @@ def _make_result(
     init = tuple(m.names[i] for i in initial) if initial is not None else order
     return OrderResult(
         order=order,
-        peak_bytes=peak,
         curve=_curve_frame(m, arr, curve),
         method=method,
         status=status,
-        solver=solver,
-        bound_bytes=None if bound is None else float(bound),
-        lower_bound_bytes=int(lb),
-        gap=float(gap),
-        runtime_s=float(runtime),
+        ilp=ilp,
         why=why,
         metrics=metrics,
         timeline=partial(_result_timeline, m, arr),  # built on first access: a portfolio makes many results

@@ -6,27 +6,28 @@ The methods themselves are plain functions elsewhere in :mod:`hetsched.memory`:
 same pieces, the ILP warm-started by the heuristic), :func:`~hetsched.memory.order_portfolio` (our
 best bounded-work method), :func:`~hetsched.memory.order_patent_heuristic` (S3 + S4),
 :func:`~hetsched.memory.order_exact`, :func:`~hetsched.memory.order_ilp`, the traversals and the
-compiler baselines. :data:`STRATEGIES` describes each name in one line.
+compiler baselines. :data:`METHODS` is the table of them by name (the house's registry idiom,
+:mod:`hetsched.registry`); each entry's docstring says what it does in one line.
 """
 
 from __future__ import annotations
 
+import inspect
 import time
 from typing import Callable
 
 from ..errors import HetschedError
 from ..graph import OpGraph
-from .baselines import BASELINES
-from .heuristics import _greedy
-from .model import OrderResult, _check_time_limit, _compile, _make_result
+from ..registry import lookup
+from .baselines import BASELINES, order_baseline
+from .exact import order_exact
+from .heuristics import order_bfs, order_dfs, order_lifetime_greedy
+from .ilp import order_ilp
+from .model import OrderResult, check_time_limit, compile_graph, make_result
+from .patent import ILP_MAX_VARS, order_auto, order_patent
+from .portfolio import order_patent_heuristic, order_portfolio
 
-__all__ = ["optimize_order", "STRATEGIES", "SOLVER_METHODS", "ILP_MAX_VARS"]
-
-from .patent import ILP_MAX_VARS  # noqa: E402  (re-exported: where callers found it before)
-
-#: the ILP formulation each ILP-running method uses when ``formulation`` is not given
-_DEFAULT_FORMULATION = {"patent": "patent", "auto": "cumulative", "ilp": "cumulative",
-                        "ilp-patent": "patent", "ilp-cumulative": "cumulative"}
+__all__ = ["optimize_order", "METHODS", "SOLVER_METHODS", "ILP_MAX_VARS"]
 
 
 def optimize_order(
@@ -38,7 +39,7 @@ def optimize_order(
     solver: str | None = None,
     beam: int | None = None,
 ) -> OrderResult:
-    """An execution order with a low peak memory, by the method named (see :data:`STRATEGIES`).
+    """An execution order with a low peak memory, by the method named (a key of :data:`METHODS`).
 
     Parameters
     ----------
@@ -46,15 +47,11 @@ def optimize_order(
     time_limit_s : float
         The user's time limit (ILP and exact methods; the heuristics use it as a fine-tune budget).
     method : str or callable
-        ``"patent"`` — the patent's flow in its order (:func:`~hetsched.memory.order_patent`): the
-        ILP within the limit, else BFS and DFS, the lower one fine-tuned. ``"auto"`` — ours
-        (:func:`~hetsched.memory.order_auto`): BFS/DFS + fine-tune first, then the ILP
-        warm-started with that order. ``"heuristic"`` — the portfolio
-        (:func:`~hetsched.memory.order_portfolio`). ``"patent-heuristic"`` — S3+S4 only.
-        ``"exact"`` — :func:`~hetsched.memory.order_exact`. ``"ilp"``, ``"ilp-patent"``,
-        ``"ilp-cumulative"`` — :func:`~hetsched.memory.order_ilp` (the last two name the
-        formulation). ``"bfs"``, ``"dfs"``, ``"lifetime-greedy"`` or a name of ``BASELINES``.
-        Or a callable ``f(graph) -> OrderResult``.
+        A key of :data:`METHODS` (``describe(METHODS[name])`` says what it does): ``"patent"`` (the
+        patent's flow), ``"auto"`` (ours: the ILP warm-started), ``"heuristic"`` (the portfolio),
+        ``"patent-heuristic"``, ``"exact"``, ``"ilp"``, ``"ilp-patent"``, ``"ilp-cumulative"``,
+        ``"bfs"``, ``"dfs"``, ``"lifetime-greedy"`` or a compiler baseline. Or a callable
+        ``f(graph) -> OrderResult``, whose order is re-simulated.
     formulation : {"patent", "cumulative"}, optional
         The ILP of ``patent``, ``auto`` and ``ilp``; default: the patent's for ``"patent"``, the
         cumulative one for ``"auto"`` and ``"ilp"``.
@@ -68,81 +65,66 @@ def optimize_order(
     True
     """
     t0 = time.perf_counter()
-    time_limit_s = _check_time_limit(time_limit_s)
-    if callable(method):
-        r = method(graph)
+    time_limit_s = check_time_limit(time_limit_s)
+    fn = lookup(METHODS, method, what="ordering method", field="method")
+    if fn is not METHODS.get(method if isinstance(method, str) else None):
+        r = fn(graph)
         if not isinstance(r, OrderResult):
             raise HetschedError(f"method {getattr(method, '__name__', method)!r} returned "
                                 f"{type(r).__name__}, not an OrderResult", field="method")
-        m = _compile(graph)
+        m = compile_graph(graph)
         arr = m.to_idx(r.order)  # an illegal order raises, naming the op
         if m.peak(arr) == r.peak_bytes:
             return r
         # never trust a peak we did not simulate: re-wrap with the model's own figures
-        return _make_result(m, arr, method=r.method, status=r.status, t0=t0, solver=r.solver, bound=r.bound_bytes,
+        return make_result(m, arr, method=r.method, status=r.status, t0=t0, ilp=r.ilp, bound=r.bound_bytes,
                             why=f"{r.why} (its reported peak {r.peak_bytes} B was re-simulated)",
                             params=r.params, steps=r.steps)
-    m = _compile(graph)
-    if method not in STRATEGIES:
-        raise HetschedError(f"unknown ordering method {method!r}; choose one of {sorted(STRATEGIES)}", field="method")
-    form = formulation or _DEFAULT_FORMULATION.get(method, "cumulative")
-    named = _DEFAULT_FORMULATION[method] if method in ("ilp-patent", "ilp-cumulative") else form
-    if named != form:
-        raise HetschedError(f"method {method!r} names the {named} formulation; formulation={formulation!r} contradicts it",
-                            field="formulation")
-    if method == "patent":
-        from .patent import order_patent
-
-        return order_patent(graph, time_limit_s=time_limit_s, formulation=form, solver=solver)
-    if method == "auto":
-        from .patent import order_auto
-
-        return order_auto(graph, time_limit_s=time_limit_s, formulation=form, solver=solver)
-    if method == "heuristic":
-        from .portfolio import _portfolio
-
-        return _portfolio(m, t0, time_limit_s=time_limit_s, beam=beam)
-    if method == "patent-heuristic":
-        from .portfolio import order_patent_heuristic
-
-        return order_patent_heuristic(graph, time_limit_s=time_limit_s)
-    if method == "exact":
-        from .exact import order_exact
-
-        return order_exact(graph, time_limit_s=time_limit_s)
-    if method in ("ilp", "ilp-patent", "ilp-cumulative"):
-        from .ilp import order_ilp
-
-        return order_ilp(graph, time_limit_s=time_limit_s, formulation=form, solver=solver)
-    if method == "bfs":
-        from .heuristics import order_bfs
-
-        return order_bfs(graph)
-    if method == "dfs":
-        from .heuristics import order_dfs
-
-        return order_dfs(graph)
-    if method == "lifetime-greedy":
-        return _make_result(m, _greedy(m), method=method, status="heuristic", t0=t0,
-                            why="ours: greedy on bytes kept minus freed, lifetimes breaking ties")
-    return _make_result(m, BASELINES[method](m), method=method, status="heuristic", t0=t0, why=f"baseline {method}")
+    given = {"time_limit_s": time_limit_s, "formulation": formulation, "solver": solver, "beam": beam}
+    takes = inspect.signature(fn).parameters  # each method gets the options it has (None: its own default)
+    return fn(graph, **{k: v for k, v in given.items() if k in takes and (v is not None or k == "time_limit_s")})
 
 
-STRATEGIES: dict[str, str] = {
-    "patent": "the patent's flow: the ILP (A/P formulation) within the time limit, else BFS and DFS, "
-              "the lower one fine-tuned",
-    "auto": "ours: BFS/DFS + fine-tune, then the ILP warm-started with that order within the time limit",
-    "heuristic": "portfolio (patent BFS/DFS, our lifetime greedy, compiler baselines, beam search), each "
-                 "fine-tuned, then a move-capped exact-search polish",
-    "patent-heuristic": "patent S3+S4: BFS and DFS, the lower one fine-tuned",
-    "exact": "proven optimum: two-ended feasibility search over executed sets (Serenity's state space), split at cut vertices",
-    "ilp": "integer linear programme (cumulative formulation unless formulation= says otherwise)",
-    "ilp-patent": "the patent's integer linear programme (A[e,t] created / P[e,t] kept, claim 4)",
-    "ilp-cumulative": "cumulative integer linear programme (Z[v,t] = op v has run by step t)",
-    "bfs": "patent S31 only: lifetime-aware breadth-first traversal",
-    "dfs": "patent S32 only: memory-aware depth-first traversal over windows",
-    "lifetime-greedy": "ours: greedy on bytes kept minus freed, lifetimes breaking ties",
-    **{k: f"baseline {k}" for k in BASELINES},
+# ------------------------------------------------------------------ the methods by name
+# Each is f(graph, **options) whose docstring starts "plain name: what it does" (registry.label and
+# describe: what a panel shows); the public functions are registered as they are, the ILP's named
+# formulations and the compiler baselines through small adapters.
+def _ilp(formulation: str, fixed: bool, doc: str) -> Callable[..., OrderResult]:
+    def run(graph: OpGraph, *, time_limit_s: float = 10.0, formulation: str | None = None,
+            solver: str | None = None) -> OrderResult:
+        if fixed and formulation not in (None, default):
+            raise HetschedError(f"method 'ilp-{default}' names the {default} formulation; formulation={formulation!r} "
+                                f"contradicts it", field="formulation")
+        return order_ilp(graph, time_limit_s=time_limit_s, formulation=formulation or default, solver=solver)
+
+    default = formulation
+    run.__doc__ = doc
+    return run
+
+
+def _baseline(name: str) -> Callable[..., OrderResult]:
+    def run(graph: OpGraph) -> OrderResult:
+        return order_baseline(graph, name)
+
+    run.__doc__ = BASELINES[name].__doc__  # the baseline's own "plain name: what it does"
+    return run
+
+
+#: The ordering methods by name (:func:`hetsched.registry.lookup`): each ``f(graph, **options) ->
+#: OrderResult`` (``optimize_order`` passes the options it takes); ``registry.describe`` is its one line.
+METHODS: dict[str, Callable[..., OrderResult]] = {
+    "patent": order_patent,
+    "ilp-patent": _ilp("patent", True, "The patent's ILP (A/P variables): yes/no variables A[e,t] (tensor e is "
+                                       "created at step t) and P[e,t] (it is kept at step t), claim 4; the solver "
+                                       "starts from our portfolio's order."),
+    "ilp-cumulative": _ilp("cumulative", True, "Cumulative ILP (Z variables, ours): an integer programme with Z[v,t] = "
+                                               "'op v has run by step t'. Fewer equivalent solutions, so the solver "
+                                               "proves optimality sooner; it starts from our portfolio's order."),
+    "patent-heuristic": order_patent_heuristic, "bfs": order_bfs, "dfs": order_dfs, "auto": order_auto,
+    "heuristic": order_portfolio, "lifetime-greedy": order_lifetime_greedy, "exact": order_exact,
+    "ilp": _ilp("cumulative", False, "Integer programme: the cumulative formulation unless formulation= says "
+                                     "otherwise, started from our portfolio's order."),
+    **{k: _baseline(k) for k in BASELINES},
 }
 
 #: the methods that run a solver or an exact search under ``time_limit_s`` (seconds, not

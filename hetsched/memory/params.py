@@ -1,7 +1,7 @@
 """What a memory-ordering panel can offer its user for :func:`~hetsched.memory.optimize_order`,
 declared as data (:class:`~hetsched.params.ParamSpec`).
 
-``method`` is one of :data:`~hetsched.memory.STRATEGIES` (the patent's flow by default, claims 1
+``method`` is a key of :data:`~hetsched.memory.METHODS` (the patent's flow by default, claims 1
 and 6-9); ``time_limit_s`` is the budget of the methods that run a solver or an exact search
 (:data:`~hetsched.memory.SOLVER_METHODS`): any positive number of seconds.
 
@@ -20,12 +20,12 @@ hetsched.errors.HetschedError: ILP time limit = 0 s is out of range: allowed mor
 from __future__ import annotations
 
 from ..params import Param, ParamSpec
-from .optimize import STRATEGIES
+from .optimize import METHODS
 
 __all__ = ["PARAMS"]
 
 PARAMS = ParamSpec([
-    Param("method", "choice", "patent", label="method", options=tuple(STRATEGIES),
+    Param("method", "choice", "patent", label="method", options=tuple(METHODS),
           help="how the execution order is chosen (the patent's flow: ILP, else BFS/DFS + fine-tune)"),
     Param("time_limit_s", "float", 2.0, label="ILP time limit", min=0.0, min_open=True, step=0.5, unit="s",
           help="wall-time budget of a solver or an exact search"),

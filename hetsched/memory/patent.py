@@ -20,8 +20,8 @@ warm-starts from the portfolio), so nothing in the memory family imports in a ci
 
 >>> from hetsched.io.generators import fork_join
 >>> r = order_patent(fork_join(2, 2), time_limit_s=20)
->>> r.status, r.steps[0].action, r.metrics["ilp_proven_optimal"]
-('optimal', 'ilp', 1.0)
+>>> r.status, r.steps[0].action, r.ilp.status
+('optimal', 'ilp', 'optimal')
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ import time
 from typing import Any
 
 from ..graph import OpGraph
-from ..results import StepLog
+from ..results import SolverRun, StepLog
 from .ilp import FORMULATIONS, order_ilp
-from .model import OrderResult, _check_time_limit, _compile, _make_result, _Mem
-from .portfolio import _patent_s3_s4
+from .model import Mem, OrderResult, check_time_limit, compile_graph, lower_bound, make_result
+from .portfolio import patent_s3_s4, stop_at_bound
 
 __all__ = ["order_patent", "order_auto", "ILP_MAX_VARS", "ilp_vars"]
 
@@ -48,51 +48,33 @@ def ilp_vars(graph: OpGraph, formulation: str = "patent") -> int:
     >>> ilp_vars(chain(3), "patent"), ilp_vars(chain(3), "cumulative")
     (31, 22)
     """
-    return _ilp_vars(_compile(graph), formulation)
+    return _ilp_vars(compile_graph(graph), formulation)
 
 
-def _ilp_vars(m: _Mem, formulation: str) -> int:
+def _ilp_vars(m: Mem, formulation: str) -> int:
     made = int((m.prod >= 0).sum()) if formulation == "patent" else 0
     return m.n * (m.n + m.S + made) + 1
 
 
-def _ilp_metrics(r: OrderResult | None) -> dict[str, float]:
-    """What the ILP attempt said, as numbers (``status`` itself is on the step and in ``why``)."""
-    if r is None:
-        return {"ilp_ran": 0.0}
-    m = r.metrics
-    out = {"ilp_ran": 1.0, "ilp_proven_optimal": float(r.status == "optimal"),
-           "ilp_timed_out": float(bool(m.get("solver_killed", 0.0)) or r.status in ("feasible", "fallback"))}
-    for k_in, k_out in (("bound_bytes", "ilp_bound_bytes"), ("solver_gap", "ilp_solver_gap"), ("n_vars", "ilp_n_vars"),
-                        ("n_constraints", "ilp_n_constraints"), ("solve_s", "ilp_solve_s")):
-        if k_in in m:
-            out[k_out] = float(m[k_in])
-    if r.status in ("optimal", "feasible"):
-        out["ilp_peak_bytes"] = float(r.peak_bytes)
-    return out
+def _ilp_step(run: SolverRun, order: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The S2 step's fields (``log.add(**fields)``): what the ILP attempt said (``data["ilp"]``), or why it
+    was skipped; the numbers stay in the one :class:`~hetsched.results.SolverRun`."""
+    form, lim = run.model, run.time_limit_s
+    found = run.status in ("optimal", "feasible")
+    if run.status == "skipped":
+        reason = f"S2 skipped: {run.note}"
+    elif run.proven:
+        reason = f"S2: the {form} ILP finished within {lim:g} s and proved its order optimal"
+    else:
+        reason = f"S2: the {form} ILP did not finish within {lim:g} s ({_STATUS_WORDS.get(run.status, run.status)}): go on to S3"
+    return dict(action="ilp", subject=f"ILP ({form})", before=None, after=run.incumbent if found else None,
+                accepted=run.proven, reason=reason, delta={"order": tuple(order)} if run.proven else {},
+                data={"phase": "S2", "ilp": run})
 
 
-def _ilp_step(r: OrderResult | None, formulation: str, time_limit_s: float, skipped: str = "") -> dict[str, Any]:
-    """The S2 step's fields (``log.add(**fields)``): what the ILP attempt said, or why it was skipped."""
-    if r is None:
-        return dict(action="ilp", subject=f"ILP ({formulation})", accepted=False, reason=f"S2 skipped: {skipped}",
-                    data={"phase": "S2", "status": "skipped", "formulation": formulation, "time_limit_s": time_limit_s})
-    proven = r.status == "optimal"
-    status = {"optimal": "optimal", "feasible": "time limit (incumbent not proven)"}.get(
-        r.status, "no solution" if "solver_killed" not in r.metrics else "time limit (no solution)")
-    if r.status == "fallback" and r.metrics.get("solver_killed"):
-        status = "time limit (process killed)"
-    return dict(
-        action="ilp", subject=f"ILP ({formulation})", before=None,
-        after=float(r.peak_bytes) if r.status in ("optimal", "feasible") else None,
-        accepted=proven,
-        reason=(f"S2: the {formulation} ILP finished within {time_limit_s:g} s and proved its order optimal"
-                if proven else f"S2: the {formulation} ILP did not finish within {time_limit_s:g} s ({status}): "
-                               f"go on to S3"),
-        delta={"order": tuple(r.order)} if proven else {},
-        data={"phase": "S2", "status": status, "formulation": formulation, "time_limit_s": time_limit_s,
-              "solver": r.solver, "bound_bytes": r.bound_bytes, "solver_gap": r.metrics.get("solver_gap"),
-              "n_vars": r.metrics.get("n_vars"), "solve_s": r.metrics.get("solve_s")})
+#: a solver run's status in the words of the patent's flow (why S2 did not end it)
+_STATUS_WORDS = {"feasible": "time limit (incumbent not proven)", "killed": "time limit (process killed)",
+                 "no solution": "no solution", "failed": "solver failed"}
 
 
 def order_patent(
@@ -103,7 +85,7 @@ def order_patent(
     solver: str | None = None,
     ilp: bool = True,
 ) -> OrderResult:
-    """The patent's flow, exactly in its order: S2 (the ILP within the time limit), else S3 + S4.
+    """The patent's flow: S2 (the ILP within the time limit), else S3 + S4, exactly in the patent's order.
 
     Parameters
     ----------
@@ -120,11 +102,11 @@ def order_patent(
     Returns
     -------
     OrderResult
-        ``status="optimal"`` when the ILP proved its order, else ``"heuristic"``. Step 0 is the
-        ILP attempt (``data``: status, bound, gap, size, solve time), then the BFS picks, the DFS
-        pushes and pops, the pick of the lower order and the fine-tune moves. ``metrics`` add
-        ``ilp_proven_optimal``, ``ilp_timed_out``, ``ilp_bound_bytes``, ``ilp_solver_gap``,
-        ``ilp_n_vars``, ``ilp_solve_s`` (those the solver reported).
+        ``status="optimal"`` when the ILP proved its order, else ``"heuristic"``; ``ilp`` is what
+        the ILP said (:class:`~hetsched.results.SolverRun`: status, bound, gap, size, solve time;
+        ``"skipped"`` above ``ILP_MAX_VARS``). Step 0 is the ILP attempt (``data["ilp"]``, the
+        same object), then the BFS picks, the DFS pushes and pops, the pick of the lower order and
+        the fine-tune moves.
 
     >>> from hetsched.io.generators import layered
     >>> r = order_patent(layered(6, 3, seed=0), time_limit_s=0.2)   # too short to prove anything
@@ -132,13 +114,13 @@ def order_patent(
     ('heuristic', False, True)
     """
     t0 = time.perf_counter()
-    time_limit_s = _check_time_limit(time_limit_s)
-    m = _compile(graph)
+    time_limit_s = check_time_limit(time_limit_s)
+    m = compile_graph(graph)
     params = {"time_limit_s": time_limit_s, "formulation": formulation, "solver": solver, "ilp": ilp}
     # S4 has no limit in the patent; here it gets the user's limit again (after S2 spent its own),
     # so a large graph cannot fine-tune for minutes
     if not ilp:
-        return _patent_s3_s4(m, t0, params=params, time_limit_s=time_limit_s)
+        return patent_s3_s4(m, t0, params=params, time_limit_s=time_limit_s)
     if formulation not in FORMULATIONS:
         from ..errors import HetschedError
 
@@ -147,20 +129,21 @@ def order_patent(
     if nv > ILP_MAX_VARS:
         why = (f"the {formulation} ILP would have {nv} variables (> {ILP_MAX_VARS}); building it alone would "
                f"outlast the {time_limit_s:g} s limit")
+        run = SolverRun("skipped", model=formulation, time_limit_s=time_limit_s, n_vars=nv, note=why)
         lead = StepLog()
-        lead.add(**_ilp_step(None, formulation, time_limit_s, why))
-        return _patent_s3_s4(m, t0, why_prefix=f"S2 skipped: {why}; ", lead_steps=lead, params=params, extra={"ilp_ran": 0.0, "ilp_n_vars": float(nv)}, time_limit_s=time_limit_s)
+        lead.add(**_ilp_step(run))
+        return patent_s3_s4(m, t0, why_prefix=f"S2 skipped: {why}; ", lead_steps=lead, params=params, ilp=run,
+                             time_limit_s=time_limit_s)
     r = order_ilp(graph, time_limit_s=time_limit_s, formulation=formulation, solver=solver, warm_start=None)
-    step = _ilp_step(r, formulation, time_limit_s)
     lead = StepLog()
-    lead.add(**step)
-    extra = _ilp_metrics(r)
+    lead.add(**_ilp_step(r.ilp, r.order))
     if r.status == "optimal":
-        return _make_result(m, m.to_idx(r.order), method=f"patent:ilp-{formulation}", status="optimal", t0=t0,
-                            solver=r.solver, bound=r.bound_bytes, steps=lead, initial=m.topo(), params=params,
-                            why=f"S2: the ILP finished within {time_limit_s:g} s and proved optimality", extra=extra)
-    return _patent_s3_s4(m, t0, why_prefix=f"S2: {step['data']['status']} after {time_limit_s:g} s; ", lead_steps=lead,
-                         params=params, extra=extra, solver=r.solver, bound=r.bound_bytes if r.status != "fallback" else None,
+        return make_result(m, m.to_idx(r.order), method=f"patent:ilp-{formulation}", status="optimal", t0=t0,
+                            ilp=r.ilp, bound=r.bound_bytes, steps=lead, initial=m.topo(), params=params,
+                            why=f"S2: the ILP finished within {time_limit_s:g} s and proved optimality")
+    said = _STATUS_WORDS.get(r.ilp.status, r.ilp.status)
+    return patent_s3_s4(m, t0, why_prefix=f"S2: {said} after {time_limit_s:g} s; ", lead_steps=lead,
+                         params=params, ilp=r.ilp, bound=r.bound_bytes if r.status != "fallback" else None,
                          time_limit_s=time_limit_s)
 
 
@@ -171,32 +154,40 @@ def order_auto(
     formulation: str = "cumulative",
     solver: str | None = None,
 ) -> OrderResult:
-    """Ours: the patent's S3 + S4 first, then the ILP warm-started with that order, within the limit.
+    """Ours, fallback then ILP: the patent's S3 + S4 first, then the ILP warm-started with that order, within the limit.
 
-    The heuristic order bounds the ILP's peak from above and is handed to the solver as a start;
+    When the heuristic order already reaches :func:`~hetsched.memory.lower_bound` it is optimal and
+    the ILP is skipped (a ``stop`` step says so; ``ilp.status == "skipped"``). Otherwise the
+    heuristic order bounds the ILP's peak from above and is handed to the solver as a start;
     when the solver proves optimality its order is returned (``status="optimal"``), else the lower
     of the solver's incumbent and the heuristic order. Above ``ILP_MAX_VARS`` variables the ILP is
-    skipped (``why`` says so). Metrics carry the ``ilp_*`` numbers of :func:`order_patent`.
+    skipped (``why`` says so). ``ilp`` is what the solver said, as in :func:`order_patent`.
 
     >>> from hetsched.io.generators import fork_join
     >>> order_auto(fork_join(2, 2), time_limit_s=20).status
     'optimal'
     """
     t0 = time.perf_counter()
-    time_limit_s = _check_time_limit(time_limit_s)
-    m = _compile(graph)
+    time_limit_s = check_time_limit(time_limit_s)
+    m = compile_graph(graph)
     params = {"time_limit_s": time_limit_s, "formulation": formulation, "solver": solver}
     nv = _ilp_vars(m, formulation)
     if nv > ILP_MAX_VARS:
-        return _patent_s3_s4(m, t0, why_prefix=f"S2 skipped: the {formulation} ILP would have {nv} variables "
-                                                f"(> {ILP_MAX_VARS}), it cannot finish in {time_limit_s:g} s; ",
-                             time_limit_s=time_limit_s, params=params, extra={"ilp_ran": 0.0, "ilp_n_vars": float(nv)})
-    heur = _patent_s3_s4(m, t0)
+        note = f"the {formulation} ILP would have {nv} variables (> {ILP_MAX_VARS}), it cannot finish in {time_limit_s:g} s"
+        return patent_s3_s4(m, t0, why_prefix=f"S2 skipped: {note}; ", time_limit_s=time_limit_s, params=params,
+                             ilp=SolverRun("skipped", model=formulation, time_limit_s=time_limit_s, n_vars=nv, note=note))
+    heur = patent_s3_s4(m, t0)
+    lb = lower_bound(graph)
+    if heur.peak_bytes <= lb:  # issue 28: already optimal, the solver could only spend the time limit
+        note = f"the heuristic order reaches the lower bound ({lb} B): it is optimal, the ILP cannot improve it"
+        return stop_at_bound(m, t0, StepLog(heur.steps), heur.method, list(m.to_idx(heur.order)), lb,
+                              m.to_idx(heur.initial_state["order"]).tolist(), skipped="the ILP", params=params,
+                              why=f"S3/S4: {heur.why}; {note}",
+                              ilp=SolverRun("skipped", model=formulation, time_limit_s=time_limit_s, note=note))
     r = order_ilp(graph, time_limit_s=max(0.05, time_limit_s - (time.perf_counter() - t0)), formulation=formulation,
                   solver=solver, warm_start=heur)
-    extra: dict[str, Any] = _ilp_metrics(r)
     better = r.status == "optimal" or (r.status == "feasible" and r.peak_bytes < heur.peak_bytes)
-    s = _ilp_step(r, formulation, time_limit_s)
+    s = _ilp_step(r.ilp)
     # the ILP ran after the heuristic here: its step closes the log and, when it wins, sets the order
     reason = (s["reason"].replace("go on to S3", "the heuristic order stays") if not better else
               s["reason"] if r.status == "optimal" else
@@ -205,15 +196,14 @@ def order_auto(
     steps.add(**{**s, "accepted": better, "reason": reason, "delta": {"order": tuple(r.order)} if better else {}})
     initial = m.to_idx(heur.initial_state["order"]).tolist()
     if r.status == "optimal":
-        return _make_result(m, m.to_idx(r.order), method=r.method, status="optimal", t0=t0, solver=r.solver,
+        return make_result(m, m.to_idx(r.order), method=r.method, status="optimal", t0=t0, ilp=r.ilp,
                             bound=r.bound_bytes, why=f"S2: the warm-started ILP finished within {time_limit_s:g} s and "
-                                                     f"proved optimality", params=params, steps=steps, initial=initial,
-                            extra=extra)
+                                                     f"proved optimality", params=params, steps=steps, initial=initial)
     pick = r if better else heur
-    return _make_result(
-        m, m.to_idx(pick.order), method=pick.method, status=pick.status, t0=t0, solver=r.solver, bound=r.bound_bytes,
+    return make_result(
+        m, m.to_idx(pick.order), method=pick.method, status=pick.status, t0=t0, ilp=r.ilp, bound=r.bound_bytes,
         steps=steps, initial=initial,
         why=f"S2: the ILP did not finish within {time_limit_s:g} s ({r.why}); S3/S4: {heur.why}"
             + ("; the solver's incumbent was lower and is kept" if better else ""),
-        params=params, extra=extra,
+        params=params,
     )

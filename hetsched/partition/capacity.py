@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import CapacityError
 from ..graph import OpGraph
 from ..system import System
-from ._quotient import graph_index
+from .quotient import graph_index
 
 __all__ = ["check_backend_memory"]
 

@@ -15,7 +15,7 @@ Examples
 >>> # an accelerator that runs only convolutions: every conv becomes its own island
 >>> s = s.with_support(SupportTable({"gpu0": {"Conv": 1}, "cpu0": {"*": 2}}))
 >>> cmp = compare_partitions(resnet_like(n_stages=2, blocks_per_stage=1), s, n_inputs=16)
->>> f = cmp.frame.set_index("variant")
+>>> f = cmp.frame.set_index("label")
 >>> bool(f.loc["adjacent, serial", "throughput_per_s"] < f.loc["single cpu0", "throughput_per_s"])
 True
 """
@@ -32,7 +32,7 @@ import pandas as pd
 from ..cost import CostModel
 from ..errors import HetschedError
 from ..graph import OpGraph
-from ..results import Result, StepLog, compare_results
+from ..results import Comparison, Result, StepLog, compare_results
 from ..system import SupportTable, System
 from .buffered import BufferedResult, simulate_buffered
 from .core import PartitionResult, partition_by_support
@@ -40,19 +40,19 @@ from .core import PartitionResult, partition_by_support
 __all__ = ["PartitionComparison", "BufferSweepResult", "compare_partitions", "best_buffer_depth"]
 
 _COLUMNS = [
-    "variant", "merge", "buffer_depth", "n_groups", "n_cross_edges", "n_copies", "bytes_copied", "n_launches",
+    "label", "merge", "buffer_depth", "n_groups", "n_cross_edges", "n_copies", "bytes_copied", "n_launches",
     "makespan_s", "throughput_per_s", "latency_p50_s", "latency_p99_s", "speedup_vs_best_single",
 ]
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class PartitionComparison(Result):
-    """Outcome of :func:`compare_partitions`.
+class PartitionComparison(Comparison):
+    """Outcome of :func:`compare_partitions` (a :class:`~hetsched.results.Comparison`).
 
     Attributes
     ----------
     frame : DataFrame
-        One row per variant: ``variant, merge, buffer_depth, n_groups, n_cross_edges, n_copies,
+        One row per variant: ``label, merge, buffer_depth, n_groups, n_cross_edges, n_copies,
         bytes_copied`` (per input), ``n_launches`` (per input), ``makespan_s`` (all inputs),
         ``throughput_per_s, latency_p50_s, latency_p99_s, speedup_vs_best_single``.
     partitions, simulations : mapping
@@ -70,10 +70,6 @@ class PartitionComparison(Result):
         super().__post_init__()
         object.__setattr__(self, "partitions", MappingProxyType(dict(self.partitions)))
         object.__setattr__(self, "simulations", MappingProxyType(dict(self.simulations)))
-
-    def long(self) -> pd.DataFrame:
-        """``label, family, metric, value``: one row per variant and number (the house's compare format)."""
-        return compare_results(self.frame, label="variant", family="partition")
 
 
 def _single_backends(graph: OpGraph, table: SupportTable, enabled: Iterable[str] | None) -> list[str]:
@@ -175,7 +171,7 @@ def compare_partitions(
         part = partition_by_support(graph, sysx, merge="global", min_group_size=min_group_size,
                                     enabled=enabled, overrides=overrides, fallback=fb)
         run(f"global + min_group_size={min_group_size}, buffered", part, buffer_depth)
-    frame = compare_results(rows, metrics=_COLUMNS[1:-1], label="variant", wide=True)
+    frame = compare_results(rows, metrics=_COLUMNS[1:-1], wide=True)
     best_single = max((r["throughput_per_s"] for v, r in rows.items() if v.startswith("single ")), default=0.0)
     frame["speedup_vs_best_single"] = frame["throughput_per_s"] / best_single if best_single else float("nan")
     return PartitionComparison(

@@ -46,7 +46,7 @@ Examples
 True
 
 The parts: :mod:`~hetsched.partition.marking` (step 1), :mod:`~hetsched.partition.merging` (step 2,
-the strategies and ``min_group_size``), :mod:`~hetsched.partition._quotient` (the quotient DAG and
+the strategies and ``min_group_size``), :mod:`~hetsched.partition.quotient` (the quotient DAG and
 its cycle guard), :mod:`~hetsched.partition.capacity` (device memory), this module (arguments,
 naming the groups, metrics) and :mod:`~hetsched.partition.result` (the result and its replay).
 """
@@ -62,11 +62,11 @@ from ..errors import HetschedError, UnknownNameError, name_list
 from ..graph import OpGraph
 from ..results import StepLog
 from ..system import SupportTable, System
-from ._quotient import Quotient, graph_index
+from .quotient import Quotient, graph_index
 from .buffered import serial_timeline
 from .capacity import check_backend_memory
 from .marking import check_overrides, mark, resolve_table
-from .merging import MERGE_STRATEGIES, MergeContext, _log_not_adjacent, _Merger, send_small_groups_back
+from .merging import MERGE_STRATEGIES, MergeContext, Merger, log_not_adjacent, send_small_groups_back
 from .result import GroupEdge, PartitionResult, find_cycle_merge
 
 __all__ = ["PartitionResult", "GroupEdge", "MergeContext", "partition_by_support", "MERGE_STRATEGIES", "find_cycle_merge"]
@@ -198,13 +198,13 @@ def _partition(graph, table_or_system, enabled, overrides, fallback, merge, min_
 
     # ---- 2. aggregation
     q = Quotient(idx, backend)
-    m = _Merger(q, names, steps, max_tries)
+    m = Merger(q, names, steps, max_tries)
     if custom:
         merge(MergeContext(m, idx))
     else:
         MERGE_STRATEGIES[key](m, idx.preds, None)
     if key == "adjacent":
-        _log_not_adjacent(m)
+        log_not_adjacent(m)
 
     # ---- 3. min_group_size: small islands back to the fallback, then merge those again
     n_fallback_groups = send_small_groups_back(m, key, fallback, min_group_size) if min_group_size > 1 else 0
@@ -220,7 +220,7 @@ def _partition(graph, table_or_system, enabled, overrides, fallback, merge, min_
     return _assemble(graph, idx, m, n_fallback_groups, table, system, params, unsupported)
 
 
-def _assemble(graph: OpGraph, idx: Any, m: _Merger, n_fallback_groups: int, table: SupportTable,
+def _assemble(graph: OpGraph, idx: Any, m: Merger, n_fallback_groups: int, table: SupportTable,
               system: System | None, params: dict[str, Any], unsupported: list[tuple[str, str]]) -> PartitionResult:
     """Name the groups, collect the quotient edges and the metrics: the result."""
     q, steps = m.q, m.steps

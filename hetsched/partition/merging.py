@@ -1,6 +1,6 @@
 """Aggregation (the partition patent, paragraphs 46-47): merge same-backend ops into aggregated ops, never a cycle.
 
-The merge passes share a :class:`_Merger` (the quotient graph, the op names, the step log). Every
+The merge passes share a :class:`Merger` (the quotient graph, the op names, the step log). Every
 decision is one logged step: merged, or refused (different backend, would create a cycle, not
 adjacent); ``data["outcome"]`` names it (``merged``, ``cycle``, ``different_backend``,
 ``not_adjacent``) and a cycle refusal's ``data["via"]`` the group the path runs through. Strategies are chosen by name from :data:`MERGE_STRATEGIES` or passed as a callable that
@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import HetschedError, UnknownNameError
 from ..results import StepLog
-from ._quotient import Quotient
+from .quotient import Quotient
 
 __all__ = ["MERGE_STRATEGIES", "MergeContext", "send_small_groups_back"]
 
@@ -38,7 +38,7 @@ def _cycle_step(subject: str, n_alive: int, ra: str, rb: str, via_backend: str, 
             f" {via!r} and comes back into the group of {rb!r}", {}, data)
 
 
-class _Merger:
+class Merger:
     """What the merge passes share: the quotient, the op names, the step log."""
 
     __slots__ = ("q", "names", "steps", "max_tries", "last_via", "n_merged", "n_cycle")
@@ -78,11 +78,11 @@ class _Merger:
         self.n_cycle += 1
 
 
-def _merge_none(ctx: _Merger, pred_lists: list[list[int]], backends: list[str] | None) -> None:
+def _merge_none(ctx: Merger, pred_lists: list[list[int]], backends: list[str] | None) -> None:
     """Per-op launch: no aggregation at all (the baseline the patent improves on)."""
 
 
-def _merge_adjacent(ctx: _Merger, pred_lists: list[list[int]], backends: list[str] | None) -> None:
+def _merge_adjacent(ctx: Merger, pred_lists: list[list[int]], backends: list[str] | None) -> None:
     """The patent's minimal-neighbourhood rule: merge connected same-backend ops, in topological order.
 
     Each op edge ``p -> v`` is one decision: merged, already together (not logged), different
@@ -136,7 +136,7 @@ def _merge_adjacent(ctx: _Merger, pred_lists: list[list[int]], backends: list[st
     ctx.n_cycle += n_cycle
 
 
-def _log_not_adjacent(ctx: _Merger) -> None:
+def log_not_adjacent(ctx: Merger) -> None:
     """After the adjacent pass: say why same-backend groups that are not neighbours stay apart."""
     q, names, steps = ctx.q, ctx.names, ctx.steps
     first: dict[str, int] = {}
@@ -156,7 +156,7 @@ def _log_not_adjacent(ctx: _Merger) -> None:
         )
 
 
-def _merge_global(ctx: _Merger, pred_lists: list[list[int]], backends: list[str] | None) -> None:
+def _merge_global(ctx: Merger, pred_lists: list[list[int]], backends: list[str] | None) -> None:
     """Adjacent merging, then join non-adjacent same-backend groups when no cycle results.
 
     Groups are visited in the order of their first op; each tries the ``max_tries`` most recent open groups
@@ -167,7 +167,7 @@ def _merge_global(ctx: _Merger, pred_lists: list[list[int]], backends: list[str]
     _global_pass(ctx, backends)
 
 
-def _global_pass(ctx: _Merger, backends: Iterable[str] | None) -> None:
+def _global_pass(ctx: Merger, backends: Iterable[str] | None) -> None:
     q, names = ctx.q, ctx.names
     only = None if backends is None else set(backends)
     open_: dict[str, list[int]] = {}
@@ -215,7 +215,7 @@ class MergeContext:
 
     __slots__ = ("_ctx", "_idx")
 
-    def __init__(self, ctx: _Merger, idx) -> None:
+    def __init__(self, ctx: Merger, idx) -> None:
         self._ctx = ctx
         self._idx = idx
 
@@ -271,7 +271,7 @@ MERGE_STRATEGIES: dict[str, Callable[..., None]] = {
 }
 
 
-def send_small_groups_back(m: "_Merger", key: str, fallback: str, min_group_size: int) -> int:
+def send_small_groups_back(m: "Merger", key: str, fallback: str, min_group_size: int) -> int:
     """``min_group_size``: groups of fewer ops go to the fallback (Torch-TensorRT's ``min_block_size``),
     then the fallback's groups merge again under the same strategy. Returns how many groups moved."""
     q, names, steps = m.q, m.names, m.steps

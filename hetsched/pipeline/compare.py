@@ -1,7 +1,7 @@
 """Side-by-side what-if: several schedules or groupings, one metrics table.
 
 >>> df = compare(4, 2, 10, costs={"F": 1, "B": 1})
->>> df.loc[df.schedule == "interleaved_1f1b[balanced]", "makespan_s"].item()
+>>> df.loc[df.label == "interleaved_1f1b[balanced]", "makespan_s"].item()
 46.0
 """
 
@@ -23,7 +23,7 @@ __all__ = ["compare", "DEFAULT_LINEUP"]
 #: (Costs are per stage, so only schedules with the same ``v`` compare like for like.)
 DEFAULT_LINEUP: tuple[tuple[str, dict], ...] = tuple(("interleaved_1f1b", {"grouping": g}) for g in sorted(GROUPINGS))
 
-_COLUMNS = ["schedule", "makespan_s", "bubble_fraction", "peak_activations_chunks", "peak_activation_bytes", "peak_cache_depth",
+_COLUMNS = ["label", "makespan_s", "bubble_fraction", "peak_activations_chunks", "peak_activation_bytes", "peak_cache_depth",
             "order_peak", "error"]
 
 
@@ -31,7 +31,7 @@ def compare(p: int, v: int, m: int, *, lineup: Iterable[tuple[str, Mapping[str, 
             comm: Any = None, cache: str | None = None, long: bool = False) -> pd.DataFrame:
     """Simulate each ``(schedule, options)`` on ``(p, v, m)``; one row per schedule.
 
-    Columns: ``schedule``, ``makespan_s``, ``bubble_fraction``, ``peak_activations_chunks``,
+    Columns: ``label`` (the schedule), ``makespan_s``, ``bubble_fraction``, ``peak_activations_chunks``,
     ``peak_activation_bytes``, ``peak_cache_depth``, ``order_peak`` (worst rank's in-flight count in
     list order) and ``error`` (why a schedule was refused, e.g. torch's divisibility rule). A
     schedule listed twice is one row. ``long=True`` gives the numbers in the house's long format
@@ -39,7 +39,7 @@ def compare(p: int, v: int, m: int, *, lineup: Iterable[tuple[str, Mapping[str, 
     schedule has no numbers, hence no rows).
 
     >>> df = compare(4, 2, 9, costs={"F": 1, "B": 1})
-    >>> df.set_index("schedule")["error"].notna().to_dict()["interleaved_1f1b[torch]"]  # 9 % 2 != 0
+    >>> df.set_index("label")["error"].notna().to_dict()["interleaved_1f1b[torch]"]  # 9 % 2 != 0
     True
     >>> compare(4, 2, 8, costs={"F": 1, "B": 1}, long=True).query("metric == 'makespan_s'")["value"].tolist()
     [38.0, 38.0, 38.0, 38.0]
@@ -56,5 +56,5 @@ def compare(p: int, v: int, m: int, *, lineup: Iterable[tuple[str, Mapping[str, 
             rows.setdefault(label, {"error": str(exc).splitlines()[0]})
             continue
         rows[s.name] = {**{k: r.metrics[k] for k in _COLUMNS[1:-2]}, "order_peak": int(peak_in_flight(s).max()), "error": None}
-    frame = compare_results(rows, metrics=_COLUMNS[1:], label="schedule", wide=True)
-    return compare_results(frame, label="schedule", family="pipeline").dropna(subset=["value"]).reset_index(drop=True) if long else frame
+    frame = compare_results(rows, metrics=_COLUMNS[1:], wide=True)
+    return compare_results(frame, family="pipeline") if long else frame

@@ -9,9 +9,10 @@ go through :meth:`StageCosts.per_rank`, which divides the share over the schedul
 Link times come from the cost model's ``transfer_s`` (:mod:`hetsched.cost`), the one transfer
 formula of the house: a graph-priced :class:`StageCosts` (from
 :func:`~hetsched.pipeline.stage_costs`) carries the per-stage send times it computed from the
-system's links; in the numbers-only mode :class:`P2P` builds a two-device system with one link of
-its ``latency_s`` / ``bandwidth_Bps`` and asks the same function. A message of 0 bytes is free
-(the cost model's rule).
+system's links; in the numbers-only mode :class:`P2P` prices a message over one
+:class:`~hetsched.system.Link` of its ``latency_s`` / ``bandwidth_Bps`` (:meth:`Link.time_s
+<hetsched.system.Link.time_s>`, the hop formula the cost models sum over a route). A message of 0
+bytes is free (the cost model's rule).
 
 Runtime overhead (the pipeline family's fidelity issue: a real gloo run was 1.12-1.29x the simulated makespan,
 about 1.6-2 ms per action explained it): ``StageCosts.overhead_s`` is added to every compute
@@ -37,6 +38,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import ScheduleError
+from ..system import Link
 
 __all__ = ["StageCosts", "P2P"]
 
@@ -186,8 +188,8 @@ class P2P:
     Attributes
     ----------
     latency_s, bandwidth_Bps : float
-        One link, the same for every pair of ranks, priced by the cost model's ``transfer_s``
-        (ignored when the :class:`StageCosts` carry send times priced from a system).
+        One link, the same for every pair of ranks (:attr:`link`), a message priced as the cost
+        models price a hop (ignored when the :class:`StageCosts` carry send times priced from a system).
     lockstep : bool
         PaddlePaddle's blocking exchange (see :mod:`hetsched.pipeline.lockstep`) instead of
         non-blocking ``isend``/``irecv``.
@@ -220,29 +222,25 @@ class P2P:
         return self.latency_s > 0 or self.bandwidth_Bps < math.inf
 
     @cached_property
-    def _cost(self):
-        # the one transfer formula: a two-device system with this link, priced by the cost model
-        from ..cost import RooflineCost
-        from ..system import Device, Link, System
-
-        devs = [Device("rank_a", "accelerator"), Device("rank_b", "accelerator")]
-        # a System link must have a finite bandwidth (issue 20); "no bandwidth limit" is the largest
-        # float, whose byte term (<= 1e-290 s) vanishes against any latency
+    def link(self) -> Link:
+        """The one link between any two ranks, as a :class:`~hetsched.system.Link` (what prices a message)."""
+        # a Link must have a finite bandwidth (issue 20); "no bandwidth limit" is the largest float,
+        # whose byte term (<= 1e-290 s) vanishes against any latency
         bw = float(self.bandwidth_Bps) if math.isfinite(self.bandwidth_Bps) else sys.float_info.max
-        return RooflineCost(System(devs, [Link("rank_a", "rank_b", bw, float(self.latency_s))], name="p2p"))
+        return Link("rank", "rank'", bw, float(self.latency_s))
 
     def time_s(self, nbytes: Any) -> Any:
-        """Transfer time of ``nbytes`` (scalar or array) between two ranks, without ``overhead_s``.
+        """Transfer time of ``nbytes`` (scalar or array) between two ranks, without ``overhead_s``:
+        the link's ``latency + bytes / bandwidth`` (:meth:`~hetsched.system.Link.time_s`, the hop the
+        cost models sum over a route); 0 bytes are free.
 
         >>> P2P(latency_s=1e-6, bandwidth_Bps=1e9).time_s(1e3)
         2e-06
         """
-        c = self._cost
         if np.ndim(nbytes):
             a = np.asarray(nbytes, float)
-            u, inv = np.unique(a, return_inverse=True)
-            return np.array([c.transfer_s(float(x), "rank_a", "rank_b") for x in u])[inv].reshape(a.shape)
-        return c.transfer_s(float(nbytes), "rank_a", "rank_b")
+            return np.where(a > 0, self.link.time_s(a), 0.0)
+        return self.link.time_s(float(nbytes)) if nbytes > 0 else 0.0
 
     @classmethod
     def coerce(cls, comm: Any) -> "P2P":

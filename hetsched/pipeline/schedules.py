@@ -41,11 +41,13 @@ Examples
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+import inspect
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..errors import ScheduleError
+from ..registry import lookup
 from .ir import B, F, I, W, Schedule
 
 __all__ = [
@@ -81,7 +83,7 @@ __all__ = [
 MAX_ACTIONS = 4_000_000
 
 
-def _check(p: int, v: int, m: int, *, per: int = 2) -> None:
+def check_pvm(p: int, v: int, m: int, *, per: int = 2) -> None:
     """Positive integers, and at most :data:`MAX_ACTIONS` actions (``per`` actions per stage and micro-batch)."""
     for name, val in (("p", p), ("v", v), ("m", m)):
         # bool is an int subclass: True would silently mean 1
@@ -172,12 +174,8 @@ def groups(p: int, m: int, grouping: str | Sequence[int] | Callable[[int, int], 
     >>> groups(3, 7, [4, 3])
     [4, 3]
     """
-    if isinstance(grouping, str):
-        if grouping not in GROUPINGS:
-            raise ScheduleError(f"unknown grouping {grouping!r}; choose one of {sorted(GROUPINGS)}", field="grouping")
-        g = GROUPINGS[grouping](p, m)
-    elif callable(grouping):
-        g = list(grouping(p, m))
+    if isinstance(grouping, str) or callable(grouping):
+        g = list(lookup(GROUPINGS, grouping, what="grouping", error=ScheduleError)(p, m))
     else:
         try:
             g = [int(x) for x in grouping]
@@ -211,7 +209,7 @@ def interleaved_from_groups(p: int, v: int, m: int, sizes: Sequence[int], *, nam
     >>> interleaved_from_groups(2, 1, 2, [2]).to_text()
     ['0F0 0F1 0B0 0B1', '1F0 1B0 1F1 1B1']
     """
-    _check(p, v, m)
+    check_pvm(p, v, m)
     fc, fm = _group_sequence(v, sizes, False)
     bc, bm = _group_sequence(v, sizes, True)
     n = v * m
@@ -234,7 +232,7 @@ def interleaved_from_groups(p: int, v: int, m: int, sizes: Sequence[int], *, nam
 
 
 def interleaved_1f1b(p: int, v: int, m: int, grouping: str | Sequence[int] | Callable = "paddle", *, group_size: int | None = None) -> Schedule:
-    """Interleaved 1F1B (Narayanan et al., SC 2021) with a micro-batch grouping policy.
+    """Interleaved 1F1B: Narayanan et al. (SC 2021), with a micro-batch grouping policy.
 
     Parameters
     ----------
@@ -257,7 +255,7 @@ def interleaved_1f1b(p: int, v: int, m: int, grouping: str | Sequence[int] | Cal
     >>> s.meta["groups"], s.name
     ([6, 4], 'interleaved_1f1b[paddle]')
     """
-    _check(p, v, m)
+    check_pvm(p, v, m)
     if grouping == "megatron":
         sizes = megatron_groups(p, m, group_size)
     elif group_size is not None:
@@ -272,7 +270,7 @@ def interleaved_1f1b(p: int, v: int, m: int, grouping: str | Sequence[int] | Cal
 
 
 def interleaved_fthenb(p: int, v: int, m: int) -> Schedule:
-    """Interleaved all-forward-then-all-backward: one group of ``m``, chunk-major.
+    """Interleaved F-then-B: all forwards then all backwards, interleaved; one group of ``m``, chunk-major.
 
     PaddlePaddle's ``PipelineParallelWithInterleaveFthenB``, the schedule it uses for ``p <= m < 2p``
     where interleaved 1F1B has no steady phase. Accepted for any ``m >= 1`` on purpose, not only
@@ -284,36 +282,36 @@ def interleaved_fthenb(p: int, v: int, m: int) -> Schedule:
     >>> interleaved_fthenb(2, 2, 2).to_text()[0]
     '0F0 0F1 2F0 2F1 2B0 2B1 0B0 0B1'
     """
-    _check(p, v, m)
+    check_pvm(p, v, m)
     return interleaved_from_groups(p, v, m, [m], name="interleaved_fthenb", warmup=lambda r: v * m)
 
 
 # ---- single-chunk classics ---------------------------------------------------------------------
 
 def gpipe(p: int, m: int) -> Schedule:
-    """GPipe (Huang et al., NeurIPS 2019): all forwards, then all backwards, one stage per rank.
+    """GPipe: all forwards, then all backwards, one stage per rank (Huang et al., NeurIPS 2019).
 
     >>> gpipe(2, 2).to_text()
     ['0F0 0F1 0B0 0B1', '1F0 1F1 1B0 1B1']
     """
-    _check(p, 1, m)
+    check_pvm(p, 1, m)
     per = [(np.full(2 * m, r, np.int32), np.repeat(np.array([F, B], np.int8), m), np.tile(np.arange(m, dtype=np.int32), 2)) for r in range(p)]
     return Schedule.from_arrays(p, 1, m, "gpipe", per)
 
 
 def one_f_one_b(p: int, m: int) -> Schedule:
-    """1F1B / PipeDream-Flush (Narayanan et al., SC 2021): ``p - 1 - r`` warm-up forwards on rank ``r``.
+    """1F1B: PipeDream-Flush (Narayanan et al., SC 2021), ``p - 1 - r`` warm-up forwards on rank ``r``.
 
     >>> one_f_one_b(2, 3).to_text()
     ['0F0 0F1 0B0 0F2 0B1 0B2', '1F0 1B0 1F1 1B1 1F2 1B2']
     """
-    _check(p, 1, m)
+    check_pvm(p, 1, m)
     s = interleaved_from_groups(p, 1, m, [m], name="1f1b", warmup=lambda r: p - 1 - r)
     return s
 
 
 def looped_bfs(p: int, v: int, m: int) -> Schedule:
-    """Breadth-first looping (Lamy-Poirier, 2023): each local stage runs all micro-batches in turn.
+    """Looped BFS: breadth-first looping (Lamy-Poirier, 2023), each local stage runs all micro-batches in turn.
 
     Forwards chunk by chunk (micro-batches in order), then backwards from the last chunk down,
     micro-batches in reverse (the order torch's ``ScheduleLoopedBFS`` uses).
@@ -321,7 +319,7 @@ def looped_bfs(p: int, v: int, m: int) -> Schedule:
     >>> looped_bfs(2, 2, 2).to_text()[0]
     '0F0 0F1 2F0 2F1 2B1 2B0 0B1 0B0'
     """
-    _check(p, v, m)
+    check_pvm(p, v, m)
     per = []
     for r in range(p):
         fst = np.repeat(np.arange(v) * p + r, m)
@@ -363,7 +361,7 @@ def _zb_handcrafted(p: int, m: int, warmup: Callable[[int], int], defer: Callabl
 
 
 def zb_h1(p: int, m: int) -> Schedule:
-    """ZB-H1 (Qi et al., ICLR 2024): backward split into I and W; 1F1B's warm-up, ``W`` deferred by ``r``.
+    """ZB-H1: Qi et al. (ICLR 2024), backward split into I and W; 1F1B's warm-up, ``W`` deferred by ``r``.
 
     Peak activation memory of the worst rank equals 1F1B's (``p`` micro-batches); with equal
     times the makespan is ``m (tF + tI + tW) + (p - 1)(tF + tI - tW)`` against 1F1B's
@@ -372,12 +370,12 @@ def zb_h1(p: int, m: int) -> Schedule:
     >>> zb_h1(2, 2).to_text()
     ['0F0 0F1 0I0 0W0 0I1 0W1', '1F0 1I0 1F1 1I1 1W0 1W1']
     """
-    _check(p, 1, m, per=3)
+    check_pvm(p, 1, m, per=3)
     return _zb_handcrafted(p, m, lambda r: p - 1 - r, lambda r: r, "zb_h1")
 
 
 def zb_h2(p: int, m: int) -> Schedule:
-    """ZB-H2 (Qi et al., ICLR 2024): ``2(p - 1 - r) + 1`` warm-up forwards fill the start-up bubble.
+    """ZB-H2: Qi et al. (ICLR 2024), ``2(p - 1 - r) + 1`` warm-up forwards fill the start-up bubble.
 
     Rank ``r`` defers its weight gradients by ``2r`` steady pairs (ZB-H1 defers by ``r``), so the
     ``W`` it holds back fill the waits for input gradients in the steady phase and the tail, and
@@ -390,12 +388,12 @@ def zb_h2(p: int, m: int) -> Schedule:
     >>> zb_h2(2, 3).to_text()[0]
     '0F0 0F1 0F2 0I0 0W0 0I1 0W1 0I2 0W2'
     """
-    _check(p, 1, m, per=3)
+    check_pvm(p, 1, m, per=3)
     return _zb_handcrafted(p, m, lambda r: 2 * (p - 1 - r) + 1, lambda r: 2 * r, "zb_h2")
 
 
 def zbv(p: int, m: int) -> Schedule:
-    """ZB-V (Qi et al., ICLR 2024, section 6): two chunks per rank in a V (stage ``s >= p`` on rank ``2p-1-s``).
+    """ZB-V: Qi et al. (ICLR 2024, section 6), two chunks per rank in a V (stage ``s >= p`` on rank ``2p-1-s``).
 
     Rank ``r`` runs ``2(p - r) - 1`` chunk-0 forwards, ``r`` (chunk-1, chunk-0) forward pairs, then
     ``p - r`` rounds of chunk-1 F, I, W; the steady phase alternates chunk 0 (F, I, W) and chunk 1
@@ -405,7 +403,7 @@ def zbv(p: int, m: int) -> Schedule:
     >>> zbv(2, 3).to_text()[1]
     '1F0 2F0 1F1 2F1 2I0 2W0 1F2 1I0 1W0 2F2 2I1 2W1 1I1 2I2 1I2 1W1 2W2 1W2'
     """
-    _check(p, 2, m, per=3)
+    check_pvm(p, 2, m, per=3)
     n = max(2 * p - 1, m)
     S = 2 * p
     per = []
@@ -466,7 +464,7 @@ def is_patent_schedule(s: Schedule) -> bool:
 
 
 def interleaved_zero_bubble(p: int, v: int, m: int, grouping: str | Sequence[int] | Callable = "torch") -> Schedule:
-    """Interleaved zero bubble, ZB1P (Qi et al., ICLR 2024): interleaved 1F1B with the backward split.
+    """Interleaved zero bubble: ZB1P (Qi et al., ICLR 2024), interleaved 1F1B with the backward split.
 
     The order torch 2.13's ``ScheduleInterleavedZeroBubble`` runs: micro-batches in groups
     (torch's equal rounds by default); rank ``r`` runs ``(v - 1) g0 + (p - 1 - r)`` warm-up
@@ -484,7 +482,7 @@ def interleaved_zero_bubble(p: int, v: int, m: int, grouping: str | Sequence[int
     >>> interleaved_zero_bubble(2, 2, 2).to_text()[1]
     '1F0 1F1 3F0 3I0 3F1 3I1 3W0 1I0 3W1 1I1 1W0 1W1'
     """
-    _check(p, v, m, per=3)
+    check_pvm(p, v, m, per=3)
     sizes = groups(p, m, grouping)
     fc, fm = _group_sequence(v, sizes, False)
     bc, bm = _group_sequence(v, sizes, True)
@@ -517,7 +515,7 @@ def interleaved_zero_bubble(p: int, v: int, m: int, grouping: str | Sequence[int
 
 
 def dualpipev(p: int, m: int) -> Schedule:
-    """DualPipeV (DeepSeek-V3 report, arXiv 2412.19437, section 3.2.1; the "cut-in-half" DualPipe):
+    """DualPipeV: the "cut-in-half" DualPipe (DeepSeek-V3 report, arXiv 2412.19437, section 3.2.1),
     two chunks per rank in a V, forward and backward chunks overlapped in the steady phase.
 
     The order torch 2.13's ``ScheduleDualPipeV`` runs, for ``m >= 2p`` (torch refuses fewer
@@ -540,7 +538,7 @@ def dualpipev(p: int, m: int) -> Schedule:
     >>> s.meta["overlap"][0]
     [7, 9, 12]
     """
-    _check(p, 2, m, per=3)
+    check_pvm(p, 2, m, per=3)
     if m < 2 * p:
         raise ScheduleError(f"dualpipev needs at least as many micro-batches as stages (m >= 2p = {2 * p}), got m={m} (torch raises the same)", field="m")
     S = 2 * p
@@ -611,19 +609,23 @@ def dualpipev(p: int, m: int) -> Schedule:
     return Schedule.from_arrays(p, 2, m, "dualpipev", per, style="v", meta={"overlap": overlaps})
 
 
-#: Generators by name, each ``f(p, v, m, **options) -> Schedule`` (use :func:`make_schedule`).
-SCHEDULES: dict[str, Callable[..., Schedule]] = {
-    "gpipe": lambda p, v, m: gpipe(p, m),
-    "1f1b": lambda p, v, m: one_f_one_b(p, m),
-    "looped_bfs": lambda p, v, m: looped_bfs(p, v, m),
-    "interleaved_1f1b": lambda p, v, m, **kw: interleaved_1f1b(p, v, m, **kw),
-    "interleaved_fthenb": lambda p, v, m: interleaved_fthenb(p, v, m),
-    "zb_h1": lambda p, v, m: zb_h1(p, m),
-    "zb_h2": lambda p, v, m: zb_h2(p, m),
-    "zbv": lambda p, v, m: zbv(p, m),
-    "interleaved_zero_bubble": lambda p, v, m, **kw: interleaved_zero_bubble(p, v, m, **kw),
-    "dualpipev": lambda p, v, m: dualpipev(p, m),
-}
+def _pvm(gen: Callable[..., Schedule]) -> Callable[..., Schedule]:
+    """``gen`` as ``f(p, v, m, **options)``, with its docstring (a schedule of fixed chunks ignores ``v``)."""
+    takes_v = "v" in inspect.signature(gen).parameters
+
+    def run(p: int, v: int, m: int, **options: Any) -> Schedule:
+        return gen(p, v, m, **options) if takes_v else gen(p, m, **options)
+
+    run.__name__, run.__qualname__, run.__doc__ = gen.__name__, gen.__qualname__, gen.__doc__
+    return run
+
+
+#: Generators by name, each ``f(p, v, m, **options) -> Schedule`` (use :func:`make_schedule`); the
+#: registry idiom (:mod:`hetsched.registry`): ``label``/``describe`` give a panel its name and line.
+SCHEDULES: dict[str, Callable[..., Schedule]] = {name: _pvm(gen) for name, gen in {
+    "gpipe": gpipe, "1f1b": one_f_one_b, "looped_bfs": looped_bfs, "interleaved_1f1b": interleaved_1f1b,
+    "interleaved_fthenb": interleaved_fthenb, "zb_h1": zb_h1, "zb_h2": zb_h2, "zbv": zbv,
+    "interleaved_zero_bubble": interleaved_zero_bubble, "dualpipev": dualpipev}.items()}
 
 #: What each schedule takes, as data (panels enable their controls from it): ``v`` is the fixed
 #: number of chunks per rank (``None``: any), ``options`` the keyword options it accepts,
@@ -669,18 +671,17 @@ def make_schedule(name: str | Callable[..., Schedule], p: int, v: int | None, m:
     >>> s = make_schedule("1f1b", 4, 2, 8); s.v, s.meta["v_requested"]
     (1, 2)
     """
-    if callable(name):
-        _check(p, 2 if v is None else v, m)
-        return name(p, v, m, **options)
-    if name not in SCHEDULES:
-        raise ScheduleError(f"unknown schedule {name!r}; choose one of {sorted(SCHEDULES)}", field="schedule")
+    gen = lookup(SCHEDULES, name, what="schedule", error=ScheduleError)
+    if gen is not SCHEDULES.get(name if isinstance(name, str) else None):
+        check_pvm(p, 2 if v is None else v, m)
+        return gen(p, v, m, **options)
     info = SCHEDULE_INFO[name]
     unknown = sorted(set(options) - set(info["options"]))
     if unknown:
         takes = ", ".join(info["options"]) or "no options"
         raise ScheduleError(f"schedule {name!r} does not take {', '.join(unknown)} (it takes {takes})", field=unknown[0])
-    _check(p, 2 if v is None else v, m)  # v < 1 is bad input even where the schedule fixes it
-    s = SCHEDULES[name](p, schedule_v(name, v), m, **options)
+    check_pvm(p, 2 if v is None else v, m)  # v < 1 is bad input even where the schedule fixes it
+    s = gen(p, schedule_v(name, v), m, **options)
     if v is not None and v != s.v:
         s = Schedule(s.p, s.v, s.m, s.name, s.stage, s.kind, s.microbatch, s.offsets, s.style, {**s.meta, "v_requested": v})
     return s

@@ -64,7 +64,7 @@ from .costs import P2P, StageCosts
 from .deps import checked_dependencies, walk
 from .ir import B, F, I, KINDS, W, Schedule, action_phases
 
-__all__ = ["StageCosts", "P2P", "PipelineResult", "simulate", "timeline_deps", "CACHE_DESIGNS"]
+__all__ = ["StageCosts", "P2P", "PipelineResult", "simulate", "price_actions", "timeline_deps", "CACHE_DESIGNS"]
 
 CACHE_DESIGNS = (None, "sender", "receiver")
 #: Above this many actions the timeline carries no ``flow`` ids (they cost a string per row).
@@ -109,13 +109,15 @@ class _Phases:
 
 
 def _start_step(s: Schedule, order: np.ndarray, rank: np.ndarray, start: np.ndarray, end: np.ndarray, dep: np.ndarray,
-                ready: np.ndarray, lockstep: bool, phases: Any, k: int) -> Step:
+                ready: np.ndarray, lockstep: bool, phases: Any, in_msg: np.ndarray, held: np.ndarray, k: int) -> Step:
     """Step ``k`` of a run: the ``k``-th action start in time order, and why it started then
     (made on access: a million-action run logs a million starts).
 
-    ``data``: ``rank``, ``start_s``, ``end_s``, ``action`` (the flat action index), and the action's
+    ``data``: ``rank``, ``start_s``, ``end_s``, ``action`` (the flat action index), the action's
     ``phase`` on its rank (warm-up / steady / cool-down) and patent ``micro_step``
-    (:func:`~hetsched.pipeline.action_phases`; ``phases()`` computes them once per run, on first use).
+    (:func:`~hetsched.pipeline.action_phases`; ``phases()`` computes them once per run, on first use),
+    and ``held_s``: how long the message it consumes waited in the run's cache (``None``: it takes
+    none; see :meth:`PipelineResult.messages`).
     """
     i = int(order[k])
     phase, micro = phases()
@@ -133,7 +135,8 @@ def _start_step(s: Schedule, order: np.ndarray, rank: np.ndarray, start: np.ndar
     else:
         why = f"rank {r} runs it as soon as its previous action ends"
     return Step(k, "start", _txt(s, i), before=st, after=en, accepted=True, reason=why,
-                data={"rank": r, "start_s": st, "end_s": en, "action": i, "phase": str(phase[i]), "micro_step": int(micro[i])})
+                data={"rank": r, "start_s": st, "end_s": en, "action": i, "phase": str(phase[i]), "micro_step": int(micro[i]),
+                      "held_s": float(held[in_msg[i]]) if in_msg[i] >= 0 else None})
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -224,7 +227,9 @@ class PipelineResult(Result):
 
         One row per message, in the consumers' flat order. Columns ``item`` (producer action), ``consumer``, ``src``, ``dst`` (ranks), ``bytes``,
         ``produced_s``, ``sent_s`` (transfer start), ``arrived_s``, ``consumed_s``, ``blocked_send_s``
-        (lock-step: the sender waiting for the receive to be posted).
+        (lock-step: the sender waiting for the receive to be posted) and ``held_s``: how long it waited
+        in the run's cache, by its design (the receive buffer: arrival to consumption; otherwise the
+        sender's queue or exchange: production to send).
 
         >>> from hetsched.pipeline import one_f_one_b
         >>> simulate(one_f_one_b(2, 1), costs={"F": 1, "B": 1}).messages()[["item", "consumer", "src", "dst"]].values.tolist()
@@ -236,6 +241,7 @@ class PipelineResult(Result):
             "item": [_txt(s, int(i)) for i in src.tolist()], "consumer": [_txt(s, int(i)) for i in dst.tolist()],
             "src": self._rank[src], "dst": self._rank[dst], "bytes": mg["bytes"], "produced_s": self.end_s[src],
             "sent_s": mg["xs"], "arrived_s": mg["xe"], "consumed_s": self.start_s[dst], "blocked_send_s": mg["blocked_s"],
+            "held_s": mg["held_s"],
         })
 
     def queue_trace(self) -> pd.DataFrame:
@@ -335,6 +341,36 @@ def _message_times(s: Schedule, c: dict[str, np.ndarray], link: P2P, src: np.nda
     return nbytes, np.asarray(tt, float) + link.overhead_s
 
 
+def price_actions(s: Schedule, c: dict[str, np.ndarray], link: P2P) -> tuple[np.ndarray, ...]:
+    """What every action of ``s`` costs in the simulator's model of time (the one pricing of the house).
+
+    ``c`` is ``StageCosts.arrays(...)`` for ``s``. Returns ``(dep, dur, src, dst, nbytes, tt)``: the
+    producer of each action's input (``-1``: none), each action's duration (its stage's time plus
+    overhead), and per cross-rank message its producer ``src``, consumer ``dst``, bytes and transfer
+    time (link time plus ``P2P.overhead_s``). :func:`simulate` and the schedule synthesis
+    (:mod:`.synth`) both price actions here, so they cannot disagree.
+
+    >>> from hetsched.pipeline import one_f_one_b
+    >>> s = one_f_one_b(2, 1)
+    >>> dep, dur, src, dst, nbytes, tt = price_actions(s, StageCosts(f_s=1, b_s=2, activation_bytes=8).arrays(2), P2P(latency_s=0.5))
+    >>> dur.tolist(), dst.tolist(), tt.tolist()
+    ([1.0, 2.0, 1.0, 2.0], [1, 2], [0.5, 0.5])
+    """
+    dep = checked_dependencies(s)
+    n = s.n_actions
+    st64 = s.stage.astype(np.int64)
+    kd = s.kind
+    rank = s.rank
+    dur = np.select([kd == F, kd == B, kd == I, kd == W], [c["F"][st64], c["B"][st64], c["I"][st64], c["W"][st64]]) + c["overhead"][st64]
+    has = dep >= 0
+    cross = np.zeros(n, bool)
+    cross[has] = rank[dep[has]] != rank[has]
+    dst = np.flatnonzero(cross)
+    src = dep[dst]
+    nbytes, tt = _message_times(s, c, link, src, dst)
+    return dep, dur, src, dst, nbytes, tt
+
+
 def simulate(schedule: Schedule, *, costs: StageCosts | Mapping | None = None, comm: P2P | Mapping | None = None, cache: str | None = None, timeline: bool = True) -> PipelineResult:
     """Simulate ``schedule`` and return a :class:`PipelineResult`.
 
@@ -379,18 +415,12 @@ def simulate(schedule: Schedule, *, costs: StageCosts | Mapping | None = None, c
             f"{s.stage_to_rank.tolist()}: price them for this schedule (stage_costs(..., schedule=...))", field="costs")
     if ("send" in c or "grad_send" in c) and link.priced:
         raise ScheduleError("the costs carry link times priced from a system; do not also give comm latency/bandwidth", field="comm")
-    dep = checked_dependencies(s)
+    dep, dur, src, dst, nbytes, tt = price_actions(s, c, link)
     n = s.n_actions
     st64 = s.stage.astype(np.int64)
     kd = s.kind
     rank = s.rank
-    dur = np.select([kd == F, kd == B, kd == I, kd == W], [c["F"][st64], c["B"][st64], c["I"][st64], c["W"][st64]]) + c["overhead"][st64]
     has = dep >= 0
-    cross = np.zeros(n, bool)
-    cross[has] = rank[dep[has]] != rank[has]
-    dst = np.flatnonzero(cross)
-    src = dep[dst]
-    nbytes, tt = _message_times(s, c, link, src, dst)
     blocked = np.zeros(len(src))
     if link.lockstep:
         from .lockstep import lower, run
@@ -434,6 +464,11 @@ def simulate(schedule: Schedule, *, costs: StageCosts | Mapping | None = None, c
         holder, t0, t1, qi = rank[dst], xe, start[dst], src
     else:
         holder, t0, t1, qi = (np.zeros(0, np.int64), np.zeros(0), np.zeros(0), np.zeros(0, np.int64))
+    # how long each message waited in the cache its design has: until its consumer started (the
+    # receiver's buffer), else until it was sent (the sender's queue, a lock-step exchange)
+    held_msg = start[dst] - xe if cache == "receiver" else xs - end[src]
+    in_msg = np.full(n, -1, dtype=np.int64)
+    in_msg[dst] = np.arange(len(dst))
     waits = t1 > t0 + 1e-12 * max(1.0, makespan)
     qh, q0, q1, qi = holder[waits], t0[waits], t1[waits], qi[waits]
     (peak_cache,) = _peaks_per_rank(np.concatenate([qh, qh]), np.concatenate([q1, q0]), [np.concatenate([-np.ones(len(qh)), np.ones(len(qh))])], s.p)
@@ -464,12 +499,12 @@ def simulate(schedule: Schedule, *, costs: StageCosts | Mapping | None = None, c
         params={"schedule": s.name, "p": s.p, "v": s.v, "m": s.m, "costs": cost, "comm": link, "cache": cache, "lockstep": link.lockstep},
         initial_state={"time_s": 0.0},
         steps=LazySteps(n=n, make=partial(_start_step, s, order, rank, start, end, dep, ready, bool(link.lockstep),
-                                          _Phases(s))),
+                                          _Phases(s), in_msg, held_msg)),
         _order=order,
         _rank=rank,
         _dep=dep,
         _ready=ready,
-        _msg={"src": src, "dst": dst, "xs": xs, "xe": xe, "bytes": nbytes, "blocked_s": blocked},
+        _msg={"src": src, "dst": dst, "xs": xs, "xe": xe, "bytes": nbytes, "blocked_s": blocked, "held_s": held_msg},
         _queue=(qh, q0, q1, qi),
     )
 

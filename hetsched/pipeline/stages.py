@@ -420,9 +420,9 @@ def exhaustive_split(graph: OpGraph, system: System, *, devices: Sequence[str], 
 
 
 def _problem(graph, system, devices, p, v, schedule, m, cost, units, weight_copies):
-    from .schedules import _check
+    from .schedules import check_pvm
 
-    _check(p, v, 1)
+    check_pvm(p, v, 1)
     devices = list(devices)
     if len(devices) != p:
         raise HetschedError(f"devices names one device per rank: {len(devices)} given for p={p}", field="devices")
@@ -671,12 +671,13 @@ class ModelRun:
 def simulate_model(graph: OpGraph | str | None = None, system: System | str | None = None, *, devices: Sequence[str] | None = None,
                    p: int = 4, v: int | None = None, m: int = 16, schedule: str = "1f1b", grouping: str | None = None,
                    comm: Any = None, cache: str | None = None, units: str = "op", weight_copies: float = 2.0,
-                   overhead_s: float = 0.0) -> ModelRun:
+                   overhead_s: float = 0.0, cost: CostModel | str | None = None) -> ModelRun:
     """Split a model over a machine (:func:`split_stages`, for the schedule that will run it) and simulate.
 
     ``graph`` and ``system`` may be names (a bundled graph, a zoo model, a bundled system; default
     :data:`DEFAULT_MODEL`); ``devices`` defaults to :func:`default_devices`. ``comm`` gives
-    ``lockstep`` / ``overhead_s`` only: link times come from the system.
+    ``lockstep`` / ``overhead_s`` only: link times come from the system. ``cost`` prices the stages
+    and their sends (a model or a cost file; default the roofline).
 
     >>> run = simulate_model(p=4, m=8)
     >>> run.split.n_stages, run.result.schedule.name, run.result.metrics["makespan_s"] > 8 * run.split.metrics["max_stage_s"]
@@ -690,6 +691,6 @@ def simulate_model(graph: OpGraph | str | None = None, system: System | str | No
     s = resolve_system(DEFAULT_MODEL["system"] if system is None else system) if not isinstance(system, System) else system
     devs = list(devices) if devices is not None else default_devices(s, p)
     sched = make_schedule(schedule, p, v, m, **({"grouping": grouping} if grouping is not None else {}))
-    split = split_stages(g, s, devices=devs, p=p, v=sched.v, schedule=sched, units=units, weight_copies=weight_copies,
-                         overhead_s=overhead_s)
+    split = split_stages(g, s, devices=devs, p=p, v=sched.v, schedule=sched, cost=cost, units=units,
+                         weight_copies=weight_copies, overhead_s=overhead_s)
     return ModelRun(split, simulate(sched, costs=split.costs, comm=comm, cache=cache))

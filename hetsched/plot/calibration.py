@@ -21,7 +21,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..errors import HetschedError
-from .core import PALETTE, _esc, _gantt_parts, _text, color_map, figure_from_dicts, time_unit
+from .core import PALETTE, color_map, esc, figure_from_dicts, gantt_parts, time_unit, title_text
 
 __all__ = ["ratio_scatter", "measured_vs_predicted", "efficiency_curves"]
 
@@ -55,14 +55,14 @@ def ratio_scatter(ops: pd.DataFrame, *, band: tuple[float, float] = BAND, title:
     data: list[dict] = []
     for t in types:
         sub = df[df["op_type"].astype(str) == t]
-        hover = [f"<b>{_esc(o)}</b> ({_esc(t)})<br>measured {m * f:.4g} {unit}<br>predicted {p * f:.4g} {unit}<br>ratio {r:.3f}"
+        hover = [f"<b>{esc(o)}</b> ({esc(t)})<br>measured {m * f:.4g} {unit}<br>predicted {p * f:.4g} {unit}<br>ratio {r:.3f}"
                  for o, m, p, r in zip(sub["op"], sub["measured_s"], sub["predicted_s"], sub["ratio"])]
-        data.append(dict(type="scatter", mode="markers", name=_esc(t), x=sub["measured_s"].to_numpy(float) * f,
+        data.append(dict(type="scatter", mode="markers", name=esc(t), x=sub["measured_s"].to_numpy(float) * f,
                          y=sub["ratio"].to_numpy(float), marker=dict(color=cmap[t], size=7, opacity=0.8),
                          hovertext=hover, hoverinfo="text"))
     if highlight is not None and highlight in set(df["op"]):
         row = df[df["op"] == highlight].iloc[0]
-        data.append(dict(type="scatter", mode="markers", name=_esc(highlight), x=[float(row["measured_s"]) * f],
+        data.append(dict(type="scatter", mode="markers", name=esc(highlight), x=[float(row["measured_s"]) * f],
                          y=[float(row["ratio"])], showlegend=False, hoverinfo="skip",
                          marker=dict(size=16, color="rgba(0,0,0,0)", line=dict(color="#D00000", width=3))))
     lo, hi = band
@@ -71,11 +71,11 @@ def ratio_scatter(ops: pd.DataFrame, *, band: tuple[float, float] = BAND, title:
               dict(type="line", xref="x domain", x0=0, x1=1, yref="y", y0=1, y1=1,
                    line=dict(color="#444444", dash="dash", width=1))]
     med = float(df["ratio"].median()) if len(df) else float("nan")
-    layout = dict(xaxis=dict(type="log", title=_text(f"measured time ({unit})")),
-                  yaxis=dict(type="log", title=_text("predicted / measured")), shapes=shapes,
-                  legend=dict(title=_text("op type")), height=380,
+    layout = dict(xaxis=dict(type="log", title=title_text(f"measured time ({unit})")),
+                  yaxis=dict(type="log", title=title_text("predicted / measured")), shapes=shapes,
+                  legend=dict(title=title_text("op type")), height=380,
                   margin=dict(l=10, r=10, t=40, b=40),
-                  title=_text(title or f"per-op ratio: median {med:.3f}, band {lo}-{hi} shaded"))
+                  title=title_text(title or f"per-op ratio: median {med:.3f}, band {lo}-{hi} shaded"))
     return figure_from_dicts(data, layout)
 
 
@@ -97,7 +97,7 @@ def measured_vs_predicted(measured: pd.DataFrame, predicted: pd.DataFrame, *, op
     both = pd.concat([part(measured, "measured"), part(predicted, "predicted")], ignore_index=True)
     color_by = "op_type" if "op_type" in both else "kind"
     lanes = list(dict.fromkeys(both["lane"]))
-    data, layout = _gantt_parts(both, color_by=color_by, lanes=lanes, title=title,
+    data, layout = gantt_parts(both, color_by=color_by, lanes=lanes, title=title,
                                 highlight=[highlight] if highlight else None, height=120 + 40 * len(lanes))
     for d in data:  # one legend entry per op type, the two lanes share it
         d["legendgroup"] = d.get("name")
@@ -134,12 +134,12 @@ def efficiency_curves(points: pd.DataFrame, curves: Mapping[str, Any], *, keys: 
             data.append(dict(type="scatter", mode="markers", name=f"{k} ({'sweep' if sweep else 'in model'})",
                              legendgroup=k, x=s["work_s"].to_numpy(float) * 1e6, y=s["efficiency"].to_numpy(float),
                              marker=dict(color=cmap[k], size=6, symbol="circle-open" if sweep else "circle"),
-                             hovertext=[f"{_esc(o)} ({_esc(t)})" for o, t in zip(s["op"], s["op_type"])], hoverinfo="text+x+y"))
+                             hovertext=[f"{esc(o)} ({esc(t)})" for o, t in zip(s["op"], s["op_type"])], hoverinfo="text+x+y"))
         c = curves[k]
         xs = np.logspace(np.log10(min(c.work_s)) - 0.3, np.log10(max(c.work_s)) + 0.3, 60)
         data.append(dict(type="scatter", mode="lines", name=f"{k} curve", legendgroup=k, x=xs * 1e6,
                          y=[c(float(w)) for w in xs], line=dict(color=cmap[k], width=2)))
-    layout = dict(xaxis=dict(type="log", title=_text("work: roofline time at the measured peaks (us)")),
-                  yaxis=dict(type="log", title=_text("efficiency (work / measured time)")), height=400,
-                  margin=dict(l=10, r=10, t=40 if title else 20, b=40), title=_text(title))
+    layout = dict(xaxis=dict(type="log", title=title_text("work: roofline time at the measured peaks (us)")),
+                  yaxis=dict(type="log", title=title_text("efficiency (work / measured time)")), height=400,
+                  margin=dict(l=10, r=10, t=40 if title else 20, b=40), title=title_text(title))
     return figure_from_dicts(data, layout)

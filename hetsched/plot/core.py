@@ -161,18 +161,18 @@ def validate_edits(fig: go.Figure) -> go.Figure:
     return fig
 
 
-def _esc(x: Any) -> str:
+def esc(x: Any) -> str:
     """A name from a user's file as Plotly text: Plotly draws ``<b>``, ``<br>``, ``<a>``... in hover
     texts, legends and titles, so a name such as ``<img src=x>`` is escaped (Plotly shows ``&lt;``
     as ``<``; quotes stay as they are: Plotly does not decode ``&quot;``). Issue 20.
 
-    >>> _esc("<b>a</b> & 'b'")
+    >>> esc("<b>a</b> & 'b'")
     "&lt;b&gt;a&lt;/b&gt; &amp; 'b'"
     """
     return html.escape(str(x), quote=False)
 
 
-def _text(t: Any) -> dict:
+def title_text(t: Any) -> dict:
     """A title in Plotly's normal form: a string validates to ``{"text": ...}``, ``None`` to ``{}``."""
     return {} if t is None else {"text": t}
 
@@ -211,7 +211,7 @@ def wrap_title(text: str, chars: int = TITLE_CHARS) -> str:
     return "<br>".join(out)
 
 
-def _title_margin_px(lines: int) -> int:
+def title_margin_px(lines: int) -> int:
     """Top margin (px) that holds a title of ``lines`` lines."""
     return _TITLE_LINE_PX * lines + _TITLE_GAP_PX
 
@@ -232,7 +232,7 @@ def fit_title(layout: dict, chars: int = TITLE_CHARS) -> dict:
     layout["title"] = {**t, "text": text}
     lines = text.count("<br>") + 1
     if lines > 1:
-        need = _title_margin_px(lines)
+        need = title_margin_px(lines)
         margin = dict(layout.get("margin") or {})
         if margin.get("t", 100) < need:  # Plotly's default top margin is 100 px
             margin["t"] = need
@@ -251,7 +251,7 @@ def legend_below(title: str | None = None) -> dict:
     >>> legend_below("action")["orientation"], legend_below()["yref"]
     ('h', 'container')
     """
-    return dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom", title=_text(title))
+    return dict(orientation="h", x=0, xanchor="left", yref="container", y=0, yanchor="bottom", title=title_text(title))
 
 
 def legend_height_px(names: Iterable[Any], *, title: str | None = None, width_px: int = 1000,
@@ -286,7 +286,7 @@ def legend_height_px(names: Iterable[Any], *, title: str | None = None, width_px
     return 26 * (rows + line) + 8
 
 
-def _hline(y: float, line: Mapping[str, Any], text: str) -> tuple[dict, dict]:
+def hline(y: float, line: Mapping[str, Any], text: str) -> tuple[dict, dict]:
     """The shape and the annotation ``fig.add_hline(y, line=..., annotation_text=text)`` makes."""
     return (dict(type="line", xref="x domain", x0=0, x1=1, yref="y", y0=y, y1=y, line=dict(line)),
             dict(showarrow=False, text=text, x=1, xanchor="right", xref="x domain", y=y, yanchor="bottom", yref="y"))
@@ -433,7 +433,7 @@ def bytes_unit(nbytes: float) -> tuple[str, float]:
     return "B", 1.0
 
 
-def _fmt_bytes(b: Any) -> str:
+def fmt_bytes(b: Any) -> str:
     if b is None or (isinstance(b, float) and np.isnan(b)):
         return ""
     u, f = bytes_unit(b)
@@ -503,7 +503,7 @@ def gantt(
     >>> list(fig.data[0].text), fig.data[0].marker.color
     (['F0', 'F1', 'F2'], ('#1C326E', '#8d98b6', '#1C326E'))
     """
-    data, layout = _gantt_parts(timeline, color_by=color_by, colors=colors, lanes=lanes, title=title,
+    data, layout = gantt_parts(timeline, color_by=color_by, colors=colors, lanes=lanes, title=title,
                                 max_bars=max_bars, highlight=highlight, height=height, cursor_s=cursor_s,
                                 label_by=label_by, shade_by=shade_by)
     return figure_from_dicts(data, layout)
@@ -561,10 +561,10 @@ def _merge_close(keys: Sequence[str], lanes: np.ndarray, s: np.ndarray, e: np.nd
 _SHADES = (0.0, 0.5, 0.7, 0.35, 0.8, 0.2)
 
 
-def _lighten(color: str, share: float) -> str:
+def lighten(color: str, share: float) -> str:
     """``color`` (``#rrggbb``) mixed with white: ``share`` 0 keeps it, 1 is white.
 
-    >>> _lighten("#000000", 0.5)
+    >>> lighten("#000000", 0.5)
     '#7f7f7f'
     """
     if not (isinstance(color, str) and color.startswith("#") and len(color) == 7) or share <= 0:
@@ -582,7 +582,7 @@ def _cell_text(v: Any) -> str:
     return str(v)
 
 
-def _gantt_parts(timeline: pd.DataFrame, *, color_by: str = "kind", colors: Mapping[str, str] | None = None,
+def gantt_parts(timeline: pd.DataFrame, *, color_by: str = "kind", colors: Mapping[str, str] | None = None,
                  lanes: Sequence[str] | None = None, title: str | None = None, max_bars: int = MAX_BARS,
                  highlight: Iterable[str] | None = None, height: int | None = None,
                  cursor_s: float | None = None, label_by: str | Sequence[str] | None = None,
@@ -610,9 +610,9 @@ def _gantt_parts(timeline: pd.DataFrame, *, color_by: str = "kind", colors: Mapp
     nbytes = tl["bytes"].tolist() if "bytes" in tl.columns else none
     mbs = tl["microbatch"].tolist() if "microbatch" in tl.columns else none
     hover_all = np.array([
-        f"<b>{_esc(nm)}</b><br>lane {_esc(ln)}<br>{_esc(k)}: {a:.4g}–{b:.4g} {unit} ({b - a:.4g} {unit})"
-        + (f"<br>op {_esc(op)}" if isinstance(op, str) and op != nm else "")
-        + (f"<br>{_fmt_bytes(by)}" if by == by and by is not None else "")
+        f"<b>{esc(nm)}</b><br>lane {esc(ln)}<br>{esc(k)}: {a:.4g}–{b:.4g} {unit} ({b - a:.4g} {unit})"
+        + (f"<br>op {esc(op)}" if isinstance(op, str) and op != nm else "")
+        + (f"<br>{fmt_bytes(by)}" if by == by and by is not None else "")
         + (f"<br>micro-batch {mb}" if mb is not None and mb == mb else "")
         for nm, ln, k, a, b, op, by, mb in zip(names, lane_arr.tolist(), kinds, s_all.tolist(), e_all.tolist(), ops,
                                                nbytes, mbs)
@@ -622,7 +622,7 @@ def _gantt_parts(timeline: pd.DataFrame, *, color_by: str = "kind", colors: Mapp
     if label_by is not None and n:
         cols = [label_by] if isinstance(label_by, str) else list(label_by)
         parts = [tl[c].tolist() for c in cols if c in tl.columns]
-        labels = [_esc("".join(_cell_text(v) for v in vals)) for vals in zip(*parts)] if parts else None
+        labels = [esc("".join(_cell_text(v) for v in vals)) for vals in zip(*parts)] if parts else None
     shade = None
     if shade_by is not None and shade_by in tl.columns and n:
         sv = tl[shade_by].tolist()
@@ -643,7 +643,7 @@ def _gantt_parts(timeline: pd.DataFrame, *, color_by: str = "kind", colors: Mapp
             merged_note = f" (gaps under 1/{px} of the axis closed)"
             hover_all = np.array([
                 hover_all[i] if c == 1 else
-                f"<b>{c} intervals</b> of {_esc(keys[i])}<br>lane {_esc(lane_arr[i])}<br>{a:.4g}–{b:.4g} {unit}<br>"
+                f"<b>{c} intervals</b> of {esc(keys[i])}<br>lane {esc(lane_arr[i])}<br>{a:.4g}–{b:.4g} {unit}<br>"
                 f"gaps under 1/{px} of the axis closed: a smaller timeline shows each one"
                 for i, c, a, b in zip(rep, cnt, s_m.tolist(), e_m.tolist())], dtype=object)
             lane_arr, s_all, e_all = lane_arr[rep], s_m, e_m
@@ -667,38 +667,38 @@ def _gantt_parts(timeline: pd.DataFrame, *, color_by: str = "kind", colors: Mapp
         if use_gl:
             xs = np.column_stack([s, e, np.full(len(s), np.nan)]).ravel()
             ys = np.column_stack([lanes_, lanes_, np.full(len(s), None)]).ravel()
-            data.append(dict(type="scattergl", x=xs, y=ys, mode="lines", line=dict(color=cmap[key], width=10), name=_esc(key),
+            data.append(dict(type="scattergl", x=xs, y=ys, mode="lines", line=dict(color=cmap[key], width=10), name=esc(key),
                              legendgroup=key, hoverinfo="skip"))
             data.append(dict(type="scattergl", x=(s + e) / 2, y=lanes_, mode="markers",
-                             marker=dict(color=cmap[key], size=4), name=_esc(key), legendgroup=key, showlegend=False,
+                             marker=dict(color=cmap[key], size=4), name=esc(key), legendgroup=key, showlegend=False,
                              hovertext=hover, hoverinfo="text"))
         else:
             nm = [names[i] for i in idx_list]
             outline = [3 if (names[i] in hl or ref[i] in hl) else 0.5 for i in idx_list]
-            color: Any = cmap[key] if shade is None else [_lighten(cmap[key], shade[i]) for i in idx_list]
+            color: Any = cmap[key] if shade is None else [lighten(cmap[key], shade[i]) for i in idx_list]
             # ``base`` validates to a list (it accepts any values), so it is given as one
-            bar = dict(type="bar", y=lanes_, x=e - s, base=s.tolist(), orientation="h", name=_esc(key), legendgroup=key,
+            bar = dict(type="bar", y=lanes_, x=e - s, base=s.tolist(), orientation="h", name=esc(key), legendgroup=key,
                        marker=dict(color=color, line=dict(color="#222222", width=outline)),
                        hovertext=hover, hoverinfo="text", textposition="inside", insidetextanchor="middle")
             if labels is not None:
                 bar["text"] = [labels[i] for i in idx_list]
                 bar["textangle"] = 0
             elif n <= 60:
-                bar["text"] = [_esc(x) for x in nm]
+                bar["text"] = [esc(x) for x in nm]
             data.append(bar)
     layout = dict(
         barmode="overlay",
-        xaxis=dict(title=_text(f"time ({unit}){merged_note}")),
+        xaxis=dict(title=title_text(f"time ({unit}){merged_note}")),
         yaxis=dict(categoryorder="array", categoryarray=list(reversed(lane_order)), type="category"),
-        legend=dict(title=_text(color_by)),
+        legend=dict(title=title_text(color_by)),
         height=height or max(250, 60 + 28 * len(lane_order)),
         margin=dict(l=10, r=10, t=40 if title else 20, b=40),
     )
-    layout["title"] = _text(title)
+    layout["title"] = title_text(title)
     if labels is not None:  # labels that do not fit their bar are hidden, never shrunk to dust
         layout["uniformtext"] = dict(minsize=9, mode="hide")
     if shade is not None:
-        layout["legend"]["title"] = _text(f"{color_by} (lighter: later {shade_by})")
+        layout["legend"]["title"] = title_text(f"{color_by} (lighter: later {shade_by})")
     if cursor_s is not None:
         layout["shapes"] = [dict(type="line", xref="x", x0=float(cursor_s) * f, x1=float(cursor_s) * f,
                                  yref="y domain", y0=0, y1=1, line=dict(color="#D00000", width=2, dash="dot"))]
@@ -773,20 +773,20 @@ def memory_curve(
             hovertemplate=f"%{{x:.4g}} {tunit}<br>%{{y:.4g}} {bunit}<extra>{name}</extra>",
         ))
     caps = {} if capacity is None else ({"capacity": capacity} if isinstance(capacity, numbers.Real) else dict(capacity))
-    lines = [_hline(float(v) * bf, dict(color="#D55E00", dash="dot"), f"{k} {v * bf:.3g} {bunit}") for k, v in caps.items()]
+    lines = [hline(float(v) * bf, dict(color="#D55E00", dash="dot"), f"{k} {v * bf:.3g} {bunit}") for k, v in caps.items()]
     if lower_bound is not None:
-        lines.append(_hline(float(lower_bound) * bf, dict(color="#009E73", dash="dash"),
+        lines.append(hline(float(lower_bound) * bf, dict(color="#009E73", dash="dash"),
                             f"lower bound {lower_bound * bf:.3g} {bunit}"))
-    layout = dict(xaxis=dict(title=_text(xtitle)), yaxis=dict(title=_text(f"live memory ({bunit})")),
+    layout = dict(xaxis=dict(title=title_text(xtitle)), yaxis=dict(title=title_text(f"live memory ({bunit})")),
                   margin=dict(l=10, r=10, t=40 if title else 20, b=40), height=320)
-    layout["title"] = _text(title)
+    layout["title"] = title_text(title)
     if lines:
         layout["shapes"] = [sh for sh, _ in lines]
         layout["annotations"] = [an for _, an in lines]
     return figure_from_dicts(data, layout)
 
 
-def _layout(graph) -> dict[str, tuple[float, float]]:
+def layered_layout(graph) -> dict[str, tuple[float, float]]:
     """Layered layout: x = topological generation, y = position in it (centred)."""
     pos = {}
     for gi, gen in enumerate(graph.generations()):
@@ -846,7 +846,7 @@ def graph_view(
     >>> sorted(t.name for t in fig.data if t.mode == "markers")
     ['Conv', 'Relu']
     """
-    pos = _layout(graph)
+    pos = layered_layout(graph)
     if isinstance(color_by, str):
         label = {n: str(getattr(graph.op(n), color_by, graph.op(n).attrs.get(color_by, "?"))) for n in graph}
         legend = color_by
@@ -881,24 +881,24 @@ def graph_view(
         ops_objs = [graph.op(o) for o in ops]
         data.append(dict(
             type=marker_type, x=np.array([pos[o][0] for o in ops]), y=np.array([pos[o][1] for o in ops]), mode="markers",
-            name=_esc(lab),
+            name=esc(lab),
             marker=dict(
                 color=cmap[lab], size=[size * 1.8 if o in hl else size for o in ops],
                 line=dict(color=["#D00000" if o in hl else "#333333" for o in ops], width=[3 if o in hl else 0.5 for o in ops]),
             ),
-            hovertext=[f"<b>{_esc(o.name)}</b><br>{_esc(o.op_type)}<br>{o.flops:.3g} FLOPs<br>weights {_fmt_bytes(o.weight_bytes)}"
+            hovertext=[f"<b>{esc(o.name)}</b><br>{esc(o.op_type)}<br>{o.flops:.3g} FLOPs<br>weights {fmt_bytes(o.weight_bytes)}"
                        for o in ops_objs],
             hoverinfo="text", customdata=ops,
         ))
     n_gen = len(graph.generations())
     layout = dict(
-        showlegend=True, legend=dict(title=_text(legend)),
-        xaxis=dict(title=_text("topological generation"), showgrid=False, zeroline=False,
+        showlegend=True, legend=dict(title=title_text(legend)),
+        xaxis=dict(title=title_text("topological generation"), showgrid=False, zeroline=False,
                    range=[-0.5, max(0.5, n_gen - 0.5)]),
         yaxis=dict(showgrid=False, zeroline=False, showticklabels=False),
         height=height or 420, margin=dict(l=10, r=10, t=40 if title else 20, b=40),
     )
-    layout["title"] = _text(title)
+    layout["title"] = title_text(title)
     return figure_from_dicts(data, layout)
 
 
@@ -988,7 +988,7 @@ def block_layout(graph, blocks: Mapping[str, str] | None = None, expanded: Itera
             fl = sum(float(ops[o].flops) for o in mem)
             wb = sum(int(ops[o].weight_bytes) for o in mem)
             head.append(f"<b>{html.escape(n[6:])}</b> ({len(mem)} ops; click to expand)<br>{fl / 1e9:.3g} GFLOPs, "
-                        f"weights {_fmt_bytes(wb) or '0 B'}")
+                        f"weights {fmt_bytes(wb) or '0 B'}")
         else:
             op = ops[mem[0]]
             head.append(f"<b>{html.escape(op.name)}</b> (in {html.escape(blocks[op.name])}; click to collapse)<br>"
@@ -1004,13 +1004,13 @@ def block_marker_size(n_ops: int) -> float:
 def block_axes(lay: BlockLayout, legend: str, *, title: str | None = None, height: int | None = None) -> dict:
     """The layout dict of a block drawing (no ticks: columns are dependency order, not a quantity)."""
     layout = dict(
-        showlegend=True, legend=dict(title=_text(legend)),
-        xaxis=dict(title=_text("blocks in dependency order (click one to expand or collapse it)"), showgrid=False,
+        showlegend=True, legend=dict(title=title_text(legend)),
+        xaxis=dict(title=title_text("blocks in dependency order (click one to expand or collapse it)"), showgrid=False,
                    zeroline=False, showticklabels=False, range=[-0.5, max(0.5, lay.n_cols - 0.5)]),
         yaxis=dict(showgrid=False, zeroline=False, showticklabels=False),
         height=height or 420, margin=dict(l=10, r=10, t=40 if title else 20, b=40),
     )
-    layout["title"] = _text(title)
+    layout["title"] = title_text(title)
     return layout
 
 
@@ -1063,7 +1063,7 @@ def block_colors(graph, lay: BlockLayout, label: Mapping[str, Any], colors: Mapp
         else:
             fill = colors.get(ranked[0]) or _hash_color(ranked[0])
             if n_lab < len(mem):
-                fill = _lighten(fill, PARTLY_LIGHTER)
+                fill = lighten(fill, PARTLY_LIGHTER)
         mixed = len(ranked) > 1
         out["color"].append(fill)
         out["line_color"].append((colors.get(ranked[1]) or _hash_color(ranked[1])) if mixed else "#333333")
@@ -1091,7 +1091,7 @@ def block_legend(labels: Sequence[str], colors: Mapping[str, str], *, partly: st
         data.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=html.escape(str(lab)), showlegend=True,
                          marker=dict(color=colors[lab], size=12, symbol="square"), hoverinfo="skip"))
     data.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=partly, showlegend=True, hoverinfo="skip",
-                     marker=dict(color=_lighten(PALETTE[0], PARTLY_LIGHTER), size=12, symbol="square")))
+                     marker=dict(color=lighten(PALETTE[0], PARTLY_LIGHTER), size=12, symbol="square")))
     data.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=mixed, showlegend=True, hoverinfo="skip",
                      marker=dict(color="#FFFFFF", size=12, symbol="square", line=dict(color=PALETTE[1], width=MIXED_WIDTH))))
     if none is not None:
@@ -1191,19 +1191,19 @@ def block_view(
             for o in ops:
                 mix[lab[o]] = mix.get(lab[o], 0) + 1
             if n.startswith("block:"):
-                parts = ", ".join(f"{_esc(k)}: {v}" for k, v in sorted(mix.items(), key=lambda kv: -kv[1])[:4])
-                hover.append(f"<b>{_esc(n[6:])}</b> ({len(ops)} ops; click to expand)<br>{fl / 1e9:.3g} GFLOPs, "
-                             f"weights {_fmt_bytes(wb)}<br>{parts}")
+                parts = ", ".join(f"{esc(k)}: {v}" for k, v in sorted(mix.items(), key=lambda kv: -kv[1])[:4])
+                hover.append(f"<b>{esc(n[6:])}</b> ({len(ops)} ops; click to expand)<br>{fl / 1e9:.3g} GFLOPs, "
+                             f"weights {fmt_bytes(wb)}<br>{parts}")
                 sizes.append(block_marker_size(len(ops)))
                 symbols.append("square")
             else:
                 op = graph.op(ops[0])
-                hover.append(f"<b>{_esc(op.name)}</b> ({_esc(blocks[op.name])}; click to collapse)<br>{_esc(op.op_type)}<br>"
+                hover.append(f"<b>{esc(op.name)}</b> ({esc(blocks[op.name])}; click to collapse)<br>{esc(op.op_type)}<br>"
                              f"{op.flops:.3g} FLOPs")
                 sizes.append(9)
                 symbols.append("circle")
         data.append(dict(type="scatter", x=np.array([pos[n][0] for n in nodes]), y=np.array([pos[n][1] for n in nodes]),
-                         mode="markers", name=_esc(key), customdata=nodes, hovertext=hover, hoverinfo="text",
+                         mode="markers", name=esc(key), customdata=nodes, hovertext=hover, hoverinfo="text",
                          marker=dict(color=cmap[key], size=sizes, symbol=symbols, line=dict(color="#333333", width=0.8))))
     layout = block_axes(lay, legend, title=title, height=height)
     return figure_from_dicts(data, layout)
@@ -1218,10 +1218,10 @@ def compare(
     title: str | None = None,
     highlight: str | None = None,
 ) -> go.Figure:
-    """Bars of one metric per method (or per ``by`` column), grouped by ``color`` if given.
+    """Bars of one metric per label of a compare table (or per ``by`` column), grouped by ``color`` if given.
 
     >>> import pandas as pd
-    >>> f = pd.DataFrame({"method": ["heft", "h2h"], "makespan_s": [2e-3, 1e-3]})
+    >>> f = pd.DataFrame({"label": ["heft", "h2h"], "makespan_s": [2e-3, 1e-3]})
     >>> list(compare(f, "makespan_s").data[0].x)
     ['heft', 'h2h']
     >>> compare(f.assign(status=["ok", "ok"]), "status")
@@ -1233,7 +1233,7 @@ def compare(
         from ..errors import HetschedError
 
         raise HetschedError(f"no column {metric!r} to compare; have {list(frame.columns)}", field=metric)
-    by = by or next((c for c in ("method", "policy", "schedule", "name") if c in frame.columns), frame.columns[0])
+    by = by or ("label" if "label" in frame.columns else frame.columns[0])
     try:
         vals = frame[metric].astype(float)
     except (TypeError, ValueError):
@@ -1259,7 +1259,7 @@ def compare(
         data.append(dict(type="bar", x=sub[by].astype(str).tolist(), y=(vals.loc[sub.index] * f).tolist(),
                          name=str(key) if key is not None else metric, marker=dict(color=cols),
                          hovertemplate="%{x}: %{y:.4g}<extra></extra>"))
-    layout = dict(yaxis=dict(title=_text(ytitle)), barmode="group", showlegend=color is not None,
+    layout = dict(yaxis=dict(title=title_text(ytitle)), barmode="group", showlegend=color is not None,
                   margin=dict(l=10, r=10, t=40 if title else 20, b=40), height=320)
-    layout["title"] = _text(title)
+    layout["title"] = title_text(title)
     return figure_from_dicts(data, layout)

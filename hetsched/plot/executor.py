@@ -20,7 +20,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..errors import HetschedError
-from .core import (NEUTRAL, PALETTE, _gantt_parts, _text, _title_margin_px, compare, figure_from_dicts, fit_title,
+from .core import (NEUTRAL, PALETTE, gantt_parts, title_text, title_margin_px, compare, figure_from_dicts, fit_title,
                    group_colors, time_unit)
 
 __all__ = ["executor_lanes", "executor_gantt", "executor_gantt_at", "policy_bars", "ordering_bars", "rule_bars",
@@ -181,7 +181,7 @@ def executor_gantt_at(fig: Any, result: Any, step: int | None, *, title: str | N
         layout["shapes"] = [dict(type="line", xref="x", x0=cursor * f, x1=cursor * f, yref="y domain", y0=0, y1=1,
                                  line=dict(color="#D00000", width=2, dash="dot"))]
     if title is not None:
-        layout["title"] = _text(title)
+        layout["title"] = title_text(title)
         fit_title(layout)  # as figure_from_dicts does for a fresh figure: a long step title wraps
     return {"data": data[:-1] + [trace], "layout": layout}
 
@@ -222,7 +222,7 @@ def executor_gantt(result: Any, *, title: str | None = None, arrows: bool | None
         if color_by == "op":  # ops are many and no device: the group palette, never a device's colour
             colors = group_colors(shown.loc[~rest & shown["op"].notna(), "op"].unique())
     lanes = executor_lanes(tl)
-    data, layout = _gantt_parts(shown, color_by=color_by, colors=colors, lanes=lanes, cursor_s=cursor,
+    data, layout = gantt_parts(shown, color_by=color_by, colors=colors, lanes=lanes, cursor_s=cursor,
                                 title=title or f"executor: {result.params.get('streams')} streams, "
                                                f"{result.params.get('threads')} threads")
     threads = result.params.get("threads")
@@ -238,7 +238,7 @@ def executor_gantt(result: Any, *, title: str | None = None, arrows: bool | None
         # room for a two-line step title from the start: a top margin that changed from one step to
         # the next would make the browser lay the whole figure out again (a full redraw per click)
         margin = layout.get("margin") or {}
-        layout["margin"] = {**margin, "t": max(margin.get("t", 0), _title_margin_px(2))}
+        layout["margin"] = {**margin, "t": max(margin.get("t", 0), title_margin_px(2))}
     flows = tl[tl["flow"].notna()]
     n_flow = flows["flow"].nunique()
     if arrows is None:
@@ -278,7 +278,7 @@ def policy_bars(comparison: Any, metric: str = "makespan_s", *, current: str | N
     if factor is not None:  # not a time: shown under its plain label, scaled (shares as percent)
         col = f"{label} ({unit})" if unit else label
         frame = frame.assign(**{col: pd.to_numeric(frame[metric], errors="coerce") * factor})
-    fig = compare(frame, col, by="policy", highlight=current,
+    fig = compare(frame, col, highlight=current,
                   title=title or f"{label} by executor policy" + (f" (current: {current})" if current else ""))
     bars = fig.data[0]
     bars.name = label
@@ -301,7 +301,7 @@ def ordering_bars(result: Any) -> go.Figure:
     return figure_from_dicts(
         [dict(type="bar", x=list(counts.index), y=counts.tolist(), marker=dict(color=colors),
               hovertemplate="%{x}: %{y} edges<extra></extra>")],
-        dict(title=_text("what orders each data edge (red: nothing, a race)"), yaxis=dict(title=_text("data edges")),
+        dict(title=title_text("what orders each data edge (red: nothing, a race)"), yaxis=dict(title=title_text("data edges")),
              margin=dict(l=10, r=10, t=40, b=40), height=300, font=dict(FONT)))
 
 
@@ -328,10 +328,10 @@ def rule_bars(result: Any, *, current: str | None = None) -> go.Figure:
         [dict(type="bar", x=rules, y=f["count"].tolist(),
               marker=dict(color=colors, line=dict(color="#111111", width=[4 if r == current else 0 for r in rules])),
               hovertext=[f"{c}: {m}" for c, m in zip(f["claim"], f["meaning"])], hoverinfo="text+y")],
-        dict(title=_text("which rule placed each op (red: the rule could not be met; outlined: this step's)"),
+        dict(title=title_text("which rule placed each op (red: the rule could not be met; outlined: this step's)"),
              xaxis=dict(tickmode="array", tickvals=rules, ticktext=[_wrap(rule_label(r)) for r in rules], type="category",
                         tickangle=0),
-             yaxis=dict(title=_text("ops placed")), margin=dict(l=10, r=10, t=40, b=40), height=360, font=dict(FONT)))
+             yaxis=dict(title=title_text("ops placed")), margin=dict(l=10, r=10, t=40, b=40), height=360, font=dict(FONT)))
 
 
 def rule_bars_at(fig: Any, current: str | None) -> dict:

@@ -36,7 +36,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .core import (GROUP_PALETTE, MAX_BARS, NEUTRAL, BlockLayout, _fmt_bytes, _layout, _lighten, _text, block_axes,
+from ..mapping.methods import METHODS
+from .core import (GROUP_PALETTE, MAX_BARS, NEUTRAL, BlockLayout, fmt_bytes, layered_layout, lighten, title_text, block_axes,
                    block_colors, block_layout, block_legend, block_node_trace, block_ring_trace, bytes_unit, color_map,
                    edge_xy, figure_from_dicts, legend_below, legend_height_px, metric_label, time_unit)
 
@@ -47,14 +48,8 @@ __all__ = ["TRANSFER_COLOR", "GANTT_WEBGL_BARS", "GRAPH_WEBGL_NODES", "UNASSIGNE
 TRANSFER_COLOR = "#6E6E6E"
 #: The label of an op not mapped yet (drawn :data:`~hetsched.plot.core.NEUTRAL`).
 UNASSIGNED = "(unassigned)"
-#: Plain names of the mappers in :data:`hetsched.mapping.METHODS`.
-METHOD_LABELS = {
-    "compute_first": "compute-first", "h2h": "h2h (patent)", "h2h_makespan": "h2h, makespan rule",
-    "h2h_plus": "h2h extended", "heft": "HEFT", "cpop": "CPOP", "peft": "PEFT",
-    "fastest_single_device": "fastest single device", "search": "search", "search_makespan": "search (makespan)",
-    "ilp": "ILP", "ilp_makespan": "ILP (makespan)", "brute_force": "brute force",
-    "brute_force_makespan": "brute force (makespan)",
-}
+#: Plain names of the mappers, read from :data:`hetsched.mapping.METHODS` (each entry's ``label``).
+METHOD_LABELS = {k: m.label for k, m in METHODS.items()}
 #: What a mapper minimises, in words (the ``optimises`` column of :func:`hetsched.mapping.compare`).
 OPTIMISES_LABELS = {
     "total_latency": "minimises the system total latency",
@@ -103,7 +98,7 @@ def placement_graph(graph, placement: Mapping[str, str], devices: Sequence[str],
     two highlight traces depend on the placement. Beyond 300 ops the edges and ops are WebGL traces:
     redrawing a thousand SVG markers took a browser 100-160 ms per step, WebGL 20-40 ms.
     """
-    pos = pos if pos is not None else _layout(graph)
+    pos = pos if pos is not None else layered_layout(graph)
     devices = [str(d) for d in devices]
     cmap = color_map(devices, base=colors)
     labels = devices + [UNASSIGNED]
@@ -120,7 +115,7 @@ def placement_graph(graph, placement: Mapping[str, str], devices: Sequence[str],
     marker_type = "scatter" if n <= GRAPH_WEBGL_NODES else "scattergl"
     objs = graph.ops
     hover = [f"<b>{o}</b><br>{objs[o].op_type}<br>on {placement.get(o, 'no device yet')}<br>"
-             f"{objs[o].flops:.3g} FLOPs, weights {_fmt_bytes(objs[o].weight_bytes) or '0 B'}" for o in ops]
+             f"{objs[o].flops:.3g} FLOPs, weights {fmt_bytes(objs[o].weight_bytes) or '0 B'}" for o in ops]
     mv = [o for o in dict.fromkeys(moved) if o in pos]
     rs = [o for o in dict.fromkeys(residency) if o in pos and o not in set(mv)]
     data: list[dict] = [
@@ -144,13 +139,13 @@ def placement_graph(graph, placement: Mapping[str, str], devices: Sequence[str],
                          marker=dict(color=cmap[lab], size=10), hoverinfo="skip"))
     n_gen = 1 + int(max((p[0] for p in pos.values()), default=0))
     layout = dict(
-        showlegend=True, legend=dict(title=_text("device")),
-        xaxis=dict(title=_text("topological generation"), showgrid=False, zeroline=False,
+        showlegend=True, legend=dict(title=title_text("device")),
+        xaxis=dict(title=title_text("topological generation"), showgrid=False, zeroline=False,
                    range=[-0.5, max(0.5, n_gen - 0.5)]),
         yaxis=dict(showgrid=False, zeroline=False, showticklabels=False),
         height=height or 400, margin=dict(l=10, r=10, t=40 if title else 20, b=40), font=dict(size=14),
     )
-    layout["title"] = _text(title)
+    layout["title"] = title_text(title)
     return figure_from_dicts(data, layout)
 
 
@@ -297,7 +292,7 @@ def mapping_gantt(timeline: pd.DataFrame, devices: Sequence[str], *, colors: Map
     data.append(dict(type=kind, x=x, y=y, mode="lines", name="layer in question",
                      line=dict(color="#D00000", width=max(3, lane_w // 3)), hoverinfo="skip"))
     hover = [f"<b>{nm}</b><br>{ln}<br>{k}: {a:.4g}–{b:.4g} {u}"
-             + (f"<br>{_fmt_bytes(by)}" if by is not None and by == by else "")
+             + (f"<br>{fmt_bytes(by)}" if by is not None and by == by else "")
              for nm, ln, k, a, b, by in zip(names, lanes_all, kinds, s_all.tolist(), e_all.tolist(), nbytes)]
     # what the mouse finds: one point at each bar's middle. In SVG an invisible line through them
     # (one path) rather than invisible markers (one SVG element per bar: a 1k-op step redrew ~1k
@@ -308,14 +303,14 @@ def mapping_gantt(timeline: pd.DataFrame, devices: Sequence[str], *, colors: Map
                      name="bars", showlegend=False, hovertext=hover, hoverinfo="text", **hover_pts))
     ticks = devices + links
     layout = dict(
-        xaxis=dict(title=_text(f"time ({u})"), range=[0, max(span * f, 1e-9) * 1.02]),
+        xaxis=dict(title=title_text(f"time ({u})"), range=[0, max(span * f, 1e-9) * 1.02]),
         # a fixed range: every device has its lane, idle or not (top to bottom in the system's order)
         yaxis=dict(tickmode="array", tickvals=list(range(len(ticks))), ticktext=ticks, range=[len(ticks) - 0.5, -0.5],
                    zeroline=False, showgrid=False),
-        legend=dict(title=_text("lane")), font=dict(size=14),
+        legend=dict(title=title_text("lane")), font=dict(size=14),
         height=height or max(260, 70 + 34 * len(ticks)), margin=dict(l=10, r=10, t=40 if title else 20, b=40),
     )
-    layout["title"] = _text(title)
+    layout["title"] = title_text(title)
     return figure_from_dicts(data, layout)
 
 
@@ -353,14 +348,14 @@ def busy_bars(busy: pd.DataFrame, devices: Sequence[str], *, colors: Mapping[str
 
     data = [
         dict(type="bar", x=devices, y=(before * f).tolist(), name=before_label, hovertext=hover("before"), hoverinfo="text",
-             marker=dict(color=[_lighten(cmap[d], 0.6) for d in devices], line=dict(color="#555555", width=1))),
+             marker=dict(color=[lighten(cmap[d], 0.6) for d in devices], line=dict(color="#555555", width=1))),
         dict(type="bar", x=devices, y=(after * f).tolist(), name=after_label, hovertext=hover("after"), hoverinfo="text",
              marker=dict(color=[cmap[d] for d in devices], line=dict(color="#222222", width=1))),
     ]
-    layout = dict(barmode="group", yaxis=dict(title=_text(f"busy time ({u})")), height=height, font=dict(size=14),
+    layout = dict(barmode="group", yaxis=dict(title=title_text(f"busy time ({u})")), height=height, font=dict(size=14),
                   legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"),
                   margin=dict(l=10, r=10, t=40 if title else 20, b=40))
-    layout["title"] = _text(title)
+    layout["title"] = title_text(title)
     return figure_from_dicts(data, layout)
 
 
@@ -368,13 +363,13 @@ def method_bars(frame: pd.DataFrame, metric: str, *, highlight: str | None = Non
                 labels: Mapping[str, str] | None = None, height: int = 340) -> go.Figure:
     """One bar per mapper, coloured by what it minimises (a group colour, never a device colour).
 
-    ``frame`` has ``method``, ``metric`` and optionally ``optimises`` (as from
-    :func:`hetsched.mapping.compare`) and ``label`` (the text under the bar; default
+    ``frame`` has ``label`` (the method), ``metric`` and optionally ``optimises`` (as from
+    :func:`hetsched.mapping.compare`) and ``text`` (the text under the bar; default
     :data:`METHOD_LABELS`). ``highlight`` (a method) gets a thick outline. One trace per kind of
     objective, so the legend says what each colour means.
 
     >>> import pandas as pd
-    >>> f = pd.DataFrame({"method": ["heft", "h2h"], "makespan_s": [2e-3, 1e-3], "optimises": ["makespan", "total_latency"]})
+    >>> f = pd.DataFrame({"label": ["heft", "h2h"], "makespan_s": [2e-3, 1e-3], "optimises": ["makespan", "total_latency"]})
     >>> fig = method_bars(f, "makespan_s", highlight="h2h")
     >>> [t.name for t in fig.data], fig.layout.yaxis.title.text
     (['minimises the makespan', 'minimises the system total latency'], 'makespan (ms)')
@@ -387,8 +382,8 @@ def method_bars(frame: pd.DataFrame, metric: str, *, highlight: str | None = Non
         u, f = bytes_unit(float(np.nanmax(np.abs(vals))) if len(vals) else 0.0)
     else:
         u, f = None, 1.0
-    text_of = (frame["label"].astype(str).tolist() if "label" in frame.columns
-               else [labels.get(str(m), str(m)) for m in frame["method"]])
+    keys = frame["label"].astype(str).tolist()
+    text_of = frame["text"].astype(str).tolist() if "text" in frame.columns else [labels.get(m, m) for m in keys]
     opt = frame["optimises"].fillna("").astype(str).tolist() if "optimises" in frame.columns else [""] * len(frame)
     groups = list(dict.fromkeys(opt))
     data = []
@@ -398,15 +393,14 @@ def method_bars(frame: pd.DataFrame, metric: str, *, highlight: str | None = Non
         data.append(dict(
             type="bar", x=[text_of[i] for i in idx], y=[float(vals[i] * f) for i in idx],
             name=OPTIMISES_LABELS.get(grp, grp or "custom"),
-            marker=dict(color=color, line=dict(color=["#D00000" if str(frame["method"].iloc[i]) == highlight else color
-                                                      for i in idx],
-                                               width=[4 if str(frame["method"].iloc[i]) == highlight else 0 for i in idx])),
+            marker=dict(color=color, line=dict(color=["#D00000" if keys[i] == highlight else color for i in idx],
+                                               width=[4 if keys[i] == highlight else 0 for i in idx])),
             text=[f"{vals[i] * f:.3g}" for i in idx], textposition="outside", cliponaxis=False,
             hovertemplate="%{x}: %{y:.4g}" + (f" {u}" if u else "") + "<extra></extra>"))
     # the legend under the bars: at the top right it covered the end of the title
-    layout = dict(yaxis=dict(title=_text(metric_label(metric, u))), xaxis=dict(categoryorder="array", categoryarray=text_of),
+    layout = dict(yaxis=dict(title=title_text(metric_label(metric, u))), xaxis=dict(categoryorder="array", categoryarray=text_of),
                   barmode="overlay", showlegend=True, legend=legend_below(),
                   height=height + legend_height_px(d["name"] for d in data), font=dict(size=14),
                   margin=dict(l=10, r=10, t=50 if title else 30, b=40))
-    layout["title"] = _text(title)
+    layout["title"] = title_text(title)
     return figure_from_dicts(data, layout)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .core import GROUP_PALETTE, PALETTE, _hline, _text, bytes_unit, figure_from_dicts, memory_curve
+from .core import GROUP_PALETTE, PALETTE, bytes_unit, figure_from_dicts, hline, memory_curve, title_text
 
 __all__ = ["order_curves", "lifetime_chart", "live_bars", "walk_curves", "CURRENT_COLOR", "HIGHLIGHT_COLOR", "FONT_PX"]
 
@@ -63,9 +63,9 @@ def lifetime_chart(result: Any, *, max_tensors: int = 200, title: str | None = N
         customdata=(a["bytes"].to_numpy(float) * f),
         hovertemplate="%{y}: from step %{base:.0f}, %{x:.0f} steps<br>%{customdata:.3g} " + unit + "<extra></extra>",
     )
-    layout = dict(xaxis=dict(title=_text("step")), yaxis=dict(title=_text("tensor"), autorange="reversed"),
+    layout = dict(xaxis=dict(title=title_text("step")), yaxis=dict(title=title_text("tensor"), autorange="reversed"),
                   height=max(250, 14 * len(a) + 80), margin=dict(l=10, r=10, t=40 if title else 20, b=40))
-    layout["title"] = _text(title)
+    layout["title"] = title_text(title)
     if len(result.curve):
         peak_step = int(result.curve["bytes"].to_numpy().argmax())
         # what fig.add_vrect(x0, x1, fillcolor=..., opacity=0.2, line_width=0, annotation_text=...) makes
@@ -104,9 +104,9 @@ def live_bars(live: pd.DataFrame, *, top: int = 20, title: str | None = None,
         hovertext=[f"{t}: {_fmt(b)}, live steps {a}-{e}" for t, b, a, e in
                    zip(shown["tensor"], shown["bytes"], shown["alloc_step"], shown["free_step"])],
         hoverinfo="text")
-    layout = dict(title=_text(title or f"tensors live at the peak ({len(live)} tensors, {_fmt(total)}; "
+    layout = dict(title=title_text(title or f"tensors live at the peak ({len(live)} tensors, {_fmt(total)}; "
                                        f"largest {len(shown)} shown)"),
-                  xaxis=dict(title=_text(f"size ({unit})")), yaxis=dict(autorange="reversed", type="category"),
+                  xaxis=dict(title=title_text(f"size ({unit})")), yaxis=dict(autorange="reversed", type="category"),
                   height=max(260, 60 + 22 * len(shown)), margin=dict(l=10, r=10, t=50, b=40), font=dict(size=FONT_PX))
     return figure_from_dicts([bar], layout)
 
@@ -155,7 +155,7 @@ def walk_curves(state: Mapping[str, Any], *, overlays: Mapping[str, Any] | None 
         hoverinfo="text"))
     shapes, notes = [], []
     if lower_bound is not None:
-        sh, an = _hline(float(lower_bound) * f, dict(color="#009E73", dash="dash"),
+        sh, an = hline(float(lower_bound) * f, dict(color="#009E73", dash="dash"),
                         f"lower bound {float(lower_bound) * f:.3g} {unit}")
         shapes.append(sh)
         notes.append(an)
@@ -168,8 +168,8 @@ def walk_curves(state: Mapping[str, Any], *, overlays: Mapping[str, Any] | None 
         # a refused move leaves the order (and the curve) as it was: say so where it would have acted
         notes.append(dict(showarrow=False, text="changed by this move" if kept else "the refused move would change these steps",
                           x=ch[0] - 0.5, xanchor="left", xref="x", y=1, yanchor="top", yref="y domain"))
-    layout = dict(xaxis=dict(title=_text("step")), yaxis=dict(title=_text(f"live memory ({unit})")),
-                  title=_text(title), height=height, font=dict(size=FONT_PX), shapes=shapes, annotations=notes,
+    layout = dict(xaxis=dict(title=title_text("step")), yaxis=dict(title=title_text(f"live memory ({unit})")),
+                  title=title_text(title), height=height, font=dict(size=FONT_PX), shapes=shapes, annotations=notes,
                   legend=dict(orientation="h", yanchor="top", y=-0.18, x=0),
                   margin=dict(l=10, r=10, t=50 if title else 20, b=60))
     return figure_from_dicts(data, layout)

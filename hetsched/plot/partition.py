@@ -26,7 +26,7 @@ import networkx as nx
 import numpy as np
 import plotly.graph_objects as go
 
-from .core import (IDLE, NEUTRAL, BlockLayout, _gantt_parts, _layout, _lighten, _text, block_axes, block_colors,
+from .core import (IDLE, NEUTRAL, BlockLayout, gantt_parts, layered_layout, lighten, title_text, block_axes, block_colors,
                    block_layout, block_legend, block_node_trace, block_ring_trace, color_map, edge_xy, figure_from_dicts,
                    graph_view, group_colors, legend_below, legend_height_px, time_unit)
 
@@ -115,11 +115,11 @@ def quotient_view(result, *, colors: Mapping[str, str] | None = None, title: str
                         line=dict(color="#333333", width=0.5)),
             hovertext=[f"<b>{n}</b><br>{Q.nodes[n]['n_ops']} op(s)" for n in nodes], hoverinfo="text",
         ))
-    layout = dict(title=_text(title or ("aggregated ops (the quotient graph)" if step is None
+    layout = dict(title=title_text(title or ("aggregated ops (the quotient graph)" if step is None
                                         else f"the quotient graph after step {step}")),
-                  xaxis=dict(title=_text("launch order (topological generation)"), showgrid=False, zeroline=False),
+                  xaxis=dict(title=title_text("launch order (topological generation)"), showgrid=False, zeroline=False),
                   yaxis=dict(showgrid=False, zeroline=False, showticklabels=False),
-                  height=height or 360, legend=dict(title=_text("backend")))
+                  height=height or 360, legend=dict(title=title_text("backend")))
     return figure_from_dicts(data, layout)
 
 
@@ -176,9 +176,9 @@ def buffer_occupancy(result, *, buffers: Iterable[str] | None = None, title: str
         data.append(dict(type="scatter", x=[at_s * f, at_s * f], y=[0, top], mode="lines", name="now",
                          line=dict(color="#333333", width=1)))
     shown = f" ({len(names)} of {n_all} buffers: the most used)" if len(names) < n_all else ""
-    layout = dict(title=_text((title or "buffer occupancy (items held: producer start -> consumer end)") + shown),
+    layout = dict(title=title_text((title or "buffer occupancy (items held: producer start -> consumer end)") + shown),
                   font=FONT, meta={"time_factor": f},
-                  xaxis=dict(title=_text(f"time ({unit})")), yaxis=dict(title=_text("items in buffer")),
+                  xaxis=dict(title=title_text(f"time ({unit})")), yaxis=dict(title=title_text("items in buffer")),
                   height=height or 320 + legend_height_px([d["name"] for d in data], title="buffer"),
                   legend=legend_below("buffer"))  # beside the plot, a dozen buffers scrolled
     return figure_from_dicts(data, layout)
@@ -216,7 +216,7 @@ def _static(result) -> dict:
     if st is not None:
         return st
     g = result.graph
-    pos = _layout(g)
+    pos = layered_layout(g)
     ops = list(g)
     marks: dict[str, Any] = {}
     used: dict[str, None] = {}
@@ -374,7 +374,7 @@ def marked_graph_view(result, step: int | None = None, *, by: str = "backend", c
         size_now = Counter(group.values())
         final = result.group_of
         col = [NEUTRAL if o not in group else
-               (gcol[final[o]] if size_now[group[o]] >= gsize[final[o]] else _lighten(gcol[final[o]], 0.65))
+               (gcol[final[o]] if size_now[group[o]] >= gsize[final[o]] else lighten(gcol[final[o]], 0.65))
                for o in ops]
         legend = list(result.groups) if len(result.groups) <= 12 else []
         legend_colors = {x: gcol[x] for x in legend}
@@ -432,12 +432,12 @@ def marked_graph_view(result, step: int | None = None, *, by: str = "backend", c
         data.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=html.escape(str(lab)), hoverinfo="skip",
                          marker=dict(color=legend_colors[lab], size=12)))
     layout = dict(
-        showlegend=True, legend=dict(title=_text(legend_title)), font=FONT,
-        xaxis=dict(title=_text("topological generation"), showgrid=False, zeroline=False,
+        showlegend=True, legend=dict(title=title_text(legend_title)), font=FONT,
+        xaxis=dict(title=title_text("topological generation"), showgrid=False, zeroline=False,
                    range=[-0.5, max(0.5, st["n_gen"] - 0.5)]),
         yaxis=dict(showgrid=False, zeroline=False, showticklabels=False),
         height=height or _height(st["widest"], 440), margin=dict(l=10, r=10, t=50, b=40),
-        title=_text(title or f"the graph after decision {k + 1} of {n_steps}"),
+        title=title_text(title or f"the graph after decision {k + 1} of {n_steps}"),
     )
     return figure_from_dicts(data, layout)
 
@@ -626,12 +626,12 @@ def quotient_walk_view(result, step: int | None = None, *, colors: Mapping[str, 
         data.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=html.escape(str(b)), hoverinfo="skip",
                          marker=dict(color=cmap[b], size=12)))
     shown_note = "" if H is Q else f" ({len(nodes)} of {total} shown: around this decision)"
-    layout = dict(title=_text(title or f"aggregated ops after decision {k + 1} of {n_steps}{shown_note}"), font=FONT,
-                  xaxis=dict(title=_text("launch order (topological generation)"), showgrid=False, zeroline=False,
+    layout = dict(title=title_text(title or f"aggregated ops after decision {k + 1} of {n_steps}{shown_note}"), font=FONT,
+                  xaxis=dict(title=title_text("launch order (topological generation)"), showgrid=False, zeroline=False,
                              dtick=1),
                   yaxis=dict(showgrid=False, zeroline=False, showticklabels=False),
                   height=height or _height(max((len(x) for x in gens), default=1), 400),
-                  margin=dict(l=10, r=10, t=50, b=40), legend=dict(title=_text("backend")))
+                  margin=dict(l=10, r=10, t=50, b=40), legend=dict(title=title_text("backend")))
     return figure_from_dicts(data, layout)
 
 
@@ -687,7 +687,7 @@ def runs_gantt(serial, buffered, *, cursor_s: float | None = None, title: str | 
     backends = list(dict.fromkeys(buffered.partition.group_backend.values()))
     colors = {**(group_colors(groups) if by_group else color_map(backends, base=colors)), **RUN_COLORS}
     m_s, m_b = serial.metrics, buffered.metrics
-    data, layout = _gantt_parts(tl, color_by="part", colors=colors, lanes=lanes, cursor_s=cursor_s,
+    data, layout = gantt_parts(tl, color_by="part", colors=colors, lanes=lanes, cursor_s=cursor_s,
                                 label_by="microbatch", height=height or max(300, 70 + 30 * len(lanes)),
                                 title=title or (f"serial {m_s['throughput_per_s']:.4g} inputs/s vs buffered "
                                                 f"{m_b['throughput_per_s']:.4g} inputs/s (depth {m_b.get('buffer_depth', 0):.0f})"))

@@ -16,7 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import sequential
 
-from .core import IDLE, KIND_COLORS, MAX_BARS, _text, figure_from_dicts, legend_below, legend_height_px, time_unit
+from .core import IDLE, KIND_COLORS, MAX_BARS, figure_from_dicts, legend_below, legend_height_px, time_unit, title_text
 
 __all__ = ["schedule_grid", "cache_depth", "patent_queue_figure", "schedule_gantt", "stage_costs_figure", "ACTION_COLORS", "MAX_SEGMENTS"]
 
@@ -63,9 +63,9 @@ def schedule_grid(schedule, *, steps: np.ndarray | None = None, max_steps: int =
     if n_steps <= 60:
         heat["texttemplate"] = "%{text}"
     layout = dict(
-        yaxis=dict(autorange="reversed", title=_text("rank"), tickmode="array", tickvals=list(range(schedule.p))),
-        xaxis=dict(title=_text("step")),
-        title=_text(title or f"{schedule.name}: p={schedule.p}, v={schedule.v}, m={schedule.m} "
+        yaxis=dict(autorange="reversed", title=title_text("rank"), tickmode="array", tickvals=list(range(schedule.p))),
+        xaxis=dict(title=title_text("step")),
+        title=title_text(title or f"{schedule.name}: p={schedule.p}, v={schedule.v}, m={schedule.m} "
                              "(colour: chunk; lighter half-steps: backward)"),
         height=120 + 30 * schedule.p, margin=dict(l=50, r=20, t=50, b=40))
     return figure_from_dicts([heat], layout)
@@ -92,10 +92,10 @@ def _depth_heatmap(groups: list, xcol: str, f: float, unit: str, *, bins: int = 
     names = [f"r{r} {_SHORT[d]}" for (r, d), _ in groups]
     blues = [[i / (len(sequential.Blues) - 1), c] for i, c in enumerate(sequential.Blues)]
     data = [dict(type="heatmap", z=z, x=(edges + w / 2) * f, y=list(range(len(groups))), colorscale=blues, zmin=0,
-                 colorbar=dict(title=_text("items held")), customdata=np.array(names, dtype=object)[:, None].repeat(bins, 1),
+                 colorbar=dict(title=title_text("items held")), customdata=np.array(names, dtype=object)[:, None].repeat(bins, 1),
                  hovertemplate="%{customdata} at %{x:.4g} " + unit + ": up to %{z} held<extra></extra>")]
     layout = dict(yaxis=dict(tickmode="array", tickvals=list(range(len(groups))), ticktext=names, autorange="reversed",
-                             title=_text("queue (rank, direction)")),
+                             title=title_text("queue (rank, direction)")),
                   height=max(320, min(900, 14 * len(groups) + 120)))
     return data, layout
 
@@ -123,8 +123,8 @@ def cache_depth(trace: pd.DataFrame, *, title: str | None = None, small_multiple
     unit, f = ("step", 1.0) if xcol == "step" else time_unit(float(trace[xcol].max()) if len(trace) else 0.0)
     groups = [(k, g) for k, g in trace.groupby(["rank", "direction"], sort=True) if g["depth"].max() > 0]
     xtitle = "step" if xcol == "step" else f"time ({unit})"
-    layout = dict(title=_text(title or "cache queue depth"), xaxis=dict(title=_text(xtitle)),
-                  yaxis=dict(title=_text("items held")), height=320, margin=dict(l=10, r=10, t=50, b=40))
+    layout = dict(title=title_text(title or "cache queue depth"), xaxis=dict(title=title_text(xtitle)),
+                  yaxis=dict(title=title_text("items held")), height=320, margin=dict(l=10, r=10, t=50, b=40))
     if small_multiples and len(groups) > max_panels:
         data, extra = _depth_heatmap(groups, xcol, f, unit)
         layout.update(extra)
@@ -144,7 +144,7 @@ def cache_depth(trace: pd.DataFrame, *, title: str | None = None, small_multiple
             layout.update(grid=dict(rows=n, columns=1, pattern="coupled"), height=max(320, 90 * n + 80), showlegend=False)
             for i, ((r, d), _) in enumerate(groups):
                 key = "yaxis" if i == 0 else f"yaxis{i + 1}"
-                layout[key] = dict(title=_text(f"r{r} {_SHORT[d]}"), rangemode="tozero")
+                layout[key] = dict(title=title_text(f"r{r} {_SHORT[d]}"), rangemode="tozero")
     if cursor_s is not None and xcol == "time_s":
         layout["shapes"] = [dict(type="line", xref="x", x0=cursor_s * f, x1=cursor_s * f, yref="paper", y0=0, y1=1,
                                  line=dict(color="#D00000", width=2, dash="dot"))]
@@ -197,9 +197,9 @@ def patent_queue_figure(queues: pd.DataFrame, *, send_interval: tuple[int, int] 
         annotations.append(dict(text=f"send interval [{lo}, {hi})", xref="x", x=(lo + hi) / 2 - 0.5, yref="paper", y=1.0,
                                 yanchor="bottom", showarrow=False, font=dict(size=14, color="#006B4F")))
     layout = dict(grid=dict(rows=2, columns=1, pattern="coupled"), height=340, showlegend=False,
-                  title=_text(title or "the patent's cache queues (its literal rule, in micro-steps)"),
-                  xaxis=dict(title=_text("micro-step (the rank's own forward or backward steps)")),
-                  yaxis=dict(title=_text("held"), rangemode="tozero"), yaxis2=dict(title=_text("held"), rangemode="tozero"),
+                  title=title_text(title or "the patent's cache queues (its literal rule, in micro-steps)"),
+                  xaxis=dict(title=title_text("micro-step (the rank's own forward or backward steps)")),
+                  yaxis=dict(title=title_text("held"), rangemode="tozero"), yaxis2=dict(title=title_text("held"), rangemode="tozero"),
                   shapes=shapes, annotations=annotations, margin=dict(l=10, r=10, t=60, b=40))
     return figure_from_dicts(data, layout)
 
@@ -334,8 +334,8 @@ def schedule_gantt(result, *, cursor_s: float | None = None, t_max_s: float | No
     room = legend_height_px(entries, title=legend_title, groups=list(entries.values()))
     layout = dict(barmode="overlay", height=height or 110 + lane_px * s.p + room,
                   margin=dict(l=10, r=10, t=50, b=40),
-                  xaxis=dict(title=_text(f"time ({unit})"), range=[0.0, t_end * f]), yaxis=yaxis,
-                  title=_text(title or f"{s.name} (p={s.p}, v={s.v}, m={s.m}): makespan {makespan * f:.4g} {unit}, "
+                  xaxis=dict(title=title_text(f"time ({unit})"), range=[0.0, t_end * f]), yaxis=yaxis,
+                  title=title_text(title or f"{s.name} (p={s.p}, v={s.v}, m={s.m}): makespan {makespan * f:.4g} {unit}, "
                                        f"idle {m['bubble_fraction']:.0%} of rank-time"),
                   legend=legend_below(legend_title))
     if mode != "bars":
@@ -373,8 +373,8 @@ def stage_costs_figure(split, *, title: str | None = None) -> go.Figure:
                      hovertext=[f"sends {b / 2**20:.3g} MiB in {t * f:.4g} {unit}" for b, t in zip(ps["activation_bytes"], ps["send_s"])],
                      hoverinfo="text"))
     b = split.metrics["bottleneck_s"] * f
-    layout = dict(barmode="stack", height=360, xaxis=dict(title=_text("stage (device of its rank)")),
-                  yaxis=dict(title=_text(f"time per micro-batch ({unit})")),
-                  title=_text(title or f"{split.params.get('graph', '')}: {len(ps)} stages, bottleneck {b:.4g} {unit}"),
+    layout = dict(barmode="stack", height=360, xaxis=dict(title=title_text("stage (device of its rank)")),
+                  yaxis=dict(title=title_text(f"time per micro-batch ({unit})")),
+                  title=title_text(title or f"{split.params.get('graph', '')}: {len(ps)} stages, bottleneck {b:.4g} {unit}"),
                   shapes=[dict(type="line", xref="x domain", x0=0, x1=1, yref="y", y0=b, y1=b, line=dict(color="#D00000", dash="dot"))])
     return figure_from_dicts(data, layout)

@@ -75,12 +75,12 @@ def test_executor_panel_walks_the_dispatch_decisions(voila_page):
     summary = panel.locator(".hetsched-summary")
     summary_before = summary.inner_text()
     threads = panel.locator(".widget-dropdown", has_text="threads").locator("select").first
-    threads.select_option(label="one host thread")
+    threads.select_option(label="One host thread")
     page.wait_for_function(
         "i => document.querySelectorAll('.js-plotly-plot')[i].layout.title.text.includes('multi-stream, one thread')",
         arg=gantt + 2, timeout=90_000)
     page.wait_for_function("([el, old]) => el.innerText !== old", arg=[summary.element_handle(), summary_before],
                            timeout=90_000)
-    assert "makespan" in summary.inner_text() and "one host thread" in summary.inner_text()
+    assert "makespan" in summary.inner_text() and "One host thread" in summary.inner_text()
     assert "thread 0" in figure_title(page, gantt) or "1 host thread" in figure_title(page, gantt)
     assert output_errors(page) == []

@@ -33,39 +33,29 @@ import time
 
 import numpy as np
 
-from .model import _bitsets, _Mem
+from .model import Mem, ancestor_bitsets
+from .search import bit_set
 
 __all__ = ["feasible", "feasible_back", "decide", "BudgetTimeout"]
 
 
-class _ATables:
-    """Per-graph tables of the budgeted searches (cached on the ``_Mem``)."""
+class ATables:
+    """Per-graph tables of the budgeted searches (cached on the ``Mem``)."""
 
-    def __init__(self, m: _Mem) -> None:
+    def __init__(self, m: Mem) -> None:
         n, S = m.n, m.S
         self.n = n
         size = m.size.tolist()
         out = m.is_out.tolist()
         prod = m.prod.tolist()
-        self.pred_mask = [0] * n
-        for v in range(n):
-            x = 0
-            for p in m.preds[v]:
-                x |= 1 << p
-            self.pred_mask[v] = x
-        users_mask = [0] * S
-        for s in range(S):
-            x = 0
-            for u in m.users[s]:
-                x |= 1 << u
-            users_mask[s] = x
-        self.users_mask = users_mask
+        self.pred_mask = [bit_set(ps) for ps in m.preds]
+        self.users_mask = users_mask = [bit_set(us) for us in m.users]
         self.freeable = [[(users_mask[s], size[s], s) for s in m.op_in[v] if not out[s]] for v in range(n)]
         self.out_all = m.out_all.tolist()
         self.out_kept = m.out_kept.tolist()
         self.succs = m.succs
         self.size, self.prod, self.out = size, prod, out
-        anc, desc = _bitsets(m)
+        anc, desc = ancestor_bitsets(m)
         full = (1 << n) - 1
         nb = (n + 7) // 8
         self.nb = nb
@@ -120,12 +110,7 @@ class _ATables:
         self.Dbrows = [Cb[s] - Xb[s] for s in range(S)]
         # per op: its produced storages (id, users mask, is output) and its freeable inputs
         self.outs = [[(s, users_mask[s], out[s]) for s in m.op_out[v]] for v in range(n)]
-        self.succ_mask = [0] * n
-        for v in range(n):
-            x = 0
-            for w in m.succs[v]:
-                x |= 1 << w
-            self.succ_mask[v] = x
+        self.succ_mask = [bit_set(ws) for ws in m.succs]
         self.prod_idx = np.where(m.prod >= 0, m.prod, n).astype(np.int64)  # n = "always produced"
         self.has_users = m.has_users
         self.u_flat, self.u_start_nz = m.u_flat, m.u_start_nz
@@ -166,12 +151,8 @@ class _ATables:
         return live.astype(np.int64) @ self.C + (~produced).astype(np.int64) @ self.X
 
 
-def _atables(m: _Mem) -> _ATables:
-    t = getattr(m, "_atables", None)
-    if t is None:
-        t = _ATables(m)
-        m._atables = t  # type: ignore[attr-defined]
-    return t
+def atables(m: Mem) -> ATables:
+    return m.memo("atables", ATables)
 
 
 NEG = np.iinfo(np.int64).min // 4
@@ -188,7 +169,7 @@ class BudgetTimeout(Exception):
 
 
 def feasible(
-    m: _Mem,
+    m: Mem,
     budget: int,
     *,
     start: int = 0,
@@ -214,7 +195,7 @@ def feasible(
       step fits too; ``v``'s old step is gone. (Stronger than the DP's rule, which needs the step
       to fit under the peak so far: here only feasibility under the budget matters.)
     """
-    T = _atables(m)
+    T = atables(m)
     n = m.n
     if seg_mask is None:
         seg_mask = ((1 << n) - 1) & ~start
@@ -311,7 +292,7 @@ def feasible(
 
 
 def feasible_back(
-    m: _Mem,
+    m: Mem,
     budget: int,
     *,
     start: int = 0,
@@ -342,7 +323,7 @@ def feasible_back(
       mem(E - v)) <= mem(P)``, since what ``v`` frees grows with the set; so every step still
       fits, and ``v``'s new step is the one checked.
     """
-    T = _atables(m)
+    T = atables(m)
     n = m.n
     if seg_mask is None:
         seg_mask = ((1 << n) - 1) & ~start
@@ -447,7 +428,7 @@ def feasible_back(
 
 
 def decide(
-    m: _Mem,
+    m: Mem,
     budget: int,
     *,
     start: int = 0,

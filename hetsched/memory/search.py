@@ -20,32 +20,35 @@ from __future__ import annotations
 
 import heapq
 import time
+from typing import Iterable
 
 import numpy as np
 
-from .model import _Mem
+from .model import Mem
 
 
-class _Timeout(Exception):
+class SearchTimeout(Exception):
     pass
 
 
-class _Tables:
-    """Bitmasks of a compiled graph (cached on the ``_Mem``)."""
+def bit_set(items: Iterable[int]) -> int:
+    """The set of small integers ``items`` as one Python int (bit ``i`` set for each ``i``).
 
-    def __init__(self, m: _Mem) -> None:
-        self.pred_mask = [0] * m.n
-        for v in range(m.n):
-            x = 0
-            for p in m.preds[v]:
-                x |= 1 << p
-            self.pred_mask[v] = x
-        self.users_mask = [0] * m.S
-        for s in range(m.S):
-            x = 0
-            for u in m.users[s]:
-                x |= 1 << u
-            self.users_mask[s] = x
+    >>> bin(bit_set([0, 3]))
+    '0b1001'
+    """
+    x = 0
+    for i in items:
+        x |= 1 << i
+    return x
+
+
+class _Tables:
+    """Bitmasks of a compiled graph (cached on the ``Mem``)."""
+
+    def __init__(self, m: Mem) -> None:
+        self.pred_mask = [bit_set(ps) for ps in m.preds]
+        self.users_mask = [bit_set(us) for us in m.users]
         size = m.size.tolist()
         out = m.is_out.tolist()
         # storages an op may free: the ones it reads that are not graph outputs
@@ -58,24 +61,18 @@ class _Tables:
         self.out = out
 
 
-def _tables(m: _Mem) -> _Tables:
-    t = getattr(m, "_tables", None)
-    if t is None:
-        t = _Tables(m)
-        m._tables = t  # type: ignore[attr-defined]
-    return t
+def _tables(m: Mem) -> _Tables:
+    return m.memo("search_tables", _Tables)
 
 
-def _lookahead_tables(m: _Mem, T: _Tables):
+def _lookahead_tables(m: Mem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``C[s, v]``: bytes of storage ``s`` that op ``v`` must see live if ``s`` is live before ``v``
     runs (a reader of ``s`` descends from ``v``, or ``s`` is a graph output), ``s`` not one of ``v``'s
-    own tensors; ``C_out[v]``: the rows of ``v``'s kept outputs summed; ``io[v]``: ``v``'s own bytes."""
-    cached = getattr(m, "_look", None)
-    if cached is not None:
-        return cached[0], cached[1]
-    from .model import _bitsets
+    own tensors; ``io[v]``: ``v``'s own bytes; ``C_out[v]``: the rows of ``v``'s kept outputs summed."""
+    from .model import ancestor_bitsets
 
-    anc, _desc = _bitsets(m)
+    T = _tables(m)
+    anc, _desc = ancestor_bitsets(m)
     n = m.n
     nbytes = (n + 7) // 8
     C = np.zeros((m.S, n))
@@ -98,12 +95,10 @@ def _lookahead_tables(m: _Mem, T: _Tables):
         for s in m.op_out[v]:
             if T.out[s] or m.users[s]:
                 C_out[v] += C[s]
-    m._look = (C, io)  # type: ignore[attr-defined]
-    m._look_out = C_out  # type: ignore[attr-defined]
-    return C, io
+    return C, io, C_out
 
 
-def mem_after(m: _Mem, S: int) -> int:
+def mem_after(m: Mem, S: int) -> int:
     """Live bytes once exactly the ops of ``S`` have run."""
     T = _tables(m)
     tot = 0
@@ -117,7 +112,7 @@ def mem_after(m: _Mem, S: int) -> int:
 
 
 def search(
-    m: _Mem,
+    m: Mem,
     *,
     start: int = 0,
     n_steps: int | None = None,
@@ -129,7 +124,7 @@ def search(
 ) -> tuple[int, list[int]] | None:
     """Lowest-peak completion from the executed set ``start`` over ``n_steps`` steps.
 
-    Returns ``(peak, ops)`` or ``None`` when every state exceeded ``budget``. Raises ``_Timeout``
+    Returns ``(peak, ops)`` or ``None`` when every state exceeded ``budget``. Raises ``SearchTimeout``
     past ``deadline`` (a ``time.perf_counter()`` value).
 
     With ``lookahead`` (and a budget), a state is also dropped when some op still to run must see
@@ -146,8 +141,7 @@ def search(
     layer: dict[int, tuple] = {start: (0, mem_after(m, start), ready0, None, -1)}
     look = lookahead and budget is not None and m.n > 0
     if look:
-        C, io = _lookahead_tables(m, T)
-        C_out = m._look_out  # type: ignore[attr-defined]
+        C, io, C_out = m.memo("lookahead", _lookahead_tables)
         acc0 = np.zeros(m.n)
         for s in range(m.S):
             p = T.prod[s]
@@ -212,7 +206,7 @@ def search(
             if deadline is not None and work > 300:
                 work = 0
                 if time.perf_counter() > deadline:
-                    raise _Timeout
+                    raise SearchTimeout
         if not new:
             return None
         if look:
@@ -233,19 +227,19 @@ def search(
     return best[0], ops
 
 
-def cut_segments(m: _Mem) -> list[list[int]]:
+def cut_segments(m: Mem) -> list[list[int]]:
     """Split the ops at cut vertices (ops every other op is an ancestor or a descendant of).
 
     Every topological order runs the segments one after the other, and the live bytes at a cut
     vertex do not depend on the order, so each segment can be ordered on its own (Serenity's
     divide and conquer). Returns the segments (ops in topological order) in execution order.
     """
-    from .model import _bitsets
+    from .model import ancestor_bitsets
 
     n = m.n
     if n == 0:
         return []
-    anc, desc = _bitsets(m)
+    anc, desc = ancestor_bitsets(m)
     topo = m.topo()
     cuts = [v for v in topo if anc[v].bit_count() + desc[v].bit_count() == n - 1]
     segs: list[list[int]] = []
