@@ -42,7 +42,7 @@ LOAD = dict(median_s=2.0, worst_s=2.0, bytes=5_000_000)
 REPEAT = int(os.environ.get("HETSCHED_BENCH_REPEAT", "5"))
 #: pages loaded for the first-show rows (one sample each)
 FIRST_SHOW_PAGES = int(os.environ.get("HETSCHED_BENCH_FIRST_SHOW_PAGES", "3"))
-# `make app`'s culling options (tests/test_packaging.py checks the Makefile passes them), with times
+# `hetsched app`'s culling options (hetsched.launch.VOILA_CULL, which `make app` runs), with times
 # short enough to see the culling happen within the benchmark
 CULL_ARGS = ["--MappingKernelManager.cull_idle_timeout=20", "--MappingKernelManager.cull_interval=5"]
 
