@@ -74,7 +74,9 @@ def _private(name: str) -> bool:
 
 def _underscore_uses(source: str, module: str, is_package: bool = False) -> list[str]:
     """``from m import _x`` (or through a private module) and ``m._x`` on a name bound to anything
-    imported from the package, in one module's source; ``module`` is its dotted name."""
+    imported from the package, in one module's source; ``module`` is its dotted name. A base class's
+    hook called on ``self`` (``Result._replay(self, k)`` in a subclass) is the subclass protocol,
+    not a use of another module's privates."""
     import ast
 
     tree = ast.parse(source)
@@ -100,8 +102,12 @@ def _underscore_uses(source: str, module: str, is_package: bool = False) -> list
                     if any(map(_private, a.name.split("."))):
                         found.append(f"line {node.lineno}: import {a.name}")
                     bound.add(a.asname or a.name.split(".")[0])
+    on_self = {id(c.func) for c in ast.walk(tree) if isinstance(c, ast.Call) and c.args
+               and isinstance(c.args[0], ast.Name) and c.args[0].id == "self"}
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and _private(node.attr):
+            if id(node) in on_self:
+                continue
             v = node.value
             while isinstance(v, ast.Attribute):
                 v = v.value
@@ -125,8 +131,10 @@ def test_no_module_imports_another_modules_underscore_names():
 
 def test_the_underscore_scan_would_catch_each_form():
     src = ("from .engine import _x\nfrom . import engine\nimport hetsched.mapping.engine as e\nengine._y\ne._z\n"
-           "from ..results import (Step,\n    _w)\nfrom ._hidden import f\nfrom .engine import __all__\nimport os\nos._exit\n")
+           "from ..results import (Step,\n    _w)\nfrom ._hidden import f\nfrom .engine import __all__\nimport os\nos._exit\n"
+           "from ..results import Result\nclass R(Result):\n    def _replay(self, k):\n        return Result._replay(self, k)\n"
+           "Result._replay(other, 0)\n")
     found = _underscore_uses(src, "hetsched.mapping.h2h")
     assert [f.split(": ", 1)[1] for f in found] == [
         "from hetsched.mapping.engine import _x", "from hetsched.results import _w", "from hetsched.mapping._hidden import f",
-        "engine._y", "e._z"]
+        "engine._y", "e._z", "Result._replay"]

@@ -40,11 +40,8 @@ optimum is unconditional). For ``makespan`` it is the optimum in the evaluator's
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 import warnings
-from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -52,6 +49,7 @@ from ..cost import CostModel
 from ..errors import HetschedError
 from ..graph import OpGraph
 from ..results import SolverRun, StepLog
+from ..solvers import pick_solver, quiet_stdout
 from ..system import System
 from .baselines import single_device_states
 from .engine import EMPTY_STATE, Ctx, MemoryPlan, State, best_residency, diff, plan_budget, require_objective
@@ -392,25 +390,6 @@ def build_mapping_ilp(graph: OpGraph, system: System, *, objective: str = "total
     return m.prob, m
 
 
-@contextmanager
-def _quiet_stdout():
-    """Silence what the solver library prints on the process's stdout (HiGHS' banner), at the fd level."""
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, ValueError, OSError):  # pragma: no cover - a captured stdout without an fd
-        yield
-        return
-    sys.stdout.flush()
-    saved = os.dup(fd)
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), fd)
-            yield
-    finally:
-        os.dup2(saved, fd)
-        os.close(saved)
-
-
 def _highs(time_limit_s: float, warm: bool, threads: int):
     import pulp
 
@@ -481,15 +460,7 @@ def map_ilp(graph: OpGraph, system: System, *, objective: str = "total_latency",
     require_objective(objective)
     if not time_limit_s or not time_limit_s > 0:
         raise HetschedError(f"time_limit_s must be positive, got {time_limit_s!r}", field="time_limit_s")
-    if solver is None:
-        try:
-            import highspy  # noqa: F401
-
-            solver = "highs"
-        except ImportError:  # pragma: no cover - highspy is a dependency
-            solver = "cbc"
-    if solver not in SOLVERS:
-        raise HetschedError(f"unknown solver {solver!r}; choose one of {list(SOLVERS)}", field="solver")
+    solver = pick_solver(solver)
     ctx = Ctx(graph, system, cost, contention=contention)
     ctx.require_support()
     log = StepLog()
@@ -533,7 +504,7 @@ def map_ilp(graph: OpGraph, system: System, *, objective: str = "total_latency",
     import pulp
 
     ts = time.perf_counter()
-    with warnings.catch_warnings(), _quiet_stdout():
+    with warnings.catch_warnings(), quiet_stdout():
         warnings.simplefilter("ignore")
         m.prob.solve(slv)
     solve_s = time.perf_counter() - ts
