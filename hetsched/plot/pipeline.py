@@ -406,26 +406,25 @@ def synthesis_bars(table: pd.DataFrame, *, title: str | None = None) -> go.Figur
     span = float(rows["makespan_s"].max()) if len(rows) else (bound or 0.0)
     unit, f = time_unit(span)
     fits = [x is not False and x is not np.False_ for x in rows.get("fits_cap", pd.Series([True] * len(rows), index=rows.index))]
-    colors, text = [], []
+    colors, text, hover = [], [], []
     for kind, ok, vs, mk in zip(rows["kind"], fits, rows["vs_synthesized"], rows["makespan_s"]):
         colors.append(SYNTH_COLOR if kind == "synthesized" else PALETTE[0] if ok else NEUTRAL)
-        words = f"{mk * f:.4g} {unit}"
-        if kind != "synthesized":
-            words += f", {vs:+.1%} vs synthesized"
-        if not ok:
-            words += ", above the memory cap"
-        text.append(words)
+        short = f"{mk * f:.4g} {unit}" + ("" if kind == "synthesized" else f" · {vs:+.1%}") + ("" if ok else " · above the cap")
+        text.append(short)
+        hover.append(f"{mk * f:.4g} {unit}" + ("" if kind == "synthesized" else f", {vs:+.1%} vs synthesized")
+                     + ("" if ok else ", above the memory cap"))
     labels = [str(x) for x in rows["label"]]
     data = [dict(type="bar", orientation="h", y=labels, x=(rows["makespan_s"] * f).tolist(), marker=dict(color=colors),
-                 text=text, textposition="auto", insidetextanchor="end", name="makespan", showlegend=False,
-                 hovertext=[f"{lab}: {t}" for lab, t in zip(labels, text)], hoverinfo="text")]
+                 text=text, textposition="inside", insidetextanchor="end", textfont=dict(size=12), name="makespan",
+                 showlegend=False, hovertext=[f"{lab}: {t}" for lab, t in zip(labels, hover)], hoverinfo="text")]
     shapes, notes = [], []
     if bound is not None:
         shapes.append(dict(type="line", xref="x", x0=bound * f, x1=bound * f, yref="y domain", y0=0, y1=1,
                            line=dict(color="#000000", dash="dash", width=2)))
         notes.append(dict(showarrow=False, text=f"lower bound {bound * f:.4g} {unit}", x=bound * f, xref="x", xanchor="right",
                           y=1, yref="y domain", yanchor="bottom"))
-    layout = dict(height=max(220, 60 + 26 * len(labels)), bargap=0.25, shapes=shapes, annotations=notes,
+    layout = dict(height=max(240, 110 + 30 * len(labels)), bargap=0.2, shapes=shapes, annotations=notes,
+                  uniformtext=dict(minsize=11, mode="show"),
                   xaxis=dict(title=title_text(f"makespan ({unit})"), rangemode="tozero"),
                   yaxis=dict(autorange="reversed", automargin=True), margin=dict(l=10, r=10, t=60, b=40),
                   title=title_text(title or "every schedule on the same costs, and the lower bound"))
@@ -434,7 +433,8 @@ def synthesis_bars(table: pd.DataFrame, *, title: str | None = None) -> go.Figur
 
 def rank_memory_figure(table: pd.DataFrame, *, cap_bytes=None, title: str | None = None) -> go.Figure:
     """Activation memory per rank (``peak_bytes_rank<r>`` of a synthesis comparison): one line per
-    schedule, the synthesized one thick and vermillion, the memory cap per rank dashed.
+    schedule (schedules holding the same on every rank share one), the synthesized one thick and
+    vermillion, the memory cap per rank dashed.
 
     >>> from hetsched.pipeline import compare_synthesis
     >>> t = compare_synthesis({"F": 1.0, "B": 2.0, "activation_bytes": 1e6}, p=2, m=4, memory_cap_bytes="1f1b")
@@ -452,9 +452,15 @@ def rank_memory_figure(table: pd.DataFrame, *, cap_bytes=None, title: str | None
     x = [f"rank {str(c)[15:]}" for c in cols]
     data = []
     named = rows[rows["kind"] != "synthesized"]
-    for i, (lab, vals) in enumerate(zip(named["label"], named[cols].to_numpy(float))):
-        data.append(dict(type="scatter", mode="lines+markers", x=x, y=(vals * f).tolist(), name=str(lab),
-                         line=dict(color=PALETTE[(i + 1) % len(PALETTE)], width=1.5), marker=dict(size=6), opacity=0.8))
+    # schedules that hold the same memory on every rank (groupings of one schedule) share one line
+    same: dict[tuple, list[str]] = {}
+    for lab, vals in zip(named["label"], named[cols].to_numpy(float)):
+        same.setdefault(tuple(np.round(vals, 6)), []).append(str(lab))
+    for i, (vals, labs) in enumerate(same.items()):
+        name = labs[0] + (f" (and {len(labs) - 1} more)" if len(labs) > 1 else "")
+        data.append(dict(type="scatter", mode="lines+markers", x=x, y=(np.asarray(vals) * f).tolist(), name=name,
+                         line=dict(color=PALETTE[(i + 1) % len(PALETTE)], width=1.5), marker=dict(size=6), opacity=0.8,
+                         hovertext=[", ".join(labs)] * len(x), hoverinfo="text+y"))
     for lab, vals in zip(rows[rows["kind"] == "synthesized"]["label"], rows[rows["kind"] == "synthesized"][cols].to_numpy(float)):
         data.append(dict(type="scatter", mode="lines+markers", x=x, y=(vals * f).tolist(), name=str(lab),
                          line=dict(color=SYNTH_COLOR, width=4), marker=dict(size=9)))
