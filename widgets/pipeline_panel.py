@@ -947,13 +947,6 @@ class PipelinePanel(Panel):
             st.synth_step = n
         finally:
             self._in_refresh = quiet
-        if not self.synth_results.children:
-            half = W.Layout(width="50%", min_width="0")
-            self.synth_results.children = [
-                W.HBox([W.Box([self.figure_view("synth_bars")], layout=half), W.Box([self.figure_view("synth_memory")], layout=half)],
-                       layout=W.Layout(width="100%")),
-                self.synth_table, self.synth_walker, self.synth_text, self.figure_view("synth_gantt"),
-                W.HBox([self.synth_export_button, self.synth_export], layout=W.Layout(align_items="center"))]
         views = [self.figure_view(n) for n in _SYNTH_FIGURES]
         with views[0].hold_sync(), views[1].hold_sync(), views[2].hold_sync():
             self._render_synthesis(self._synth)
@@ -961,6 +954,13 @@ class PipelinePanel(Panel):
             self._render_synthesis_step()
         for v in views:
             v.stale = False
+        if not self.synth_results.children:
+            # shown once they hold their figures: the browser draws each once, not empty first
+            half = W.Layout(width="50%", min_width="0")
+            self.synth_results.children = [
+                W.HBox([W.Box([views[0]], layout=half), W.Box([views[1]], layout=half)], layout=W.Layout(width="100%")),
+                self.synth_table, self.synth_walker, self.synth_text, views[2],
+                W.HBox([self.synth_export_button, self.synth_export], layout=W.Layout(align_items="center"))]
         self.last_synthesis_s = time.perf_counter() - t0
         return True
 
