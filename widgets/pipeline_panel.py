@@ -1004,6 +1004,11 @@ class PipelinePanel(Panel):
                      f" What to notice: no order beats {html.escape(best['label'])} "
                      f"({format_value(best['makespan_s'], '_s')}) here")
             head += "."
+            syn_peak = float(table.loc[table["kind"] == "synthesized", "peak_activation_bytes"].iloc[0])
+            head += (f" It holds up to {format_value(syn_peak, '_bytes')} of activations on a rank, "
+                     f"{html.escape(best['label'])} {format_value(best['peak_activation_bytes'], '_bytes')}"
+                     + ("" if sv.cap_bytes is not None or syn_peak <= best["peak_activation_bytes"] * 1.01 else
+                        ": choose a memory cap to see what the search finds within less") + ".")
         over = named[~named["fits_cap"].astype(bool)]["label"].tolist() if len(named) else []
         if over:
             head += f" Above the cap (grey): {html.escape(', '.join(over))}."
