@@ -535,6 +535,20 @@ def test_numbers_mode_synthesis_follows_the_inputs_with_the_heuristic_and_waits_
     assert not panel.figures["synth_bars"].stale
 
 
+def test_a_slow_heuristic_stops_following_the_inputs(panel, monkeypatch):
+    import hetsched.widgets.pipeline_panel as mod
+
+    with panel.hold():
+        panel.state.schedule, panel.state.p, panel.state.m = "1f1b", 2, 4
+    assert panel.synthesize() and panel.export_synthesis() and "download=" in panel.synth_export.value
+    monkeypatch.setattr(mod, "FOLLOW_MAX_S", 0.0)  # as if the last search had taken longer than a change may wait
+    panel.state.m = 5
+    assert panel.synthesis_view() is None and panel.result.a.schedule.m == 5
+    assert "the last search took" in _text(panel.synth_message.value) and panel.figures["synth_bars"].stale
+    assert panel.synth_export.value == ""  # no link to a schedule of other inputs
+    assert panel.synthesize() and panel.synthesis_view().result.schedule.m == 5 and not panel.figures["synth_bars"].stale
+
+
 def test_the_synthesized_schedule_exports_as_torchs_csv(synth_panel):
     p = synth_panel
     res = p.synthesis_view().result

@@ -109,6 +109,9 @@ _SYNTH_PHASES = {"start": "start", "bound": "lower bound", "warm_start": "named 
 _SYNTH_ACTIONS = {"warm_start": "named schedule", "list": "list rule", "choose": "choose", "bound": "lower bound",
                   "fill": "fill a gap", "milp": "MILP", "search": "search ends", "restart": "restart"}
 _SYNTH_FIGURES = ("synth_bars", "synth_memory", "synth_gantt")
+#: a synthesis follows the inputs only while the heuristic answers within this many seconds; a longer one
+#: (a big p x m) waits for the next click, so that every change of the inputs does not wait for it
+FOLLOW_MAX_S = 2.0
 
 
 def _bundled_training_graphs() -> list[str]:
@@ -853,8 +856,8 @@ class PipelinePanel(Panel):
     def synthesize(self) -> bool:
         """What the *synthesize* button does: synthesize A's instance with the chosen search, cap and time limit,
         compare it with every named schedule and the lower bound, and walk its decisions (returns whether it
-        succeeded). From then on the section follows the inputs while the search is the heuristic; an exact
-        search waits for the next click.
+        succeeded). From then on the section follows the inputs while the search is the heuristic and answers
+        within :data:`FOLLOW_MAX_S`; an exact search, or a longer one, waits for the next click.
 
         >>> p = PipelinePanel(source="numbers"); p.synthesize()
         True
@@ -876,15 +879,18 @@ class PipelinePanel(Panel):
         st = self.state
         if not st.synthesis or (self.synthesis_view() is not None and not self._synth_asked):
             return
-        if self._synth_asked or st.method == "heuristic":
+        last = self._synth.elapsed_s if self._synth is not None else 0.0
+        if self._synth_asked or (st.method == "heuristic" and last <= FOLLOW_MAX_S):
             self._synth_ok = self._run_synthesis(r)
         else:
-            self.synth_message.value = (f"<div style='color:#8a5a00'>The inputs changed since the last synthesis: click "
-                                        f"<b>synthesize</b> to run the {html.escape(st.method.upper() if st.method == 'milp' else st.method)} "
-                                        f"search again (up to {st.time_limit_s:g} s).</div>")
+            why = (f"the last search took {format_value(last, '_s')}" if st.method == "heuristic" else
+                   f"the {'MILP' if st.method == 'milp' else 'auto'} search runs up to {st.time_limit_s:g} s")
+            self.synth_message.value = (f"<div style='color:#8a5a00'>The inputs changed since the last synthesis ({why}): "
+                                        f"click <b>synthesize</b> to run it again.</div>")
             self._grey_synthesis()
 
     def _grey_synthesis(self) -> None:
+        self.synth_export.value = ""  # a link to a schedule of other inputs must not stay
         for n in _SYNTH_FIGURES:
             if n in self.figures and not self.figures[n].stale:
                 self.figures[n].stale = True
