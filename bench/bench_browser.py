@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
@@ -149,20 +150,45 @@ def m_changer(page, p):
     return m_plus
 
 
-def synthesis(b: Bench, p) -> None:
-    """The Pipeline tab's synthesis section (issue 31), on the tab as it stands (schedule A's instance)."""
+def synthesis(b: Bench, p, first_samples: list | None = None) -> None:
+    """The Pipeline tab's synthesis section (issue 31), on the tab as it stands (schedule A's instance).
+
+    ``first_samples``: first clicks measured on other pages (one per page), recorded with this one."""
     synth = p.locator(".hetsched-synthesis")
-    button = lambda: synth.get_by_role("button", name=re.compile(r"synthesize$")).click()  # noqa: E731
     first, again, step, jump, follow = SYNTH_ROWS
     # the first click makes the section's three figures: they are drawn from nothing
-    b.measure(first, [button], CONTROL, need_draw=True,
-              note="the heuristic search, the comparison with every named schedule and the bound, three new plots")
+    samples = [first_click(b, p), *(first_samples or [])]
+    b.record(first, samples, CONTROL,
+             note="the heuristic search, the comparison with every named schedule and the bound, three new plots"
+                  + (f"; one sample per page ({len(samples)} pages)" if len(samples) > 1 else ""))
+    button = lambda: synth.get_by_role("button", name=re.compile(r"synthesize$")).click()  # noqa: E731
     b.measure(again, [button] * REPEAT, CONTROL, need_draw=True)
     b.measure(step, [lambda: synth.get_by_role("button", name="◀ prev", exact=True).first.click()] * REPEAT, STEP)
     b.measure(jump, [click(synth, "named schedules"), click(synth, "local search")] * 2, STEP)
     m_plus = m_changer(b.page, p)
     b.measure(follow, [m_plus(2), m_plus(-2)] * 2, CONTROL, need_draw=True,
               note="A and B recomputed, then the synthesis re-run and redrawn")
+
+
+def first_click(b: Bench, p) -> tuple[float, int, float]:
+    """One sample of the first *synthesize* click of a page."""
+    synth = p.locator(".hetsched-synthesis")
+    return b.once(lambda: synth.get_by_role("button", name=re.compile(r"synthesize$")).click(), need_draw=True)
+
+
+def pipeline_on_big(ctx, srv) -> tuple[Bench, Any]:
+    """A new dashboard page with the 1k-op graph loaded and the Pipeline tab shown on schedule A = 1F1B
+    (where the full run leaves the tab before its synthesis rows)."""
+    page, ws, _first_s = open_dashboard(ctx, srv)
+    b = Bench(page, ws)
+    g = b.visible_panel()
+    g.get_by_role("button", name="bundled", exact=True).click()
+    page.wait_for_timeout(1500)
+    b.once(select(g, "graph", BIG))
+    b.once(lambda: b.tab("Pipeline"), need_draw=True)
+    p = b.visible_panel()
+    b.once(select(p, "schedule A", "1F1B"), need_draw=True)
+    return b, p
 
 
 def splice_rows(rows: list[list[str]], extra: str) -> None:
@@ -222,18 +248,14 @@ def main_synthesis() -> int:
     try:
         with sync_playwright() as pw:
             ctx = launch(pw, work)
-            page, ws, _first_s = open_dashboard(ctx, srv)
-            b = Bench(page, ws)
-            g = b.visible_panel()
-            g.get_by_role("button", name="bundled", exact=True).click()
-            page.wait_for_timeout(1500)
-            b.once(select(g, "graph", BIG))
-            b.once(lambda: b.tab("Pipeline"), need_draw=True)
-            p = b.visible_panel()
-            # where the full run leaves the tab before its synthesis rows: schedule A is 1F1B
-            b.once(select(p, "schedule A", "1F1B"), need_draw=True)
-            b.rows = []
-            synthesis(b, p)
+            # a page's first click makes the section's figures: one sample per page
+            firsts = []
+            for _ in range(FIRST_SHOW_PAGES - 1):
+                q, qp = pipeline_on_big(ctx, srv)
+                firsts.append(first_click(q, qp))
+                q.page.close()
+            b, p = pipeline_on_big(ctx, srv)
+            synthesis(b, p, firsts)
             ctx.close()
     finally:
         srv.stop()

@@ -235,8 +235,14 @@ class SynthesisView:
     t_max_s: float  # the time axis of the walker's Gantt: the slowest incumbent of the walk
     runs: OrderedDict = field(default_factory=OrderedDict, compare=False, repr=False)  # orders -> simulation (the walk)
 
+    @cached_property
+    def result_orders(self) -> tuple:
+        return tuple(self.result.schedule.to_text())
+
     def run_of(self, orders: tuple) -> pp.PipelineResult:
         """The simulated run of an incumbent's per-rank orders (a few kept: stepping revisits them)."""
+        if orders == self.result_orders:
+            return self.result  # the result is the simulator's run of its own schedule already
         run = self.runs.get(orders)
         if run is None:
             r = self.result
