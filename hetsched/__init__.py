@@ -28,7 +28,8 @@ from .results import Result, Step, compare_results
 from .system import Device, Link, SupportTable, System
 from .timeline import check_timeline, make_timeline, to_chrome_trace
 
-__version__ = "0.1.0"
+#: the one place the version is written (pyproject.toml reads it; CHANGELOG.md says what each one changed)
+__version__ = "0.2.0"
 
 # Algorithm families and heavier helpers load on first use (PEP 562): `import hetsched` stays fast
 # and `hetsched.mapping.h2h(...)` works without a separate import.
@@ -47,6 +48,7 @@ _LAZY = {
     "calibrate": "hetsched.calibrate",  # a callable module: hetsched.calibrate(...) runs the calibration
     "scenarios": "hetsched.scenarios",
     "blocks": "hetsched.blocks",
+    "moe": "hetsched.moe",
 }
 
 

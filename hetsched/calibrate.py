@@ -177,9 +177,9 @@ class Comparison(Result):
 def _torch():
     try:
         import torch
-    except ImportError:  # pragma: no cover - CI installs torch
-        raise HetschedError("calibration needs torch: pip install 'hetsched[torch]' (or torch==2.13.0)",
-                            field="torch") from None
+    except ImportError:  # pragma: no cover - make venv installs torch
+        raise HetschedError("calibration needs torch, which is not installed: its CPU build is enough "
+                            "(pip install torch --index-url https://download.pytorch.org/whl/cpu)", field="torch") from None
     return torch
 
 

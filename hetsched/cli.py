@@ -81,7 +81,7 @@ _finite_float = _number_type(float, lambda v: True, "a finite number")
 
 
 def _graph_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("graph", help="graph file (.json/.onnx), bundled graph, zoo model or generator name")
+    p.add_argument("graph", help="graph file (.json/.onnx/.pt2), bundled graph, zoo model or generator name")
     p.add_argument("--batch", type=_positive_int, default=1, help="batch size for zoo models (default 1)")
     p.add_argument("--training", action="store_true", help="zoo models: build the training graph")
     p.add_argument("--n", type=_positive_int, default=None, help="generators: number of ops (default 40); zoo randwire_ws: nodes")
@@ -101,7 +101,8 @@ def _out_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (subcommands map, compare, partition, pipeline, order, executor, sweep, zoo, calibrate).
+    """The argument parser (subcommands map, compare, partition, pipeline, order, executor, sweep, zoo, calibrate,
+    app, lab).
 
     >>> build_parser().parse_args(["order", "chain", "--method", "ilp"]).time_limit
     10.0
@@ -199,7 +200,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="OUT.json", help="save the graph as JSON")
     p.add_argument("--html", metavar="REPORT.html", help="write a self-contained HTML report (summary and graph)")
     p.add_argument("--quiet", action="store_true")
+
+    p = sub.add_parser("app", help="serve the dashboard as a web app (Voila; needs hetsched[lab])",
+                       description="Serve the dashboard notebook with Voila, culling the kernels of closed pages. "
+                                   "Other Voila options (--Voila.ip=0.0.0.0, ...) are passed on.")
+    _server_args(p)
+
+    p = sub.add_parser("lab", help="JupyterLab on a copy of the tour notebooks (needs hetsched[lab])",
+                       description="Copy the tour notebooks and the dashboard into FOLDER (created if missing; "
+                                   "notebooks already there are kept) and open JupyterLab there on the tour. "
+                                   "Other JupyterLab options are passed on.")
+    p.add_argument("folder", nargs="?", default=".", help="where the copies go (default: the current folder)")
+    p.add_argument("--overwrite", action="store_true", help="replace notebooks already in FOLDER by the shipped ones")
+    _server_args(p)
     return ap
+
+
+def _server_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--port", type=_positive_int, default=None, help="port to serve on (default: the server's, 8866/8888)")
+    p.add_argument("--no-browser", dest="open_browser", action="store_false", help="do not open a browser")
+    p.add_argument("--dry-run", action="store_true", help="print the server's command line instead of running it")
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -703,7 +723,25 @@ def _cmd_calibrate(a: argparse.Namespace) -> int:
 #: commands whose algorithms price ops with a CostModel (what ``--cost`` reaches)
 _PRICED = frozenset({"map", "compare", "partition", "executor", "sweep"})
 
+def _cmd_app(a: argparse.Namespace) -> int:
+    from .launch import app
+
+    return app(port=a.port, open_browser=a.open_browser, extra=a.server_args, dry_run=a.dry_run)
+
+
+def _cmd_lab(a: argparse.Namespace) -> int:
+    from .launch import lab
+
+    return lab(a.folder, port=a.port, open_browser=a.open_browser, overwrite=a.overwrite, extra=a.server_args,
+               dry_run=a.dry_run)
+
+
+#: commands that pass the options they do not know on to the server they start
+_PASS_ON = {"app", "lab"}
+
 COMMANDS = {
+    "app": _cmd_app,
+    "lab": _cmd_lab,
     "calibrate": _cmd_calibrate,
     "map": _cmd_map,
     "compare": _cmd_compare,
@@ -722,7 +760,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     with _one_line_warnings():
         try:
-            a = parser.parse_args(argv)
+            a, rest = parser.parse_known_args(argv)
+            if rest and a.command not in _PASS_ON:
+                parser.error(f"unrecognized arguments: {' '.join(rest)}")
+            a.server_args = rest
         except SystemExit as e:  # argparse: 2 for usage errors, 0 for --help/--version
             return e.code if isinstance(e.code, int) else EXIT_BAD_INPUT
         a.argv = argv  # the report records the command that made it

@@ -27,10 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def main(argv: list[str] | None = None) -> int:
     import hetsched
     from hetsched.calibrate import DEFAULT_WORKLOADS
-    from hetsched.io.measured import MEASURED_DIR, save_measurement
+    from hetsched.io.measured import bundled_measurement_dir, save_measurement
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(MEASURED_DIR), help="directory to write (default data/calibration)")
+    ap.add_argument("--out", default=str(bundled_measurement_dir()), help="directory to write (default data/calibration)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args(argv)

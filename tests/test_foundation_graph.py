@@ -245,6 +245,14 @@ def test_schema_in_docs_equals_code():
     jsonschema.Draft202012Validator.check_schema(GRAPH_SCHEMA)
 
 
+def test_schema_file_shipped_equals_code():
+    """data/graph.schema.json (in the wheel: hetsched/data/) is the code's schema, byte for byte as make data writes it."""
+    from hetsched.io.make_data import SCHEMA_FILE, schema_text
+    from hetsched.resources import data_root
+
+    assert (data_root() / SCHEMA_FILE).read_text() == schema_text(), "rerun `make data`"
+
+
 def base():
     return graph_to_dict(diamond())
 

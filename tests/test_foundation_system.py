@@ -11,7 +11,7 @@ from hetsched.errors import FormatError, SystemError_, UnknownNameError, Unsuppo
 from hetsched.evaluate import Placement, evaluate
 from hetsched.io import bundled_systems, load_system, save_system, system_from_dict, system_to_dict, toy_system
 from hetsched.io import generators as gen
-from hetsched.io.systems import _data_dir
+from hetsched.resources import bundled_file
 from hetsched.system import Device, Link, SupportTable, System
 from hetsched.timeline import check_timeline
 
@@ -243,7 +243,7 @@ def test_bundled_system_shape(name):
 @pytest.mark.parametrize("name", BUNDLED)
 def test_bundled_system_numbers_cite_a_source(name):
     """Every numeric field carries a comment on its line or on the lines right after it."""
-    lines = (_data_dir() / f"{name}.yaml").read_text().splitlines()
+    lines = bundled_file("systems", name).read_text().splitlines()
     numeric = re.compile(r"(memory_bytes|mem_bandwidth_Bps|launch_overhead_s|power_W|idle_power_W|"
                          r"bandwidth_Bps|peak_flops|conv|matmul|default)\s*:\s*[-0-9.]")
     for i, line in enumerate(lines):
@@ -288,5 +288,5 @@ def test_bundled_system_evaluates_a_generated_graph(name, graph):
 
 def test_systems_doctest_example():
     assert load_system("cpu_gpu_fpga").host == "cpu0"
-    y = yaml.safe_load((_data_dir() / "cpu_gpu_fpga.yaml").read_text())
+    y = yaml.safe_load(bundled_file("systems", "cpu_gpu_fpga").read_text())
     assert y["devices"][1]["mem_bandwidth_Bps"] == 1.935e12  # A100 80GB PCIe datasheet

@@ -161,7 +161,7 @@ def test_profile_as_cost_model():
 
 
 # ---------------------------------------------------------------- real torch.profiler traces
-torch = pytest.importorskip("torch", reason="optional extra: `pip install torch` (CI installs torch==2.13.0 CPU)")
+torch = pytest.importorskip("torch")
 
 from hetsched.io.profile import profile_torch  # noqa: E402
 from hetsched.io.torch_import import load_torch  # noqa: E402

@@ -313,15 +313,16 @@ BUNDLED = {
 
 
 def write_bundled(outdir: str | Path | None = None) -> list[Path]:
-    """Write the bundled executor graphs (default ``data/graphs``); returns the paths.
+    """Write the bundled executor graphs (default: the checkout's ``data/graphs``); returns the paths.
 
     >>> import tempfile
     >>> [p.name for p in write_bundled(tempfile.mkdtemp())][:3]
     ['executor_d2h_branch.json', 'executor_inception.json', 'executor_randwire.json']
     """
-    from ..io import DATA_DIR, save_graph
+    from ..io import save_graph
+    from ..resources import source_dir
 
-    d = Path(outdir) if outdir is not None else DATA_DIR / "graphs"
+    d = Path(outdir) if outdir is not None else source_dir() / "graphs"
     d.mkdir(parents=True, exist_ok=True)
     out = []
     for nm, build in BUNDLED.items():

@@ -1,8 +1,9 @@
 """Regenerate the bundled model-zoo graphs: ``python -m hetsched.io.make_data`` (what ``make data`` runs).
 
 Writes ``data/graphs/<file>.json`` for every entry of :data:`BUNDLE` (inference and training
-variants; batch size and sequence length in the file name and in ``meta``) and rewrites the
-generated table in ``data/README.md`` between the ``zoo-table`` markers. Output is deterministic:
+variants; batch size and sequence length in the file name and in ``meta``), the graph JSON Schema
+as ``data/graph.schema.json``, and rewrites the generated table in ``data/README.md`` between the
+``zoo-table`` markers. Output is deterministic:
 same code, same bytes. Files prefixed ``mmmt_`` and ``executor_`` belong to other modules and are
 left alone.
 
@@ -17,11 +18,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import DATA_DIR
-from .graph_json import graph_to_dict
+from ..errors import HetschedError
+from ..resources import source_dir
+from .graph_json import GRAPH_SCHEMA, graph_to_dict
 from .zoo import ZOO
 
-__all__ = ["BUNDLE", "make_data", "zoo_table"]
+__all__ = ["BUNDLE", "SCHEMA_FILE", "make_data", "schema_text", "zoo_table"]
+
+#: the graph JSON Schema as a file of the bundled data (editors and validators point at it)
+SCHEMA_FILE = "graph.schema.json"
 
 #: (file stem, zoo builder, builder kwargs)
 BUNDLE: list[tuple[str, str, dict[str, Any]]] = [
@@ -72,13 +77,23 @@ def zoo_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def make_data(out_dir: str | Path | None = None, *, readme: bool = True, verbose: bool = False) -> list[dict[str, Any]]:
+def schema_text() -> str:
+    """The graph JSON Schema as the file ``data/graph.schema.json`` holds it (``GRAPH_SCHEMA``, indented)."""
+    return json.dumps(GRAPH_SCHEMA, indent=2) + "\n"
+
+
+def make_data(out_dir: str | Path | None = None, *, readme: bool = True, schema: bool = True,
+              verbose: bool = False) -> list[dict[str, Any]]:
     """Build every :data:`BUNDLE` graph, write it as compact JSON, and refresh the README table.
 
-    Returns one summary row per file (also what the README table shows).
+    Returns one summary row per file (also what the README table shows). With ``schema`` it also
+    writes the graph JSON Schema beside the graphs' folder (:data:`SCHEMA_FILE`). Without ``out_dir``
+    it writes into the checkout's ``data/graphs`` (an installed copy is never rewritten: a ``HetschedError``).
     """
-    out = Path(out_dir) if out_dir is not None else DATA_DIR / "graphs"
+    out = Path(out_dir) if out_dir is not None else source_dir() / "graphs"
     out.mkdir(parents=True, exist_ok=True)
+    if schema:
+        (out.parent / SCHEMA_FILE).write_text(schema_text())
     rows = []
     for stem, model, kw in BUNDLE:
         g = ZOO[model](**kw)
@@ -134,7 +149,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=None, help="output directory (default: data/graphs)")
     ap.add_argument("--no-readme", action="store_true", help="do not rewrite the table in data/README.md")
     a = ap.parse_args(argv)
-    rows = make_data(a.out, readme=not a.no_readme, verbose=True)
+    try:
+        rows = make_data(a.out, readme=not a.no_readme, verbose=True)
+    except HetschedError as e:  # an installed copy asked to rewrite itself
+        ap.error(str(e))
     print(f"{len(rows)} graphs, {sum(r['mb'] for r in rows):.1f} MB")
 
 

@@ -35,12 +35,20 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from .. import resources
 from ..errors import FormatError
 
-__all__ = ["Measurement", "save_measurement", "load_measurement", "profile_trace_of", "MEASURED_DIR"]
+__all__ = ["Measurement", "save_measurement", "load_measurement", "profile_trace_of", "bundled_measurement_dir"]
 
-#: the measurement the dashboard's Calibration tab opens on (``scripts/gen_calibration_data.py``)
-MEASURED_DIR = Path(__file__).resolve().parents[2] / "data" / "calibration"
+
+
+def bundled_measurement_dir() -> Path:
+    """The folder of the measurement the dashboard's Calibration tab opens on (``data/calibration`` of a
+    checkout, ``hetsched/data/calibration`` of a wheel; ``scripts/gen_calibration_data.py`` writes it)."""
+    root = resources.data_root() / "calibration"
+    if not isinstance(root, Path):  # a zipped install: the files are read one by one from a folder on disk
+        raise FormatError(f"the bundled measurement {root} is not a folder on disk", field="path")
+    return root
 
 
 def profile_trace_of(samples: Mapping[str, Any], order: Any = None) -> dict:
@@ -133,7 +141,7 @@ def save_measurement(cal: Any, directory: str | Path, *, command: str = "") -> P
 
 
 def load_measurement(directory: str | Path | None = None) -> Measurement:
-    """Read a measurement written by :func:`save_measurement` (default: the bundled one, :data:`MEASURED_DIR`).
+    """Read a measurement written by :func:`save_measurement` (default: the bundled one, :func:`bundled_measurement_dir`).
 
     >>> m = load_measurement()
     >>> m.system.device_names, sorted(m.profiles)
@@ -144,7 +152,7 @@ def load_measurement(directory: str | Path | None = None) -> Measurement:
     from .profile import load_profile
     from .systems import load_system
 
-    d = Path(directory) if directory is not None else MEASURED_DIR
+    d = Path(directory) if directory is not None else bundled_measurement_dir()
     if not (d / "system.yaml").is_file():
         raise FormatError(f"{d}: no measurement here (system.yaml is missing; scripts/gen_calibration_data.py "
                           "writes one)", field="path")

@@ -35,15 +35,16 @@ from __future__ import annotations
 import os
 import re
 import sys
+from dataclasses import dataclass, field
+from importlib.resources import as_file
 from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 
+from .. import resources
 from ..errors import FormatError, HetschedError
 from ..limits import MAX_NESTING, show_number, too_deep
-from dataclasses import dataclass, field
-
 from ..system import Device, Link, SupportTable, System, next_device_name
 from .files import check_fields, read_text
 
@@ -230,7 +231,7 @@ def system_to_dict(s: System) -> dict[str, Any]:
 
 
 def load_system(path: str | Path) -> System:
-    """Read a system YAML file; a bare name loads ``data/systems/<name>.yaml`` from the repository.
+    """Read a system YAML file; a bare name loads the bundled ``data/systems/<name>.yaml``.
 
     >>> load_system("cpu_gpu_fpga").host
     'cpu0'
@@ -238,8 +239,9 @@ def load_system(path: str | Path) -> System:
     if not isinstance(path, (str, os.PathLike)):
         raise FormatError(f"a system path must be a string or a path, got {type(path).__name__}", field="path")
     p = Path(path)
-    if not p.exists() and p.suffix == "" and (_data_dir() / f"{path}.yaml").exists():
-        p = _data_dir() / f"{path}.yaml"
+    if not p.exists() and p.suffix == "" and (res := resources.bundled_file("systems", str(path))) is not None:
+        with as_file(res) as bundled:  # the file itself when installed on disk
+            return load_system(bundled)
     return system_from_yaml(read_text(p, "system file"), source=p.name)
 
 
@@ -282,14 +284,9 @@ def save_system(s: System, path: str | Path) -> None:
     Path(path).write_text(system_to_yaml(s))
 
 
-def _data_dir() -> Path:
-    return Path(__file__).resolve().parents[2] / "data" / "systems"
-
-
 def bundled_systems() -> list[str]:
     """Names of the systems in ``data/systems``."""
-    d = _data_dir()
-    return sorted(p.stem for p in d.glob("*.yaml")) if d.exists() else []
+    return resources.bundled("systems")
 
 
 def toy_system(*, host_link_Bps: float = 16e9) -> System:

@@ -28,7 +28,7 @@ CHROMIUM_ARGS = [
     "--disable-dev-shm-usage",
 ]
 
-__all__ = ["ARTIFACTS", "ROOT", "NOTEBOOKS", "CHROMIUM", "CHROMIUM_ARGS", "VoilaServer", "start_voila", "WsCounter",
+__all__ = ["ARTIFACTS", "ROOT", "NOTEBOOKS", "CHROMIUM", "CHROMIUM_ARGS", "VoilaServer", "start_voila", "start_server", "free_port", "WsCounter",
            "settle", "wait_for_plots", "plot_signature", "wait_for_change", "output_errors", "external_requests", "screenshot"]
 
 
@@ -118,13 +118,13 @@ def wait_for_change(page, before: str, index: int = 0, *, timeout_s: float = 30.
 
 def external_requests(page) -> list[str]:
     """URLs the page asked for off this machine (refused by the fixture; CI has no internet). Voila's own
-    lab page links Font Awesome from a CDN; hetsched's page leaves it out (:mod:`hetsched.widgets.voila_page`)."""
+    lab page links Font Awesome from a CDN; hetsched's page leaves it out (:mod:`hetsched.launch`)."""
     local = re.compile(r"^(https?|wss?)://(127\.0\.0\.1|localhost|\[::1\])(:\d+)?/|^(data|blob|about|chrome):")
     return [u for u in getattr(page, "requested_urls", []) if not local.match(u)]
 
 
 # ---------------------------------------------------------------- Voila and the websocket
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -182,19 +182,17 @@ def start_voila(work: Path, *, timeout_s: float = 60.0, page_timeout_s: float = 
                 extra_args: list[str] | None = None) -> VoilaServer:
     """Voila serving a copy of ``notebooks/`` (in ``work``) on a free localhost port.
 
+    The options are ``hetsched app``'s (``hetsched.launch.VOILA_IOPUB``: a cell's outputs that reach
+    nbclient late on a busy machine are kept, not dropped with "Timeout waiting for IOPub output");
     ``extra_args`` are added to Voila's command line (e.g. the kernel culling options of ``make app``).
     Raises ``RuntimeError`` (with the log tail) when Voila does not come up.
     """
-    root = work / "notebooks"
-    shutil.copytree(NOTEBOOKS, root, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-    # Notebooks may read ../data/...; the copy sees the repo's data.
-    (work / "data").symlink_to(ROOT / "data", target_is_directory=True)
-    runtime = work / "runtime"
-    runtime.mkdir()
-    port = _free_port()
-    log = work / "voila.log"
-    from hetsched.widgets.voila_page import voila_env, voila_options
+    from hetsched.launch import VOILA_IOPUB, VOILA_PAGE, voila_env
 
+    root = work / "notebooks"
+    # the notebooks alone, as a wheel ships them: they find their data through hetsched.resources
+    shutil.copytree(NOTEBOOKS, root, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "*.py"))
+    port = free_port()
     voila = Path(sys.executable).with_name("voila")
     cmd = [
         str(voila) if voila.exists() else "voila",
@@ -204,30 +202,39 @@ def start_voila(work: Path, *, timeout_s: float = 60.0, page_timeout_s: float = 
         "--Voila.ip=127.0.0.1",
         "--show_tracebacks=True",
         f"--VoilaExecutor.timeout={int(page_timeout_s)}",
-        # as `make app`: a cell's outputs that reach nbclient late (a busy machine) are kept, not dropped
-        # with "Timeout waiting for IOPub output" (a page without its panel)
-        *([] if any("iopub_timeout" in a for a in extra_args or []) else ["--VoilaExecutor.iopub_timeout=60"]),
-        # hetsched's page: nothing asked of another host (issue 33)
-        *voila_options(),
+        *([] if any("iopub_timeout" in a for a in extra_args or []) else VOILA_IOPUB),
+        *VOILA_PAGE,  # hetsched's page: nothing asked of another host (issue 33)
         *(extra_args or []),
     ]
-    env = voila_env({**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime), "PYTHONHASHSEED": "0"})
+    return start_server(cmd, root, work, f"http://127.0.0.1:{port}", timeout_s=timeout_s, env=voila_env())
+
+
+def start_server(cmd: list[str], root: Path, work: Path, base_url: str, *, path: str = "/", timeout_s: float = 60.0,
+                 env: dict[str, str] | None = None) -> VoilaServer:
+    """Run ``cmd`` (a Voila or Jupyter server) in ``root`` and wait until ``base_url + path`` answers 200.
+
+    Its runtime files go to ``work/runtime`` and its output to ``work/voila.log``. Raises
+    ``RuntimeError`` (with the log tail) when the server exits or does not answer within ``timeout_s``.
+    """
+    runtime = work / "runtime"
+    runtime.mkdir(exist_ok=True)
+    log = work / "voila.log"
+    env = dict(os.environ if env is None else env, JUPYTER_RUNTIME_DIR=str(runtime), PYTHONHASHSEED="0")
     with open(log, "wb") as fh:
         proc = subprocess.Popen(cmd, cwd=root, stdout=fh, stderr=subprocess.STDOUT, env=env)
-    base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_s
     while True:
         if proc.poll() is not None:
-            raise RuntimeError(f"voila exited with code {proc.returncode} before serving:\n{_tail(log)}")
+            raise RuntimeError(f"{Path(cmd[0]).name} exited with code {proc.returncode} before serving:\n{_tail(log)}")
         try:
-            with urllib.request.urlopen(base + "/", timeout=5) as r:
+            with urllib.request.urlopen(base_url + path, timeout=5) as r:
                 if r.status == 200:
-                    return VoilaServer(proc, base, root, log)
+                    return VoilaServer(proc, base_url, root, log)
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             pass
         if time.monotonic() > deadline:
             proc.kill()
-            raise RuntimeError(f"voila did not answer on {base} within {timeout_s:.0f} s:\n{_tail(log)}")
+            raise RuntimeError(f"{Path(cmd[0]).name} did not answer on {base_url} within {timeout_s:.0f} s:\n{_tail(log)}")
         time.sleep(0.25)
 
 

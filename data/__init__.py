@@ -1,0 +1,1 @@
+"""Bundled graphs and systems; installed as ``hetsched.data`` (read them through ``hetsched.resources``)."""
