@@ -113,6 +113,24 @@ def test_machine_edits_are_checked_by_the_core_and_refusals_name_device_and_fiel
     assert p.session.system.device("cpu0").memory_bytes == 64 * 2**30
 
 
+def test_an_edit_in_the_open_editor_changes_its_values_not_its_widgets():
+    """A box typed in the editor sends new values to the open editor's boxes, not a new editor (the browser
+    benchmark's row: a whole editor over the websocket per keystroke-Enter); a new device rebuilds it."""
+    p = MappingPanel()
+    bar = p.machine_bar
+    bar.edit.value = True
+    grid = bar.editor.children[2]
+    box = next(w for w in _walk(grid) if isinstance(w, W.FloatText) and w.value == 512.0)  # cpu0's memory
+    box.value = 64.0
+    assert p.session.system.device("cpu0").memory_bytes == 64 * 2**30
+    assert bar.editor.children[2] is grid and box.value == 64.0  # same widgets, the machine's value
+    box.value = -1.0  # refused: the box shows the machine in effect again
+    assert "out of range" in bar.message.value and box.value == 64.0 and bar.editor.children[2] is grid
+    bar.pick("")  # this tab's own machine: the same boxes show its values
+    assert box.value == 512.0 and bar.editor.children[1].value == p.machine().name
+    assert bar.add_device("NVIDIA Tesla V100 PCIe 32GB") and bar.editor.children[2] is not grid
+
+
 def test_an_edited_machine_is_saved_as_system_yaml_and_loads_back():
     p = GraphPanel()
     bar = p.machine_bar

@@ -99,6 +99,9 @@ class MachineBar(W.VBox):
         self.editor = W.VBox(layout=W.Layout(display="none", border="1px solid #DDD", padding="4px 8px"))
         self._compares = compare
         self._syncing = False
+        self._boxes: dict[tuple, W.FloatText] = {}  # the editor's number boxes: (field, device) or (field, src, dst)
+        self._editor_shape: tuple | None = None
+        self._name_box: W.Text | None = None
         self.picker.observe(lambda ch: None if self._syncing else self.pick(ch["new"]), names="value")
         self.edit.observe(lambda ch: self._show_editor(ch["new"]), names="value")
         self.save.on_click(lambda _b: self.prepare_download())
@@ -250,16 +253,47 @@ class MachineBar(W.VBox):
         if on:
             self._build_editor(self.machine())
 
-    def _number(self, param: str, value: float, on_change: Callable[[float], Any], width: str = "110px") -> W.FloatText:
-        p = _P[param]
+    @staticmethod
+    def _shown(param: str, value: float) -> float:
         # four significant digits, as a person reads a datasheet (40 GB is 37.25 GiB, not 37.252903)
-        box = W.FloatText(value=float(f"{value * p.factor:.4g}"), layout=W.Layout(width=width),
+        return float(f"{value * _P[param].factor:.4g}")
+
+    def _number(self, key: tuple, value: float, on_change: Callable[[float], Any], width: str = "110px") -> W.FloatText:
+        p = _P[key[0]]
+        box = W.FloatText(value=self._shown(key[0], value), layout=W.Layout(width=width),
                           tooltip=f"{p.help}; allowed {p.bounds_text()}")
-        box.observe(lambda ch: on_change(ch["new"]), names="value")
+        box.observe(lambda ch: None if self._syncing else on_change(ch["new"]), names="value")
+        self._boxes[key] = box
         return box
+
+    @staticmethod
+    def _shape(m: Any) -> tuple:
+        """What the editor's rows are made of: a machine of the same shape only changes their values."""
+        return (tuple((n, d.kind, str(d.attrs.get("model", "")), n == m.host) for n, d in m.devices.items()),
+                tuple((ln.src, ln.dst, ln.duplex) for ln in m.links))
+
+    def _fill_editor(self, m: Any) -> None:
+        """The open editor's boxes show machine ``m`` (of the shape they were built for): an edit in a box
+        sends its new values, not a new editor (fewer widgets over the websocket, a quicker answer)."""
+        values = {**{("memory_bytes", n): d.memory_bytes for n, d in m.devices.items()},
+                  **{("mem_bandwidth_Bps", n): d.mem_bandwidth_Bps for n, d in m.devices.items()},
+                  **{("bandwidth_Bps", ln.src, ln.dst): ln.bandwidth_Bps for ln in m.links},
+                  **{("latency_s", ln.src, ln.dst): ln.latency_s for ln in m.links}}
+        self._syncing = True
+        try:
+            self._name_box.value = m.name
+            for key, v in values.items():
+                self._boxes[key].value = self._shown(key[0], v)
+        finally:
+            self._syncing = False
 
     def _build_editor(self, m: Any) -> None:
         """The editor's rows for machine ``m``: one per device, one per link, and an "add" row."""
+        shape = self._shape(m)
+        if shape == self._editor_shape and self.editor.children:
+            self._fill_editor(m)
+            return
+        self._boxes = {}
         head = lambda *t: [W.HTML(f"<b>{html.escape(x)}</b>") for x in t]  # noqa: E731
         cells: list[W.Widget] = head("device", "model", f"memory ({_P['memory_bytes'].shown_unit})",
                                      f"memory bandwidth ({_P['mem_bandwidth_Bps'].shown_unit})", "")
@@ -270,8 +304,8 @@ class MachineBar(W.VBox):
             cells += [W.HTML(f"{html.escape(name)} <span style='color:#555'>({html.escape(d.kind)}"
                              f"{', host' if name == m.host else ''})</span>"),
                       W.HTML(html.escape(str(d.attrs.get("model", "")))),
-                      self._number("memory_bytes", d.memory_bytes, lambda v, n=name: self.set_memory(n, v)),
-                      self._number("mem_bandwidth_Bps", d.mem_bandwidth_Bps, lambda v, n=name: self.set_mem_bandwidth(n, v)),
+                      self._number(("memory_bytes", name), d.memory_bytes, lambda v, n=name: self.set_memory(n, v)),
+                      self._number(("mem_bandwidth_Bps", name), d.mem_bandwidth_Bps, lambda v, n=name: self.set_mem_bandwidth(n, v)),
                       rm]
         devices = W.GridBox(cells, layout=W.Layout(grid_template_columns="auto auto auto auto auto", grid_gap="2px 10px",
                                                    align_items="center"))
@@ -280,8 +314,8 @@ class MachineBar(W.VBox):
         for ln in m.links:
             lcells += [W.HTML(f"{html.escape(ln.src)} ↔ {html.escape(ln.dst)}" if ln.duplex
                               else f"{html.escape(ln.src)} – {html.escape(ln.dst)} (one lane)"),
-                       self._number("bandwidth_Bps", ln.bandwidth_Bps, lambda v, a=ln.src, b=ln.dst: self.set_link(a, b, gbps=v)),
-                       self._number("latency_s", ln.latency_s, lambda v, a=ln.src, b=ln.dst: self.set_link(a, b, latency_us=v))]
+                       self._number(("bandwidth_Bps", ln.src, ln.dst), ln.bandwidth_Bps, lambda v, a=ln.src, b=ln.dst: self.set_link(a, b, gbps=v)),
+                       self._number(("latency_s", ln.src, ln.dst), ln.latency_s, lambda v, a=ln.src, b=ln.dst: self.set_link(a, b, latency_us=v))]
         links = W.GridBox(lcells, layout=W.Layout(grid_template_columns="auto auto auto", grid_gap="2px 10px",
                                                   align_items="center"))
         specs = list(device_specs())
@@ -292,7 +326,9 @@ class MachineBar(W.VBox):
         add.on_click(lambda _b: self.add_device(model.value))
         name = W.Text(value=m.name, description="name", style={"description_width": "initial"}, continuous_update=False,
                       layout=W.Layout(width="300px"))
-        name.observe(lambda ch: self.rename(ch["new"]) if ch["new"] != self.machine().name else None, names="value")
+        name.observe(lambda ch: None if self._syncing or ch["new"] == self.machine().name else self.rename(ch["new"]),
+                     names="value")
+        self._name_box, self._editor_shape = name, shape
         self.editor.children = [
             W.HTML("<div style='color:#444'>Each change makes an edited copy of the machine that every tab schedules "
                    "on; <i>save as YAML</i> keeps it. Allowed: "
