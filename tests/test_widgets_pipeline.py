@@ -536,12 +536,10 @@ def test_numbers_mode_synthesis_follows_the_inputs_with_the_heuristic_and_waits_
 
 
 def test_a_slow_heuristic_stops_following_the_inputs(panel, monkeypatch):
-    import hetsched.widgets.pipeline_panel as mod
-
     with panel.hold():
         panel.state.schedule, panel.state.p, panel.state.m = "1f1b", 2, 4
     assert panel.synthesize() and panel.export_synthesis() and "download=" in panel.synth_export.value
-    monkeypatch.setattr(mod, "FOLLOW_MAX_S", 0.0)  # as if the last search had taken longer than a change may wait
+    monkeypatch.setattr(pp.params, "SYNTH_FOLLOW_MAX_S", 0.0)  # as if the last search had taken longer than a change may wait
     panel.state.m = 5
     assert panel.synthesis_view() is None and panel.result.a.schedule.m == 5
     assert "the last search took" in _text(panel.synth_message.value) and panel.figures["synth_bars"].stale

@@ -109,9 +109,6 @@ _SYNTH_PHASES = {"start": "start", "bound": "lower bound", "warm_start": "named 
 _SYNTH_ACTIONS = {"warm_start": "named schedule", "list": "list rule", "choose": "choose", "bound": "lower bound",
                   "fill": "fill a gap", "milp": "MILP", "search": "search ends", "restart": "restart"}
 _SYNTH_FIGURES = ("synth_bars", "synth_memory", "synth_gantt")
-#: a synthesis follows the inputs only while the heuristic answers within this many seconds; a longer one
-#: (a big p x m) waits for the next click, so that every change of the inputs does not wait for it
-FOLLOW_MAX_S = 2.0
 
 
 def _bundled_training_graphs() -> list[str]:
@@ -877,7 +874,7 @@ class PipelinePanel(Panel):
         """What the *synthesize* button does: synthesize A's instance with the chosen search, cap and time limit,
         compare it with every named schedule and the lower bound, and walk its decisions (returns whether it
         succeeded). From then on the section follows the inputs while the search is the heuristic and answers
-        within :data:`FOLLOW_MAX_S`; an exact search, or a longer one, waits for the next click.
+        within :data:`hetsched.pipeline.params.SYNTH_FOLLOW_MAX_S`; an exact search, or a longer one, waits for the next click.
 
         >>> p = PipelinePanel(source="numbers"); p.synthesize()
         True
@@ -900,7 +897,7 @@ class PipelinePanel(Panel):
         if not st.synthesis or (self.synthesis_view() is not None and not self._synth_asked):
             return
         last = self._synth.elapsed_s if self._synth is not None else 0.0
-        if self._synth_asked or (st.method == "heuristic" and last <= FOLLOW_MAX_S):
+        if self._synth_asked or (st.method == "heuristic" and last <= pp.params.SYNTH_FOLLOW_MAX_S):
             self._synth_ok = self._run_synthesis(r)
         else:
             why = (f"the last search took {format_value(last, '_s')}" if st.method == "heuristic" else

@@ -31,7 +31,11 @@ from ..params import Param, ParamSpec
 from .schedules import GROUPINGS, SCHEDULES
 from .stages import DEFAULT_MODEL
 
-__all__ = ["PARAMS"]
+__all__ = ["PARAMS", "SYNTH_FOLLOW_MAX_S"]
+
+#: a panel's synthesis follows each change of its inputs only while the heuristic answered within this
+#: many seconds; a longer one (a big p x m) waits for the user's click, so a change never waits on it
+SYNTH_FOLLOW_MAX_S = 2.0
 
 _MS = (1e3, "ms")
 
