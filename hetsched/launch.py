@@ -6,11 +6,23 @@ hetsched is installed in, so the notebook kernels import this same hetsched) and
 server (``os.execv``): Ctrl-C, exit codes and a supervisor's signals reach the server itself. Nothing
 here imports Jupyter, so the core stays importable without it (tests/test_import_hygiene.py).
 
+hetsched's pages ask nothing of other hosts (issue 33): Voila's "lab" page links two Font Awesome
+stylesheets from ``cdn.jsdelivr.net``, so on a closed network (a classroom, CI) every page logged
+two failed requests. hetsched ships a Voila template, ``hetsched``
+(``data/voila/templates/hetsched``: the lab page without those links; Voila's own bundle
+carries Font Awesome already). Whoever starts Voila (``hetsched app``, the browser tests, the
+benchmark, ``scripts/screenshots.py``) passes ``VOILA_OPTIONS`` and runs it in :func:`voila_env`,
+which puts the bundled data folder, where the template lies, on ``JUPYTER_PATH``. The other half
+of a quiet page is in ``pyproject.toml``: a widget front end built against the same JupyterLab core
+as Voila's page (no "Unsatisfied version" warnings).
+
 >>> cmd = app_command(port=8866, open_browser=False)
 >>> cmd[1:3], cmd[3].endswith("dashboard.ipynb"), "--no-browser" in cmd, "--port=8866" in cmd
 (['-m', 'voila'], True, True, True)
 >>> [o.split("=")[0] for o in VOILA_OPTIONS]
-['--MappingKernelManager.cull_idle_timeout', '--MappingKernelManager.cull_interval', '--VoilaExecutor.iopub_timeout']
+['--MappingKernelManager.cull_idle_timeout', '--MappingKernelManager.cull_interval', '--VoilaExecutor.iopub_timeout', '--template']
+>>> (template_root() / "voila" / "templates" / TEMPLATE / "index.html.j2").is_file()
+True
 """
 
 from __future__ import annotations
@@ -23,12 +35,12 @@ import sys
 from dataclasses import dataclass
 from importlib.resources import as_file
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from . import resources
 from .errors import HetschedError
 
-__all__ = ["VOILA_CULL", "VOILA_IOPUB", "VOILA_OPTIONS", "TOUR", "app_command", "lab_command", "copy_notebooks",
+__all__ = ["VOILA_CULL", "VOILA_IOPUB", "VOILA_PAGE", "VOILA_OPTIONS", "TEMPLATE", "template_root", "voila_env", "TOUR", "app_command", "lab_command", "copy_notebooks",
            "Copied", "app", "lab"]
 
 #: Every page load starts a kernel (~230 MB); a class reloading pages would pile them up. Voila culls
@@ -38,8 +50,12 @@ VOILA_CULL = ("--MappingKernelManager.cull_idle_timeout=300", "--MappingKernelMa
 #: itself) when they reach it more than ``iopub_timeout`` seconds after the cell finished (default 4 s),
 #: which a busy server (kernels starting and being culled, a class loading pages) exceeds.
 VOILA_IOPUB = ("--VoilaExecutor.iopub_timeout=60",)
+#: hetsched's Voila template (what ``--template`` names): the lab page without its CDN stylesheets
+TEMPLATE = "hetsched"
+#: the page's options (run Voila in :func:`voila_env`, which finds the template)
+VOILA_PAGE = (f"--template={TEMPLATE}",)
 #: the Voila options of ``hetsched app`` (and so of ``make app``, the browser tests and the benchmark)
-VOILA_OPTIONS = VOILA_CULL + VOILA_IOPUB
+VOILA_OPTIONS = VOILA_CULL + VOILA_IOPUB + VOILA_PAGE
 #: the notebook ``hetsched lab`` opens
 TOUR = "00_tour"
 _LAB_EXTRA = "pip install 'hetsched[lab]'"
@@ -49,6 +65,26 @@ def _require(module: str, command: str) -> None:
     if importlib.util.find_spec(module) is None:
         raise HetschedError(f"`hetsched {command}` needs {module}, which is not installed here: {_LAB_EXTRA}",
                             field=module)
+
+
+def template_root() -> Path:
+    """The folder to put on ``JUPYTER_PATH`` for Voila to find ``voila/templates/hetsched``: the bundled
+    data folder (``data/`` of a checkout, ``hetsched/data`` of a wheel)."""
+    root = resources.data_root()
+    if isinstance(root, Path) and (root / "voila" / "templates" / TEMPLATE / "index.html.j2").is_file():
+        return root
+    raise HetschedError(f"hetsched's Voila template is missing from {root}: reinstall hetsched ({_LAB_EXTRA})",
+                        field="template")
+
+
+def voila_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default ``os.environ``) with ``JUPYTER_PATH`` leading to hetsched's Voila template."""
+    env = dict(os.environ if base is None else base)
+    root = str(template_root())
+    paths = [p for p in env.get("JUPYTER_PATH", "").split(os.pathsep) if p]
+    if root not in paths:
+        env["JUPYTER_PATH"] = os.pathsep.join([root, *paths])
+    return env
 
 
 def _server_options(port: int | None, open_browser: bool) -> list[str]:
@@ -137,7 +173,7 @@ def app(*, port: int | None = None, open_browser: bool = True, extra: Sequence[s
     command = app_command(port=port, open_browser=open_browser, extra=extra)
     if not dry_run:
         _require("voila", "app")
-    return _run(command, dry_run)
+    return _run(command, dry_run, env=None if dry_run else voila_env())
 
 
 def lab(folder: str | Path = ".", *, port: int | None = None, open_browser: bool = True, overwrite: bool = False,
@@ -152,7 +188,7 @@ def lab(folder: str | Path = ".", *, port: int | None = None, open_browser: bool
     return _run(lab_command(folder, port=port, open_browser=open_browser, extra=extra), dry_run)
 
 
-def _run(command: list[str], dry_run: bool) -> int:
+def _run(command: list[str], dry_run: bool, *, env: dict[str, str] | None = None) -> int:
     if dry_run:
         print(shlex.join(command))
         return 0
@@ -161,6 +197,8 @@ def _run(command: list[str], dry_run: bool) -> int:
     if os.name != "posix":  # pragma: no cover - no exec that keeps the console on Windows
         import subprocess
 
-        return subprocess.call(command)
+        return subprocess.call(command, env=env)
+    if env is not None:
+        os.execve(command[0], command, env)
     os.execv(command[0], command)
     raise AssertionError("unreachable")  # pragma: no cover

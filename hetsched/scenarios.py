@@ -25,7 +25,89 @@ from .errors import UnknownNameError
 from .graph import OpGraph
 from .system import System
 
-__all__ = ["Scenario", "SCENARIOS", "TAB_SCENARIO", "load_scenario", "mapping_instance", "scenario", "slow_gpu_link"]
+__all__ = ["Scenario", "Claim", "SCENARIOS", "TAB_SCENARIO", "load_scenario", "mapping_instance", "scenario",
+           "slow_gpu_link", "DEVICE_WORDS"]
+
+#: words a notice names a device by (``tests/test_scenarios.py``: each one a notice uses has a :class:`Claim`)
+DEVICE_WORDS = ("CPU", "GPU", "TPU", "FPGA")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a scenario's notice says about where work runs, in a form a test checks against the picture.
+
+    Parameters
+    ----------
+    words : str
+        How the notice names the device (``"TPU"``).
+    device : str
+        The device of the scenario's system.
+    view : {"preferred", "mapping", "marked"}
+        Which picture: ``"preferred"`` is each op's first choice in the support table (the Graph
+        tab's "colour by preferred device"), ``"mapping"`` the Mapping tab's final mapping (h2h),
+        ``"marked"`` the Backends tab's marking (each op's backend after merging).
+    blocks : tuple of str
+        Blocks (:func:`hetsched.blocks.op_blocks`) of which the device holds most of the work, each.
+    op_types : tuple of str
+        Op types of which, together, the device holds most of the work.
+    none : bool
+        The device runs no op at all.
+
+    Work is FLOPs; a selection without FLOPs counts its ops.
+
+    >>> g, s = load_scenario("tour")
+    >>> c = Claim("TPU", "tpu0", "preferred", blocks=("layer1",))
+    >>> c.check(g, c.placement(g, s)), Claim("GPU", "gpu0", "preferred", blocks=("layer1",)).check(g, c.placement(g, s))
+    ([], ['GPU (gpu0) holds 1% of the work of layer1, not most of it'])
+    """
+
+    words: str
+    device: str
+    view: str
+    blocks: tuple[str, ...] = ()
+    op_types: tuple[str, ...] = ()
+    none: bool = False
+
+    def placement(self, graph: OpGraph, system: System) -> dict[str, str]:
+        """``{op: device}`` of the claim's view on ``graph`` and ``system`` (computed here, for tests)."""
+        if self.view == "preferred":
+            return {o: (system.candidates(graph.op(o).op_type) or ["(unsupported)"])[0] for o in graph.ops}
+        if self.view == "mapping":
+            from .mapping import h2h
+
+            return dict(h2h(graph, system).placement.device)
+        if self.view == "marked":
+            from .partition import partition_by_support
+
+            return dict(partition_by_support(graph, system).assignment)
+        raise UnknownNameError(f"unknown claim view {self.view!r}; choose preferred, mapping or marked", field="view")
+
+    def check(self, graph: OpGraph, placement: Mapping[str, str]) -> list[str]:
+        """What is false of the claim under ``placement`` (``[]``: it holds)."""
+        who = f"{self.words} ({self.device})"
+        if self.none:
+            on = [o for o in graph.ops if placement.get(o) == self.device]
+            return [f"{who} runs {len(on)} op(s) ({', '.join(on[:3])}), not none"] if on else []
+        groups: list[tuple[str, list[str]]] = []
+        if self.blocks:
+            from .blocks import op_blocks
+
+            b = op_blocks(graph)
+            for name in self.blocks:
+                ops = [o for o in graph.ops if b[o] == name]
+                if not ops:
+                    return [f"{name} is not a block of {graph.name}"]
+                groups.append((name, ops))
+        if self.op_types:
+            groups.append((" and ".join(self.op_types), [o for o in graph.ops if graph.op(o).op_type in self.op_types]))
+        out = []
+        for name, ops in groups:
+            total = sum(float(graph.op(o).flops) for o in ops)
+            mine = [o for o in ops if placement.get(o) == self.device]
+            share = sum(float(graph.op(o).flops) for o in mine) / total if total > 0 else len(mine) / len(ops)
+            if not share > 0.5:
+                out.append(f"{who} holds {share:.0%} of the work of {name}, not most of it")
+        return out
 
 
 @dataclass(frozen=True)
@@ -49,6 +131,8 @@ class Scenario:
         Panel settings of the tab (state trait name -> value); empty means the panel's defaults.
     bundled : str or None
         The bundled graph's name when the graph is one (what a graph picker selects).
+    claims : tuple of Claim
+        What the notice says about where work runs, checked against the tab's picture by the tests.
     """
 
     key: str
@@ -59,6 +143,7 @@ class Scenario:
     system: Callable[[], System]
     settings: Mapping[str, Any] = field(default_factory=dict)
     bundled: str | None = None
+    claims: tuple[Claim, ...] = ()
 
     def load(self) -> tuple[OpGraph, System]:
         """``(graph, system)`` of the scenario."""
@@ -159,20 +244,28 @@ def slow_gpu_link(gbps: float = 1.0) -> System:
 SCENARIOS: dict[str, Scenario] = {s.key: s for s in [
     Scenario(
         "tour", "ResNet-50 on a GPU + TPU machine", "graph",
-        "Colour by preferred device: the TPU's support table claims the convolutions and matrix products, "
-        "the GPU the rest. 175 ops are drawn as 9 blocks (the network's stages): click one to open it.",
-        _bundled("resnet50_b1"), _system("gpu_tpu"), {"color_by": "device"}, bundled="resnet50_b1"),
+        "Colour by preferred device (each op's first choice in the machine's support table): the table lists the TPU "
+        "first for convolutions and matrix products, the GPU for everything else. The 175 ops are drawn as 9 blocks "
+        "(the network's stages; click one to open it), each in the colour of the device holding most of its FLOPs: "
+        "the convolution stages and the classifier are TPU, the pooling blocks GPU. A preference is not a mapping: at "
+        "batch 1 the Mapping tab keeps every layer on the CPU host, because moving a layer's data to an accelerator "
+        "and back costs more than its faster compute saves.",
+        _bundled("resnet50_b1"), _system("gpu_tpu"), {"color_by": "device"}, bundled="resnet50_b1",
+        claims=(Claim("TPU", "tpu0", "preferred", blocks=("conv1", "layer1", "layer2", "layer3", "layer4", "fc")),
+                Claim("GPU", "gpu0", "preferred", blocks=("maxpool", "avgpool")),
+                Claim("CPU", "cpu0", "mapping", blocks=("conv1", "layer1", "layer2", "layer3", "layer4", "fc")))),
     Scenario(
         "backends", "Support, priorities and merging on three backends", "backends",
         "Ops go to their best supported backend; neighbours on one backend merge into groups, but one merge is "
         "refused because it would create a cycle between groups, and the pipelined FPGA group beats running "
         "the groups one after another.",
-        _merge_graph, _merge_system),
+        _merge_graph, _merge_system, claims=(Claim("FPGA", "fpga0", "marked", op_types=("Conv",)),)),
     Scenario(
         "mapping", "The patent's mapper on the H2H accelerator zoo (CASIA-SURF)", "mapping",
         "Compute-first puts each layer on its fastest accelerator; locality keeps weights on chip where they "
         "fit; the remap pass then tries moving layers next to their successors: some trials are kept, others "
-        "refused because the system total latency would rise. The search and the ILP show how far the patent "
+        "refused because the total busy time of all devices would rise (the patent's system total latency, claim 5). "
+        "The search and the ILP show how far the patent "
         "ends from the best mapping. (The U280 card's memory is cut to 56 MiB so that not every weight fits.)",
         lambda: mapping_instance()[0], lambda: mapping_instance()[1]),
     Scenario(
@@ -206,9 +299,12 @@ SCENARIOS: dict[str, Scenario] = {s.key: s for s in [
     Scenario(
         "slow_link", "What if the GPU sits behind a slow link? A small ResNet, CPU-GPU link at 1 GB/s", "mapping",
         "Every GPU candidate now carries its slow transfers to and from host memory, so compute-first sends no "
-        "layer to the GPU: convolutions go to the FPGA, the rest stays on the CPU. Notebook 06 sweeps the link "
-        "speed and shows the layers leaving the GPU.",
-        _resnet_like, slow_gpu_link),
+        "layer to the GPU: the big 3x3 convolutions (three quarters of the convolution work) go to the FPGA, the "
+        "stem, the strided convolutions and the rest stay on the CPU. Notebook 06 sweeps the link speed and shows "
+        "the layers leaving the GPU.",
+        _resnet_like, slow_gpu_link,
+        claims=(Claim("GPU", "gpu0", "mapping", none=True), Claim("FPGA", "fpga0", "mapping", op_types=("Conv",)),
+                Claim("CPU", "cpu0", "mapping", blocks=("stem", "gap", "fc")))),
 ]}
 
 #: the scenario a tab starts from when nothing was loaded: the tab's first (later ones are what-ifs)

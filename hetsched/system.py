@@ -23,10 +23,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from .errors import SystemError_, UnknownNameError, UnsupportedOpError, name_list
+from .errors import HetschedError, SystemError_, UnknownNameError, UnsupportedOpError, name_list
 from .limits import MAX_BYTES, show_number
+from .params import Param, ParamSpec
 
-__all__ = ["Device", "Link", "System", "SupportTable", "op_class", "OP_CLASSES"]
+__all__ = ["Device", "Link", "System", "SupportTable", "op_class", "OP_CLASSES", "MACHINE_PARAMS", "next_device_name"]
 
 # Op types grouped by the hardware unit that runs them: a device may quote a peak per class
 # (tensor cores for matmul/conv, vector units for the rest). Lower-case op types.
@@ -190,6 +191,49 @@ def _amount(v: Any) -> bool:
     if isinstance(v, bool) or not isinstance(v, numbers.Real) or v != v or v < 0:
         return False
     return not (isinstance(v, float) and math.isinf(v)) and v <= sys.float_info.max
+
+
+#: What a machine editor may change, declared as data (:mod:`hetsched.params`): a device's memory and
+#: memory bandwidth, a link's speed and latency. Values in SI units (bytes, B/s, s), shown as a person
+#: reads them (GiB, GB/s, us). :meth:`System.with_device_values` and :meth:`System.with_link_values`
+#: check every edit against it, so a panel and a script refuse the same values in the same words.
+MACHINE_PARAMS = ParamSpec([
+    Param("memory_bytes", "float", 16 * 2**30, label="memory", min=0.0, min_open=True, max=float(MAX_BYTES), unit="B",
+          display=(2.0**-30, "GiB"), help="the device's own memory (weights and tensors it keeps)"),
+    Param("mem_bandwidth_Bps", "float", 1e11, label="memory bandwidth", min=0.0, min_open=True, max=1e14, unit="B/s",
+          display=(1e-9, "GB/s"), help="how fast the device reads and writes its own memory"),
+    Param("bandwidth_Bps", "float", 16e9, label="link speed", min=0.0, min_open=True, max=1e13, unit="B/s",
+          display=(1e-9, "GB/s"), help="bytes per second over the link, each direction"),
+    Param("latency_s", "float", 5e-6, label="link latency", min=0.0, max=1.0, unit="s", display=(1e6, "us"),
+          help="fixed time of every transfer over the link"),
+])
+_DEVICE_EDITS = ("memory_bytes", "mem_bandwidth_Bps")
+_LINK_EDITS = ("bandwidth_Bps", "latency_s")
+
+
+def _check_edit(values: Mapping[str, Any], allowed: tuple[str, ...], what: str, device: str) -> None:
+    """Refuse an edit of a field a machine editor does not offer, or a value :data:`MACHINE_PARAMS` refuses."""
+    for k, v in values.items():
+        if k not in allowed:
+            raise SystemError_(f"{what}: {k!r} cannot be edited; edit {', '.join(allowed)}", device=device, field=k)
+        try:
+            MACHINE_PARAMS[k].check(v)
+        except HetschedError as e:
+            raise SystemError_(f"{what}: {e}", device=device, field=k) from None
+
+
+def next_device_name(names: Iterable[str], kind: str) -> str:
+    """The first free name ``<kind><i>`` among ``names`` (``gpu0``, ``gpu1``...).
+
+    >>> next_device_name(["cpu0", "gpu0"], "gpu"), next_device_name([], "tpu")
+    ('gpu1', 'tpu0')
+    """
+    taken = set(names)
+    base = "".join(c for c in str(kind).lower() if c.isalnum()) or "dev"
+    i = 0
+    while f"{base}{i}" in taken:
+        i += 1
+    return f"{base}{i}"
 
 
 class SupportTable:
@@ -470,6 +514,121 @@ class System:
 
     def with_support(self, support: SupportTable) -> "System":
         return System(self._devices.values(), self.links, host=self.host, support=support, name=self.name, meta=self.meta)
+
+    def renamed(self, name: str) -> "System":
+        """A copy under another name (an edited machine is not the bundled one any more)."""
+        if not isinstance(name, str) or not name.strip():
+            raise SystemError_(f"a machine's name must be a non-empty text, got {name!r}", field="name")
+        return System(self._devices.values(), self.links, host=self.host, support=self.support, name=name.strip(),
+                      meta=self.meta)
+
+    # ---------------------------------------------------------------- machine edits (checked input)
+    def with_device_values(self, device: str, **values: Any) -> "System":
+        """A copy with a device's memory (``memory_bytes``) or memory bandwidth (``mem_bandwidth_Bps``) changed.
+
+        Every value is checked against :data:`MACHINE_PARAMS`; a refusal names the device and the field.
+
+        >>> from hetsched.io.systems import toy_system
+        >>> toy_system().with_device_values("gpu0", memory_bytes=8 * 2**30).device("gpu0").memory_bytes // 2**30
+        8
+        >>> toy_system().with_device_values("gpu0", memory_bytes=0)
+        Traceback (most recent call last):
+        ...
+        hetsched.errors.SystemError_: device gpu0: memory = 0 GiB is out of range: allowed more than 0 up to 8388608 GiB
+        """
+        d = self.device(device)  # an unknown device: a named error
+        _check_edit(values, _DEVICE_EDITS, f"device {device}", device)
+        if "memory_bytes" in values:
+            values = {**values, "memory_bytes": int(round(values["memory_bytes"]))}
+        import dataclasses
+
+        return self.with_devices({device: dataclasses.replace(d, **values)})
+
+    def with_link_values(self, src: str, dst: str, **values: Any) -> "System":
+        """A copy with the link between ``src`` and ``dst`` (either direction) faster, slower or of another latency.
+
+        >>> from hetsched.io.systems import toy_system
+        >>> toy_system().with_link_values("cpu0", "gpu0", bandwidth_Bps=1e9).link("gpu0", "cpu0").bandwidth_Bps
+        1000000000.0
+        >>> toy_system().with_link_values("gpu0", "fpga0", latency_s=0.0)
+        Traceback (most recent call last):
+        ...
+        hetsched.errors.SystemError_: no link between gpu0 and fpga0 in toy (its links: cpu0->gpu0, cpu0->fpga0)
+        """
+        ln = self.link(src, dst)
+        if ln is None:
+            have = ", ".join(f"{x.src}->{x.dst}" for x in self.links) or "none"
+            raise SystemError_(f"no link between {src} and {dst} in {self.name} (its links: {have})", device=src,
+                               field="links")
+        _check_edit(values, _LINK_EDITS, f"link {ln.src}->{ln.dst}", ln.src)
+        import dataclasses
+
+        new = dataclasses.replace(ln, **values)
+        return self.with_links([new if x is ln else x for x in self.links])
+
+    def with_device(self, device: Device, *, links: Iterable[Link] = (), support: Mapping[str, int] | None = None
+                    ) -> "System":
+        """A copy with one more device, its links and its row of the support table (``None``: it runs nothing).
+
+        A name already taken, a link to an unknown device or a device no link reaches is refused, naming it.
+
+        >>> from hetsched.io.systems import toy_system
+        >>> s = toy_system()
+        >>> t = s.with_device(Device("gpu1", "gpu"), links=[Link("cpu0", "gpu1", 16e9)], support={"*": 1})
+        >>> t.device_names, t.candidates("Softmax")
+        (['cpu0', 'gpu0', 'fpga0', 'gpu1'], ['gpu0', 'gpu1', 'cpu0'])
+        """
+        table = self.support.as_dict()
+        if support is not None:
+            table[device.name] = dict(support)
+        out = System([*self._devices.values(), device], [*self.links, *links], host=self.host,
+                     support=SupportTable(table), name=self.name, meta=self.meta)
+        out._check_connected()
+        return out
+
+    def without_device(self, name: str) -> "System":
+        """A copy without device ``name``, its links and its support row.
+
+        The host (where data starts and ends), the last device that runs ops, and a device whose removal
+        cuts others off the host are refused, naming the device.
+
+        >>> from hetsched.io.systems import toy_system
+        >>> toy_system().without_device("fpga0").device_names
+        ['cpu0', 'gpu0']
+        >>> toy_system().without_device("cpu0")
+        Traceback (most recent call last):
+        ...
+        hetsched.errors.SystemError_: cpu0 is the host of toy (graph inputs and weights start in its memory): it cannot be removed
+        """
+        self.device(name)
+        if name == self.host:
+            raise SystemError_(f"{name} is the host of {self.name} (graph inputs and weights start in its memory): "
+                               "it cannot be removed", device=name, field="devices")
+        table = {b: r for b, r in self.support.as_dict().items() if b != name}
+        if not table:
+            raise SystemError_(f"{name} is the last device of {self.name} that runs ops: keep it, or add another first",
+                               device=name, field="devices")
+        meta = dict(self.meta)
+        if isinstance(meta.get("pipeline_ranks"), Mapping):  # a rank plan naming the device no longer applies
+            meta["pipeline_ranks"] = {p: r for p, r in meta["pipeline_ranks"].items() if name not in list(r or ())}
+        out = System([d for n, d in self._devices.items() if n != name],
+                     [ln for ln in self.links if name not in (ln.src, ln.dst)], host=self.host,
+                     support=SupportTable(table), name=self.name, meta=meta)
+        out._check_connected(removed=name)
+        return out
+
+    def _check_connected(self, removed: str | None = None) -> None:
+        """Refuse a machine in which some device has no path of links to the host (nothing could reach it)."""
+        import networkx as nx
+
+        G = nx.Graph()
+        G.add_nodes_from(self._devices)
+        G.add_edges_from((ln.src, ln.dst) for ln in self.links)
+        cut = [d for d in self._devices if d not in nx.node_connected_component(G, self.host)]
+        if cut:
+            why = f"removing {removed} leaves" if removed else "it leaves"
+            raise SystemError_(f"{why} {name_list(cut)} with no link path to the host {self.host}", device=cut[0],
+                               field="links")
 
     def __repr__(self) -> str:
         return f"System({self.name!r}, devices={name_list(self._devices)}, host={self.host!r})"

@@ -87,7 +87,9 @@ def test_standalone_panel_shows_every_phase_of_the_patent(scenario):
     # claim 6: after a kept remap, memory it freed is handed to data that waited in host memory
     again = [x for x in r.steps if x.data.get("relocality") and x.accepted]
     assert again and all(x.data["after_move"] for x in again)
-    assert "re-locality (claim 6)" in [v for _l, v in scenario.walker.phases.options]
+    assert "locality again" in [v for _l, v in scenario.walker.phases.options]
+    tips = dict(zip([v for _l, v in scenario.walker.phases.options], scenario.walker.phases.tooltips))
+    assert "claim 6" in tips["locality again"]  # plain words on the button, the patent's claim in its tooltip
     assert not [x for x in r.steps if x.action == "evict"]  # a clean story: no memory repair needed
 
 
@@ -132,7 +134,8 @@ def test_a_refused_remap_trial_is_drawn_not_only_told(scenario):
     trial = mp.evaluate_trial(r, k)
     # the words: refused, why, the metric before and after, the claim
     text = scenario.step_text.value
-    assert "refused" in text and "claim 7" in text and "system total latency" in text
+    assert "refused" in text and "claim 7" in text and "total busy time of all devices" in text
+    assert "<small class='hetsched-term'" in text and "system total latency" in text  # the patent's term, small
     # the graph: coloured by the placement that was tried (the layer on the target device)
     devs = _device_of(scenario, scenario.figures["graph"])
     assert devs[step.subject] == step.data["target"] != r.replay(k)["device"][step.subject]
@@ -174,7 +177,7 @@ def test_claim_6_step_is_told_as_claim_6(scenario):
     r = scenario.result
     again = _first(r, lambda s: s.data.get("relocality") and s.accepted)
     scenario.state.step = again.index + 1
-    assert "re-locality (claim 6)" in scenario.step_text.value and "claim 6" in scenario.step_text.value
+    assert "locality again" in scenario.step_text.value and "claim 6" in scenario.step_text.value
     kept = r.steps[again.index - 1]
     assert kept.action == "remap" and kept.accepted  # it follows the kept move that freed the memory
 
@@ -186,7 +189,7 @@ def test_jumps_phase_accepted_device_and_list(scenario):
     assert phases[:4] == ["start", "compute-first", "locality", "remap"] and phases[-1] == "final"
     w.phases.value = "remap"
     assert r.steps[scenario.state.step - 1].action == "remap"
-    w.phases.value = "re-locality (claim 6)"
+    w.phases.value = "locality again"
     assert r.steps[scenario.state.step - 1].data.get("relocality")
     scenario.state.step = r.phase_bounds()["remap"][0]  # just before the first remap decision
     w.next_acc.click()
@@ -216,10 +219,10 @@ def test_each_step_is_labelled_with_its_own_metric_under_makespan():
     r = p.result
     loc = _first(r, lambda s: s.data.get("phase") == "locality" and s.after is not None)
     p.state.step = loc.index + 1
-    assert "system total latency:" in p.step_text.value
+    assert "total busy time of all devices:" in p.step_text.value
     rm = _first(r, lambda s: s.action == "remap" and s.after is not None and not s.data.get("bound_only"))
     p.state.step = rm.index + 1
-    assert "makespan:" in p.step_text.value and "system total latency:" not in p.step_text.value
+    assert "makespan:" in p.step_text.value and "total busy time of all devices:" not in p.step_text.value
     assert "H2H's makespan rule" in p.step_plain
 
 
@@ -431,14 +434,14 @@ def test_comparison_has_search_and_ilp_with_status_and_answers_how_far(scenario)
     assert f.loc["ilp", "optimises"] == "total_latency" and f.loc["heft", "optimises"] == "makespan"
     bars = scenario.figures["compare"]
     names = [t.name for t in bars.data]
-    assert "minimises the makespan" in names and "minimises the system total latency" in names
+    assert "minimises the makespan" in names and "minimises the total busy time of all devices" in names
     xs = [x for t in bars.data for x in t.x]
     assert "h2h (this panel)" in xs and any(x.startswith("ILP (") for x in xs)
     text = scenario.explain.value
     best = min(f.loc[["h2h_plus", "search", "ilp"], "total_latency_s"])
     pct = f.loc[THIS, "total_latency_s"] / best - 1
     assert "How far is the patent from the best mapping?" in text and f"{pct:.1%} above it" in text
-    assert "minimise the makespan" in text and "system total latency" in text
+    assert "minimise the makespan" in text and "total busy time of all devices" in text
 
 
 def test_search_and_ilp_on_request_for_big_graphs():
@@ -461,7 +464,7 @@ def test_why_h2h_is_several_times_heft_is_explained(panel):
     ratio = f.loc[THIS, "total_latency_s"] / f.loc["heft", "total_latency_s"]
     assert ratio > 2
     assert f"Why is h2h {ratio:.1f}× HEFT here" in panel.explain.value
-    assert "one layer at a time (claim 3)" in panel.explain.value
+    assert "one layer at a time <small class='hetsched-term'" in panel.explain.value and "(claim 3)" in panel.explain.value
 
 
 def test_keep_tensors_resident_retimes_the_same_mappings(panel):

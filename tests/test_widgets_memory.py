@@ -206,17 +206,18 @@ def test_every_step_is_told_in_plain_words(walk):
 def test_method_chooser_offers_both_ilps_by_plain_names():
     p = MemoryPanel(graph=fork_join(3, 2), method="bfs", overlay=())
     opts = dict(p.control_widgets["method"].options)
-    assert opts["The patent's ILP (A/P variables)"] == "ilp-patent"
-    assert opts["Cumulative ILP (Z variables, ours)"] == "ilp-cumulative"
+    # plain words in the chooser; the patent's term (A/P variables) in the method's description (issue 33)
+    assert opts["Integer programme as the patent writes it"] == "ilp-patent"
+    assert opts["Integer programme, cumulative (ours)"] == "ilp-cumulative"
     # the names and descriptions are the core's: one table, mem.METHODS
     assert "ilp" not in opts.values() and set(opts.values()) == set(mem.METHODS) - {"ilp"}
     assert all(lbl == method_name(k) for lbl, k in opts.items())
     assert not any(re.fullmatch(r"[a-z_-]+", lbl) and "_" in lbl for lbl in opts)  # no raw keys as labels
-    for m, word in (("ilp-patent", "A/P"), ("ilp-cumulative", "cumulative Z")):
+    for m, word in (("ilp-patent", "A/P"), ("ilp-cumulative", "cumulative formulation")):
         p.state.method = m
         r = p.result
         assert r.method == m and r.status == "optimal"  # a 6-op graph: proven at once
-        assert plain(describe(mem.METHODS[m])) in html_unescape(p.method_help.value)
+        assert plain(describe(mem.METHODS[m])) in re.sub(r"<[^>]+>", "", html_unescape(p.method_help.value))
         assert word in p.ilp_box.value and "finished: order proven optimal" in p.ilp_box.value
         assert "(proven optimal)" in p.ilp_box.value and "no decisions to step through" in p.step_text.value
     # overlays never include a method that spends the time limit

@@ -60,7 +60,7 @@ from hetsched.plot.partition import (buffer_occupancy, marked_blocks, marked_gra
 from hetsched.registry import label as plain_name
 from hetsched.results import Step
 
-from .base import Panel, Session, link_clamped
+from .base import Panel, Session, link_clamped, small_terms
 from .blocks import BlockDrawing
 from .walker import DecisionWalker, chain
 
@@ -68,7 +68,7 @@ __all__ = ["BackendPanel", "BackendState", "BackendView", "describe_step"]
 
 SETUPS = {
     "example": "example: 7 ops, merges, a merge refused for a cycle, buffers",
-    "loaded": "the loaded graph and system",
+    "loaded": "the loaded graph and machine (the machine bar above)",
 }
 MERGES = [(plain_name(f), k) for k, f in pt.MERGE_STRATEGIES.items()]  # the core's names for its strategies
 #: the inputs' bounds and words, declared in the core: a value outside them is refused with the spec's message
@@ -158,12 +158,16 @@ class BackendView:
 
 def describe_step(v: BackendView, k: int) -> str:
     """Decision ``k`` (0-based, over the partition log then the buffered run's dispatches) in plain
-    words (HTML; every name escaped).
+    words (HTML; every name escaped), the patent's claims and paragraphs in small type.
 
     >>> p = BackendPanel()
     >>> "claim 2" in describe_step(p.result, 7) and "stem" in describe_step(p.result, 7)
     True
     """
+    return small_terms(_describe_step(v, k))
+
+
+def _describe_step(v: BackendView, k: int) -> str:
     part = v.partition
     n_part = part.n_steps
     head = f"<b>decision {k + 1} of {v.n_steps}</b>"
@@ -252,6 +256,7 @@ class BackendPanel(BlockDrawing, Panel):
 
     TAB = "backends"
     VIEW_TRAITS = ("color_by", "step", "view", "expanded")
+    MACHINE_BAR = True
 
     def __init__(self, session: Session | None = None, *, graph=None, system=None, **kw: Any) -> None:
         state = BackendState()
@@ -326,7 +331,7 @@ class BackendPanel(BlockDrawing, Panel):
         self._build_inputs()
         self.control_widgets["view"] = self.view_control()
         self.watch_clicks(self.figure_view("graph"))
-        self.children = [W.HTML(_CSS), self.controls, self.status, self.summary, self.walker, self.step_text,
+        self.children = [W.HTML(_CSS), self.machine_bar, self.controls, self.status, self.summary, self.walker, self.step_text,
                          W.HBox([color, self.control_widgets["view"]], layout=W.Layout(flex_flow="row wrap")),
                          self.figure_view("graph"), self.figure_view("quotient"), self.figure_view("gantt"),
                          self.figure_view("buffers"), self.groups_html, self.download_area]
@@ -344,6 +349,8 @@ class BackendPanel(BlockDrawing, Panel):
             return self._example_pair()[0]
         if self._fixed_graph is not None:
             return self._fixed_graph
+        if self.session.graph is None and self.session.system is not None:
+            return self._example_pair()[0]  # a machine picked, no graph loaded: the example's graph on it
         if self.session.graph is None:
             raise HetschedError("no graph is loaded yet: load one (the Graph tab, or panel.load(graph)) or pick the "
                                 "example set-up", field="setup")
@@ -355,6 +362,10 @@ class BackendPanel(BlockDrawing, Panel):
         if self.state.setup == "example":
             return self._example_pair()[1]
         return self._session_system()
+
+    def machine(self) -> hs.System:
+        """The set-up's machine (before the grid's edits of its mapping list)."""
+        return self.base_system
 
     def load(self, graph=None, system=None) -> bool:
         """Show ``graph`` (and/or ``system``), stored in the session; a pinned panel is pinned to them

@@ -40,6 +40,7 @@ import gc
 import html
 import json
 import os
+import re
 import time
 from typing import Any, Iterable, Mapping
 
@@ -54,7 +55,8 @@ from .figure import PlotlyView
 
 __all__ = [
     "Panel", "Session", "StepWalker", "PlotlyView", "figure_widget", "download_link", "error_html", "ok_html",
-    "controls_from_spec", "state_from_spec", "downloads_html", "link_clamped", "internal_error",
+    "controls_from_spec", "state_from_spec", "downloads_html", "link_clamped", "internal_error", "term", "PATENT_TERMS",
+    "busy_html", "small_terms",
 ]
 
 
@@ -89,7 +91,7 @@ def download_link(payload: bytes | str | pd.DataFrame | Mapping, filename: str, 
     b64 = base64.b64encode(data).decode()
     return (
         f'<a download="{html.escape(filename)}" href="data:{mime};base64,{b64}" '
-        f'style="margin-right:1em">⬇ {html.escape(label or filename)}</a>'
+        f'style="margin-right:1em">↓ {html.escape(label or filename)}</a>'
     )
 
 
@@ -117,13 +119,58 @@ def internal_error(err: BaseException) -> HetschedError:
                          f"please report it; the last good result stays on screen)")
 
 
+#: the patent's vocabulary: on screen only in small type beside plain words, or in a tooltip (issue 33)
+PATENT_TERMS = r"\bclaims? \d+|\bA/P\b|system total latency|\bparagraphs? \d+"
+
+
+def term(words: str) -> str:
+    """The patent's term (or claim) for what was just said in plain words: small grey type (HTML).
+
+    >>> term("the patent's system total latency, claim 5")
+    "<small class='hetsched-term' style='color:#666'>(the patent&#x27;s system total latency, claim 5)</small>"
+    """
+    return f"<small class='hetsched-term' style='color:#666'>({html.escape(words)})</small>"
+
+
+_CLAIM = r"(?:the patent's )?(?:claims?|paragraphs?) \d+(?:(?:[-–,;]| and | to )\s*\d+)*"
+_PAREN_TERM = re.compile(r"\(([^()<>]*?\b(?:claims?|paragraphs?) \d[^()<>]*)\)")
+_PREFIX_TERM = re.compile(rf"^({_CLAIM})(?: decided it)?: (.+)$", re.S)
+
+
+def small_terms(text: str) -> str:
+    """A core message (already HTML-escaped) with the patent's claim references in small type: a
+    parenthesis citing claims or paragraphs, and a leading "claim 3: ..." moved after the words.
+
+    >>> small_terms("sync kernels on the second stream (claim 3)")
+    "sync kernels on the second stream <small class='hetsched-term' style='color:#666'>(claim 3)</small>"
+    >>> small_terms("claim 3: sync kernels on the second stream")
+    "sync kernels on the second stream <small class='hetsched-term' style='color:#666'>(claim 3)</small>"
+    """
+    m = _PREFIX_TERM.match(text.strip())
+    if m:
+        text = f"{m.group(2)} ({m.group(1)})"
+    return _PAREN_TERM.sub(lambda g: f"<small class='hetsched-term' style='color:#666'>({g.group(1)})</small>", text)
+
+
 def ok_html(text: str) -> str:
     return f'<div class="hetsched-ok" style="color:#1B5E20">{html.escape(text)}</div>'
 
 
 _PREPARE = "prepare downloads (Chrome trace, tables)"
-_BUSY = "<span class='hetsched-busy-badge' style='color:#8a5a00'>⏳ computing…</span>"
 _READY = "downloads ready (click a link)"
+
+
+def busy_html(what: str = "computing") -> str:
+    """The busy badge: a spinner drawn by CSS (no glyph that needs an emoji font) and a word.
+
+    >>> "hetsched-spinner" in busy_html("searching"), "searching" in busy_html("searching")
+    (True, True)
+    """
+    return (f"<span class='hetsched-busy-badge' style='color:#8a5a00'><span class='hetsched-spinner'></span>"
+            f"{html.escape(what)} …</span>")
+
+
+_BUSY = busy_html()
 
 
 _GC_FROZEN = False
@@ -233,6 +280,8 @@ class Panel(W.VBox):
         self.download_button.on_click(lambda _b: self.prepare_downloads())
         self.download_area = W.HBox([self.download_button, self.downloads], layout=W.Layout(align_items="center"))
         self.download_area.add_class("hetsched-download-area")
+        #: this tab's result beside the same run on the previous machine (tabs with ``COMPARES_MACHINES``)
+        self.machine_compare = W.HTML()
         self.n_updates = 0
         self.last_refresh_s = 0.0
         self.last_downloads_s = 0.0
@@ -251,6 +300,7 @@ class Panel(W.VBox):
             self._start()
 
     def _start(self) -> None:
+        self._watch_resubmits()
         self.state.observe(self._on_change, names=traitlets.All)
         if self._follow:
             self.session.observe(self._on_session, names=["graph", "system"])
@@ -391,9 +441,10 @@ class Panel(W.VBox):
         and why (out of range, NaN, an unknown name), with ``field`` the trait. Default: accept all.
 
         Called before every recompute and redraw. A refused value never sticks: every trait changed
-        since the last check returns to its value before the change (the control shows the value in
-        effect again, never a clamped one), the message line says what was refused and why, and the
-        result on screen stays; the next valid action clears the message. An error the core raises
+        since the last check returns to its value before the change, the message line says what was
+        refused and why, and the result on screen stays; the next valid action clears the message. A
+        control set by code shows the value in effect again (never a clamped one); a box a person typed
+        into keeps what they typed, marked refused, so that typing the good value again clears it. An error the core raises
         later (an infeasible graph, an op no backend runs) is shown without taking anything back: the
         user may be half-way through a change of several controls.
 
@@ -446,8 +497,21 @@ class Panel(W.VBox):
         try:
             self.check_inputs()
         except HetschedError as e:
-            self._take_back(changed)
-            self.message.value = error_html(e)
+            ctl = self._typed_into
+            if ctl is None:
+                self._take_back(changed)
+            else:
+                # typed in the browser: the state goes back, the box keeps what was typed (marked refused), so
+                # that typing the good value again is a change the browser sends (issue 33)
+                self.state._keep_typed = True  # the links leave the controls as they are (keep_typed)
+                try:
+                    self._take_back(changed)
+                finally:
+                    self.state._keep_typed = False
+                ctl.add_class("hetsched-refused")
+                self._refused_ctl = ctl
+            self.message.value = self._refused_html = error_html(e)
+            self._n_refusals += 1
             return False
         except Exception as e:  # a bug in a check must not kill the panel either
             self._failed(self._internal(e))
@@ -527,6 +591,7 @@ class Panel(W.VBox):
         """
         t0 = time.perf_counter()
         self.busy.value = _BUSY  # sent at once: the browser shows it while the kernel computes
+        self._figures_busy(True)  # each figure greyed under a spinner (or "computing ..." before its first result)
         try:
             if not self._checked():
                 return False  # refused: taken back, nothing to recompute
@@ -556,11 +621,66 @@ class Panel(W.VBox):
             return ok
         finally:
             self.busy.value = ""
+            self._figures_busy(False)
             self.last_refresh_s = time.perf_counter() - t0
+
+    def _figures_busy(self, on: bool) -> None:
+        for v in self.figures.values():
+            if v.busy != on:
+                v.busy = on
 
     #: the message of the last failed recompute, until a recompute succeeds (a redraw of the old,
     #: greyed result for a view change must not clear it: the inputs on screen still fail)
     _compute_error: str | None = None
+    #: the message of the last refused value while it is on screen, and how many refusals there were
+    _refused_html: str | None = None
+    _n_refusals = 0
+    #: the control whose browser update is being handled (a refusal then leaves the typed value in it)
+    _typed_into: Any = None
+    #: the control that shows a refused value (marked until a good value arrives)
+    _refused_ctl: Any = None
+
+    def _watch_resubmits(self) -> None:
+        """Let a control's value typed again clear a refusal (issue 33).
+
+        A refused value is taken back, so the control holds the good value again; when the user then
+        types that good value into it, the browser sends a value equal to the kernel's and traitlets
+        drops it as no change: no observer runs, and the refusal stayed on screen for good. Each
+        control of ``control_widgets`` is watched where the browser's update arrives (``set_state``):
+        a value arriving that is not refused clears a refusal still on screen (a changed value
+        recomputes as usual, which clears it too; a stale panel recomputes).
+        """
+        for ctl in list(getattr(self, "control_widgets", {}).values()):
+            if not isinstance(ctl, W.Widget) or getattr(ctl, "_hetsched_watched", False):
+                continue
+            ctl._hetsched_watched = True
+            orig = ctl.set_state
+
+            def set_state(sync_data, _orig=orig, _ctl=ctl):
+                n = self._n_refusals
+                outer, self._typed_into = self._typed_into, _ctl
+                try:
+                    _orig(sync_data)
+                finally:
+                    self._typed_into = outer
+                if "value" in sync_data and self._n_refusals == n:
+                    self._resubmitted()
+
+            ctl.set_state = set_state
+
+    def _resubmitted(self) -> None:
+        """A control got a value that was not refused: a refusal still on screen goes; a stale panel recomputes."""
+        self._unmark_refused()
+        if self._refused_html is not None and self.message.value == self._refused_html:
+            self._refused_html = None
+            self.message.value = self._compute_error or ""
+            if self.stale and self.active:
+                self.refresh()
+
+    def _unmark_refused(self) -> None:
+        ctl, self._refused_ctl = self._refused_ctl, None
+        if ctl is not None:
+            ctl.remove_class("hetsched-refused")
 
     def _failed(self, err: BaseException) -> None:
         """A recompute failed: say why; the figures still show the last good result, greyed."""
@@ -593,7 +713,12 @@ class Panel(W.VBox):
             self.message.value = error_html(self._internal(e))
             return False
         self.message.value = self._compute_error or ""
+        self._unmark_refused()
         self._update_scenario_note()
+        try:
+            self._render_machine_compare(result)
+        except HetschedError as e:
+            self.machine_compare.value = error_html(e)
         self.n_updates += 1
         return True
 
@@ -601,6 +726,86 @@ class Panel(W.VBox):
         """Called after :meth:`render`'s figures have left for the browser: slower, secondary views
         (a comparison that runs other algorithms) go here, so the browser draws the main figures
         while the kernel computes them. Errors are shown as :meth:`render`'s are. Default: nothing."""
+
+    # -- the machine (issue 33) ---------------------------------------------------------
+    #: whether the tab shows a machine bar (every tab that schedules on a machine)
+    MACHINE_BAR = False
+    #: whether the tab sets its result beside the same run on the previous machine (``machine_metrics``)
+    COMPARES_MACHINES = False
+    _machine_bar: Any = None
+    _compare_machine = True
+    _machine_compare_key: Any = None
+
+    @property
+    def machine_bar(self) -> Any:
+        """The tab's :class:`~hetsched.widgets.machine.MachineBar` (made on first use, when the panel lays out)."""
+        if self._machine_bar is None:
+            from .machine import MachineBar
+
+            self._machine_bar = MachineBar(self, compare=self.COMPARES_MACHINES)
+        return self._machine_bar
+
+    def machine(self) -> Any:
+        """The machine this tab schedules on: the session's, else its own scenario's (what its bar shows)."""
+        return self._session_system()
+
+    def own_machine_name(self) -> str:
+        """The name of the machine the tab uses when the session holds none (the picker's first entry)."""
+        sc = self.own_scenario()
+        return self._own_inputs()[1].name if sc is not None else ""
+
+    def machine_metrics(self, system: Any, result: Any = None) -> dict[str, tuple[Any, str]]:
+        """This tab's numbers on ``system``: ``{words: (value, metric key)}`` of ``result`` (the run on screen)
+        when given, else of the same inputs run on ``system`` (a tab with ``COMPARES_MACHINES`` overrides it).
+        The key formats the value (:func:`hetsched.plot.format_value`); ``""`` keeps it as text."""
+        return {}
+
+    def show_machine_compare(self, on: bool = True) -> None:
+        """Show (or hide) the run on the previous machine beside this one (the bar's checkbox)."""
+        self._compare_machine = bool(on)
+        self._machine_compare_key = None
+        if self.result is not None:
+            self._render_machine_compare(self.result)
+
+    def _render_machine_compare(self, result: Any) -> None:
+        if not self.COMPARES_MACHINES:
+            return
+        prev = self.session.previous_system
+        try:
+            cur = self.machine()
+        except HetschedError:
+            cur = None
+        if not self._compare_machine or prev is None or cur is None or prev is cur:
+            if self.machine_compare.value:
+                self.machine_compare.value = ""
+            self._machine_compare_key = None
+            return
+        key = (id(result), id(prev), id(cur))
+        if key == self._machine_compare_key:
+            return
+        from hetsched.plot import format_value
+
+        now = self.machine_metrics(cur, result)
+        try:
+            before = self.machine_metrics(prev)
+            why = ""
+        except HetschedError as e:
+            before, why = {}, str(e)
+        rows = []
+        for words, (v, k) in now.items():
+            b = before.get(words, (None, k))[0]
+            show = (lambda x: format_value(x, k) if k and x is not None else html.escape("–" if x is None else str(x)))
+            change = ""
+            if k and isinstance(v, (int, float)) and isinstance(b, (int, float)) and b:
+                change = f"{(v / b - 1):+.0%}"
+            rows.append(f"<tr><td>{html.escape(words)}</td><td><b>{show(v)}</b></td><td>{show(b)}</td><td>{change}</td></tr>")
+        note = (f"<div style='color:#B00020'>On the previous machine: {html.escape(why)}</div>" if why else "")
+        self.machine_compare.value = (
+            "<div class='hetsched-machine-compare'><b>This machine against the previous one</b> "
+            "<span style='color:#555'>(the same graph and settings on both)</span>"
+            f"<table class='hetsched-table'><tr><th></th><th>now: {html.escape(cur.name)}</th>"
+            f"<th>previous: {html.escape(prev.name)}</th><th>change</th></tr>{''.join(rows)}</table>{note}</div>")
+        self._machine_compare_key = key
 
     # -- shared inputs -------------------------------------------------------------
     _fixed_graph: Any = None
@@ -671,13 +876,23 @@ class Panel(W.VBox):
 
             picked = SCENARIOS.get(self.session.scenario)
             sc = picked if picked is not None and picked.tab == self.TAB else None
+        box = "<div style='padding:4px 8px;border-left:4px solid #0072B2;background:#F3F8FC'>"
+        meant = _scenario_machine(sc) if sc is not None else None
+        try:
+            shown = self.machine().name if sc is not None else None
+        except HetschedError:
+            shown = meant
         if sc is None:
             text = ""
+        elif shown != meant:
+            # the notice was written for the scenario's machine: on another one it need not hold (issue 33)
+            text = (f"{box}<b>{_html.escape(sc.title)}</b>: its graph on <b>{_html.escape(str(shown))}</b>, the machine "
+                    f"picked in the machine bar. What this example points out was seen on "
+                    f"<i>{_html.escape(str(meant))}</i>; compare the two, or pick that machine again.</div>")
         else:
             where = (" This tab's own example: load a graph in the Graph tab (or pick a scenario) to schedule yours."
                      if own else "")
-            text = (f"<div style='padding:4px 8px;border-left:4px solid #0072B2;background:#F3F8FC'>"
-                    f"<b>{_html.escape(sc.title)}</b>. What to notice: {_html.escape(sc.notice)}"
+            text = (f"{box}<b>{_html.escape(sc.title)}</b>. What to notice: {small_terms(_html.escape(sc.notice))}"
                     f"<i>{_html.escape(where)}</i></div>")
         if self.scenario_note.value != text:
             self.scenario_note.value = text
@@ -714,6 +929,16 @@ class Panel(W.VBox):
         drawn = getattr(self, "drawn_graph", None)
         # the session's graph, and the one this panel draws
         return webgl_sized(self.session.graph) or webgl_sized(drawn() if drawn is not None else None)
+
+
+_SCENARIO_MACHINES: dict[str, str] = {}
+
+
+def _scenario_machine(sc: Any) -> str:
+    """The name of a scenario's machine (built once per scenario)."""
+    if sc.key not in _SCENARIO_MACHINES:
+        _SCENARIO_MACHINES[sc.key] = sc.system().name
+    return _SCENARIO_MACHINES[sc.key]
 
 
 def webgl_sized(graph: Any) -> bool:
@@ -845,7 +1070,7 @@ def _text_number_link(state: traitlets.HasTraits, name: str, ctl: W.Text, f: flo
     ctl.value = show(getattr(state, name))
 
     def to_ctl(change):
-        if ctl.value.strip() == "" and change["new"] is None:
+        if keep_typed(state) or (ctl.value.strip() == "" and change["new"] is None):
             return
         ctl.value = show(change["new"])
 
@@ -861,6 +1086,13 @@ def _text_number_link(state: traitlets.HasTraits, name: str, ctl: W.Text, f: flo
 
     state.observe(to_ctl, names=name)
     ctl.observe(to_state, names="value")
+
+
+def keep_typed(state: Any) -> bool:
+    """Whether a refused value typed into a box is being taken back: the links then leave the boxes
+    showing what was typed (the panel marks it refused), so that typing the good value again is a
+    change the browser sends (issue 33)."""
+    return bool(getattr(state, "_keep_typed", False))
 
 
 def link_clamped(state: traitlets.HasTraits, name: str, ctl: W.Widget) -> None:
@@ -883,6 +1115,8 @@ def link_clamped(state: traitlets.HasTraits, name: str, ctl: W.Widget) -> None:
     syncing = [False]
 
     def to_ctl(change):
+        if keep_typed(state):
+            return
         syncing[0] = True
         try:
             ctl.value = change["new"]
@@ -914,7 +1148,7 @@ def _scaled_link(state: traitlets.HasTraits, name: str, ctl: W.Widget, f: float)
     ctl.value = getattr(state, name) * f
 
     def to_ctl(change):
-        if not math.isclose(ctl.value, change["new"] * f, rel_tol=1e-12, abs_tol=1e-300):
+        if not keep_typed(state) and not math.isclose(ctl.value, change["new"] * f, rel_tol=1e-12, abs_tol=1e-300):
             ctl.value = change["new"] * f
 
     def to_state(change):
@@ -947,7 +1181,33 @@ class Session(traitlets.HasTraits):
     """
 
     graph = traitlets.Any(None, allow_none=True)
+    #: the machine every tab schedules on (``None``: each tab its own scenario's); the one place it lives
     system = traitlets.Any(None, allow_none=True)
     cost = traitlets.Any(None, allow_none=True)
     #: the scenario the graph and system came from (``None``: loaded by the user, or nothing yet)
     scenario = traitlets.Unicode(None, allow_none=True)
+    #: machines the user loaded (a YAML file) or edited in this session, by name: a machine picker lists
+    #: them after the bundled ones
+    machines = traitlets.Dict()
+    #: the machine before the last change of machine (``None``: none yet), for "compare with the previous machine"
+    previous_system = traitlets.Any(None, allow_none=True)
+
+    def use_machine(self, system: Any, *, previous: Any = None) -> None:
+        """Schedule every tab on ``system`` (``None``: each tab on its own scenario's machine again).
+
+        ``previous`` (the machine a tab showed before) is kept for the tabs that compare with it; a
+        machine that is not bundled is listed in :attr:`machines` under its name.
+
+        >>> from hetsched.io.systems import toy_system
+        >>> s = Session(); t = toy_system().renamed("mine")
+        >>> s.use_machine(t, previous=toy_system()); s.system.name, list(s.machines), s.previous_system.name
+        ('mine', ['mine'], 'toy')
+        """
+        from hetsched.io.systems import bundled_systems
+
+        with self.hold_trait_notifications():
+            if previous is not None and previous is not system:
+                self.previous_system = previous
+            if system is not None and system.name not in bundled_systems():
+                self.machines = {**self.machines, system.name: system}
+            self.system = system

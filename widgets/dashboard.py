@@ -3,7 +3,10 @@
 Until the user loads something, every tab shows its own scenario (:mod:`hetsched.scenarios`: a set-up
 where that family's point shows, with a line saying what to notice). The Graph tab loads a graph
 (bundled, generated or uploaded) into the session, and the scenario picker loads a scenario's graph,
-machine and settings; from then on every tab schedules that graph. ``make app`` serves
+machine and settings; from then on every tab schedules that graph. Every tab that schedules shows a
+machine bar (:mod:`hetsched.widgets.machine`): another machine, picked or edited there, is the
+session's, and every tab recomputes on it. The Calibration tab sets predictions against measured
+runs (the shipped measurement, or this machine measured now). ``make app`` serves
 ``notebooks/dashboard.ipynb`` (which shows one ``Dashboard()``) with Voila.
 
 >>> d = Dashboard(tabs=("graph", "executor"))
@@ -40,6 +43,7 @@ PANELS: dict[str, tuple[str, str, str]] = {
     "pipeline": ("Pipeline", "pipeline_panel", "PipelinePanel"),
     "memory": ("Memory", "memory_panel", "MemoryPanel"),
     "executor": ("Executor", "executor_panel", "ExecutorPanel"),
+    "calibration": ("Calibration", "calibration_panel", "CalibrationPanel"),
 }
 
 
@@ -104,7 +108,8 @@ class Dashboard(W.VBox):
         self.scenario.observe(lambda ch: self.apply_scenario(ch["new"]), names="value")
         intro = W.HTML("<div class='hetsched-intro'>Each tab starts on an example where its algorithm has something "
                        "to show. Pick a scenario, or load your own graph in the Graph tab: every tab then schedules "
-                       "it. A tab computes when it is shown.</div>")
+                       "it. Each tab's machine bar picks or edits the machine every tab schedules on. A tab computes "
+                       "when it is shown.</div>")
         super().__init__([intro, self.scenario, self.tabs], **kw)
         self.add_class("hetsched-dashboard")
         if scenario:

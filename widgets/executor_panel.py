@@ -43,12 +43,12 @@ from hetsched.cost import cost_key
 from hetsched.errors import HetschedError
 from hetsched.io import csv_safe
 from hetsched.plot import format_value
-from hetsched.plot.executor import (KIND_WORDS, METRIC_WORDS, executor_gantt, executor_gantt_at, ordering_bars, policy_bars,
-                                    rule_bars, rule_bars_at, rule_label)
+from hetsched.plot.executor import (KIND_WORDS, METRIC_WORDS, RULE_LABELS, executor_gantt, executor_gantt_at, ordering_bars,
+                                    policy_bars, rule_bars, rule_bars_at, rule_claim, rule_label)
 from hetsched.registry import label
 from hetsched.results import Step
 
-from .base import Panel, Session, state_from_spec
+from .base import Panel, Session, keep_typed, small_terms, state_from_spec, term
 from .walker import DecisionWalker
 
 __all__ = ["ExecutorPanel", "executor_state", "describe_decision", "DEFAULT_GRAPH"]
@@ -101,6 +101,8 @@ def _link_number(state: traitlets.HasTraits, name: str, ctl: W.Widget, factor: f
 
     def to_ctl(change: dict) -> None:
         v = change["new"]
+        if keep_typed(state):
+            return  # a refused value typed into the box stays there, marked (Panel._checked)
         if isinstance(v, float) and not math.isfinite(v):
             return  # the message says why it is refused; the box keeps the last number it showed
         syncing[0] = True
@@ -182,11 +184,11 @@ def describe_decision(result: ex.ExecutorResult, k: int) -> str:
     rule = d.get("rule")
     claim, meaning = ex.THREAD_RULES.get(rule, ("-", rule_label(rule)))
     meaning = meaning.replace("->", "→")
-    why = f"<b>{html.escape(claim)}</b>: {html.escape(meaning)}" if claim != "-" else html.escape(meaning)
+    why = html.escape(meaning) + (f" {term(claim)}" if claim != "-" else "")
     if d.get("fallback"):
         why = f"<span style='color:{_ERR}'>the rule could not be met — {why}</span>"
     st = d.get("stream")
-    work = (f"Its work goes to stream <b>{html.escape(str(st))}</b> ({html.escape(str(d.get('stream_rule') or ''))})."
+    work = (f"Its work goes to stream <b>{html.escape(str(st))}</b> ({small_terms(html.escape(str(d.get('stream_rule') or '')))})."
             if st is not None else f"It runs on the host CPU ({_t(result.durations_s.get(s.subject))}).")
     if d.get("kernel_fallback"):
         work += f" Kernel fallback: {html.escape(str(d['kernel_fallback']))}."
@@ -211,8 +213,9 @@ class ExecutorPanel(Panel):
     ----------
     session : Session, optional
         The graph comes from ``session.graph`` (when the session has none: the bundled
-        ``executor_thread_rules``). The executor prices work on its own CPU + GPU + FPGA system
-        (:func:`hetsched.executor.executor_system`), so the session's system is not used.
+        ``executor_thread_rules``). Work is priced on the session's machine (the machine bar), else
+        on the executor's own CPU + GPU + FPGA system (:func:`hetsched.executor.executor_system`, its
+        PCIe link from the host-cost fields).
     graph : OpGraph, optional
         Pin the panel to this graph instead of following the session.
 
@@ -226,6 +229,8 @@ class ExecutorPanel(Panel):
 
     TAB = "executor"
     VIEW_TRAITS = ("step", "metric", "color_by")
+    MACHINE_BAR = True
+    COMPARES_MACHINES = True
 
     def __init__(self, session: Session | None = None, *, graph=None, **kw: Any) -> None:
         state = executor_state()
@@ -258,7 +263,10 @@ class ExecutorPanel(Panel):
         self._build_kind_editor()
         self.walker = DecisionWalker(state, "step", description="decision", phase=_rule_of,
                                      group=lambda s: s.data.get("thread"),
-                                     group_label="thread", label=self._step_label, accepted_jumps=False)
+                                     group_label="thread", label=self._step_label, accepted_jumps=False,
+                                     phase_tips={w: (f"{rule_claim(r)}: " if rule_claim(r) else "")
+                                                 + ex.THREAD_RULES.get(r, ("", w))[1].replace("->", "→")
+                                                 for r, w in RULE_LABELS.items()})
         self.walker.phases.description = "first use of"
         # every dispatch is "accepted": those jumps mean nothing here; fallbacks do
         self.prev_fallback, self.next_fallback = self.walker.add_jumps(
@@ -276,7 +284,8 @@ class ExecutorPanel(Panel):
         super().__init__(state, session=session, follow_session=graph is None, autostart=False, **kw)
         state.observe(self._on_preset, names="preset")
         state.observe(self._sync_kind_editor, names=["rules", "sync_copy_devices"])
-        self.children = [self.controls, self.kind_editor, self.status, self.summary, self.walker, self.step_text,
+        self.children = [self.machine_bar, self.controls, self.kind_editor, self.status, self.summary, self.machine_compare,
+                         self.walker, self.step_text,
                          color, self.figure_view("gantt"), self.figure_view("rules"), metric,
                          self.figure_view("compare"), self.figure_view("ordering"), self.download_area]
         self._start()
@@ -324,24 +333,19 @@ class ExecutorPanel(Panel):
         self.op_clear.on_click(lambda _b: self._clear_op_rules())
         self.op_rules_text = W.HTML()
         self.sync_boxes: dict[str, W.Checkbox] = {}
-        for d in ex.executor_system().device_names:
-            if ex.executor_system().device(d).kind == "cpu":
-                continue
-            cb = W.Checkbox(description=d, indent=False, layout=W.Layout(width="auto"))
-            cb.observe(lambda c, d=d: self._set_sync_device(d, c["new"]), names="value")
-            self.sync_boxes[d] = cb
+        self.sync_row = W.HBox(layout=W.Layout(flex_flow="row wrap", align_items="center"))
+        self._sync_machine: Any = None
         self.kind_counts = W.HTML()
         self._syncing_kinds = False
         box = W.VBox([
             W.HTML("Async ops let their host thread go on at once; sync ops hold it until their work is done "
-                   "(the patent's claim 1 reads this as each op's \"operator information\"). Change a kind per op "
+                   f"(what the patent calls each op's \"operator information\" {term('claim 1')}). Change a kind per op "
                    "type or per op: the run, the comparison and the decisions follow."),
             self.kind_counts,
             self.kind_rows,
             W.HBox([self.op_name, self.op_kind, self.op_set, self.op_clear], layout=W.Layout(flex_flow="row wrap")),
             self.op_rules_text,
-            W.HBox([W.HTML("devices whose host-to-device copies block the host (a synchronous copy engine):&nbsp;"),
-                    *self.sync_boxes.values()], layout=W.Layout(flex_flow="row wrap", align_items="center")),
+            self.sync_row,
         ])
         self.kind_editor = W.Accordion(children=[box], titles=("op kinds: which ops are sync (editable)",))
         # a row per op type (about six widgets each) and a list of every op name: made when the editor is
@@ -349,6 +353,63 @@ class ExecutorPanel(Panel):
         # 150 new widgets cost the tab's first show a few hundred ms in the browser)
         self._rows_pending: Any = None
         self.kind_editor.observe(self._on_kind_editor, names="selected_index")
+
+    def _build_sync_boxes(self, machine) -> None:
+        """One box per device of the machine (other than the host's CPUs): its copies block the host."""
+        if self._sync_machine is machine:
+            return
+        self._sync_machine = machine
+        self.sync_boxes = {}
+        for d, dev in machine.devices.items():
+            if dev.kind == "cpu" or d == machine.host:
+                continue
+            cb = W.Checkbox(description=d, indent=False, layout=W.Layout(width="auto"),
+                            value=d in self.state.sync_copy_devices)
+            cb.observe(lambda c, d=d: self._set_sync_device(d, c["new"]), names="value")
+            self.sync_boxes[d] = cb
+        self.sync_row.children = [W.HTML("devices whose host-to-device copies block the host (a synchronous copy "
+                                         "engine):&nbsp;"), *self.sync_boxes.values()]
+
+    # -- the machine -------------------------------------------------------------------
+    def machine(self):
+        """The session's machine, else the executor's own (its PCIe link from the host-cost fields)."""
+        if self.session.system is not None:
+            return self.session.system
+        c = self._costs()
+        key = (c.pcie_Bps, c.pcie_latency_s)
+        own = self.__dict__.get("_own_machine")
+        if own is None or own[0] != key:
+            own = self._own_machine = (key, ex.executor_system(c))
+        return own[1]
+
+    def own_machine_name(self) -> str:
+        return ex.executor_system().name
+
+    def _system_opt(self) -> dict:
+        """``system=`` for the core: the session's machine (``{}``: the executor's own, priced from the costs)."""
+        return {} if self.session.system is None else {"system": self.session.system}
+
+    def machine_metrics(self, system, result=None) -> dict:
+        """The run on screen, or the same graph, policies, costs and kinds on ``system``."""
+        r = result
+        if r is None:
+            st = self.state
+            g = self.graph
+            sync = [d for d in st.sync_copy_devices if d in system.devices]
+            key = (g, g.version, system, cost_key(self.cost), dataclasses.astuple(self._costs()), st.streams, st.threads,
+                   st.pool_size, st.max_streams, tuple(sorted(self._rules_for(g).items())), tuple(sync))
+            cache = self.__dict__.setdefault("_other_machine", {})
+            if key not in cache:
+                cache.clear()
+                cache[key] = ex.simulate(g, streams=st.streams, threads=st.threads, costs=self._costs(),
+                                         pool_size=st.pool_size, max_streams=st.max_streams or None,
+                                         rules=self._rules_for(g) or None, sync_copy_devices=sync or None,
+                                         cost=self.cost, system=system)
+            r = cache[key]
+        m = r.metrics
+        return {"makespan": (m["makespan_s"], "_s"), "time the host threads waited": (m["host_blocked_s"], "_s"),
+                "device busy share": (m["device_busy_frac"], "busy_fraction"),
+                "events between streams and threads": (m["n_events"], "n")}
 
     def _on_kind_editor(self, change: dict | None = None) -> None:
         if self.kind_editor.selected_index is None or self._rows_pending is None:
@@ -445,16 +506,27 @@ class ExecutorPanel(Panel):
         costs = self._costs()
         max_streams = st.max_streams or None
         rules = self._rules_for(g)
-        sync = tuple(st.sync_copy_devices)
-        opts = {"rules": rules or None, "sync_copy_devices": list(sync) or None, "cost": self.cost}
-        key = (g, g.version, cost_key(self.cost), dataclasses.astuple(costs), st.pool_size, max_streams, tuple(sorted(rules.items())), sync)
+        machine = self.machine()
+        self._build_sync_boxes(machine)
+        own = self.session.system is None
+        pcie = self.control_widgets["pcie_Bps"]
+        if pcie.disabled == own:  # the PCIe field prices the executor's own machine only
+            pcie.disabled = not own
+            pcie.tooltip = (ex.PARAMETERS["pcie_Bps"].help if own else
+                            "the machine's own links price the copies (edit them in the machine bar)")
+        # copies blocking the host on devices the machine has (another machine may lack some)
+        sync = tuple(d for d in st.sync_copy_devices if d in machine.devices)
+        opts = {"rules": rules or None, "sync_copy_devices": list(sync) or None, "cost": self.cost, **self._system_opt()}
+        key = (g, g.version, machine, cost_key(self.cost), dataclasses.astuple(costs), st.pool_size, max_streams,
+               tuple(sorted(rules.items())), sync)
         if key != self._cmp_key:
             self._cmp = ex.compare_policies(g, costs=costs, pool_size=st.pool_size, max_streams=max_streams, **opts)
             self._cmp_key = key
-        kkey = (g, g.version, tuple(sorted(rules.items())), sync)
+        kkey = (g, g.version, machine, tuple(sorted(rules.items())), sync)
         if kkey != self._kinds_key:
-            self._kinds = ex.kind_table(g, rules=rules or None, sync_copy_devices=list(sync) or None)
-            self._default_kinds = (ex.kind_table(g, sync_copy_devices=list(sync) or None) if rules else self._kinds)
+            kw = {"sync_copy_devices": list(sync) or None, **self._system_opt()}
+            self._kinds = ex.kind_table(g, rules=rules or None, **kw)
+            self._default_kinds = (ex.kind_table(g, **kw) if rules else self._kinds)
             self._kinds_key = kkey
         for label, pair in ex.POLICIES.items():
             if pair == (st.streams, st.threads):

@@ -172,17 +172,40 @@ function safeHtml(s) {
   return esc.replace(ALLOWED, "<$1>");
 }
 
+// a figure with nothing in it yet (the view before its panel's first result): no Plotly axes
+function isEmpty(spec) {
+  if (!spec || !spec.data) return true;
+  const keys = Object.keys(spec.layout || {}).filter((k) => k !== "autosize");
+  return spec.data.length === 0 && keys.length === 0;
+}
+
 function render({ model, el }) {
   const div = document.createElement("div");
   div.className = "hetsched-plot";
   const tip = document.createElement("div");
   tip.className = "hetsched-tip";
+  // what stands in for a figure not drawn yet: words, never a frame of empty axes
+  const holder = document.createElement("div");
+  holder.className = "hetsched-placeholder";
   el.classList.add("hetsched-plot-host");
+  el.appendChild(holder);
   el.appendChild(div);
   el.appendChild(tip);
   let Plotly = null, base = null, baseRev = null, busy = false, again = false, alive = true, hoverKey = null;
 
   const stale = () => el.classList.toggle("hetsched-stale", !!model.get("stale"));
+  // while the kernel computes the next result: the figure on screen greyed with a spinner over it, or,
+  // before the first result, "computing ..." in place of the figure
+  const computing = () => {
+    const on = !!model.get("busy");
+    el.classList.toggle("hetsched-computing", on);
+    holder.textContent = on ? "computing \u2026" : "not computed yet: shown when its tab is open";
+  };
+  const placeholder = () => {
+    const empty = isEmpty(model.get("spec"));
+    el.classList.toggle("hetsched-empty", empty);
+    return empty;
+  };
 
   async function draw() {
     if (busy) { again = true; return; }
@@ -195,6 +218,7 @@ function render({ model, el }) {
         if (!Plotly) Plotly = await plotlyFor(model);
         if (!alive) return;
         const spec = model.get("spec") || {};
+        if (placeholder()) { again = false; break; }
         if (spec.rev !== baseRev) { base = decode(spec); baseRev = spec.rev; }
         const edits = decode(model.get("edits") || {});
         const layout = JSON.parse(JSON.stringify(base.layout || {}));
@@ -239,7 +263,10 @@ function render({ model, el }) {
   model.on("change:spec", draw);
   model.on("change:edits", draw);
   model.on("change:stale", stale);
+  model.on("change:busy", computing);
   stale();
+  computing();
+  placeholder();
   draw().then(() => {
     if (!div.on) return;
     div.on("plotly_hover", (ev) => {
@@ -268,6 +295,7 @@ function render({ model, el }) {
     model.off("change:spec", draw);
     model.off("change:edits", draw);
     model.off("change:stale", stale);
+    model.off("change:busy", computing);
     if (Plotly) Plotly.purge(div);
   };
 }
@@ -279,6 +307,18 @@ _CSS = """
 .hetsched-plot-host { position: relative; width: 100%; min-width: 0; }
 .hetsched-plot { width: 100%; }
 .hetsched-plot-host.hetsched-stale .hetsched-plot { opacity: 0.35; filter: grayscale(0.6); transition: opacity 0.15s; }
+.hetsched-placeholder { display: none; }
+.hetsched-plot-host.hetsched-empty .hetsched-plot { display: none; }
+.hetsched-plot-host.hetsched-empty .hetsched-placeholder { display: flex; align-items: center; justify-content: center;
+  min-height: 120px; border: 1px dashed #BBBBBB; border-radius: 4px; color: #666; font: italic 15px sans-serif; }
+.hetsched-plot-host.hetsched-computing .hetsched-plot { opacity: 0.35; filter: grayscale(0.6); transition: opacity 0.15s; }
+.hetsched-plot-host.hetsched-computing:not(.hetsched-empty)::after { content: ""; position: absolute; top: 50%;
+  left: 50%; width: 36px; height: 36px; margin: -18px 0 0 -18px; border: 4px solid #C8D4E0; border-top-color: #0072B2;
+  border-radius: 50%; animation: hetsched-spin 0.9s linear infinite; pointer-events: none; z-index: 10; }
+@keyframes hetsched-spin { to { transform: rotate(360deg); } }
+.hetsched-refused input { border-color: #B00020 !important; background: #FFF0F0 !important; }
+.hetsched-spinner { display: inline-block; width: 0.9em; height: 0.9em; margin-right: 0.4em; vertical-align: -0.1em;
+  border: 2px solid #E3C78A; border-top-color: #8A5A00; border-radius: 50%; animation: hetsched-spin 0.9s linear infinite; }
 .hetsched-tip { display: none; position: absolute; z-index: 1000; pointer-events: none; max-width: 360px;
   background: rgba(255,255,255,0.96); border: 1px solid #888; border-radius: 3px; padding: 4px 6px;
   font: 13px/1.35 sans-serif; color: #111; box-shadow: 0 1px 4px rgba(0,0,0,0.25); }
@@ -473,6 +513,8 @@ class PlotlyView(anywidget.AnyWidget):
     edits = traitlets.Dict().tag(sync=True)
     edits_rev = traitlets.Int(0).tag(sync=True)
     stale = traitlets.Bool(False).tag(sync=True)
+    #: the kernel computes the next result (greyed, spinner; before the first result "computing ...")
+    busy = traitlets.Bool(False).tag(sync=True)
     #: set up WebGL once the page is idle (see ``warmWebGL``): a panel sets it when a WebGL plot is to come
     warm_gl = traitlets.Bool(False).tag(sync=True)
 

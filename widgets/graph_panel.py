@@ -71,6 +71,7 @@ class GraphPanel(BlockDrawing, Panel):
 
     TAB = "graph"
     VIEW_TRAITS = ("color_by", "view", "expanded")  # never reloads (a bad upload stays rejected)
+    MACHINE_BAR = True  # "colour by preferred device" reads the machine's support table
 
     def __init__(self, session: Session | None = None, **kw: Any) -> None:
         self.session = session or Session()
@@ -87,9 +88,12 @@ class GraphPanel(BlockDrawing, Panel):
         bundled = W.Dropdown(options=names or [""], description="graph")
         gp = GENERATOR_PARAMS
         gen = W.Dropdown(options=list(gp["generator"].options), description="generator")
-        # the core's bounds (hetsched.io.generators.PARAMS): a value outside them is refused, not clamped
-        n = W.BoundedIntText(min=gp["n"].min, max=gp["n"].max, description="size", tooltip=gp["n"].help)
-        seed = W.BoundedIntText(min=gp["seed"].min, max=gp["seed"].max, description="seed", tooltip=gp["seed"].help)
+        # the core's bounds (hetsched.io.generators.PARAMS): a value outside them is refused with a message
+        # that says so (a bounded box clamped it in the browser without a word: issue 33)
+        n = W.IntText(description="size (ops)", tooltip=f"{gp['n'].help} ({gp['n'].bounds_text()})",
+                      style={"description_width": "initial"}, layout=W.Layout(width="170px"))
+        seed = W.IntText(description="seed", tooltip=f"{gp['seed'].help} ({gp['seed'].bounds_text()})",
+                         layout=W.Layout(width="170px"))
         color = W.ToggleButtons(options=[("op type", "op_type"), ("preferred device", "device")], description="colour by",
                                 tooltips=["the kind of each op", "the backend the system's support table prefers for it"])
         view = self.view_control(state)
@@ -104,10 +108,22 @@ class GraphPanel(BlockDrawing, Panel):
         self.upload.observe(self._on_upload, names="value")
         self.summary = W.HTML()
         self.controls = W.VBox([src, W.HBox([bundled, self.upload]), W.HBox([gen, n, seed]), W.HBox([color, view])])
+        self.control_widgets = {"source": src, "bundled": bundled, "generator": gen, "n": n, "seed": seed,
+                                "color_by": color, "view": view}
         super().__init__(state, autostart=False, session=self.session, **kw)
-        self.children = [self.controls, self.status, self.summary, self.figure_view("graph")]
+        self.children = [self.machine_bar, self.controls, self.status, self.summary, self.figure_view("graph")]
         self.watch_clicks(self.figures["graph"])
+        # another machine: "colour by preferred device" reads its support table (a redraw, not a reload)
+        self.session.observe(self._on_machine, names=["system"])
         self._start()
+
+    def _on_machine(self, _change) -> None:
+        if self.result is None:
+            return
+        if self.active:
+            self.redraw()
+        else:
+            self._mark_stale()
 
     def _scenario_state(self, state: GraphState, names: list[str]) -> None:
         """Set the controls to this tab's scenario (its bundled graph, its settings)."""

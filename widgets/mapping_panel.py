@@ -59,7 +59,7 @@ from hetsched.plot.mapping import (GANTT_WEBGL_BARS, METHOD_LABELS, busy_bars, m
                                    placement_blocks, placement_graph)
 from hetsched.results import Step
 
-from .base import Panel, Session, link_clamped
+from .base import Panel, Session, busy_html, link_clamped, small_terms, term
 from .blocks import BlockDrawing
 from .walker import DecisionWalker
 
@@ -77,9 +77,9 @@ AUTO_BEST_OPS = 100
 AUTO_ILP_LIMIT_S = 5.0
 #: the row of this panel's own result in the comparison
 THIS = "this_panel"
-_METRICS = [("system total latency", "total_latency_s"), ("makespan", "makespan_s"), ("energy", "energy_J"),
+_METRICS = [("total busy time of all devices", "total_latency_s"), ("makespan", "makespan_s"), ("energy", "energy_J"),
             ("data moved", "bytes_moved")]
-_OBJ_WORDS = {"total_latency": "system total latency", "makespan": "makespan",
+_OBJ_WORDS = {"total_latency": "total busy time of all devices", "makespan": "makespan",
               "op_latency": "this layer's latency with memory cleared"}
 #: the inputs' defaults, bounds and words, declared in the core (``max_passes``: h2h's own default, 0 = until stable)
 _SPEC = mp.PARAMS
@@ -130,11 +130,11 @@ def stage_of(step: Step) -> str:
     """The phase of a decision in plain words (what the jump-to-phase buttons show).
 
     >>> stage_of(Step(0, "keep_weights", "c1", data={"phase": "remap", "relocality": True}))
-    're-locality (claim 6)'
+    'locality again'
     """
     d = step.data or {}
     if d.get("relocality"):
-        return "re-locality (claim 6)"
+        return "locality again"
     return {"compute_first": "compute-first", "locality": "locality", "remap": "remap",
             "memory_repair": "memory repair"}.get(str(d.get("phase", "")), str(d.get("phase", "")) or "other")
 
@@ -152,40 +152,50 @@ def _metric_words(step: Step) -> str:
     return _OBJ_WORDS.get(str(d.get("metric", "")), str(d.get("metric", "")).replace("_", " ") or "objective")
 
 
-def decided_by(step: Step) -> str:
-    """Which claim of the patent (or which extension) decided a step, in words.
+#: the phases the walker jumps to, with the patent's claim in their tooltips
+PHASE_TIPS = {"compute-first": "each layer to its fastest device with its memory cleared (claims 8-11)",
+              "locality": "keep weights and outputs on-chip where memory allows (claims 13-16)",
+              "remap": "move a layer next to its successor when the total busy time drops (claims 3-5, 7)",
+              "locality again": "after a kept remap, the memory it freed goes to data that waited (claim 6)",
+              "memory repair": "beyond the patent: a device that overflowed sends data back to host memory"}
 
-    >>> decided_by(Step(0, "remap", "a", 2.0, 1.0, True, data={"metric": "total_latency"}))[:47]
-    'claim 5 decided it: the system total latency (s'
-    >>> decided_by(Step(0, "keep_weights", "a", data={"phase": "remap", "relocality": True}))[:7]
+
+def decided_by(step: Step) -> tuple[str, str]:
+    """What decided a step, in plain words, and the patent's claim (or "beyond the patent") for it.
+
+    >>> decided_by(Step(0, "remap", "a", 2.0, 1.0, True, data={"metric": "total_latency"}))
+    ('the total busy time of all devices dropped, so the move is kept', "claim 5: the patent's system total latency")
+    >>> decided_by(Step(0, "keep_weights", "a", data={"phase": "remap", "relocality": True}))[1]
     'claim 6'
     """
     d = step.data or {}
     a = step.action
     if d.get("relocality"):
-        return "claim 6: after a kept remap, the memory optimisation runs again on the new mapping"
+        return "after a kept move, the memory optimisation runs again on the new mapping", "claim 6"
     if a == "map":
-        return "claims 8-11: each candidate priced with its memory cleared (claim 11), the fastest wins (claim 8)"
+        return "each candidate device is priced with its memory cleared, and the fastest wins", "claims 8-11"
     if a == "keep_weights":
-        return "claims 13-15: weights stay on-chip while the occupancy stays under the threshold (claim 14)"
+        return "weights stay on-chip while the device's occupancy stays under the threshold", "claims 13-15"
     if a == "keep_tensor":
-        return "claim 16: an intermediate result stays on-chip when its successor can read it there"
+        return "an output stays on-chip when its successor can read it there", "claim 16"
     if a in ("remap", "remap_group"):
         extra = " (a group move: beyond the patent)" if a == "remap_group" else ""
         if step.after is None:
-            return "not tried: the target cannot run this layer or hold it" + extra
+            return "not tried: the target cannot run this layer or hold it" + extra, ""
         if d.get("metric") == "makespan":
-            rule = "H2H's makespan rule (an option; the patent uses the system total latency, claim 5)"
-            return (f"{rule}: kept" if step.accepted else f"{rule}: not better, skipped; the walk goes on (claim 7)") + extra
+            rule = "H2H's makespan rule, an option"
+            return ((f"{rule}: kept" if step.accepted else f"{rule}: not better, skipped; the walk goes on") + extra,
+                    "the patent judges by its system total latency, claim 5; claim 7")
         if step.accepted:
-            return ("claim 5 decided it: the system total latency (sum of the devices' busy time) dropped, "
-                    "so the move is kept" + extra)
-        return "claim 5: the system total latency would not drop, so the move is skipped and the walk goes on (claim 7)" + extra
+            return "the total busy time of all devices dropped, so the move is kept" + extra, \
+                "claim 5: the patent's system total latency"
+        return ("the total busy time of all devices would not drop, so the move is skipped and the walk goes on" + extra,
+                "claim 5: the patent's system total latency; claim 7: the walk goes on")
     if a == "evict":
-        return "memory repair (not in the patent): the device overflowed at its peak"
+        return "memory repair, beyond the patent: the device overflowed at its peak", ""
     if a == "revert":
-        return "safety net (not in the patent): never worse than compute-first"
-    return ""
+        return "safety net, beyond the patent: never worse than compute-first", ""
+    return "", ""
 
 
 def _what(step: Step) -> str:
@@ -239,11 +249,11 @@ def describe_step(step: Step, *, n_steps: int | None = None) -> str:
     verdict = ("<span style='color:#1B5E20;font-weight:600'>✓ kept</span>" if step.accepted
                else "<span style='color:#B00020;font-weight:600'>✗ refused</span>")
     nums = _numbers(step)
-    claim = decided_by(step)
+    why, claim = decided_by(step)
     return (f"<div><b>decision {step.index + 1}{of}</b> <i>({_e(stage_of(step))})</i>: {_what(step)}</div>"
             + (f"<div>{_e(nums)}</div>" if nums else "")
-            + f"<div>{verdict}: {_e(step.reason)}</div>"
-            + (f"<div style='color:#444'>{_e(claim)}</div>" if claim else ""))
+            + f"<div>{verdict}: {small_terms(_e(step.reason))}</div>"
+            + (f"<div style='color:#444'>{_e(why)} {term(claim) if claim else ''}</div>" if why else ""))
 
 
 def _label(step: Step) -> str:
@@ -288,7 +298,8 @@ def _residency_words(trial: mp.Trial, placement: dict[str, str], graph: hs.OpGra
     if not parts:
         return ""
     more = f" and {len(parts) - limit} more" if len(parts) > limit else ""
-    why = " (claim 4: the moved layer's data in its new device's memory)" if trial.step.action in ("remap", "remap_group") else ""
+    why = (f": the moved layer's data goes to its new device's memory {term('claim 4')}"
+           if trial.step.action in ("remap", "remap_group") else "")
     return f"residency changes{why}: " + "; ".join(parts[:limit]) + more
 
 
@@ -317,14 +328,17 @@ class MappingPanel(BlockDrawing, Panel):
 
     TAB = "mapping"
     VIEW_TRAITS = ("step", "metric", "keep_resident", "view", "expanded")
+    MACHINE_BAR = True
+    COMPARES_MACHINES = True
 
     def __init__(self, session: Session | None = None, *, graph=None, system=None, **kw: Any) -> None:
         state = MappingState()
         style = {"description_width": "initial"}
-        objective = W.ToggleButtons(options=[("system total latency", "total_latency"), ("makespan", "makespan")],
+        objective = W.ToggleButtons(options=[("total busy time of all devices", "total_latency"), ("makespan", "makespan")],
                                     description="objective", style=style,
-                                    tooltips=["the patent's (claim 5): sum over devices of their busy time",
-                                              "H2H's acceptance rule: when the last layer finishes"])
+                                    tooltips=["the patent's objective, its 'system total latency' (claim 5): the sum "
+                                              "over devices of the time each is busy", "H2H's acceptance rule: when the "
+                                              "last layer finishes"])
         direction = W.ToggleButtons(options=[("successor (patent)", "successor"), ("successor or predecessor", "both")],
                                     description="remap towards", style=style)
         # plain text boxes: a value outside the range reaches the check and is reported, never clamped
@@ -334,7 +348,8 @@ class MappingPanel(BlockDrawing, Panel):
                             description="keep on-chip by", style=style, layout=W.Layout(width="260px"))
         passes = W.IntText(description=f"remap walks ({_SPEC['max_passes'].default}: the patent's; 0: until stable)", style=style,
                            layout=W.Layout(width="340px"))
-        metric = W.Dropdown(options=_METRICS, description="compare by", style=style, layout=W.Layout(width="280px"))
+        metric = W.Dropdown(options=_METRICS, description="compare by", style=style, layout=W.Layout(width="330px"),
+                            tooltip="total busy time of all devices: the patent's 'system total latency' (claim 5)")
         resident = W.Checkbox(description="keep tensors resident (what-if: no round trip through host memory)",
                               indent=False, layout=W.Layout(width="auto"))
         for ctl, name in ((objective, "objective"), (policy, "policy"), (direction, "direction"), (metric, "metric"),
@@ -348,7 +363,7 @@ class MappingPanel(BlockDrawing, Panel):
                                     tooltip="run the improvement search and the MILP on this graph and system")
         self.best_button.on_click(lambda _b: self.find_best())
         self.walker = DecisionWalker(state, "step", description="decision", phase=stage_of, group=_about,
-                                     group_label="device", label=_label)
+                                     group_label="device", label=_label, phase_tips=PHASE_TIPS)
         self.step_text = W.HTML(layout=W.Layout(min_height="5.5em"))
         self.residency_text = W.HTML(layout=W.Layout(min_height="1.4em"))
         self.summary = W.HTML()
@@ -372,7 +387,8 @@ class MappingPanel(BlockDrawing, Panel):
         head = lambda t: W.HTML(f"<h4 style='margin:0.7em 0 0.2em'>{t}</h4>")  # noqa: E731
         self.control_widgets["view"] = self.view_control()
         self.watch_clicks(self.figure_view("graph"))
-        self.children = [self.controls, self.status, self.summary, head("The decisions, one at a time"), self.walker,
+        self.children = [self.machine_bar, self.controls, self.status, self.summary, self.machine_compare,
+                         head("The decisions, one at a time"), self.walker,
                          self.step_text, self.residency_text, self.control_widgets["view"], self.figure_view("graph"),
                          self.figure_view("gantt"),
                          self.figure_view("busy"), head("Against other mappers"),
@@ -414,6 +430,28 @@ class MappingPanel(BlockDrawing, Panel):
         return mp.h2h(g, s, occupancy_threshold=st.occupancy_threshold, policy=st.policy, objective=st.objective,
                       direction=st.direction, max_passes=st.max_passes or None, cost=self._cost)
 
+    def machine_metrics(self, system, result=None) -> dict:
+        """h2h's numbers on ``system``: the result on screen, or the same graph and settings mapped on
+        ``system`` (run once per machine, graph, cost and settings)."""
+        r = result
+        if r is None:
+            p = self.result.params
+            g = self.graph
+            key = (g, g.version, system, cost_key(self.cost), tuple(sorted((k, str(v)) for k, v in p.items())))
+            cache = self.__dict__.setdefault("_other_machine", {})
+            if key not in cache:
+                cache.clear()  # one previous machine at a time
+                st = self.state
+                cache[key] = mp.h2h(g, system, occupancy_threshold=st.occupancy_threshold, policy=st.policy,
+                                    objective=st.objective, direction=st.direction, max_passes=st.max_passes or None,
+                                    cost=resolve_cost(self.cost, g, system))
+            r = cache[key]
+        m = r.metrics
+        split = ", ".join(f"{n} on {d}" for d, n in Counter(r.placement.device.values()).most_common())
+        return {"total busy time of all devices": (m["total_latency_s"], "_s"),
+                "makespan (when the last layer ends)": (m["makespan_s"], "_s"), "energy": (m["energy_J"], "energy_J"),
+                "data moved over links": (m["bytes_moved"], "bytes_moved"), "layers per device": (split, "")}
+
     def _run_comparison(self, r: mp.MappingResult) -> None:
         """The mappers the comparison shows beside h2h (each run once per graph and system)."""
         self._run(BASELINES)
@@ -437,7 +475,7 @@ class MappingPanel(BlockDrawing, Panel):
         """Run the search and the ILP for the current objective (what the button does); returns success."""
         if self.result is None:
             return False
-        self.busy.value = "<span class='hetsched-busy-badge' style='color:#8a5a00'>⏳ searching…</span>"
+        self.busy.value = busy_html("searching")
         try:
             self._run(BEST[self.result.params["objective"]])
         except HetschedError as e:
@@ -604,7 +642,7 @@ class MappingPanel(BlockDrawing, Panel):
             return mapping_gantt(make_timeline([]), devices, colors=colors, webgl=self._webgl(r),
                                  title=f"decision {step.index + 1}: nothing tried and nothing mapped yet")
         m = ev.metrics
-        nums = f"makespan {_t(m['makespan_s'])}, system total latency {_t(m['total_latency_s'])}"
+        nums = f"makespan {_t(m['makespan_s'])}, total busy time of all devices {_t(m['total_latency_s'])}"
         if tr.after is None:
             title = f"decision {step.index + 1}: nothing tried; the state before it ({nums})"
         elif not step.accepted:
@@ -626,11 +664,14 @@ class MappingPanel(BlockDrawing, Panel):
         cf = m.get(f"compute_first_{obj}_s")
         trials = [s for s in r.steps if s.action in ("remap", "remap_group")]
         rel = sum(1 for s in r.steps if s.data.get("relocality") and s.accepted)
+        obj_term = " " + term("the patent's system total latency") if obj == "total_latency" else ""
         self.summary.value = (
             f"<b>{_e(r.graph.name)}</b> ({r.graph.n_ops} layers) on {_e(', '.join(r.system.device_names))}: "
-            f"{words} <b>{_t(m[f'{obj}_s'])}</b> after {r.n_steps} decisions (compute-first alone: {_t(cf)}); "
+            f"{words}{obj_term} "
+            f"<b>{_t(m[f'{obj}_s'])}</b> after {r.n_steps} decisions (compute-first alone: {_t(cf)}); "
             f"makespan {_t(m['makespan_s'])}; remap trials: {sum(s.accepted for s in trials)} kept, "
-            f"{sum(not s.accepted for s in trials)} refused; claim 6 kept {rel} more item(s) on-chip after kept remaps")
+            f"{sum(not s.accepted for s in trials)} refused; after kept remaps, {rel} more item(s) kept on-chip "
+            f"{term('claim 6')}")
 
     # -- the comparison --------------------------------------------------------------
     def _row(self, method: str, res: mp.MappingResult, runtime_s: float, keep: bool) -> dict:
@@ -684,10 +725,11 @@ class MappingPanel(BlockDrawing, Panel):
         me = base.loc[THIS]
         lines = [self._best_line(r, base)]
         lines.append(
-            "<b>What is compared.</b> The <i>system total latency</i> (the patent's objective, claim 5) is the sum over "
-            "devices of the time each spends computing and moving its own data; the <i>makespan</i> is when the last "
-            "layer finishes. h2h (this panel) minimises "
-            + ("the system total latency" if obj == "total_latency" else "the makespan (H2H's rule)")
+            "<b>What is compared.</b> The <i>total busy time of all devices</i> "
+            + term("the patent's objective, its system total latency, claim 5")
+            + " is the sum over devices of the time each spends computing and moving its own data; the <i>makespan</i> "
+            "is when the last layer finishes. h2h (this panel) minimises "
+            + ("the total busy time of all devices" if obj == "total_latency" else "the makespan (H2H's rule)")
             + "; HEFT, CPOP and PEFT minimise the makespan of their own model (data already on the devices, no link "
             "contention); compute-first takes each layer's fastest device alone. Every mapping is then timed by the "
             "same evaluator, so the bars compare, but not every mapper aims at the bar you are looking at.")
@@ -706,11 +748,11 @@ class MappingPanel(BlockDrawing, Panel):
         lines.append(
             "<b>The host round trip.</b> A tensor that is not kept on-chip goes back to host memory and every reader "
             "off the host reads it back, even on the producer's own device (the patent's model: intermediate results "
-            f"live in host memory, claim 11). h2h's mapping moves {format_value(moved, 'bytes_moved')} over the links"
+            f"live in host memory {term('claim 11')}). h2h's mapping moves {format_value(moved, 'bytes_moved')} over the links"
             + (f"; {tr_share:.0%} of the time its devices and links are busy is data transfer" if tr_share is not None else "")
             + ". Tick <i>keep tensors resident</i> to re-time every mapping with all tensors kept on their device."
             + keep_words)
-        descr = "".join(f"<li><b>{_e(METHOD_LABELS.get(m, m))}</b>: {_e(mp.METHODS[m].description)}</li>"
+        descr = "".join(f"<li><b>{_e(METHOD_LABELS.get(m, m))}</b>: {small_terms(_e(mp.METHODS[m].description))}</li>"
                         for m in frame["label"] if m in mp.METHODS)
         lines.append(f"<details><summary>What each mapper does</summary><ul>{descr}</ul></details>")
         return "".join(f"<div style='margin:0.3em 0'>{ln}</div>" for ln in lines if ln)
@@ -755,7 +797,7 @@ class MappingPanel(BlockDrawing, Panel):
                 f"(h2h ends with {split(r)}; HEFT with {split(heft_res)}), so neighbouring layers land on different "
                 f"devices and data crosses links (h2h moves {format_value(base.loc[THIS, 'bytes_moved'], 'bytes_moved')}, "
                 f"HEFT {format_value(base.loc['heft', 'bytes_moved'], 'bytes_moved')}). The remap walk then moves one "
-                f"layer at a time (claim 3) and keeps a move only if it pays alone ({sum(s.accepted for s in trials)} of "
+                f"layer at a time {term('claim 3')} and keeps a move only if it pays alone ({sum(s.accepted for s in trials)} of "
                 f"{len(trials)} kept): moving a single layer out of a chain that shares a device adds transfers, so the "
                 "walk stops before it reaches the mapping that moves the whole chain.")
 

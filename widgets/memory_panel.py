@@ -41,7 +41,7 @@ from hetsched.plot.memory import live_bars, walk_curves
 from hetsched.registry import describe, label
 from hetsched.results import SolverRun, Step
 
-from .base import Panel, Session, link_clamped
+from .base import Panel, Session, link_clamped, small_terms, term
 from .walker import DecisionWalker
 
 __all__ = ["MemoryPanel", "MemoryState", "PHASES", "method_name", "describe_step", "step_table", "list_label"]
@@ -71,6 +71,10 @@ PHASES = {"S2": "ILP", "S31": "BFS", "S32": "DFS", "S4-pick": "pick the lower", 
           "start": "start", "final": "end"}
 #: the claim of the patent that decides each phase (cited in each step's explanation)
 _CLAIMS = {"S2": "claims 1-5", "S31": "claim 7", "S32": "claim 8", "S4-pick": "claim 1", "S4": "claim 9"}
+
+#: how many tensors live at the peak the bars may list (a view choice: the bars stay readable)
+_TOP_MIN, _TOP_MAX = 1, 200
+
 
 class MemoryState(traitlets.HasTraits):
     method = traitlets.Enum(_METHOD_KEYS, default_value=mem.PARAMS["method"].default)
@@ -176,27 +180,28 @@ def describe_step(step: Step, *, n_steps: int | None = None, n_ops: int | None =
     ph = d.get("phase")
     claim = _CLAIMS.get(ph)
     where = f"<b>step {step.index + 1}{f' of {n_steps}' if n_steps else ''}</b> · {html.escape(PHASES.get(ph, str(ph or '')))}"
-    where += f" <i>({claim})</i>" if claim else " <i>(ours, not in the patent)</i>" if ph in ("portfolio", "polish", "stop") else ""
+    where += f" {term(claim)}" if claim else " <i>(ours, not in the patent)</i>" if ph in ("portfolio", "polish", "stop") else ""
     if ph == "S2":
         run: SolverRun = d["ilp"]
-        form = "the patent's A/P" if run.model == "patent" else f"the {html.escape(run.model)}"
+        form = (f"the integer programme as the patent writes it {term('its A/P variables')}" if run.model == "patent"
+                else f"the {html.escape(run.model)} integer programme")
         lim = run.time_limit_s
         if step.index > 0:  # ours ("auto"): the ILP runs after the fallback, started from its order
-            what = (f"{form} integer programme, started from the fallback's order, ran for up to {lim:g} s: "
+            what = (f"{form}, started from the fallback's order, ran for up to {lim:g} s: "
                     f"{html.escape(_ilp_status(run.status))} (proven bound {_bound(run.bound)}) — "
                     f"{_verdict(step.accepted, 'its lower order is taken', 'the fallback order stays')}.")
         elif run.status == "skipped":
-            what = (f"{form} integer programme is not built: {html.escape(plain(step.reason))}. Claim 1: without "
-                    f"a solution within the time limit, go on to the BFS and DFS traversals.")
+            what = (f"{form} is not built: {small_terms(html.escape(plain(step.reason)))}. Without a solution within the time "
+                    f"limit the patent goes on to the BFS and DFS traversals {term('claim 1')}.")
         elif step.accepted:
-            what = (f"{form} integer programme finished within {lim:g} s and proved its order optimal "
-                    f"(peak {_b(step.after)}): claim 1 outputs that order; nothing else runs.")
+            what = (f"{form} finished within {lim:g} s and proved its order optimal "
+                    f"(peak {_b(step.after)}): the patent outputs that order and nothing else runs {term('claim 1')}.")
         else:
             found = f"its best order so far peaks at {_b(step.after)} but is not proven optimal" if step.after else \
                 "it found no order"
-            what = (f"{form} integer programme ran for the {lim:g} s time limit: {html.escape(_ilp_status(run.status))}; "
-                    f"{found} (proven bound {_bound(run.bound)}). Claim 1: the solve did not finish in time, "
-                    f"so the patent drops it and goes on to the BFS and DFS traversals.")
+            what = (f"{form} ran for the {lim:g} s time limit: {html.escape(_ilp_status(run.status))}; "
+                    f"{found} (proven bound {_bound(run.bound)}). The solve did not finish in time, so the patent "
+                    f"drops it and goes on to the BFS and DFS traversals {term('claim 1')}.")
         return f"{where}: {what}"
     if ph == "S31":
         ru = d.get("runner_up")
@@ -224,7 +229,7 @@ def describe_step(step: Step, *, n_steps: int | None = None, n_ops: int | None =
             b, f = d["bfs_peak_bytes"], d["dfs_peak_bytes"]
             return (f"{where}: BFS peaks at {_b(b)}, DFS at {_b(f)}: the {str(step.subject).upper()} order has the "
                     f"lower peak and goes on to the fine-tune.")
-        return f"{where}: {html.escape(plain(step.reason))}; its order ({_b(step.after)}) goes on to the fine-tune."
+        return f"{where}: {small_terms(html.escape(plain(step.reason)))}; its order ({_b(step.after)}) goes on to the fine-tune."
     if ph == "S4":
         size = _b(d.get("tensor_bytes"))
         moved = _names(d.get("moved"), 5)
@@ -246,7 +251,7 @@ def describe_step(step: Step, *, n_steps: int | None = None, n_ops: int | None =
                 f"{_verdict(step.accepted)}: {why}.")
     cost = f" ({_b(step.before)} → {_b(step.after)})" if step.before is not None and step.after is not None else ""
     return (f"{where}: {html.escape(step.action)} {_code(step.subject)}{cost} — {_verdict(step.accepted)}: "
-            f"{html.escape(plain(step.reason))}")
+            f"{small_terms(html.escape(plain(step.reason)))}")
 
 
 def _table(head: list[str], rows: list[list[Any]]) -> str:
@@ -323,6 +328,8 @@ class MemoryPanel(Panel):
 
     TAB = "memory"
     VIEW_TRAITS = ("step", "top")
+    MACHINE_BAR = True  # which of the machine's devices can hold the order's peak
+    COMPARES_MACHINES = True
 
     def __init__(self, session: Session | None = None, *, graph=None, method: str | None = None,
                  time_limit_s: float | None = None, overlay: tuple[str, ...] | None = None, **kw: Any) -> None:
@@ -342,7 +349,8 @@ class MemoryPanel(Panel):
                                     f"{mem.PARAMS['time_limit_s'].bounds_text()}")
         over = W.SelectMultiple(options=[(method_name(k), k) for k in _OVERLAY_KEYS], description="compare with",
                                 style=style, rows=4, layout=W.Layout(width="330px"))
-        top = W.BoundedIntText(min=1, max=200, description="tensors listed", style=style, layout=W.Layout(width="170px"))
+        top = W.IntText(description="tensors listed", style=style, layout=W.Layout(width="170px"),
+                        tooltip=f"how many of the tensors live at the peak the bars list: {_TOP_MIN} to {_TOP_MAX}")
         for ctl, name in ((method_ctl, "method"), (limit, "time_limit_s"), (over, "overlay"), (top, "top")):
             link_clamped(state, name, ctl)
         self.method_help = W.HTML()
@@ -365,7 +373,8 @@ class MemoryPanel(Panel):
         super().__init__(state, session=session, follow_session=graph is None, autostart=False, **kw)
         # the curve takes the width the ILP card leaves (both wrap under each other on a narrow screen)
         curves = W.Box([self.figure_view("curves")], layout=W.Layout(flex="1 1 600px", min_width="0"))
-        self.children = [self.controls, self.status, self.summary, self.walker, self.step_text, self.step_table,
+        self.children = [self.machine_bar, self.controls, self.status, self.summary, self.machine_compare, self.walker,
+                         self.step_text, self.step_table,
                          W.HBox([curves, self.ilp_box], layout=W.Layout(flex_flow="row wrap", width="100%")),
                          self.figure_view("live"), self.download_area]
         self._start()
@@ -373,6 +382,56 @@ class MemoryPanel(Panel):
     @property
     def graph(self) -> hs.OpGraph:
         return self._session_graph(lambda: None)
+
+    def _on_session(self, change) -> None:
+        # an order does not depend on the machine: another machine redraws which devices hold its peak
+        if change["name"] == "system" and self.result is not None and self._shown_graph is self.graph:
+            if self.active:
+                self.redraw()
+            else:
+                self._mark_stale()
+            return
+        super()._on_session(change)
+
+    def fits(self, system, peak_bytes: float) -> tuple[list, list]:
+        """``(devices whose memory holds peak_bytes, devices too small)`` of ``system``, as (name, memory) pairs."""
+        devs = [(n, d.memory_bytes) for n, d in system.devices.items()]
+        return [x for x in devs if x[1] >= peak_bytes], [x for x in devs if x[1] < peak_bytes]
+
+    def machine_metrics(self, system, result=None) -> dict:
+        """Where the order's peak fits on ``system`` (the order itself is the same on any machine)."""
+        r = result if result is not None else self.result
+        ok, small = self.fits(system, r.peak_bytes)
+        names = lambda xs: ", ".join(f"{n} ({_b(m)})" for n, m in xs) or "none"  # noqa: E731
+        return {"peak of the order (the same on any machine)": (r.peak_bytes, "peak_bytes"),
+                "devices whose memory holds it": (names(ok), ""), "devices too small for it": (names(small), "")}
+
+    def _fits_html(self, r: mem.OrderResult) -> str:
+        try:
+            m = self.machine()
+        except HetschedError:
+            return ""
+        ok, small = self.fits(m, r.peak_bytes)
+        names = lambda xs: ", ".join(f"{html.escape(n)} ({_b(b)})" for n, b in xs)  # noqa: E731
+        return (f"<div>On <b>{html.escape(m.name)}</b> the peak fits in the memory of {names(ok) or '<b>no device</b>'}"
+                + (f"; not in {names(small)}" if small else "") + ".</div>")
+
+    def _dropped_html(self, r: mem.OrderResult) -> str:
+        """Why the patent's flow can end above an order its own ILP found (its claim 1), with both numbers."""
+        run = r.ilp
+        if self.state.method != "patent" or run is None or run.proven or not run.incumbent or run.incumbent >= r.peak_bytes:
+            return ""
+        more = r.peak_bytes - run.incumbent
+        return ("<div style='padding:4px 8px;border-left:4px solid #E69F00;background:#FFF8EC;margin:4px 0'>"
+                f"<b>Why the patent's order is not the best one found.</b> Its integer programme found an order peaking at "
+                f"<b>{_b(run.incumbent)}</b> but did not prove it optimal within the "
+                f"{format_value(self.state.time_limit_s, 'time_limit_s')} time limit. The patent outputs an ILP order "
+                "only when the solve finishes in time; otherwise it drops it and runs its BFS and DFS traversals "
+                f"and the fine-tuning, which end at <b>{_b(r.peak_bytes)}</b>: {_b(more)} "
+                f"({more / run.incumbent:.0%}) above the order it dropped. "
+                + term("the patent's claim 1: the ILP result is used when solved within the time limit")
+                + " Raise the time limit, or pick the method "
+                f"<i>{html.escape(method_name('auto'))}</i>, which keeps the solver's best order.</div>")
 
     # -- refusing bad values ---------------------------------------------------------
     def _refusal(self, name: str, new: Any) -> HetschedError | None:
@@ -389,8 +448,8 @@ class MemoryPanel(Panel):
             n = self.result.n_steps
             if not 0 <= new <= n:
                 return HetschedError(f"step {new} refused: this result has decisions 0..{n}", field="step")
-        elif name == "top" and new < 1:
-            return HetschedError(f"tensors listed {new} refused: list at least 1", field="top")
+        elif name == "top" and not _TOP_MIN <= new <= _TOP_MAX:
+            return HetschedError(f"tensors listed = {new} refused: list {_TOP_MIN} to {_TOP_MAX}", field="top")
         return None
 
     def check_inputs(self) -> None:
@@ -427,7 +486,7 @@ class MemoryPanel(Panel):
         if self._pending is not None:
             self._shown_graph, self._overlays = self._pending
             self._pending = None
-        self.method_help.value = f"<i>{html.escape(plain(describe(mem.METHODS[self.state.method])))}</i>"
+        self.method_help.value = f"<i>{small_terms(html.escape(plain(describe(mem.METHODS[self.state.method]))))}</i>"
         self.walker.set_steps(r.steps)
         # view traits set here do not redraw on their own (Panel.on_result)
         self.state.step = r.n_steps
@@ -473,7 +532,7 @@ class MemoryPanel(Panel):
             f"<div><b>{html.escape(g.name or 'graph')}</b> ({g.n_ops} ops) · <b>{html.escape(method_name(self.state.method))}</b>: "
             f"peak <b>{_b(r.peak_bytes)}</b> · lower bound {_b(r.lower_bound_bytes)} · {gap} · "
             f"{format_value(r.runtime_s, 'runtime_s')}</div>"
-            f"<div style='color:#555;font-size:0.92em'>How: {html.escape(plain(r.why))}</div>")
+            f"<div style='color:#555;font-size:0.92em'>How: {small_terms(html.escape(plain(r.why)))}</div>")
 
     def _ilp_html(self, r: mem.OrderResult) -> str:
         run = r.ilp  # what the solver said: one typed field, whichever method ran it
@@ -481,10 +540,11 @@ class MemoryPanel(Panel):
         if run is None:
             rows.append("<b>ILP</b>: this method runs none (pick the patent's flow or one of the ILPs).")
         else:
-            form = "the patent's A/P" if run.model == "patent" else "cumulative Z"
+            form = "as the patent writes it" if run.model == "patent" else "cumulative formulation"
             warm = ("the fallback's order" if self.state.method == "auto" else
                     "our portfolio's order" if run.warm_start else "")
-            rows.append(f"<b>ILP</b> ({html.escape(form)} variables" + (f", started from {warm}" if warm else "") + ")")
+            rows.append(f"<b>Integer programme</b> ({html.escape(form)}" + (f", started from {warm}" if warm else "") + ")"
+                        + (f" {term('the patent: A/P variables')}" if run.model == "patent" else ""))
             rows.append(f"status: <b>{html.escape(_ilp_status(run.status))}</b>")
             if r.status == "fallback":
                 rows.append("<i>no better order from the solver: the starting order is kept</i>")
@@ -527,7 +587,7 @@ class MemoryPanel(Panel):
         w = self.walk(k)
         self.show_figure("curves", self._curves_fig(r, w, k))
         self.show_figure("live", self._live_fig(w))
-        self.summary.value = self._summary_html(r)
+        self.summary.value = self._summary_html(r) + self._fits_html(r) + self._dropped_html(r)
         self.ilp_box.value = self._ilp_html(r)
         self.step_text.value, self.step_table.value = self._step_html(r, k)
 

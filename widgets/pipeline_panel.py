@@ -82,7 +82,7 @@ from hetsched.plot.pipeline import (cache_depth, patent_queue_figure, rank_memor
 from hetsched.registry import label
 from hetsched.results import Step, compare_results
 
-from .base import Panel, Session, download_link, error_html, link_clamped
+from .base import Panel, Session, busy_html, download_link, error_html, link_clamped
 from .walker import DecisionWalker
 
 __all__ = ["PipelinePanel", "PipelineState", "PipelineView", "SynthesisView", "schedule_name"]
@@ -275,15 +275,16 @@ class PipelinePanel(Panel):
     Parameters
     ----------
     session : Session, optional
-        The dashboard's session: the panel splits its graph when it is a training graph (the
-        machine is the panel's own choice: each rank needs a device, and the session's system is
-        a mapping target).
+        The dashboard's session: the panel splits its graph when it is a training graph, over the
+        session's machine (the machine bar; without one, this tab's own, ``state.system``: each rank
+        takes a device of it, :func:`hetsched.pipeline.default_devices`).
     source : {"model", "numbers"}, optional
         Where the costs come from (default ``pp.PARAMS["source"]``).
     """
 
     TAB = "pipeline"
     VIEW_TRAITS = ("step", "synthesis", "method", "memory_cap", "memory_cap_MiB", "time_limit_s", "split_backward", "synth_step")
+    MACHINE_BAR = True
 
     def __init__(self, session: Session | None = None, *, source: str | None = None, **kw: Any) -> None:
         state = PipelineState()
@@ -298,7 +299,6 @@ class PipelinePanel(Panel):
         model = W.Dropdown(options=[("the dashboard's graph (if training)", SESSION)] + [(n, n) for n in models],
                            description="model", style=style, layout=W.Layout(width="420px"))
         self._systems = _bundled_systems()
-        system = W.Dropdown(options=self._systems, description="machine", style=style, layout=W.Layout(width="340px"))
         sched_opts = [(schedule_name(n), n) for n in _SCHEDULES]
         sched = W.Dropdown(options=sched_opts, description="schedule A", style=style)
         sched_b = W.Dropdown(options=sched_opts, description="schedule B", style=style)
@@ -323,7 +323,7 @@ class PipelinePanel(Panel):
         # numbers and names: the trait wins, so NaN, an out-of-range value or a name the dropdown lacks is
         # reported and taken back, never clamped or looped back (a plain link raised "Invalid selection")
         for ctl, name in ((p, "p"), (v, "v"), (m, "m"), (f, "f_ms"), (b, "b_ms"), (w, "w_ms"), (lat, "latency_ms"),
-                          (act, "activation_MiB"), (ovh, "overhead_ms"), (model, "model"), (system, "system")):
+                          (act, "activation_MiB"), (ovh, "overhead_ms"), (model, "model")):
             link_clamped(state, name, ctl)
         self.applies = W.HTML()
         self.walker = DecisionWalker(state, "step", description="time step", group=lambda s: s.data["rank"],
@@ -337,13 +337,13 @@ class PipelinePanel(Panel):
         self.patent_text = W.HTML()
         self.messages_text = W.HTML()
         self.split_text = W.HTML()
-        self.controls = W.VBox([W.HBox([src, model, system], layout=W.Layout(flex_flow="row wrap")),
+        self.controls = W.VBox([W.HBox([src, model], layout=W.Layout(flex_flow="row wrap")),
                                 W.HBox([sched, sched_b, grouping], layout=W.Layout(flex_flow="row wrap")),
                                 W.HBox([p, v, m], layout=W.Layout(flex_flow="row wrap")),
                                 W.HBox([f, b, w, lat, act, ovh], layout=W.Layout(flex_flow="row wrap")),
                                 W.HBox([lock, cache], layout=W.Layout(flex_flow="row wrap", align_items="center")),
                                 self.applies])
-        self.control_widgets = {"source": src, "model": model, "system": system, "schedule": sched, "schedule_b": sched_b,
+        self.control_widgets = {"source": src, "model": model, "schedule": sched, "schedule_b": sched_b,
                                 "grouping": grouping, "p": p, "v": v, "m": m, "f_ms": f, "b_ms": b, "w_ms": w,
                                 "latency_ms": lat, "activation_MiB": act, "overhead_ms": ovh, "lockstep": lock, "cache": cache}
         state.observe(lambda _c: self._sync_controls(), names=["source", "schedule", "schedule_b", "lockstep", "cache"])
@@ -354,7 +354,7 @@ class PipelinePanel(Panel):
                                   self.messages_text])
         self.split_box = W.VBox([W.HTML("<h4 style='margin:0.6em 0 0.2em'>The split: stages and their costs</h4>"),
                                  self.figure_view("stages"), self.split_text])
-        self.children = [self.controls, self.status, self.summary, self.walker, self.step_text,
+        self.children = [self.machine_bar, self.controls, self.status, self.summary, self.walker, self.step_text,
                          self.figure_view("gantt_a"), self.figure_view("gantt_b"), self.rank_text, self.patent_box,
                          self.split_box, self.download_area]
         self._build_synthesis(style)
@@ -371,7 +371,7 @@ class PipelinePanel(Panel):
         uses_g = [lab for lab, i in info.items() if "grouping" in i["options"]]
         uses_w = [lab for lab, i in info.items() if i["split_backward"]]
         numbers = st.source == "numbers"
-        want = {"model": not numbers, "system": not numbers, "v": bool(uses_v), "grouping": bool(uses_g),
+        want = {"model": not numbers, "v": bool(uses_v), "grouping": bool(uses_g),
                 "f_ms": numbers, "b_ms": numbers, "w_ms": numbers and bool(uses_w), "latency_ms": numbers,
                 "activation_MiB": numbers}
         for name, on in want.items():
@@ -466,20 +466,34 @@ class PipelinePanel(Panel):
         return pp.simulate(sched, costs=costs, comm={"latency_s": st.latency_ms * 1e-3, "lockstep": st.lockstep},
                            cache=None if st.cache == "none" else st.cache)
 
+    # -- the machine ---------------------------------------------------------------------------
+    def machine(self):
+        """The session's machine (the machine bar), else this tab's own (``state.system``, a bundled machine)."""
+        if self.session.system is not None:
+            return self.session.system
+        from hetsched.whatif import resolve_system
+
+        own = self.__dict__.get("_own_machine")
+        if own is None or own[0] != self.state.system:
+            own = self._own_machine = (self.state.system, resolve_system(self.state.system))
+        return own[1]
+
+    def own_machine_name(self) -> str:
+        return self.state.system
+
     # -- Panel ------------------------------------------------------------------------------
     def _on_session(self, change) -> None:
-        # only the graph (while the panel splits the dashboard's graph) and the cost (while it prices a model)
-        if self.state.source == "model" and (change["name"] == "cost" or change["name"] == "graph" and self.state.model == SESSION):
+        # the graph (while the panel splits the dashboard's graph), the machine and the cost (while it prices a model)
+        name = change["name"]
+        if self.state.source == "model" and (name in ("cost", "system") or name == "graph" and self.state.model == SESSION):
             super()._on_session(change)
 
     def compute(self) -> PipelineView:
         st = self.state
         if st.source == "numbers":
             return PipelineView(self._numbers_run(st.schedule), self._numbers_run(st.schedule_b))
-        from hetsched.whatif import resolve_system
-
         graph, note = self._model_graph()
-        system = resolve_system(st.system)
+        system = self.machine()
         ra, rb = self._model_run(st.schedule, graph, system), self._model_run(st.schedule_b, graph, system)
         return PipelineView(ra.result, rb.result, ra.split, rb.split, graph.name, system.name,
                             tuple(ra.split.params["devices"]), note)
@@ -925,7 +939,7 @@ class PipelinePanel(Panel):
         st = self.state
         t0 = time.perf_counter()
         busy = self.busy.value
-        self.busy.value = "<span class='hetsched-busy-badge' style='color:#8a5a00'>⏳ synthesizing…</span>"
+        self.busy.value = busy_html("synthesizing")
         self.synth_button.disabled = True
         try:
             kw = self._synthesis_inputs(r)

@@ -145,6 +145,8 @@ class DecisionWalker(W.VBox):
         accepted: a run's dispatches or action starts).
     phase_labels : dict, optional
         Words shown for phases (and for ``start``/``final``) on the jump buttons.
+    phase_tips : dict, optional
+        A tooltip per phase (the patent's claim behind it: labels stay plain words).
 
     The functions get a :class:`~hetsched.results.Step` or a read-only view with its attributes.
     """
@@ -152,8 +154,9 @@ class DecisionWalker(W.VBox):
     def __init__(self, state: traitlets.HasTraits, name: str = "step", *, description: str = "decision",
                  phase: StepFn | None = None, group: StepFn | None = None, group_label: str = "device",
                  label: Callable[[Any], str] | None = None, phase_labels: Mapping[str, str] | None = None,
-                 accepted_jumps: bool = True) -> None:
+                 accepted_jumps: bool = True, phase_tips: Mapping[str, str] | None = None) -> None:
         self._state, self._name = state, name
+        self.phase_tips = dict(phase_tips or {})
         self.phase = phase or (lambda s: (s.data or {}).get("phase"))
         self.group_of, self.group_label = group, group_label
         self.phase_labels = dict(phase_labels or {})
@@ -226,7 +229,12 @@ class DecisionWalker(W.VBox):
         self._syncing = True
         try:
             lab = self.phase_labels
-            self.phases.options = [(lab.get(p, p), p) for p in ("start", *first, "final")]
+            keys = ("start", *first, "final")
+            self.phases.options = [(lab.get(p, p), p) for p in keys]
+            tips = [self.phase_tips.get(p, {"start": "before the first decision", "final": "after the last decision"}
+                                        .get(p, f"the first decision of {lab.get(p, p)}")) for p in keys]
+            if list(self.phases.tooltips) != tips:
+                self.phases.tooltips = tips
             self.phases.value = None
             if group is not None:
                 self.group.options = sorted(groups, key=_natural)

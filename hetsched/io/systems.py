@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from dataclasses import dataclass, field
 from importlib.resources import as_file
 from pathlib import Path
 from typing import Any, Mapping
@@ -44,10 +45,11 @@ import yaml
 from .. import resources
 from ..errors import FormatError, HetschedError
 from ..limits import MAX_NESTING, show_number, too_deep
-from ..system import Device, Link, SupportTable, System
+from ..system import Device, Link, SupportTable, System, next_device_name
 from .files import check_fields, read_text
 
-__all__ = ["load_system", "save_system", "system_from_dict", "system_to_dict", "toy_system", "bundled_systems", "YamlLoader"]
+__all__ = ["load_system", "save_system", "system_from_dict", "system_to_dict", "system_to_yaml", "toy_system",
+           "bundled_systems", "YamlLoader", "DeviceSpec", "device_specs", "add_device", "system_from_yaml"]
 
 SYSTEM_FORMAT = "hetsched.system"
 SYSTEM_VERSION = 1
@@ -240,21 +242,46 @@ def load_system(path: str | Path) -> System:
     if not p.exists() and p.suffix == "" and (res := resources.bundled_file("systems", str(path))) is not None:
         with as_file(res) as bundled:  # the file itself when installed on disk
             return load_system(bundled)
-    text = read_text(p, "system file")
+    return system_from_yaml(read_text(p, "system file"), source=p.name)
+
+
+def system_to_yaml(s: System) -> str:
+    """The system as YAML text (what :func:`save_system` writes; a panel offers it as a download).
+
+    >>> text = system_to_yaml(toy_system())
+    >>> text.splitlines()[0], system_from_yaml(text).device_names
+    ('format: hetsched.system', ['cpu0', 'gpu0', 'fpga0'])
+    """
+    return yaml.safe_dump(system_to_dict(s), sort_keys=False)
+
+
+def system_from_yaml(text: str | bytes, *, source: str = "system") -> System:
+    """A system from YAML text (an uploaded file's content); errors name the file, the field and the device.
+
+    >>> system_from_yaml("devices: [{name: x, memory_bytes: -1}]", source="up.yaml")
+    Traceback (most recent call last):
+    ...
+    hetsched.errors.SystemError_: device 'x' has memory_bytes -1; it must be a finite number >= 0
+    """
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise FormatError(f"{source}: not UTF-8 text", field="<yaml>") from None
     try:
         d = yaml.load(text, Loader=YamlLoader)
     except yaml.YAMLError as e:
-        raise FormatError(f"{p.name}: not valid YAML: {e}", field="<yaml>") from None
+        raise FormatError(f"{source}: not valid YAML: {e}", field="<yaml>") from None
     except RecursionError:
-        raise FormatError(f"{p.name}: YAML nested too deeply to read", field="<yaml>") from None
+        raise FormatError(f"{source}: YAML nested too deeply to read", field="<yaml>") from None
     except ValueError as e:  # an integer literal beyond Python's digit limit
-        raise FormatError(f"{p.name}: not readable YAML: {e}", field="<yaml>") from None
-    return system_from_dict(d, source=p.name)
+        raise FormatError(f"{source}: not readable YAML: {e}", field="<yaml>") from None
+    return system_from_dict(d, source=source)
 
 
 def save_system(s: System, path: str | Path) -> None:
     """Write a system as YAML."""
-    Path(path).write_text(yaml.safe_dump(system_to_dict(s), sort_keys=False))
+    Path(path).write_text(system_to_yaml(s))
 
 
 def bundled_systems() -> list[str]:
@@ -288,3 +315,85 @@ def toy_system(*, host_link_Bps: float = 16e9) -> System:
         }
     )
     return System(devices, links, host="cpu0", support=support, name="toy")
+
+
+# ---------------------------------------------------------------- the bundled device catalogue
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One device of a bundled system, as a machine editor offers it to add to another machine.
+
+    Attributes
+    ----------
+    label : str
+        What a picker shows: the device's model (``attrs["model"]``), else its kind and name.
+    device : Device
+        As bundled (under its name in its own system).
+    link : Link or None
+        Its link to its system's host (``None`` for a host).
+    support : dict
+        Its row of its system's support table (``{op_type: priority}``; empty: it runs nothing).
+    source : str
+        The bundled system it comes from.
+    """
+
+    label: str
+    device: Device
+    link: Link | None
+    support: Mapping[str, int] = field(default_factory=dict)
+    source: str = ""
+
+
+_SPECS: dict[str, DeviceSpec] | None = None
+
+
+def device_specs() -> dict[str, DeviceSpec]:
+    """Every device model of the bundled systems, once (the first system listing a model gives it).
+
+    >>> specs = device_specs()
+    >>> spec = specs["Google Cloud TPU v4 (one chip)"]
+    >>> spec.device.kind, spec.source, spec.support["Conv"]
+    ('tpu', 'gpu_tpu', 1)
+    """
+    global _SPECS
+    if _SPECS is None:
+        out: dict[str, DeviceSpec] = {}
+        for name in bundled_systems():
+            s = load_system(name)
+            for d in s.devices.values():
+                label = str(d.attrs.get("model") or f"{d.kind} {d.name} of {name}")
+                if label in out:
+                    continue
+                ln = s.link(s.host, d.name) if d.name != s.host else None
+                out[label] = DeviceSpec(label, d, ln, dict(s.support.as_dict().get(d.name, {})), name)
+        _SPECS = out
+    return dict(_SPECS)
+
+
+def add_device(system: System, spec: str | DeviceSpec, *, name: str | None = None) -> System:
+    """A copy of ``system`` with one more device of a bundled model (:func:`device_specs`), linked to the host.
+
+    The new device keeps its model's numbers, its support row and the speed of its link to its own
+    host; it is named ``<kind><i>`` (the first free one) unless ``name`` is given.
+
+    >>> s = add_device(toy_system(), "Google Cloud TPU v4 (one chip)")
+    >>> s.device_names[-1], s.link("cpu0", "tpu0").bandwidth_Bps, s.candidates("Conv")[0]
+    ('tpu0', 31500000000.0, 'gpu0')
+    >>> add_device(toy_system(), "a quantum chip")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    hetsched.errors.UnknownNameError: no bundled device 'a quantum chip'; choose from 'Intel Xeon Platinum 8480+', ...
+    """
+    import dataclasses
+
+    from ..errors import UnknownNameError, name_list
+
+    if not isinstance(spec, DeviceSpec):
+        specs = device_specs()
+        if spec not in specs:
+            raise UnknownNameError(f"no bundled device {spec!r}; choose from {name_list(specs, limit=len(specs))}",
+                                   field="device")
+        spec = specs[spec]
+    new = name or next_device_name(system.device_names, spec.device.kind)
+    dev = dataclasses.replace(spec.device, name=new)
+    bw, lat = (spec.link.bandwidth_Bps, spec.link.latency_s) if spec.link is not None else (16e9, 5e-6)
+    return system.with_device(dev, links=[Link(system.host, new, bw, lat)], support=spec.support)

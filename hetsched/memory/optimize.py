@@ -114,10 +114,10 @@ def _baseline(name: str) -> Callable[..., OrderResult]:
 #: OrderResult`` (``optimize_order`` passes the options it takes); ``registry.describe`` is its one line.
 METHODS: dict[str, Callable[..., OrderResult]] = {
     "patent": order_patent,
-    "ilp-patent": _ilp("patent", True, "The patent's ILP (A/P variables): yes/no variables A[e,t] (tensor e is "
-                                       "created at step t) and P[e,t] (it is kept at step t), claim 4; the solver "
-                                       "starts from our portfolio's order."),
-    "ilp-cumulative": _ilp("cumulative", True, "Cumulative ILP (Z variables, ours): an integer programme with Z[v,t] = "
+    "ilp-patent": _ilp("patent", True, "Integer programme as the patent writes it: yes/no variables A[e,t] (tensor e "
+                                       "is created at step t) and P[e,t] (it is kept at step t), the patent's A/P "
+                                       "variables (claim 4); the solver starts from our portfolio's order."),
+    "ilp-cumulative": _ilp("cumulative", True, "Integer programme, cumulative (ours): variables Z[v,t] = "
                                                "'op v has run by step t'. Fewer equivalent solutions, so the solver "
                                                "proves optimality sooner; it starts from our portfolio's order."),
     "patent-heuristic": order_patent_heuristic, "bfs": order_bfs, "dfs": order_dfs, "auto": order_auto,

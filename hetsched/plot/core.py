@@ -46,6 +46,7 @@ __all__ = [
     "METRIC_LABELS",
     "metric_label",
     "format_value",
+    "metrics_table",
     "color_map",
     "time_unit",
     "bytes_unit",
@@ -56,6 +57,7 @@ __all__ = [
     "BlockLayout",
     "block_layout",
     "block_colors",
+    "block_labels",
     "compare",
     "MAX_BARS",
     "TITLE_CHARS",
@@ -331,7 +333,7 @@ def group_colors(names: Iterable[Any]) -> dict[str, str]:
 #: Plain words for the metrics every family reports (axis titles, tables, summaries).
 METRIC_LABELS = {
     "makespan_s": "makespan",
-    "total_latency_s": "system total latency",
+    "total_latency_s": "total busy time of all devices",
     "energy_J": "energy",
     "bytes_moved": "data moved",
     "peak_bytes": "peak memory",
@@ -342,6 +344,13 @@ METRIC_LABELS = {
     "throughput_per_s": "throughput",
     "n_launches": "kernel launches",
     "gap": "gap to the lower bound",
+    "n_ops": "operations",
+    "n_tensors": "tensors",
+    "n_transfers": "transfers",
+    "total_flops": "work",
+    "total_weight_bytes": "weights",
+    "largest_tensor_bytes": "largest tensor's size",
+    "peak_mem_frac": "fullest device's memory in use",
 }
 
 
@@ -376,6 +385,8 @@ def format_value(value: Any, key: str = "") -> str:
     ('2.3 ms', '3 GiB', '15.3%')
     >>> format_value(2.4e9, "pcie_Bps"), format_value(None)
     ('2.4 GB/s', '–')
+    >>> format_value(8217632232.0, "total_flops"), format_value(2.8, "energy_J"), format_value(1.2e-4, "peak_mem_frac")
+    ('8.22 GFLOP', '2.8 J', '0.012%')
     """
     if value is None or (isinstance(value, float) and value != value):
         return "–"
@@ -394,9 +405,31 @@ def format_value(value: Any, key: str = "") -> str:
             if abs(v) >= 10**p:
                 return f"{v / 10**p:.3g} {u}"
         return f"{v:.3g} B/s"
-    if key in ("gap", "bubble_fraction") or key.endswith("_fraction") or key.endswith("_share"):
-        return f"{v:.1%}"
+    if key.endswith("_flops"):
+        for u, p in (("PFLOP", 15), ("TFLOP", 12), ("GFLOP", 9), ("MFLOP", 6), ("kFLOP", 3)):
+            if abs(v) >= 10**p:
+                return f"{v / 10**p:.3g} {u}"
+        return f"{v:.3g} FLOP"
+    if key.endswith("_J"):
+        return f"{v:.3g} J"
+    if key in ("gap", "bubble_fraction") or key.endswith(("_fraction", "_share", "_frac")):
+        return f"{v * 100:.3g}%" if 0 < abs(v) < 1e-3 else f"{v:.1%}"
+    if key.startswith("n_") and v.is_integer():
+        return f"{int(v):,}"
     return f"{v:.4g}"
+
+
+def metrics_table(metrics: Mapping[str, Any], *, title: str = "value") -> pd.DataFrame:
+    """A result's metrics (or a graph's summary) as a person reads them: plain names, values with units.
+
+    >>> t = metrics_table({"makespan_s": 0.014, "total_flops": 8.2e9, "name": "resnet50"})
+    >>> t.index.tolist(), t["value"].tolist()
+    (['makespan', 'work', 'name'], ['14 ms', '8.2 GFLOP', 'resnet50'])
+    """
+    rows = {METRIC_LABELS.get(k, k.replace("_", " ")):
+            (format_value(v, k) if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v))
+            for k, v in metrics.items() if not isinstance(v, Mapping)}
+    return pd.DataFrame({title: list(rows.values())}, index=pd.Index(list(rows), name=""))
 
 
 def _hash_color(key: str) -> str:
@@ -1070,15 +1103,17 @@ def block_colors(graph, lay: BlockLayout, label: Mapping[str, Any], colors: Mapp
     return out
 
 
-def block_legend(labels: Sequence[str], colors: Mapping[str, str], *, partly: str, mixed: str,
+def block_legend(labels: Sequence[str], colors: Mapping[str, str], *, partly: str | None, mixed: str,
                  none: str | None = None) -> list[dict]:
-    """Legend-only traces of a block drawing: one per label, then the lighter, the outlined and the grey kinds."""
+    """Legend-only traces of a block drawing: one per label, then the lighter (unless ``partly`` is
+    ``None``: every op has its label), the outlined and the grey kinds."""
     data = []
     for lab in labels:
         data.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=html.escape(str(lab)), showlegend=True,
                          marker=dict(color=colors[lab], size=12, symbol="square"), hoverinfo="skip"))
-    data.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=partly, showlegend=True, hoverinfo="skip",
-                     marker=dict(color=lighten(PALETTE[0], PARTLY_LIGHTER), size=12, symbol="square")))
+    if partly is not None:
+        data.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=partly, showlegend=True,
+                         hoverinfo="skip", marker=dict(color=lighten(PALETTE[0], PARTLY_LIGHTER), size=12, symbol="square")))
     data.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=mixed, showlegend=True, hoverinfo="skip",
                      marker=dict(color="#FFFFFF", size=12, symbol="square", line=dict(color=PALETTE[1], width=MIXED_WIDTH))))
     if none is not None:
@@ -1098,12 +1133,42 @@ def block_node_trace(lay: BlockLayout, col: Mapping[str, list], *, name: str = "
     Its points (and ``customdata``: ``block:<name>`` / ``op:<name>``, what a click toggles) depend on
     the layout only; a walker's step changes the colour, outline and hover arrays.
     """
-    return dict(type=kind, x=np.array([lay.pos[n][0] for n in lay.nodes]), y=np.array([lay.pos[n][1] for n in lay.nodes]),
-                mode="markers", name=name, showlegend=False, customdata=list(lay.nodes),
-                marker=dict(color=list(col["color"]), size=block_sizes(lay),
-                            symbol=["square" if n.startswith("block:") else "circle" for n in lay.nodes],
-                            line=dict(color=list(col["line_color"]), width=list(col["line_width"]))),
-                hovertext=[f"{h}<br>{b}" for h, b in zip(lay.head, col["hover"])], hoverinfo="text")
+    t = dict(type=kind, x=np.array([lay.pos[n][0] for n in lay.nodes]), y=np.array([lay.pos[n][1] for n in lay.nodes]),
+             mode="markers", name=name, showlegend=False, customdata=list(lay.nodes),
+             marker=dict(color=list(col["color"]), size=block_sizes(lay),
+                         symbol=["square" if n.startswith("block:") else "circle" for n in lay.nodes],
+                         line=dict(color=list(col["line_color"]), width=list(col["line_width"]))),
+             hovertext=[f"{h}<br>{b}" for h, b in zip(lay.head, col["hover"])], hoverinfo="text")
+    text = block_labels(lay)
+    if text is not None:
+        t.update(mode="markers+text", text=text, textposition="bottom center", textfont=dict(size=11, color="#333333"))
+    return t
+
+
+#: Collapsed blocks up to which a block drawing writes each block's name and op count under it (more
+#: would overlap: the hover says it then).
+LABEL_BLOCKS_MAX = 40
+
+
+def block_labels(lay: BlockLayout) -> list[str] | None:
+    """Each collapsed block's name and op count (``"layer3<br>62 ops"``; ops of open blocks unlabelled),
+    or ``None`` when there are more than :data:`LABEL_BLOCKS_MAX` collapsed blocks.
+
+    >>> from hetsched.io.generators import chain
+    >>> g = chain(4)
+    >>> block_labels(block_layout(g, {o: "b" for o in g.ops}))
+    ['b<br>4 ops']
+    """
+    if sum(n.startswith("block:") for n in lay.nodes) > LABEL_BLOCKS_MAX:
+        return None
+    out = []
+    for n in lay.nodes:
+        if n.startswith("block:"):
+            k = len(lay.members[n])
+            out.append(f"{html.escape(n[6:])}<br>{k} op{'s' if k != 1 else ''}")
+        else:
+            out.append("")
+    return out
 
 
 def block_ring_trace(lay: BlockLayout, nodes: Iterable[str], *, name: str, color: str = "#D00000",
@@ -1133,10 +1198,14 @@ def block_view(
 ) -> go.Figure:
     """A big graph drawn as its blocks (layers, stages), some of them expanded into their ops.
 
-    Each collapsed block is one marker (its size grows with its op count) coloured by the label most
-    of its ops have (``color_by`` as in :func:`graph_view`); an expanded block shows its ops. Every
-    marker's ``customdata`` is ``"block:<name>"`` or ``"op:<name>"``, so a click can expand or
-    collapse it. Blocks come from :func:`hetsched.blocks.op_blocks` unless given.
+    Each collapsed block is one square (its size grows with its op count), labelled with its name and
+    op count, and coloured by where its *work* is: the label (``color_by`` as in :func:`graph_view`: an
+    op attribute, or ``{op: device}``) holding most of its FLOPs (:func:`block_colors`; a block of
+    zero-FLOP ops counts its ops), outlined in the runner-up's colour when its ops carry several
+    labels. A ResNet stage is mostly BatchNorm and ReLU ops by count, but its convolutions do nearly
+    all the work: it takes their colour. An expanded block shows its ops. Every marker's
+    ``customdata`` is ``"block:<name>"`` or ``"op:<name>"``, so a click can expand or collapse it.
+    Blocks come from :func:`hetsched.blocks.op_blocks` unless given.
 
     >>> from hetsched.io.generators import resnet_like
     >>> g = resnet_like(n_stages=2, blocks_per_stage=2)
@@ -1144,54 +1213,28 @@ def block_view(
     >>> cds = [c for t in fig.data if t.customdata is not None for c in t.customdata]
     >>> "block:s0b1" in cds, "block:s0b0" in cds, any(c.startswith("op:s0b0") for c in cds)
     (True, False, True)
+    >>> nodes = fig.data[1]; dict(zip(nodes.customdata, nodes.text))["block:s0b1"]
+    's0b1<br>5 ops'
     """
     lay = block_layout(graph, blocks, expanded)
-    blocks, members, pos = lay.blocks, lay.members, lay.pos
     if isinstance(color_by, str):
         lab = {o: str(getattr(graph.op(o), color_by, graph.op(o).attrs.get(color_by, "?"))) for o in graph.ops}
-        legend = color_by
+        legend, on = color_by, "of type"
     else:
         lab = {o: str(color_by.get(o, "(unassigned)")) for o in graph.ops}
-        legend = "device"
+        legend, on = "device", "on"
     legend = legend_title or legend
-
-    def node_label(n: str) -> str:
-        counts: dict[str, int] = {}
-        for o in members[n]:
-            counts[lab[o]] = counts.get(lab[o], 0) + 1
-        return max(counts, key=lambda k: (counts[k], k))
-
-    labels = {n: node_label(n) for n in members}
-    cmap = color_map(list(dict.fromkeys(labels.values())), base=colors)
-    data = [dict(type="scatter", x=lay.ex, y=lay.ey, mode="lines", line=dict(color="#BBBBBB", width=1.5),
-                 hoverinfo="skip", showlegend=False, name="edges")]
-    by_label: dict[str, list[str]] = {}
-    for n in members:
-        by_label.setdefault(labels[n], []).append(n)
-    for key, nodes in by_label.items():
-        hover, sizes, symbols = [], [], []
-        for n in nodes:
-            ops = members[n]
-            fl = sum(float(graph.op(o).flops) for o in ops)
-            wb = sum(int(graph.op(o).weight_bytes) for o in ops)
-            mix = {}
-            for o in ops:
-                mix[lab[o]] = mix.get(lab[o], 0) + 1
-            if n.startswith("block:"):
-                parts = ", ".join(f"{esc(k)}: {v}" for k, v in sorted(mix.items(), key=lambda kv: -kv[1])[:4])
-                hover.append(f"<b>{esc(n[6:])}</b> ({len(ops)} ops; click to expand)<br>{fl / 1e9:.3g} GFLOPs, "
-                             f"weights {fmt_bytes(wb)}<br>{parts}")
-                sizes.append(block_marker_size(len(ops)))
-                symbols.append("square")
-            else:
-                op = graph.op(ops[0])
-                hover.append(f"<b>{esc(op.name)}</b> ({esc(blocks[op.name])}; click to collapse)<br>{esc(op.op_type)}<br>"
-                             f"{op.flops:.3g} FLOPs")
-                sizes.append(9)
-                symbols.append("circle")
-        data.append(dict(type="scatter", x=np.array([pos[n][0] for n in nodes]), y=np.array([pos[n][1] for n in nodes]),
-                         mode="markers", name=esc(key), customdata=nodes, hovertext=hover, hoverinfo="text",
-                         marker=dict(color=cmap[key], size=sizes, symbol=symbols, line=dict(color="#333333", width=0.8))))
+    # every label a block may take, in order of first appearance (stable colours across graphs of one family)
+    names = list(dict.fromkeys(lab[o] for o in graph.topological_order()))
+    cmap = color_map(names, base=colors)
+    col = block_colors(graph, lay, lab, cmap, on=on, missing="(no label)")
+    shown = [n for n in names if n in set(col["label"])]
+    kind = "scatter" if len(lay.nodes) <= 300 else "scattergl"
+    data = [dict(type=kind, x=lay.ex, y=lay.ey, mode="lines", line=dict(color="#BBBBBB", width=1.5),
+                 hoverinfo="skip", showlegend=False, name="edges"),
+            block_node_trace(lay, col, kind=kind)]
+    data += block_legend(shown, cmap, partly=None, mixed=f"outlined: several {'devices' if on == 'on' else 'kinds'} "
+                                                          "(outline: the next one)")
     layout = block_axes(lay, legend, title=title, height=height)
     return figure_from_dicts(data, layout)
 

@@ -25,7 +25,7 @@ from .core import (NEUTRAL, PALETTE, gantt_parts, title_text, title_margin_px, c
 
 __all__ = ["executor_lanes", "executor_gantt", "executor_gantt_at", "policy_bars", "ordering_bars", "rule_bars",
            "rule_bars_at", "RULE_LABELS",
-           "KIND_WORDS", "METRIC_WORDS", "rule_label", "FONT"]
+           "KIND_WORDS", "METRIC_WORDS", "rule_label", "rule_claim", "FONT"]
 
 #: every figure of this module uses at least this font size (projector-friendly, issue 22)
 FONT = dict(size=14)
@@ -34,17 +34,17 @@ _CURRENT = "#D55E00"
 
 #: a rule id of :data:`hetsched.executor.THREAD_RULES` in a few plain words (button and axis labels)
 RULE_LABELS: dict[str, str] = {
-    "claim4-async-root": "claim 4: async start op → async thread",
-    "claim4-sync-root": "claim 4: sync start op → sync thread",
-    "claim5-async-async": "claim 5: async → async stays",
-    "claim5-async-sync": "claim 5: async → sync to another thread",
-    "claim1-sync-sync-keep": "claim 1: sync → one sync successor stays",
-    "claim1-sync-sync-other": "claim 1: sync → other sync successors elsewhere",
-    "claim1-sync-async": "claim 1: sync → async to the async thread",
-    "claim1-sync-sync-other-fallback": "claim 1 fallback: no other sync thread",
-    "claim4-sync-root-fallback": "claim 4 fallback: one thread",
-    "claim5-async-sync-fallback": "claim 5 fallback: one thread",
-    "claim1-sync-async-fallback": "claim 1 fallback: one thread",
+    "claim4-async-root": "async start op → async thread",
+    "claim4-sync-root": "sync start op → sync thread",
+    "claim5-async-async": "async → async stays",
+    "claim5-async-sync": "async → sync to another thread",
+    "claim1-sync-sync-keep": "sync → one sync successor stays",
+    "claim1-sync-sync-other": "sync → other sync successors elsewhere",
+    "claim1-sync-async": "sync → async to the async thread",
+    "claim1-sync-sync-other-fallback": "fallback: no other sync thread",
+    "claim4-sync-root-fallback": "fallback: one thread (sync start op)",
+    "claim5-async-sync-fallback": "fallback: one thread (async → sync)",
+    "claim1-sync-async-fallback": "fallback: one thread (sync → async)",
     "single": "one thread: first ready, first run",
     "tf-root": "TensorFlow: start op to the pool",
     "tf-inline": "TensorFlow: first ready runs inline",
@@ -90,11 +90,23 @@ def rule_label(rule: Any) -> str:
     """A rule id in plain words (an unknown id as it is, ``None`` as "no rule").
 
     >>> rule_label("claim1-sync-sync-other"), rule_label(None)
-    ('claim 1: sync → other sync successors elsewhere', 'no rule')
+    ('sync → other sync successors elsewhere', 'no rule')
     """
     if rule is None:
         return "no rule"
     return RULE_LABELS.get(str(rule), str(rule))
+
+
+def rule_claim(rule: Any) -> str:
+    """The patent's claim behind a rule id (``""`` for a rule of another executor).
+
+    >>> rule_claim("claim1-sync-sync-other"), rule_claim("tf-inline")
+    ('claim 1', '')
+    """
+    from ..executor import THREAD_RULES
+
+    claim = THREAD_RULES.get(str(rule), ("-", ""))[0]
+    return "" if claim == "-" else claim
 
 
 def executor_lanes(timeline: pd.DataFrame) -> list[str]:
@@ -316,7 +328,7 @@ def rule_bars(result: Any, *, current: str | None = None) -> go.Figure:
     >>> r = ex.simulate(ex.graphs.thread_rules_graph(), streams="patent", threads="patent", pool_size=2)
     >>> fig = rule_bars(r, current="claim1-sync-sync-other-fallback")
     >>> words = [t.replace("<br>", " ") for t in fig.layout.xaxis.ticktext]
-    >>> "claim1-sync-sync-other-fallback" in fig.data[0].x, "claim 1 fallback: no other sync thread" in words
+    >>> "claim1-sync-sync-other-fallback" in fig.data[0].x, any(w.startswith("fallback: no other sync thread") for w in words)
     (True, True)
     """
     from ..executor.simulate import rules_fired
@@ -329,7 +341,10 @@ def rule_bars(result: Any, *, current: str | None = None) -> go.Figure:
               marker=dict(color=colors, line=dict(color="#111111", width=[4 if r == current else 0 for r in rules])),
               hovertext=[f"{c}: {m}" for c, m in zip(f["claim"], f["meaning"])], hoverinfo="text+y")],
         dict(title=title_text("which rule placed each op (red: the rule could not be met; outlined: this step's)"),
-             xaxis=dict(tickmode="array", tickvals=rules, ticktext=[_wrap(rule_label(r)) for r in rules], type="category",
+             xaxis=dict(tickmode="array", tickvals=rules, type="category",
+                        # the rule in words, the patent's claim under it in small type
+                        ticktext=[_wrap(rule_label(r)) + (f"<br><span style='font-size:11px;color:#666'>({rule_claim(r)})"
+                                                          "</span>" if rule_claim(r) else "") for r in rules],
                         tickangle=0),
              yaxis=dict(title=title_text("ops placed")), margin=dict(l=10, r=10, t=40, b=40), height=360, font=dict(FONT)))
 

@@ -52,7 +52,7 @@ UNASSIGNED = "(unassigned)"
 METHOD_LABELS = {k: m.label for k, m in METHODS.items()}
 #: What a mapper minimises, in words (the ``optimises`` column of :func:`hetsched.mapping.compare`).
 OPTIMISES_LABELS = {
-    "total_latency": "minimises the system total latency",
+    "total_latency": "minimises the total busy time of all devices",
     "makespan": "minimises the makespan",
     "op_latency": "each layer's own latency, greedily",
 }

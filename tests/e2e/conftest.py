@@ -136,9 +136,14 @@ def voila_page(voila_server, browser_context, request):
         page = browser_context.new_page()
         # Kept on the page for tests: console errors and every URL the page asked for.
         page.console_errors = []  # type: ignore[attr-defined]
+        page.console_warnings = []  # type: ignore[attr-defined]
         page.requested_urls = []  # type: ignore[attr-defined]
+        page.failed_requests = []  # type: ignore[attr-defined]
         page.on("console", lambda m: m.type == "error" and page.console_errors.append(m.text))
+        page.on("console", lambda m: m.type == "warning" and page.console_warnings.append(m.text))
+        page.on("pageerror", lambda e: page.console_errors.append(f"uncaught: {e}"))
         page.on("request", lambda r: page.requested_urls.append(r.url))
+        page.on("requestfailed", lambda r: page.failed_requests.append(f"{r.url} ({r.failure})"))
         page.ws = WsCounter(page)  # type: ignore[attr-defined]  # bytes received over websockets
         pages.append(page)
         resp = page.goto(voila_server.url(notebook), wait_until="load", timeout=PAGE_TIMEOUT_S * 1000)

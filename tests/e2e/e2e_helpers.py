@@ -29,7 +29,7 @@ CHROMIUM_ARGS = [
 ]
 
 __all__ = ["ARTIFACTS", "ROOT", "NOTEBOOKS", "CHROMIUM", "CHROMIUM_ARGS", "VoilaServer", "start_voila", "start_server", "free_port", "WsCounter",
-           "settle", "wait_for_plots", "plot_signature", "wait_for_change", "output_errors", "external_requests", "COSMETIC_EXTERNAL", "screenshot"]
+           "settle", "wait_for_plots", "plot_signature", "wait_for_change", "output_errors", "external_requests", "screenshot"]
 
 
 def wait_for_plots(page, n: int = 1, *, timeout_s: float = 60.0) -> int:
@@ -116,21 +116,11 @@ def wait_for_change(page, before: str, index: int = 0, *, timeout_s: float = 30.
     return plot_signature(page, index)
 
 
-# Voila's own page template links Font Awesome CSS from a CDN (icons only); the browser fixture
-# refuses it like every off-machine request, and the page works without it.
-COSMETIC_EXTERNAL = ("/@fortawesome/fontawesome-free",)
-
-
-def external_requests(page, *, include_cosmetic: bool = False) -> list[str]:
-    """URLs the page asked for off this machine (refused by the fixture; CI has no internet).
-
-    Voila's template icon CSS (``COSMETIC_EXTERNAL``) is left out unless ``include_cosmetic``.
-    """
+def external_requests(page) -> list[str]:
+    """URLs the page asked for off this machine (refused by the fixture; CI has no internet). Voila's own
+    lab page links Font Awesome from a CDN; hetsched's page leaves it out (:mod:`hetsched.launch`)."""
     local = re.compile(r"^(https?|wss?)://(127\.0\.0\.1|localhost|\[::1\])(:\d+)?/|^(data|blob|about|chrome):")
-    urls = [u for u in getattr(page, "requested_urls", []) if not local.match(u)]
-    if not include_cosmetic:
-        urls = [u for u in urls if not any(c in u for c in COSMETIC_EXTERNAL)]
-    return urls
+    return [u for u in getattr(page, "requested_urls", []) if not local.match(u)]
 
 
 # ---------------------------------------------------------------- Voila and the websocket
@@ -197,7 +187,7 @@ def start_voila(work: Path, *, timeout_s: float = 60.0, page_timeout_s: float = 
     ``extra_args`` are added to Voila's command line (e.g. the kernel culling options of ``make app``).
     Raises ``RuntimeError`` (with the log tail) when Voila does not come up.
     """
-    from hetsched.launch import VOILA_IOPUB
+    from hetsched.launch import VOILA_IOPUB, VOILA_PAGE, voila_env
 
     root = work / "notebooks"
     # the notebooks alone, as a wheel ships them: they find their data through hetsched.resources
@@ -213,9 +203,10 @@ def start_voila(work: Path, *, timeout_s: float = 60.0, page_timeout_s: float = 
         "--show_tracebacks=True",
         f"--VoilaExecutor.timeout={int(page_timeout_s)}",
         *([] if any("iopub_timeout" in a for a in extra_args or []) else VOILA_IOPUB),
+        *VOILA_PAGE,  # hetsched's page: nothing asked of another host (issue 33)
         *(extra_args or []),
     ]
-    return start_server(cmd, root, work, f"http://127.0.0.1:{port}", timeout_s=timeout_s)
+    return start_server(cmd, root, work, f"http://127.0.0.1:{port}", timeout_s=timeout_s, env=voila_env())
 
 
 def start_server(cmd: list[str], root: Path, work: Path, base_url: str, *, path: str = "/", timeout_s: float = 60.0,

@@ -58,7 +58,7 @@ def test_executor_panel_walks_the_dispatch_decisions(voila_page):
 
     # jump to the first use of claim 5's "async -> sync to another thread": nms goes to a sync thread
     title = figure_title(page, gantt)
-    panel.get_by_role("button", name="claim 5: async → sync to another thread", exact=True).click()
+    panel.get_by_role("button", name="async → sync to another thread", exact=True).click()  # the claim: its tooltip
     wait_for_title_change(page, title, gantt, timeout_s=90)
     assert "nms" in step_text.inner_text() and "claim 5" in step_text.inner_text()
     page.set_viewport_size({"width": 1600, "height": 1000})

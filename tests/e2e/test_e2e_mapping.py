@@ -42,7 +42,7 @@ def test_mapping_panel_walks_the_central_step(voila_page):
 
     # the decision right after it: the memory optimisation runs again (claim 6)
     nbytes, before, after = step_click(page, panel, "next ▶")
-    assert "re-locality (claim 6)" in after and "claim 6" in after
+    assert "locality again" in after and "claim 6" in after
     assert nbytes < 100_000, f"one step click sent {nbytes} bytes"
 
     # back one decision with prev, then to the start of the compute-first walk

@@ -24,7 +24,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from e2e_helpers import ROOT, free_port, output_errors, start_server, wait_for_plots
+from e2e_helpers import ROOT, external_requests, free_port, output_errors, start_server, wait_for_plots
 
 import hetsched
 
@@ -139,7 +139,9 @@ def test_wheel_holds_the_package_its_data_and_notebooks_and_nothing_else(dists):
     assert expected - names == set(), f"the wheel lacks: {sorted(expected - names)[:20]}"
     for must in ("hetsched/data/graphs/resnet50_b1.json", "hetsched/data/systems/cpu_gpu_fpga.yaml",
                  "hetsched/data/graph.schema.json", "hetsched/notebooks/00_tour.ipynb",
-                 "hetsched/notebooks/dashboard.ipynb", "hetsched/widgets/dashboard.py", "hetsched/py.typed"):
+                 "hetsched/notebooks/dashboard.ipynb", "hetsched/widgets/dashboard.py", "hetsched/py.typed",
+                 "hetsched/data/voila/templates/hetsched/index.html.j2",  # the quiet page (issue 33)
+                 "hetsched/data/calibration/system.yaml"):  # the Calibration tab's shipped measurement
         assert must in names
     assert not [n for n in names if n.startswith(NOT_IN_WHEEL) or "/tests/" in n or n.endswith(".pyc")]
 
@@ -247,11 +249,16 @@ def test_app_serves_the_dashboard_from_the_wheel(venv, browser_context):
     cmd = [str(env_dir / "bin" / "hetsched"), "app", "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1"]
     server = start_server(cmd, home, work, f"http://127.0.0.1:{port}", timeout_s=120, env=_env(env_dir))
     page = browser_context.new_page()
+    page.requested_urls, page.failed_requests = [], []  # type: ignore[attr-defined]
+    page.on("request", lambda r: page.requested_urls.append(r.url))
+    page.on("requestfailed", lambda r: page.failed_requests.append(f"{r.url} ({r.failure})"))
     try:
         resp = page.goto(server.base_url + "/", wait_until="load")
         assert resp is not None and resp.status == 200
         assert wait_for_plots(page, 1, timeout_s=180) >= 1, server.log_tail()
         assert output_errors(page) == [], server.log_tail()
+        # the installed template: a page that asks nothing of another host (issue 33)
+        assert external_requests(page) == [] and page.failed_requests == [], (page.requested_urls[:5], page.failed_requests)
     finally:
         page.close()
         server.stop()
