@@ -55,6 +55,7 @@ True
 
 from __future__ import annotations
 
+import copy
 import datetime as _dt
 from dataclasses import replace as _replace
 import math
@@ -79,6 +80,7 @@ from .system import Device, Link, System, op_class
 from .timeline import make_timeline
 
 __all__ = ["calibrate", "Calibration", "compare", "Comparison", "fit_curves", "fit_cold_curves", "DEFAULT_WORKLOADS",
+           "DEFAULT_HOLDOUT", "holdout_residuals", "RESIDUAL_MARGIN",
            "median_runs", "robust_layer_factors", "DEFAULT_RUNS",
            "sweep_graph",
            "parse_workload",
@@ -87,6 +89,15 @@ __all__ = ["calibrate", "Calibration", "compare", "Comparison", "fit_curves", "f
 #: The workloads ``hetsched calibrate`` runs by default: ResNet-50 at batch 1 and BERT-base at
 #: sequence length 64 (convolutions, normalisations, pooling; matrix products, attention, GELU).
 DEFAULT_WORKLOADS: tuple[tuple[str, dict], ...] = (("resnet50", {"batch": 1}), ("bert_base", {"batch": 1, "seq_len": 64}))
+#: Models ``hetsched calibrate`` measures and predicts but never fits (a depthwise CNN and a small
+#: decoder): their residuals per op class are the calibration's error range (:func:`holdout_residuals`).
+DEFAULT_HOLDOUT: tuple[tuple[str, dict], ...] = (("mobilenet_v2", {"batch": 1}),
+                                                 ("gpt2_small", {"batch": 1, "seq_len": 64, "n_layers": 2}))
+#: Widening of the observed held-out range on each side: what one measured run differs from the
+#: next on a quiet machine (1-3 %), which the few held-out runs cannot show on their own.
+RESIDUAL_MARGIN = 0.03
+#: A class enters the residuals of a held-out run only with at least this share of its predicted time.
+RESIDUAL_MIN_SHARE = 0.02
 #: Independent runs of the workloads and the sweep ``calibrate`` takes the per-op median of (see
 #: :func:`median_runs`): three ignore one run spoiled by other jobs; ~25 s each for the defaults.
 DEFAULT_RUNS = 3
@@ -114,11 +125,22 @@ class Calibration(Result):
     profiles : dict
         ``{workload: Profile}`` of the workload runs.
     graphs : dict
-        ``{workload: OpGraph}`` imported from each workload.
+        ``{workload: OpGraph}`` imported from each workload (held-out ones and training steps too).
+    holdout : DataFrame
+        Every op of the held-out runs, predicted and measured (median of the runs): ``model, op,
+        op_type, op_class, measured_s, predicted_s, ratio`` (predicted / measured, as :func:`compare`).
+    residuals : DataFrame
+        Per held-out run and op class (``all``: end to end): ``model, run, op_class, measured_s,
+        predicted_s, measured_over_predicted, share`` (the class's share of the predicted time) --
+        what the cost file's ``residuals`` were taken from (:func:`holdout_residuals`).
+    holdout_profiles : dict
+        ``{held-out workload: Profile}`` (each op's median over the runs).
     metrics : dict
         ``peak_flops``, ``mem_bandwidth_Bps``, ``launch_overhead_s``, ``n_points``, ``n_curves``,
         ``fit_median_ratio``, ``fit_p10_ratio``, ``fit_p90_ratio`` (on the calibration points),
-        ``threads``, ``duration_s``, ``load_1min`` (the machine's load when it started).
+        ``threads``, ``duration_s``, ``load_1min`` (the machine's load when it started); with
+        held-out workloads ``holdout_e2e_median_ratio`` / ``_min_`` / ``_max_`` (measured / predicted
+        end to end) and ``n_holdout``.
     timeline : DataFrame
         The first workload's measured run.
     steps : tuple
@@ -131,6 +153,9 @@ class Calibration(Result):
     points: pd.DataFrame = field(default_factory=pd.DataFrame)
     profiles: Mapping[str, Any] = field(default_factory=dict)
     graphs: Mapping[str, OpGraph] = field(default_factory=dict)
+    holdout: pd.DataFrame = field(default_factory=pd.DataFrame)
+    residuals: pd.DataFrame = field(default_factory=pd.DataFrame)
+    holdout_profiles: Mapping[str, Any] = field(default_factory=dict)
 
     def save(self, system_path: str | Path | None = None, cost_path: str | Path | None = None) -> None:
         """Write the system YAML and/or the cost file."""
@@ -156,7 +181,9 @@ class Comparison(Result):
         The predicted timeline (``evaluate`` with every op on ``device``).
     metrics : dict
         ``measured_s`` (end to end: the profile's median iteration, or ``wall_s`` when given),
-        ``predicted_s``, ``e2e_ratio``, ``median_ratio``, ``p10_ratio``, ``p90_ratio``, ``n_ops``.
+        ``predicted_s``, ``e2e_ratio``, ``median_ratio``, ``p10_ratio``, ``p90_ratio``, ``n_ops``;
+        with a cost that kept held-out residuals also ``predicted_lo_s``, ``predicted_hi_s`` (the
+        stated range) and ``in_range`` (1.0 when the measured time fell in it).
     """
 
     ops: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -819,7 +846,8 @@ def parse_workload(spec: str) -> tuple[str, dict]:
     return name.strip(), opts
 
 
-def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cpu", repeats: int = 7,
+def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, holdout: Sequence[Any] = DEFAULT_HOLDOUT,
+              training: Sequence[str] = (), device: str = "cpu", repeats: int = 7,
               runs: int = DEFAULT_RUNS, warmup: int = 2, stat: str = "median", clock: str = "wall", threads: int | None = None,
               sweep: bool | str = True,
               system_name: str = "local", system_path: str | Path | None = None,
@@ -831,6 +859,16 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
     workloads : sequence
         Zoo names (``"resnet50"``), ``(name, options)`` (``("bert_base", {"seq_len": 64})``) or
         ``(module, example_inputs[, label])`` of your own (an ``nn.Module`` in eval mode).
+    holdout : sequence
+        Workloads (same forms) measured in every run but never fitted (default
+        :data:`DEFAULT_HOLDOUT`): the cost predicts them and keeps what it got wrong per op class,
+        the error range every result priced with it states (:func:`holdout_residuals`; the cost
+        file's ``residuals``). ``()``: no error range.
+    training : sequence of str
+        Optimizers (``"sgd"``, ``"adam"``): every workload and held-out workload is also measured
+        as a training step with each (:mod:`hetsched.io.train_step`: the joint forward + backward
+        program and the optimizer's update of every parameter), so backward ops, training-mode
+        batch norms and parameter updates get their own curves, and training steps their residuals.
     device : {"cpu", "cuda"}
         ``cuda`` also calibrates the host CPU's peaks and the host link (both devices in the system);
         the workloads run on the GPU.
@@ -869,7 +907,7 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
     --------
     >>> import torch
     >>> r = calibrate([(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU()).eval(), (torch.randn(4, 64),), "mlp")],
-    ...               repeats=2, warmup=1, threads=1, sweep=False, system_name="doc")
+    ...               holdout=(), repeats=2, warmup=1, threads=1, sweep=False, system_name="doc")
     >>> r.system.device_names, sorted(r.profiles), r.metrics["n_points"]
     (['cpu0'], ['mlp'], 2.0)
     """
@@ -891,8 +929,27 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
         raise HetschedError(f"sweep must be True, False or 'quick', got {sweep!r}", field="sweep")
     if not workloads and not sweep:
         raise HetschedError("nothing to measure: give workloads or keep the sweep", field="workloads")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise HetschedError(f"threads must be a positive integer, got {threads!r}", field="threads")
+    if clock == "cpu" and (threads if threads is not None else torch.get_num_threads()) != 1:
+        raise HetschedError(f"clock='cpu' times one thread: calibrate with threads=1, not "
+                            f"{threads if threads is not None else torch.get_num_threads()}", field="threads")
     say = progress or (lambda _m: None)
     resolved = [_workload(w) for w in workloads]  # bad specs fail before minutes of measuring
+    resolved_holdout = [_workload(w) for w in holdout]
+    labels = [r[0] for r in resolved + resolved_holdout]
+    if len(set(labels)) != len(labels):
+        dup = next(x for x in labels if labels.count(x) > 1)
+        raise HetschedError(f"workload {dup!r} is given twice (a held-out workload must not be a calibration one)",
+                            field="holdout")
+    training = tuple(training)
+    from .io.train_step import OPTIMIZERS
+
+    bad = [o for o in training if o not in OPTIMIZERS]
+    if bad:
+        raise HetschedError(f"training names unknown optimizer {bad[0]!r}; known: {', '.join(OPTIMIZERS)}", field="training")
+    if training and device == "cuda":
+        raise HetschedError("training steps are timed on the CPU only (device='cpu')", field="training")
     prev_threads = torch.get_num_threads()
     if threads is not None:
         if not isinstance(threads, int) or threads < 1:
@@ -946,40 +1003,65 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
         profiles: dict[str, Any] = {}
         graphs: dict[str, OpGraph] = {}
         runs_of: dict[str, list[Any]] = {}  # every run's Profile per workload
+        holdout_runs: dict[str, list[Any]] = {}  # every run's Profile per held-out workload
         sweep_runs: list[dict[str, float]] = []
         types_seen: set[str] = set()
         view_times: dict[str, list[float]] = {}
         from .io.profile import load_profile, profile_torch, time_torch
         from .io.torch_import import load_torch
 
+        # every job: (label, role, module, inputs, optimizer); "fit" jobs give the points, "holdout"
+        # jobs are only predicted (their residuals are the calibration's error range)
+        jobs = [(label, "fit", module, inputs, None) for label, module, inputs in resolved]
+        jobs += [(label, "holdout", module, inputs, None) for label, module, inputs in resolved_holdout]
+        for opt in training:
+            # a training step trains its own copy of the model (train mode, parameters updated)
+            jobs += [(f"{label} train {opt}", role, copy.deepcopy(module), inputs, opt)
+                     for label, role, module, inputs, _ in jobs[:len(resolved) + len(resolved_holdout)]]
         if device == "cuda":
-            resolved = [(label, module.to("cuda"), tuple(x.to("cuda") if hasattr(x, "to") else x for x in inputs))
-                        for label, module, inputs in resolved]
+            jobs = [(label, role, module.to("cuda"), tuple(x.to("cuda") if hasattr(x, "to") else x for x in inputs), opt)
+                    for label, role, module, inputs, opt in jobs]
+        steps_of: dict[str, Any] = {}  # a training job's TrainingStep, built on its first run
+
+        def measure(label: str, module: Any, inputs: tuple, opt: str | None):
+            if opt is not None:
+                from .io.train_step import time_training_step, training_step
+
+                if label not in steps_of:
+                    steps_of[label] = training_step(module, inputs, optimizer=opt, name=label.split(" train ")[0])
+                    graphs[label] = steps_of[label].graph
+                return time_training_step(steps_of[label], repeats=repeats, warmup=warmup, stat=stat,
+                                          clock="wall" if clock == "profiler" else clock, device=name)
+            module.eval()
+            if label not in graphs:
+                import warnings
+
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # ATen ops without a FLOP rule: priced as memory-bound
+                    graphs[label] = load_torch(module, inputs, name=label)
+            g = graphs[label]
+            if clock == "profiler":
+                doc = profile_torch(module, inputs, repeats=repeats, warmup=warmup, annotate=False)
+                return load_profile(doc, g, device=name, stat=stat)
+            return time_torch(module, inputs, g, repeats=repeats, warmup=warmup, clock=clock, stat=stat, device=name)
+
         sg, specs = None, {}  # the sweep is built after the first run, once the op types are known
         for run in range(runs):
             # run by run (workloads, then the sweep), so that a spell of contention from other jobs
             # spoils one run of each, which the median over the runs then ignores
-            for label, module, inputs in resolved:
+            for label, role, module, inputs, opt in jobs:
                 t0 = time.perf_counter()
-                if label not in graphs:
-                    import warnings
-
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")  # ATen ops without a FLOP rule: priced as memory-bound
-                        graphs[label] = load_torch(module, inputs, name=label)
+                prof = measure(label, module, inputs, opt)
                 g = graphs[label]
-                if clock == "profiler":
-                    doc = profile_torch(module, inputs, repeats=repeats, warmup=warmup, annotate=False)
-                    prof = load_profile(doc, g, device=name, stat=stat)
-                else:
-                    prof = time_torch(module, inputs, g, repeats=repeats, warmup=warmup, clock=clock, stat=stat,
-                                      device=name)
-                runs_of.setdefault(label, []).append(prof)
-                types_seen |= {g.op(o).op_type for o in prof.latency_s}
-                step("profile_workload", f"{label} run {run + 1}", prof.metrics["match_rate"],
-                     f"{label}{f' (run {run + 1} of {runs})' if runs > 1 else ''}: {g.n_ops} ops, "
-                     f"{prof.metrics['match_rate']:.0%} matched, iteration {prof.metrics['iteration_s'] * 1e3:.1f} ms "
-                     f"({time.perf_counter() - t0:.1f} s)")
+                (runs_of if role == "fit" else holdout_runs).setdefault(label, []).append(prof)
+                if role == "fit":
+                    types_seen |= {g.op(o).op_type for o in prof.latency_s}
+                step("profile_workload" if role == "fit" else "profile_holdout", f"{label} run {run + 1}",
+                     prof.metrics["match_rate"],
+                     f"{label}{' (held out: predicted, not fitted)' if role == 'holdout' else ''}"
+                     f"{f' (run {run + 1} of {runs})' if runs > 1 else ''}: {g.n_ops} ops, "
+                     f"{prof.metrics['match_rate']:.0%} matched, {'step' if opt else 'iteration'} "
+                     f"{prof.metrics['iteration_s'] * 1e3:.1f} ms ({time.perf_counter() - t0:.1f} s)")
             if sweep:
                 if run == 0:  # the op types are known once every workload ran
                     sg, specs = sweep_graph(types_seen or {"Relu", "Add", "Gemm", "MatMul", "Conv"},
@@ -990,8 +1072,8 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
                     step("sweep", f"generic sizes run {run + 1}", float(len(sweep_runs[-1])),
                          f"sweep{f' (run {run + 1} of {runs})' if runs > 1 else ''}: {len(sweep_runs[-1])} size(s) "
                          f"({time.perf_counter() - t0:.1f} s)")
-        for label, g in graphs.items():
-            ps = runs_of[label]
+        for label, ps in runs_of.items():
+            g = graphs[label]
             lat = median_runs([p.latency_s for p in ps])
             its = [p.metrics["iteration_s"] for p in ps]
             prof = _replace(ps[0], latency_s=lat,
@@ -1050,7 +1132,8 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
         curve_only = CalibratedCost(system, {name: spec})
         layers: dict[str, dict[str, dict]] = {}
         n_shrunk, n_layers = 0, 0
-        for label, g in graphs.items():
+        for label in runs_of:
+            g = graphs[label]
             bound, model = curve_only.bind(g), model_id(g)
             rows_l = layers.setdefault(model, {})
             per_run: dict[str, list[float]] = {}
@@ -1071,12 +1154,20 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
              "curves (applied to the same layers at other sizes)"
              + (f"; the median of {runs} runs, shrunk toward 1 by their run-to-run spread ({n_shrunk} op(s) to less "
                 "than half their log factor: within the noise)" if runs > 1 else ""))
-        cost = CalibratedCost(system, {name: {**spec, "layers": layers}},
-                              meta={"machine": _cpu_name(), "platform": platform.platform(), "threads": n_threads,
-                                    "torch": str(torch.__version__), "stat": stat, "clock": clock, "repeats": repeats,
-                                    "runs": runs, "load_1min": load,
-                                    "workloads": list(profiles), "sweep": sweep,
-                                    "date": host_attrs["calibrated"], "python": sys.version.split()[0]})
+        meta = {"machine": _cpu_name(), "platform": platform.platform(), "threads": n_threads,
+                "torch": str(torch.__version__), "stat": stat, "clock": clock, "repeats": repeats,
+                "runs": runs, "load_1min": load, "workloads": list(profiles), "holdout": list(holdout_runs),
+                "training": list(training), "sweep": sweep,
+                "date": host_attrs["calibrated"], "python": sys.version.split()[0]}
+        spec = {**spec, "layers": layers, "threads": n_threads if device == "cpu" else None}
+        cost = CalibratedCost(system, {name: spec}, meta=meta)
+        holdout_ops, holdout_frame, residuals = holdout_residuals(cost, name, holdout_runs)
+        if residuals:
+            cost = CalibratedCost(system, {name: {**spec, "residuals": residuals}}, meta=meta)
+            step("residuals", "held-out models", float(len(holdout_frame)),
+                 f"error range: {len(holdout_runs)} held-out run(s) predicted, not fitted; measured / predicted per op "
+                 "class " + ", ".join(f"{k} {r['lo']:.2f}-{r['hi']:.2f}" for k, r in residuals.items())
+                 + f" (the observed range widened by {RESIDUAL_MARGIN:.0%})")
         points["key"] = key
         pred = []
         for r in points.itertuples():  # by the curves alone: how well they fit (layer factors make it exact)
@@ -1090,8 +1181,14 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
         metrics = {"peak_flops": peak, "mem_bandwidth_Bps": bw, "launch_overhead_s": launch, "n_points": float(len(points)),
                    "n_curves": float(len(curves)), "fit_median_ratio": float(q[0.5]), "fit_p10_ratio": float(q[0.1]),
                    "fit_p90_ratio": float(q[0.9]), "threads": float(n_threads), "duration_s": duration, "load_1min": load, "runs": float(runs)}
+        if len(holdout_frame):
+            e2e = holdout_frame[holdout_frame["op_class"] == "all"]["measured_over_predicted"]
+            metrics.update(holdout_e2e_median_ratio=float(e2e.median()), holdout_e2e_min_ratio=float(e2e.min()),
+                           holdout_e2e_max_ratio=float(e2e.max()), n_holdout=float(len(holdout_runs)))
         first = next(iter(profiles.values()), None)
         result = Calibration(system=system, cost=cost, points=points, profiles=profiles, graphs=graphs, metrics=metrics,
+                             holdout=holdout_ops, residuals=holdout_frame,
+                             holdout_profiles={k: _combined(v) for k, v in holdout_runs.items()},
                              timeline=first.timeline if first is not None else make_timeline([]), steps=steps,
                              params={"workloads": list(profiles), "device": device, "repeats": repeats, "runs": runs, "warmup": warmup,
                                      "stat": stat, "clock": clock, "threads": n_threads, "sweep": sweep, "system_name": system_name})
@@ -1100,6 +1197,86 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
         return result
     finally:
         torch.set_num_threads(prev_threads)
+
+
+def _combined(ps: Sequence[Any]) -> Any:
+    """One Profile of several runs of a workload: each op's median over the runs (:func:`median_runs`),
+    the median iteration."""
+    lat = median_runs([p.latency_s for p in ps])
+    its = [p.metrics["iteration_s"] for p in ps]
+    return _replace(ps[0], latency_s=lat,
+                    samples={o: tuple(t for p in ps for t in p.samples.get(o, ())) for o in lat},
+                    metrics={**ps[0].metrics, "iteration_s": float(statistics.median(its)),
+                             "total_s": float(sum(lat.values())), "n_runs": float(len(ps))})
+
+
+def holdout_residuals(cost: CalibratedCost, device: str, runs: Mapping[str, Sequence[Any]], *,
+                      margin: float = RESIDUAL_MARGIN, min_share: float = RESIDUAL_MIN_SHARE
+                      ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict[str, float]]]:
+    """Predict held-out runs with ``cost`` and keep what it got wrong, per op class.
+
+    ``runs``: ``{model: [Profile, ...]}`` -- independent measured runs of models the cost was not
+    fitted on. For each run and op class, ``measured / predicted`` of the class's summed time, the
+    measured per-op times scaled by the run's end-to-end time over their sum (so that the classes
+    together give the end-to-end ratio, class ``all``); a class below ``min_share`` of the
+    predicted time is left out of that run (its few ops are noise). Per class the range kept is
+    ``[min x (1 - margin), max x (1 + margin)]`` over the runs.
+
+    Returns ``(ops, frame, residuals)``: the per-op table (each op's median over the runs), the
+    per-run-and-class table, and ``{class: {"lo", "hi", "n"}}`` (the cost file's ``residuals``).
+
+    >>> from hetsched.io.generators import chain
+    >>> from hetsched.io.profile import load_profile
+    >>> from hetsched.system import Device, System
+    >>> from hetsched.timeline import to_chrome_trace
+    >>> from hetsched import evaluate
+    >>> s = System([Device("cpu0", "cpu", {"default": 1e11}, mem_bandwidth_Bps=1e10)])
+    >>> c = CalibratedCost(s, {"cpu0": {"peak_flops": 1e11, "mem_bandwidth_Bps": 1e10}})
+    >>> g = chain(3)
+    >>> p = load_profile(to_chrome_trace(evaluate(g, s, {o: "cpu0" for o in g}, cost=c).timeline), g, device="cpu0")
+    >>> ops, frame, res = holdout_residuals(c, "cpu0", {"chain": [p]}, margin=0.0)
+    >>> res["all"]["lo"] == res["all"]["hi"] == 1.0, sorted(res)
+    (True, ['all', 'conv'])
+    """
+    op_rows, rows = [], []
+    for label, ps in runs.items():
+        if not ps:
+            continue
+        g = ps[0].graph
+        bound = cost.bind(g)
+        pred = {o: float(bound.compute_s(g.op(o), device)) for o in g.ops}
+        total_pred = sum(pred.values())
+        cls = {o: op_class(g.op(o).op_type) for o in g.ops}
+        for o, t in median_runs([p.latency_s for p in ps]).items():
+            op_rows.append({"model": label, "op": o, "op_type": g.op(o).op_type, "op_class": cls[o], "measured_s": t,
+                            "predicted_s": pred[o], "ratio": pred[o] / t if t > 0 else float("nan")})
+        for i, p in enumerate(ps):
+            lat = p.latency_s
+            tot = sum(lat.values())
+            e2e = float(p.metrics.get("iteration_s", tot))
+            scale = e2e / tot if tot > 0 else 1.0
+            meas_k: dict[str, float] = {}
+            pred_k: dict[str, float] = {}
+            for o, t in lat.items():
+                meas_k[cls[o]] = meas_k.get(cls[o], 0.0) + t * scale
+                pred_k[cls[o]] = pred_k.get(cls[o], 0.0) + pred[o]
+            for k in sorted(pred_k):
+                share = pred_k[k] / total_pred if total_pred > 0 else 0.0
+                if share >= min_share and pred_k[k] > 0:
+                    rows.append({"model": label, "run": i + 1, "op_class": k, "measured_s": meas_k[k],
+                                 "predicted_s": pred_k[k], "measured_over_predicted": meas_k[k] / pred_k[k],
+                                 "share": share})
+            if total_pred > 0:
+                rows.append({"model": label, "run": i + 1, "op_class": "all", "measured_s": e2e, "predicted_s": total_pred,
+                             "measured_over_predicted": e2e / total_pred, "share": 1.0})
+    ops = pd.DataFrame(op_rows, columns=["model", "op", "op_type", "op_class", "measured_s", "predicted_s", "ratio"])
+    frame = pd.DataFrame(rows, columns=["model", "run", "op_class", "measured_s", "predicted_s", "measured_over_predicted",
+                                        "share"])
+    res = {}
+    for k, sub in frame.groupby("op_class", sort=True):
+        r = sub["measured_over_predicted"]
+        res[str(k)] = {"lo": float(r.min()) * (1 - margin), "hi": float(r.max()) * (1 + margin), "n": int(len(r))}
+    return ops, frame, res
 
 
 def _measure_h2d(repeats: int, stat: str) -> float:  # pragma: no cover - needs a GPU
@@ -1132,7 +1309,9 @@ def compare(profile, cost: CostModel | str | Path | None, system: System, *, dev
 
     Every op runs on ``device`` (default: the profile's) in the measured order; the prediction is
     :func:`hetsched.evaluate`'s timeline. ``wall_s`` (an unprofiled end-to-end time) replaces the
-    profile's median iteration as the measured end-to-end time when given.
+    profile's median iteration as the measured end-to-end time when given. A profile measured with
+    another torch thread count than ``cost`` was calibrated with is refused
+    (:class:`~hetsched.errors.ThreadMismatchError`).
 
     >>> from hetsched.io.generators import chain
     >>> from hetsched.io.systems import toy_system
@@ -1150,6 +1329,10 @@ def compare(profile, cost: CostModel | str | Path | None, system: System, *, dev
     g = profile.graph
     dev = device or profile.device
     system.device(dev)
+    cm = resolve_cost(cost, g, system)
+    threads = (profile.params or {}).get("threads")
+    if threads is not None and isinstance(cm, CalibratedCost):
+        cm.check_threads(int(threads), dev)  # a 2-thread run is not what a 1-thread calibration predicts
     order = [o for o in profile.timeline.sort_values("start_s")["op"]] if len(profile.timeline) else list(g.ops)
     order += [o for o in g.topological_order() if o not in set(order)]
     try:
@@ -1170,7 +1353,9 @@ def compare(profile, cost: CostModel | str | Path | None, system: System, *, dev
     metrics = {"measured_s": measured, "predicted_s": predicted, "e2e_ratio": predicted / measured if measured else float("nan"),
                "median_ratio": float(q[0.5]), "p10_ratio": float(q[0.1]), "p90_ratio": float(q[0.9]),
                "n_ops": float(len(ops))}
-    cm = resolve_cost(cost, g, system)
+    if "makespan_lo_s" in ev.metrics:  # the calibration's stated range, and whether the measurement fell in it
+        lo, hi = ev.metrics["makespan_lo_s"], ev.metrics["makespan_hi_s"]
+        metrics.update(predicted_lo_s=lo, predicted_hi_s=hi, in_range=float(lo <= measured <= hi))
     return Comparison(ops=ops, measured=profile.timeline, predicted=pred_tl, metrics=metrics, timeline=pred_tl,
                       params={"device": dev, "cost": type(cm).__name__, "graph": g.name})
 

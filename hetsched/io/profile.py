@@ -50,6 +50,7 @@ waits for a core, so it measures a machine shared with other jobs as if it were 
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import gzip
 import json
@@ -66,7 +67,7 @@ from ..graph import OpGraph
 from ..results import Result, StepLog
 from ..timeline import make_timeline
 
-__all__ = ["Profile", "load_profile", "profile_torch", "time_torch", "op_key", "event_key"]
+__all__ = ["Profile", "load_profile", "profile_torch", "time_torch", "node_timer", "timed_profile", "timing", "op_key", "event_key"]
 
 # one key for op types a trace cannot tell apart (a torch linear is a Gemm, the zoo may call it MatMul)
 _CANON = {"Gemm": "MatMul", "Flatten": "Reshape", "Squeeze": "Reshape", "Unsqueeze": "Reshape",
@@ -671,6 +672,40 @@ def time_torch(model: Any, example_inputs: Sequence[Any] = (), graph: OpGraph | 
     >>> list(p.latency_s), p.matched_by["linear"], p.metrics["iteration_s"] > 0
     (['linear'], 'node', True)
     """
+    import torch
+
+    with timing(clock, stat, repeats, warmup, threads) as (now, n_threads):
+        ep = model if isinstance(model, torch.export.ExportedProgram) else torch.export.export(model, tuple(example_inputs))
+        if graph is None:
+            import warnings
+
+            from .torch_import import load_torch
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                graph = load_torch(ep)
+        gm, flat = _program(ep, tuple(example_inputs))
+        timed = node_timer(gm, set(graph.ops), now)
+        eager = model.module() if isinstance(model, torch.export.ExportedProgram) else model
+        e2e: list[float] = []
+        with torch.no_grad():
+            for _ in range(warmup):
+                timed.run(*flat)
+                eager(*example_inputs)
+            for _ in range(repeats):
+                timed.run(*flat)
+                t0 = now()
+                eager(*example_inputs)
+                e2e.append(now() - t0)
+    return timed_profile(graph, timed.times, e2e, warmup=warmup, repeats=repeats, clock=clock, stat=stat, device=device,
+                         threads=n_threads)
+
+
+@contextlib.contextmanager
+def timing(clock: str, stat: str, repeats: int, warmup: int, threads: int | None):
+    """Check the timing arguments, pin torch to ``threads`` (restored on exit) and give
+    ``(now, thread count)``: ``now`` is ``time.perf_counter`` (``wall``) or ``time.thread_time``
+    (``cpu``, which needs one thread: work of other threads would not count)."""
     import time
 
     import torch
@@ -685,60 +720,50 @@ def time_torch(model: Any, example_inputs: Sequence[Any] = (), graph: OpGraph | 
     if threads is not None:
         torch.set_num_threads(int(threads))
     try:
-        if clock == "cpu" and torch.get_num_threads() != 1:
+        n = torch.get_num_threads()
+        if clock == "cpu" and n != 1:
             raise HetschedError(f"clock='cpu' times the calling thread only: pin torch to one thread (threads=1), "
-                                f"not {torch.get_num_threads()}", field="threads")
-        now = time.thread_time if clock == "cpu" else time.perf_counter
-        ep = model if isinstance(model, torch.export.ExportedProgram) else torch.export.export(model, tuple(example_inputs))
-        if graph is None:
-            import warnings
-
-            from .torch_import import load_torch
-
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                graph = load_torch(ep)
-        gm, flat = _program(ep, tuple(example_inputs))
-        times: dict[str, list[float]] = defaultdict(list)
-        starts: dict[str, list[float]] = defaultdict(list)
-        targets = {o for o in graph.ops}
-        t_run = [0.0]
-
-        class _Timed(torch.fx.Interpreter):
-            def call_function(self, target, args, kwargs):
-                name = self._node.name
-                if name not in targets:
-                    return target(*args, **kwargs)
-                t0 = now()
-                out = target(*args, **kwargs)
-                dt = now() - t0
-                starts[name].append(t_run[0])
-                t_run[0] += dt
-                times[name].append(dt)
-                return out
-
-            def run_node(self, n):
-                self._node = n
-                return super().run_node(n)
-
-        interp = _Timed(gm)
-        eager = model.module() if isinstance(model, torch.export.ExportedProgram) else model
-        e2e: list[float] = []
-        with torch.no_grad():
-            for _ in range(warmup):
-                interp.run(*flat)
-                eager(*example_inputs)
-            for _ in range(repeats):
-                t_run[0] = 0.0
-                interp.run(*flat)
-                t0 = now()
-                eager(*example_inputs)
-                e2e.append(now() - t0)
+                                f"not {n}", field="threads")
+        yield (time.thread_time if clock == "cpu" else time.perf_counter), n
     finally:
         torch.set_num_threads(prev)
+
+
+def node_timer(gm: Any, targets: set[str], now: Any):
+    """An FX interpreter of ``gm`` that times every call node named in ``targets`` as it runs (its
+    ``times``: ``{node: [seconds per run]}``); what :func:`time_torch` and the training-step timer
+    (:mod:`hetsched.io.train_step`) run."""
+    import torch
+
+    times: dict[str, list[float]] = defaultdict(list)
+
+    class _Timed(torch.fx.Interpreter):
+        def call_function(self, target, args, kwargs):
+            name = self._node.name
+            if name not in targets:
+                return target(*args, **kwargs)
+            t0 = now()
+            out = target(*args, **kwargs)
+            times[name].append(now() - t0)
+            return out
+
+        def run_node(self, n):
+            self._node = n
+            return super().run_node(n)
+
+    interp = _Timed(gm)
+    interp.times = times
+    return interp
+
+
+def timed_profile(graph: OpGraph, times: Mapping[str, Sequence[float]], e2e: Sequence[float], *, warmup: int, repeats: int,
+                  clock: str, stat: str, device: str, threads: int, source: str | None = None,
+                  extra_metrics: Mapping[str, float] | None = None) -> "Profile":
+    """The :class:`Profile` of per-op samples ``times`` (the first ``warmup`` of each dropped) and
+    end-to-end samples ``e2e``, measured with ``threads`` torch threads (``params["threads"]``)."""
     fn = _STATS[stat]
     ops = [o for o in graph.ops if o in times]
-    latency = {o: float(fn(times[o][warmup:] or times[o])) for o in ops}
+    latency = {o: float(fn(list(times[o][warmup:]) or list(times[o]))) for o in ops}
     samples = {o: tuple(times[o][warmup:]) for o in ops}
     rows, t = [], 0.0
     for o in ops:  # the program's order, each op its latency long
@@ -753,10 +778,11 @@ def time_torch(model: Any, example_inputs: Sequence[Any] = (), graph: OpGraph | 
     metrics = {"n_ops": float(graph.n_ops), "n_matched": float(len(latency)),
                "match_rate": len(latency) / graph.n_ops if graph.n_ops else 1.0, "n_unmatched_events": 0.0,
                "n_iterations": float(repeats), "total_s": float(sum(latency.values())),
-               "iteration_s": float(fn(e2e)), "program_s": t, "peak_bytes": float("nan")}
+               "iteration_s": float(fn(e2e)), "program_s": t, "peak_bytes": float("nan"),
+               "threads": float(threads), **dict(extra_metrics or {})}
     return Profile(graph=graph, device=device, latency_s=latency, samples=samples,
                    matched_by={o: "node" for o in latency}, unmatched_ops=un_ops,
                    unmatched_events=pd.DataFrame(columns=["name", "count", "total_s"]), n_iterations=repeats,
-                   source=f"time_torch({clock} clock)", metrics=metrics, timeline=make_timeline(rows),
+                   source=source or f"time_torch({clock} clock)", metrics=metrics, timeline=make_timeline(rows),
                    steps=steps,
-                   params={"device": device, "stat": stat, "clock": clock, "repeats": repeats})
+                   params={"device": device, "stat": stat, "clock": clock, "repeats": repeats, "threads": int(threads)})
