@@ -81,7 +81,7 @@ from .timeline import make_timeline
 
 __all__ = ["calibrate", "Calibration", "compare", "Comparison", "fit_curves", "fit_cold_curves", "DEFAULT_WORKLOADS",
            "DEFAULT_HOLDOUT", "holdout_residuals", "RESIDUAL_MARGIN",
-           "median_runs", "robust_layer_factors", "DEFAULT_RUNS",
+           "median_runs", "robust_layer_factors", "DEFAULT_RUNS", "gpu_device", "timed_calls",
            "sweep_graph",
            "parse_workload",
            "warm_allocator", "measure_peak_flops", "measure_bandwidth", "measure_launch"]
@@ -231,39 +231,74 @@ def _now(clock: str) -> Callable[[], float]:
     return time.thread_time if clock == "cpu" else time.perf_counter
 
 
-def _time(fn: Callable[[], Any], repeats: int, stat: Callable, dev: str = "cpu", clock: str = "wall") -> float:
-    now = _now(clock)
+def timed_calls(fn: Callable[[], Any], repeats: int, dev: str = "cpu", clock: str = "wall",
+                before: Callable[[], Any] | None = None) -> list[float]:
+    """Seconds of each of ``repeats`` calls of ``fn`` (after one untimed call), ``before()`` run
+    untimed ahead of each.
+
+    On ``dev="cuda"`` each call is bracketed by two CUDA events recorded on the current stream: the
+    device's own time for the call's kernels, from the first kernel's start to the last one's end
+    (``Event.elapsed_time``), read once after every call ran (one synchronisation, none between
+    calls); on the CPU by ``clock`` (``wall``: ``time.perf_counter``, ``cpu``: the thread's time).
+
+    >>> ts = timed_calls(lambda: sum(range(1000)), 3)
+    >>> len(ts), all(t > 0 for t in ts)
+    (3, True)
+    """
     fn()
     _sync(dev)
+    if dev == "cuda":
+        cuda = _torch().cuda
+        marks = []
+        for _ in range(repeats):
+            if before is not None:
+                before()
+            e0, e1 = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+            e0.record()
+            fn()
+            e1.record()
+            marks.append((e0, e1))
+        cuda.synchronize()
+        return [e0.elapsed_time(e1) * 1e-3 for e0, e1 in marks]  # milliseconds
+    now = _now(clock)
     ts = []
     for _ in range(repeats):
+        if before is not None:
+            before()
         t0 = now()
         fn()
-        _sync(dev)
         ts.append(now() - t0)
-    return float(stat(ts))
+    return ts
 
 
-def measure_peak_flops(dev: str = "cpu", *, n: int = 2048, repeats: int = 5, stat: str = "median",
+def _time(fn: Callable[[], Any], repeats: int, stat: Callable, dev: str = "cpu", clock: str = "wall") -> float:
+    return float(stat(timed_calls(fn, repeats, dev, clock)))
+
+
+def measure_peak_flops(dev: str = "cpu", *, n: int | None = None, repeats: int = 5, stat: str = "median",
                        clock: str = "wall") -> float:
-    """FLOP/s of an ``n x n`` single-precision matrix product (what vendors quote as peak).
+    """FLOP/s of an ``n x n`` single-precision matrix product (what vendors quote as peak); ``n``
+    defaults to 2048 on a CPU, 8192 on a GPU (timed by CUDA events: the device's own peak).
 
     >>> measure_peak_flops(n=64, repeats=1) > 0
     True
     """
     torch = _torch()
+    n = n or (8192 if dev == "cuda" else 2048)
     a, b = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
     return 2.0 * n ** 3 / _time(lambda: a @ b, repeats, _stat_fn(stat), dev, clock)
 
 
-def measure_bandwidth(dev: str = "cpu", *, nbytes: int = 1 << 27, repeats: int = 5, stat: str = "median",
+def measure_bandwidth(dev: str = "cpu", *, nbytes: int | None = None, repeats: int = 5, stat: str = "median",
                       clock: str = "wall") -> float:
-    """Bytes/s of a copy of ``nbytes`` (read + write), far larger than the caches (STREAM's copy).
+    """Bytes/s of a copy of ``nbytes`` (read + write), far larger than the caches (STREAM's copy):
+    128 MiB on a CPU, 1 GiB on a GPU (whose last-level cache is tens of MiB).
 
     >>> measure_bandwidth(nbytes=1 << 16, repeats=1) > 0
     True
     """
     torch = _torch()
+    nbytes = nbytes or (1 << 30 if dev == "cuda" else 1 << 27)
     x = torch.ones(nbytes // 4, device=dev)
     y = torch.empty_like(x)
     return 2.0 * x.numel() * 4 / _time(lambda: y.copy_(x), repeats, _stat_fn(stat), dev, clock)
@@ -272,11 +307,16 @@ def measure_bandwidth(dev: str = "cpu", *, nbytes: int = 1 << 27, repeats: int =
 def measure_launch(dev: str = "cpu", *, calls: int = 200, stat: str = "median", clock: str = "wall") -> float:
     """Seconds of an op that does no work (a ``view``): the launch overhead, by the profiler or a clock.
 
+    On a GPU: an 8-element kernel between two CUDA events (the device's time from one launch to the
+    next while the host keeps it fed).
+
     >>> 0 < measure_launch(calls=10) < 1e-3
     True
     """
     torch = _torch()
     x = torch.ones(8, device=dev)
+    if dev == "cuda":
+        return float(_stat_fn(stat)(timed_calls(lambda: x.add_(0.0), calls, "cuda")))
     if clock != "profiler":
         now = _now(clock)
         ts = []
@@ -517,21 +557,10 @@ def _profile_sweep(g: OpGraph, specs: Mapping[str, dict], dev: str, repeats: int
         produce()
 
     if clock != "profiler":
-        now = _now(clock)
         fn_stat = _stat_fn(stat)
-        out = {}
         with torch.no_grad():
-            for name, (fn, produce) in calls.items():
-                fn()
-                ts = []
-                for _ in range(repeats):
-                    prepare(produce)
-                    t0 = now()
-                    fn()
-                    _sync(dev)
-                    ts.append(now() - t0)
-                out[name] = float(fn_stat(ts))
-        return out
+            return {name: float(fn_stat(timed_calls(fn, repeats, dev, clock, before=lambda pr=produce: prepare(pr))))
+                    for name, (fn, produce) in calls.items()}
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" else [])
     with torch.no_grad():
         for fn, _ in calls.values():
@@ -923,8 +952,9 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, holdout: Sequence
         raise HetschedError(f"runs must be a positive integer, got {runs!r}", field="runs")
     _stat_fn(stat)
     _now(clock)
-    if device == "cuda" and clock != "profiler":
-        raise HetschedError("device='cuda' needs clock='profiler' (kernels run asynchronously)", field="clock")
+    if device == "cuda" and clock == "cpu":
+        raise HetschedError("device='cuda' times kernels with CUDA events (clock='wall') or the profiler, not the "
+                            "host thread's CPU time", field="clock")
     if sweep not in (True, False, "quick"):
         raise HetschedError(f"sweep must be True, False or 'quick', got {sweep!r}", field="sweep")
     if not workloads and not sweep:
@@ -948,8 +978,7 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, holdout: Sequence
     bad = [o for o in training if o not in OPTIMIZERS]
     if bad:
         raise HetschedError(f"training names unknown optimizer {bad[0]!r}; known: {', '.join(OPTIMIZERS)}", field="training")
-    if training and device == "cuda":
-        raise HetschedError("training steps are timed on the CPU only (device='cpu')", field="training")
+
     prev_threads = torch.get_num_threads()
     if threads is not None:
         if not isinstance(threads, int) or threads < 1:
@@ -970,11 +999,15 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, holdout: Sequence
 
         say(f"calibrating {device} with {n_threads} torch thread(s), {clock} clock, 1-min load {load:.1f}")
         peak = measure_peak_flops(dev_t, repeats=repeats, stat=stat, clock=mclock)
-        step("measure_peak_flops", dev_t, peak, f"peak: {peak / 1e9:.1f} GFLOP/s (2048^3 single-precision matrix product)")
+        n_mm = 8192 if device == "cuda" else 2048
+        step("measure_peak_flops", dev_t, peak, f"peak: {peak / 1e9:.1f} GFLOP/s ({n_mm}^3 single-precision matrix product"
+             + (", CUDA events)" if device == "cuda" else ")"))
         bw = measure_bandwidth(dev_t, repeats=repeats, stat=stat, clock=mclock)
-        step("measure_bandwidth", dev_t, bw, f"memory bandwidth: {bw / 1e9:.1f} GB/s (128 MiB copy, read + write)")
+        step("measure_bandwidth", dev_t, bw, f"memory bandwidth: {bw / 1e9:.1f} GB/s "
+             f"({'1 GiB' if device == 'cuda' else '128 MiB'} copy, read + write)")
         launch = measure_launch(dev_t, stat=stat, clock=clock)
-        step("measure_launch", dev_t, launch, f"launch overhead: {launch * 1e6:.2f} us (a view op, no work; {clock} clock)")
+        step("measure_launch", dev_t, launch, f"launch overhead: {launch * 1e6:.2f} us "
+             + ("(an 8-element kernel, CUDA events)" if device == "cuda" else f"(a view op, no work; {clock} clock)"))
 
         devices, links = [], []
         mem_bytes = _ram_bytes()
@@ -986,12 +1019,13 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, holdout: Sequence
             hp, hb = measure_peak_flops("cpu", repeats=repeats, stat=stat), measure_bandwidth("cpu", repeats=repeats, stat=stat)
             devices.append(Device("cpu0", "cpu", {"default": hp}, mem_bytes, hb, measure_launch("cpu", stat=stat),
                                   attrs=host_attrs))
-            props = torch.cuda.get_device_properties(0)
-            devices.append(Device("gpu0", "gpu", {"default": peak}, int(props.total_memory), bw, launch,
-                                  attrs={"gpu": props.name, "torch": str(torch.__version__), "calibrated": host_attrs["calibrated"]}))
-            pcie = _measure_h2d(repeats, stat)
-            links.append(Link("cpu0", "gpu0", pcie, 0.0, attrs={"source": "hetsched.calibrate: pinned host-to-device copy"}))
-            step("measure_link", "cpu0->gpu0", pcie, f"host link: {pcie / 1e9:.1f} GB/s (pinned 64 MiB copy)")
+            devices.append(gpu_device(torch.cuda.get_device_properties(0), peak, bw, launch,
+                                      torch_version=str(torch.__version__), calibrated=host_attrs["calibrated"]))
+            pcie, lat = _measure_h2d(repeats, stat)
+            links.append(Link("cpu0", "gpu0", pcie, lat, attrs={"source": "hetsched.calibrate: pinned host-to-device copies "
+                                                                           "(64 MiB for the bandwidth, 4 KiB for the latency)"}))
+            step("measure_link", "cpu0->gpu0", pcie, f"host link: {pcie / 1e9:.1f} GB/s, latency {lat * 1e6:.1f} us "
+                                                     "(pinned copies, CUDA events)")
         else:
             devices.append(Device("cpu0", "cpu", {"default": peak}, mem_bytes, bw, launch, attrs=host_attrs))
         system = System(devices, links, host="cpu0", name=system_name,
@@ -1030,8 +1064,8 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, holdout: Sequence
                 if label not in steps_of:
                     steps_of[label] = training_step(module, inputs, optimizer=opt, name=label.split(" train ")[0])
                     graphs[label] = steps_of[label].graph
-                return time_training_step(steps_of[label], repeats=repeats, warmup=warmup, stat=stat,
-                                          clock="wall" if clock == "profiler" else clock, device=name)
+                return time_training_step(steps_of[label], repeats=repeats, warmup=warmup, stat=stat, device=name,
+                                          clock="cuda" if device == "cuda" else "wall" if clock == "profiler" else clock)
             module.eval()
             if label not in graphs:
                 import warnings
@@ -1043,7 +1077,8 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, holdout: Sequence
             if clock == "profiler":
                 doc = profile_torch(module, inputs, repeats=repeats, warmup=warmup, annotate=False)
                 return load_profile(doc, g, device=name, stat=stat)
-            return time_torch(module, inputs, g, repeats=repeats, warmup=warmup, clock=clock, stat=stat, device=name)
+            return time_torch(module, inputs, g, repeats=repeats, warmup=warmup, stat=stat, device=name,
+                              clock="cuda" if device == "cuda" else clock)
 
         sg, specs = None, {}  # the sweep is built after the first run, once the op types are known
         for run in range(runs):
@@ -1279,10 +1314,35 @@ def holdout_residuals(cost: CalibratedCost, device: str, runs: Mapping[str, Sequ
     return ops, frame, res
 
 
-def _measure_h2d(repeats: int, stat: str) -> float:  # pragma: no cover - needs a GPU
+def gpu_device(props: Any, peak_flops: float, bandwidth_Bps: float, launch_s: float, *, torch_version: str = "",
+               calibrated: str = "", name: str = "gpu0") -> Device:
+    """The calibrated GPU as the system file carries it: its measured peak, bandwidth and launch, its
+    memory and identity from ``torch.cuda.get_device_properties`` (``props``).
+
+    >>> from types import SimpleNamespace
+    >>> p = SimpleNamespace(name="H200", total_memory=141 * 2**30, multi_processor_count=132, major=9, minor=0)
+    >>> d = gpu_device(p, 5e13, 4e12, 5e-6)
+    >>> d.kind, d.memory_bytes == 141 * 2**30, d.attrs["gpu"], d.attrs["compute_capability"]
+    ('gpu', True, 'H200', '9.0')
+    """
+    attrs = {"gpu": str(props.name), "torch": torch_version, "calibrated": calibrated,
+             "source": "hetsched.calibrate: CUDA events around a large sgemm, a 1 GiB copy and an 8-element kernel"}
+    if hasattr(props, "multi_processor_count"):
+        attrs["sm_count"] = int(props.multi_processor_count)
+    if hasattr(props, "major"):
+        attrs["compute_capability"] = f"{props.major}.{props.minor}"
+    return Device(name, "gpu", {"default": float(peak_flops)}, int(props.total_memory), float(bandwidth_Bps),
+                  float(launch_s), attrs=attrs)
+
+
+def _measure_h2d(repeats: int, stat: str) -> tuple[float, float]:  # pragma: no cover - needs a GPU
+    """``(bandwidth_Bps, latency_s)`` of pinned host-to-device copies (64 MiB; 4 KiB), CUDA events."""
     torch = _torch()
-    x = torch.ones(1 << 24).pin_memory()
-    return x.numel() * 4 / _time(lambda: x.to("cuda", non_blocking=True), repeats, _stat_fn(stat), "cuda")
+    big, small = torch.ones(1 << 24).pin_memory(), torch.ones(1 << 10).pin_memory()
+    st = _stat_fn(stat)
+    lat = _time(lambda: small.to("cuda", non_blocking=True), repeats, st, "cuda")
+    t = _time(lambda: big.to("cuda", non_blocking=True), repeats, st, "cuda")
+    return big.numel() * 4 / max(t - lat, 1e-12), lat
 
 
 def _ram_bytes() -> int:

@@ -652,10 +652,11 @@ def time_torch(model: Any, example_inputs: Sequence[Any] = (), graph: OpGraph | 
         The imported graph (default: ``load_torch`` of the same export); its op names are the FX
         node names.
     repeats, warmup : int
-    clock : {"wall", "cpu"}
+    clock : {"wall", "cpu", "cuda"}
         ``wall``: ``time.perf_counter``. ``cpu``: ``time.thread_time`` (the thread's CPU time, which
         excludes waiting for a core on a loaded machine); needs one torch thread (``threads=1``),
-        since work done by other threads would not count.
+        since work done by other threads would not count. ``cuda``: CUDA events around each node
+        and around the eager call (a model and inputs on the GPU; see :func:`node_timer`).
     stat : {"median", "min", "mean"}
     threads : int, optional
         ``torch.set_num_threads`` for the run (restored afterwards).
@@ -694,9 +695,7 @@ def time_torch(model: Any, example_inputs: Sequence[Any] = (), graph: OpGraph | 
                 eager(*example_inputs)
             for _ in range(repeats):
                 timed.run(*flat)
-                t0 = now()
-                eager(*example_inputs)
-                e2e.append(now() - t0)
+                e2e.append(_call_s(lambda: eager(*example_inputs), now))
     return timed_profile(graph, timed.times, e2e, warmup=warmup, repeats=repeats, clock=clock, stat=stat, device=device,
                          threads=n_threads)
 
@@ -705,13 +704,16 @@ def time_torch(model: Any, example_inputs: Sequence[Any] = (), graph: OpGraph | 
 def timing(clock: str, stat: str, repeats: int, warmup: int, threads: int | None):
     """Check the timing arguments, pin torch to ``threads`` (restored on exit) and give
     ``(now, thread count)``: ``now`` is ``time.perf_counter`` (``wall``) or ``time.thread_time``
-    (``cpu``, which needs one thread: work of other threads would not count)."""
+    (``cpu``, which needs one thread: work of other threads would not count); ``None`` for
+    ``cuda`` (CUDA events, see :func:`node_timer`)."""
     import time
 
     import torch
 
-    if clock not in ("wall", "cpu"):
-        raise HetschedError(f"clock must be 'wall' or 'cpu', got {clock!r}", field="clock")
+    if clock not in ("wall", "cpu", "cuda"):
+        raise HetschedError(f"clock must be 'wall', 'cpu' or 'cuda', got {clock!r}", field="clock")
+    if clock == "cuda" and not torch.cuda.is_available():
+        raise HetschedError("clock='cuda' (CUDA events) but torch sees no CUDA device", field="clock")
     if stat not in _STATS:
         raise FormatError(f"stat must be one of {sorted(_STATS)}, got {stat!r}", field="stat")
     if repeats < 1 or warmup < 0:
@@ -724,7 +726,7 @@ def timing(clock: str, stat: str, repeats: int, warmup: int, threads: int | None
         if clock == "cpu" and n != 1:
             raise HetschedError(f"clock='cpu' times the calling thread only: pin torch to one thread (threads=1), "
                                 f"not {n}", field="threads")
-        yield (time.thread_time if clock == "cpu" else time.perf_counter), n
+        yield (None if clock == "cuda" else time.thread_time if clock == "cpu" else time.perf_counter), n
     finally:
         torch.set_num_threads(prev)
 
@@ -732,16 +734,30 @@ def timing(clock: str, stat: str, repeats: int, warmup: int, threads: int | None
 def node_timer(gm: Any, targets: set[str], now: Any):
     """An FX interpreter of ``gm`` that times every call node named in ``targets`` as it runs (its
     ``times``: ``{node: [seconds per run]}``); what :func:`time_torch` and the training-step timer
-    (:mod:`hetsched.io.train_step`) run."""
+    (:mod:`hetsched.io.train_step`) run.
+
+    ``now=None`` times with CUDA events instead (a pair recorded on the current stream around each
+    node: the device's time for its kernels, host launch gaps included); they are read, with one
+    synchronisation, when a run ends (:meth:`run` returns only then), so timing adds no
+    synchronisation between nodes.
+    """
     import torch
 
     times: dict[str, list[float]] = defaultdict(list)
+    marks: list[tuple[str, Any, Any]] = []
 
     class _Timed(torch.fx.Interpreter):
         def call_function(self, target, args, kwargs):
             name = self._node.name
             if name not in targets:
                 return target(*args, **kwargs)
+            if now is None:
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+                out = target(*args, **kwargs)
+                e1.record()
+                marks.append((name, e0, e1))
+                return out
             t0 = now()
             out = target(*args, **kwargs)
             times[name].append(now() - t0)
@@ -751,9 +767,34 @@ def node_timer(gm: Any, targets: set[str], now: Any):
             self._node = n
             return super().run_node(n)
 
+        def run(self, *args, **kwargs):
+            out = super().run(*args, **kwargs)
+            if marks:
+                torch.cuda.synchronize()
+                for name, e0, e1 in marks:
+                    times[name].append(e0.elapsed_time(e1) * 1e-3)  # milliseconds
+                marks.clear()
+            return out
+
     interp = _Timed(gm)
     interp.times = times
     return interp
+
+
+def _call_s(fn: Any, now: Any) -> float:
+    """Seconds of one call of ``fn``: by ``now``, or between two CUDA events (``now=None``)."""
+    if now is not None:
+        t0 = now()
+        fn()
+        return now() - t0
+    import torch
+
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    fn()
+    e1.record()
+    torch.cuda.synchronize()
+    return e0.elapsed_time(e1) * 1e-3
 
 
 def timed_profile(graph: OpGraph, times: Mapping[str, Sequence[float]], e2e: Sequence[float], *, warmup: int, repeats: int,

@@ -262,7 +262,7 @@ def time_training_step(step: TrainingStep, *, repeats: int = 5, warmup: int = 1,
     """
     import torch
 
-    from .profile import _program, node_timer, timed_profile, timing
+    from .profile import _call_s, _program, node_timer, timed_profile, timing
 
     with timing(clock, stat, repeats, warmup, threads) as (now, n_threads):
         g = step.graph
@@ -281,12 +281,9 @@ def time_training_step(step: TrainingStep, *, repeats: int = 5, warmup: int = 1,
             with torch.no_grad():
                 timed.run(*flat)
             for op, opt in opts.items():
-                t0 = now()
-                opt.step()
-                timed.times[op].append(now() - t0)
-            t0 = now()
-            eager()
+                timed.times[op].append(_call_s(opt.step, now))
+            t = _call_s(eager, now)
             if i >= warmup:
-                e2e.append(now() - t0)
+                e2e.append(t)
     return timed_profile(g, timed.times, e2e, warmup=warmup, repeats=repeats, clock=clock, stat=stat, device=device,
                          threads=n_threads, source=f"time_training_step({clock} clock, {step.optimizer})")
