@@ -72,7 +72,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .cost import CalibratedCost, CostModel, EfficiencyCurve, RooflineCost, model_id, resolve_cost, save_cost
+from .cost import CalibratedCost, CostModel, EfficiencyCurve, RooflineCost, curve_type, model_id, resolve_cost, save_cost
 from .errors import HetschedError
 from .graph import OpGraph
 from .results import LazySteps, Result, StepLog
@@ -417,6 +417,11 @@ def _sweep_specs(types_seen: Iterable[str], quick: bool = False) -> list[tuple[s
                 for c, h in conv_shapes for k in (1, 3) for b in batches]
         out += [(f"sweep/Conv/{ci}-{co}x{h}x1/b{b}", "Conv", {"kind": "conv", "b": b, "c": ci, "h": h, "k": 1, "co": co})
                 for c, h in conv_shapes for ci, co in ((c, 4 * c), (4 * c, c)) for b in wide_batches]
+        # depthwise 3x3 and 5x5 (one filter per channel, MobileNet's): a curve of their own (curve_type);
+        # the wide planes of an inverted bottleneck (6 c channels)
+        out += [(f"sweep/DepthwiseConv/{m * c}x{h}x{k}/b{b}", "Conv",
+                 {"kind": "conv", "b": b, "c": m * c, "h": h, "k": k, "co": m * c, "groups": m * c})
+                for c, h in conv_shapes for m in (1, 6) for k in (3, 5) for b in wide_batches]
     return out
 
 
@@ -467,13 +472,14 @@ def sweep_graph(types_seen: Iterable[str], quick: bool = False) -> tuple[OpGraph
             ins, outs = [b * s * d, b * d * s], [b * s * s]
             flops = 2.0 * b * s * s * d
         elif kind == "conv":
-            b, c, h, k, co = sp["b"], sp["c"], sp["h"], sp["k"], sp.get("co", sp["c"])
+            b, c, h, k, co, grp = sp["b"], sp["c"], sp["h"], sp["k"], sp.get("co", sp["c"]), sp.get("groups", 1)
             ins, outs = [b * c * h * h], [b * co * h * h]
-            flops = 2.0 * b * co * h * h * c * k * k
-            w = c * co * k * k * f4
+            flops = 2.0 * b * co * h * h * (c // grp) * k * k
+            w = (c // grp) * co * k * k * f4
         else:  # pragma: no cover - every kind is listed above
             raise HetschedError(f"unknown sweep kind {kind!r}")
-        g.add_op(name, t, flops=float(flops), weight_bytes=int(w), attrs={"sweep": True})
+        g.add_op(name, t, flops=float(flops), weight_bytes=int(w),
+                 attrs={"sweep": True, **({"groups": sp["groups"]} if sp.get("groups", 1) > 1 else {})})
         for i, n_in in enumerate(ins):
             g.add_tensor(f"{name}:in{i}", n_in * f4, consumers=[name])
         for i, n_out in enumerate(outs):
@@ -528,7 +534,8 @@ def _sweep_callable(sp: dict, dev: str) -> tuple[Callable[[], Any], Callable[[],
         return (lambda: torch.matmul(q, k)), (lambda: (q.mul_(1.0), k.mul_(1.0)))  # both are a model's activations
     if kind == "conv":
         x = torch.randn(sp["b"], sp["c"], sp["h"], sp["h"], device=dev)
-        conv = torch.nn.Conv2d(sp["c"], sp.get("co", sp["c"]), sp["k"], padding=sp["k"] // 2, bias=False).to(dev).eval()
+        conv = torch.nn.Conv2d(sp["c"], sp.get("co", sp["c"]), sp["k"], padding=sp["k"] // 2, bias=False,
+                               groups=sp.get("groups", 1)).to(dev).eval()
         return (lambda: conv(x)), rewrite(x)
     raise HetschedError(f"unknown sweep kind {kind!r}")  # pragma: no cover
 
@@ -630,8 +637,9 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
                bin_decades: float = BIN_DECADES) -> tuple[dict[str, EfficiencyCurve], LazySteps, pd.Series]:
     """Efficiency curves from points ``(source, op_type, work_s, efficiency)``.
 
-    One curve per op type with at least ``min_points`` points, else per op class, and a
-    ``default`` over every point. Within a curve the workload points (``source != "sweep"``: ops
+    One curve per op type with at least ``min_points`` points, one per op class over every point
+    of the class (what prices a type of that class the calibration did not see, or saw too
+    rarely), and a ``default`` over every point but optimizer updates. Within a curve the workload points (``source != "sweep"``: ops
     timed inside real models) set the level where they exist -- their median per bin of
     ``bin_decades`` decades of work is a knot; beyond the workloads' range of work the generic
     sweep sets the *trend*: above the largest workload knot ``(w1, e1)`` a sweep knot at work ``w``
@@ -651,7 +659,7 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
     ...                     "efficiency": [0.2, 0.2, 0.4, 0.4, 0.8, 1.6, 1.6, 0.5]})
     >>> curves, steps, key = fit_curves(pts)
     >>> sorted(curves), key.tolist()[-2:]
-    (['Conv', 'default', 'elementwise'], ['Conv', 'elementwise'])
+    (['Conv', 'conv', 'default', 'elementwise'], ['Conv', 'elementwise'])
     >>> [round(curves["Conv"](w), 3) for w in (1.1e-5, 1.1e-4, 1e-3, 1.0)]   # past 1e-4 the sweep's added time
     [0.2, 0.402, 1.304, 1.564]
     """
@@ -662,7 +670,16 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
     key = pts["op_type"].where(pts["op_type"].map(counts) >= min_points, pts["op_type"].map(op_class))
     curves: dict[str, EfficiencyCurve] = {}
     steps = StepLog()
-    groups = [(k, pts[key == k]) for k in dict.fromkeys(key)] + [("default", pts)]
+    # a class's curve takes every point of the class (it prices the class's types the calibration
+    # never saw, not only its rare ones); the default leaves out optimizer updates, Python loops over
+    # a parameter's few tensors whose fixed cost would price an unknown kernel 10-100x too slow
+    cls = pts["op_type"].map(op_class)
+    from .io.train_step import UPDATE_TYPES
+
+    kernels = pts[~pts["op_type"].isin(set(UPDATE_TYPES.values()))]
+    groups = ([(k, pts[pts["op_type"] == k]) for k in counts.index if counts[k] >= min_points]
+              + [(c, pts[cls == c]) for c in dict.fromkeys(cls) if c not in counts.index or counts[c] < min_points]
+              + [("default", kernels if len(kernels) else pts)])
     for k, sub in groups:
         if not len(sub):
             continue
@@ -695,8 +712,9 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
         else:
             knots = list(zip(sw, se))
         curves[k] = EfficiencyCurve([w for w, _ in knots], [e for _, e in knots], n_points=len(sub))
-        why = ("its own curve: enough points of this op type" if k in counts.index
-               else "the default: every point" if k == "default" else f"op class {k!r}: types with fewer than {min_points} points")
+        why = ("its own curve: enough points of this op type" if k in counts.index and counts[k] >= min_points
+               else "the default: every point but optimizer updates" if k == "default"
+               else f"op class {k!r}: every point of the class (types without a curve of their own)")
         es = [e for _, e in knots]
         steps.add("fit_curve", k, after=float(np.median(eff)), accepted=True,
                   reason=f"{len(sub)} point(s) ({int((~is_sweep).sum())} in workloads) -> {len(knots)} knot(s), "
@@ -826,7 +844,7 @@ def _points(graph: OpGraph, latency: Mapping[str, float], ref: RooflineCost, dev
             continue
         work = _work(op, nbytes, dev, combine)
         eff = work / (t - launch_s) if t > launch_s and work > 0 else float("nan")
-        rows.append({"source": source, "op": o, "op_type": op.op_type, "flops": op.flops, "bytes": nbytes,
+        rows.append({"source": source, "op": o, "op_type": curve_type(op), "flops": op.flops, "bytes": nbytes,
                      "work_s": work, "measured_s": t, "efficiency": eff})
     return rows
 

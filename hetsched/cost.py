@@ -60,6 +60,7 @@ __all__ = [
     "CalibratedCost",
     "EfficiencyCurve",
     "model_id",
+    "curve_type",
     "resolve_cost",
     "load_cost",
     "save_cost",
@@ -473,6 +474,24 @@ class EfficiencyCurve:
         return f"EfficiencyCurve({len(self.work_s)} knots, {self.n_points} points, eff {min(self.efficiency):.3g}..{max(self.efficiency):.3g})"
 
 
+def curve_type(op: Op) -> str:
+    """The op type a calibration fits and prices ``op`` under: its type, except that a grouped
+    (depthwise) convolution (``attrs["groups"] > 1``, which the torch importer records) is
+    ``DepthwiseConv`` (``DepthwiseConv_grad`` for its backward): at the same work it runs several
+    times below a dense convolution (one filter per channel: no reuse across input channels), so the
+    two never share a curve. Its class stays ``conv``.
+
+    >>> curve_type(Op("c", "Conv", attrs={"groups": 32})), curve_type(Op("c", "Conv_grad", attrs={"groups": 8}))
+    ('DepthwiseConv', 'DepthwiseConv_grad')
+    >>> curve_type(Op("c", "Conv")), curve_type(Op("r", "Relu", attrs={"groups": 2}))
+    ('Conv', 'Relu')
+    """
+    t = op.op_type
+    if t in ("Conv", "Conv_grad") and op.attrs and (op.attrs.get("groups") or 1) > 1:
+        return "DepthwiseConv" + t[4:]
+    return t
+
+
 def model_id(graph: OpGraph | None) -> str | None:
     """Which model a graph is, for layer factors: ``meta["model"]``, else its name up to ``(``.
 
@@ -659,7 +678,8 @@ class CalibratedCost(RooflineCost):
         spec = self.devices.get(device)
         if not spec or not spec["cache_bytes"] or not spec["cold_curves"]:
             return None
-        curve = spec["cold_curves"].get(o.op_type) or spec["cold_curves"].get(op_class(o.op_type))
+        t = curve_type(o)
+        curve = spec["cold_curves"].get(t) or spec["cold_curves"].get(op_class(t))
         if curve is None:
             return None
         nbytes, launch_only = self.traffic_bytes(o)
@@ -670,17 +690,29 @@ class CalibratedCost(RooflineCost):
             return None
         return curve
 
-    def curve_for(self, device: str, op_type: str) -> tuple[str, EfficiencyCurve] | None:
-        """``(key, curve)`` pricing ``op_type`` on ``device`` (type, class, ``default``), or None."""
+    def curve_for(self, device: str, op_type: str, cls: str | None = None) -> tuple[str, EfficiencyCurve] | None:
+        """``(key, curve)`` pricing ``op_type`` on ``device`` (type, class -- ``cls`` when given --,
+        ``default``), or None."""
+        hits = self._curves(device, op_type, cls)
+        return hits[0] if hits else None
+
+    def _curves(self, device: str, op_type: str, cls: str | None = None) -> list[tuple[str, EfficiencyCurve]]:
         spec = self.devices.get(device)
         if spec is None:
-            return None
+            return []
         curves = spec["curves"]
-        for key in (op_type, op_class(op_type), "default"):
-            c = curves.get(key)
-            if c is not None:
-                return key, c
-        return None
+        return [(k, curves[k]) for k in dict.fromkeys((op_type, cls or op_class(op_type), "default")) if k in curves]
+
+    def pricing_class(self, o: Op, device: str) -> str:
+        """The class whose curve prices ``o`` when its type has none: its op class, except that a
+        memory-bound op of class ``other`` (``zeros``, ``where``, ``arange``, an index copy: a type
+        the calibration never saw) is priced as ``elementwise`` -- one pass over its bytes."""
+        c = op_class(o.op_type)
+        spec = self.devices.get(device)
+        if c != "other" or spec is None:
+            return c
+        nbytes, _ = self.traffic_bytes(o)
+        return "elementwise" if nbytes / spec["mem_bandwidth_Bps"] >= o.flops / spec["peak_flops"] else c
 
     def layer_factor(self, o: Op, device: str) -> float:
         """The layer factor of ``o`` on ``device`` (1 when the op is not a calibrated layer)."""
@@ -699,15 +731,15 @@ class CalibratedCost(RooflineCost):
         if launch_only:  # what a no-work op of this type measured, else the device's launch
             return spec["launch_by_type"].get(o.op_type, launch)
         cold = self.cold_curve(o, d.name)
-        hit = ("cold", cold) if cold is not None else self.curve_for(d.name, o.op_type)
-        if hit is None:
+        hits = [("cold", cold)] if cold is not None else self._curves(d.name, curve_type(o), self.pricing_class(o, d.name))
+        if not hits:
             return super()._resident_s(o, d)
         comb = sum if spec["work"] == "sum" else max
         work_ref = comb((o.flops / spec["peak_flops"], nbytes / spec["mem_bandwidth_Bps"]))
         if work_ref <= 0:
             return launch
         here = comb((o.flops / d.peak_flops_for(o.op_type), nbytes / d.mem_bandwidth_Bps))
-        return launch + here / hit[1](work_ref)
+        return launch + here / work_ref * _extrapolated_s(work_ref, hits)
 
     def threads(self, device: str) -> int | None:
         """The torch thread count ``device`` was calibrated with (None: not recorded)."""
@@ -791,6 +823,33 @@ class CalibratedCost(RooflineCost):
         # a cold op's layer factor is the calibration's cache state, which it no longer has
         factor = 1.0 if self.cold_curve(o, d.name) is not None else self.layer_factor(o, d.name)
         return self.curve_s(o, d) * factor
+
+
+def _extrapolated_s(w: float, hits: Sequence[tuple[str, EfficiencyCurve]]) -> float:
+    """Time of ``w`` of work (launch excluded) by the first curve of ``hits``.
+
+    Above the curve's largest knot ``w1`` its efficiency is held flat, unless it is below what the
+    next curve (the class's, then the default) gives there: then the op's measured time at ``w1``
+    is taken as a fixed cost and the rest of the work costs what the next curve says,
+    ``w1 / e(w1) + (w - w1) / e_next(w)``. Why: a type measured only small (a ``full_like`` of a
+    4-byte loss seed: all launch) has a tiny efficiency; held flat it priced a 16 KiB ``zeros`` of
+    an unseen T5 at 28 ms instead of 15 us.
+
+    >>> small = EfficiencyCurve([1e-9], [1e-4])        # one 1e-9 s op measured in 10 us
+    >>> wide = EfficiencyCurve([1e-6, 1e-3], [0.5, 0.5])
+    >>> round(_extrapolated_s(1e-6, [("t", small), ("elementwise", wide)]) * 1e6, 3)
+    11.998
+    >>> _extrapolated_s(1e-6, [("default", wide)]) == 1e-6 / 0.5
+    True
+    """
+    curve = hits[0][1]
+    w1 = curve.work_s[-1]
+    if w <= w1 or len(hits) < 2:
+        return w / curve(w)
+    nxt = hits[1][1]
+    if curve(w1) >= nxt(w):
+        return w / curve(w1)
+    return w1 / curve(w1) + (w - w1) / nxt(w)
 
 
 def _check_residuals(res: Any, source: str, dev: str) -> dict[str, dict[str, float]]:
