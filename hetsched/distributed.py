@@ -375,7 +375,11 @@ def _pipeline_worker(rank: int, world: int, spec: dict) -> dict:
     po = getattr(sched, "pipeline_order", None) if isinstance(sched, S.PipelineScheduleMulti) else None
     if po is not None:
         order = [",".join("" if a is None else str(a) for a in po[r]) for r in range(p)]
-    stage_times = {s: _time_stage(mods[s], example, s == n_stages - 1, spec["stage_repeats"]) for s in ids}
+    stage_times = {}
+    for r in range(world):  # one rank at a time: each stage timed alone on the machine, as the simulator prices it
+        if r == rank:
+            stage_times = {s: _time_stage(mods[s], example, s == n_stages - 1, spec["stage_repeats"]) for s in ids}
+        dist.barrier()
     return {"times": times, "order": order, "stage_times": {str(k): v for k, v in stage_times.items()}}
 
 
