@@ -422,6 +422,15 @@ def _sweep_specs(types_seen: Iterable[str], quick: bool = False) -> list[tuple[s
         out += [(f"sweep/DepthwiseConv/{m * c}x{h}x{k}/b{b}", "Conv",
                  {"kind": "conv", "b": b, "c": m * c, "h": h, "k": k, "co": m * c, "groups": m * c})
                 for c, h in conv_shapes for m in (1, 6) for k in (3, 5) for b in wide_batches]
+    if "Conv_grad" in seen:
+        # a training step's convolution backward (input and weight gradients), dense and depthwise: the
+        # depthwise one has no workload points in a dense CNN, and the dense curve prices it 1.5x fast
+        out += [(f"sweep/Conv_grad/{c}x{h}x{k}/b{b}", "Conv_grad", {"kind": "conv_grad", "b": b, "c": c, "h": h, "k": k,
+                                                                     "co": c})
+                for c, h in conv_shapes for k in (1, 3) for b in batches[:2]]
+        out += [(f"sweep/DepthwiseConv_grad/{m * c}x{h}x{k}/b{b}", "Conv_grad",
+                 {"kind": "conv_grad", "b": b, "c": m * c, "h": h, "k": k, "co": m * c, "groups": m * c})
+                for c, h in conv_shapes for m in (1, 6) for k in (3, 5) for b in batches[:2]]
     return out
 
 
@@ -475,6 +484,11 @@ def sweep_graph(types_seen: Iterable[str], quick: bool = False) -> tuple[OpGraph
             b, c, h, k, co, grp = sp["b"], sp["c"], sp["h"], sp["k"], sp.get("co", sp["c"]), sp.get("groups", 1)
             ins, outs = [b * c * h * h], [b * co * h * h]
             flops = 2.0 * b * co * h * h * (c // grp) * k * k
+            w = (c // grp) * co * k * k * f4
+        elif kind == "conv_grad":  # as the importer counts convolution_backward: input and weight gradient
+            b, c, h, k, co, grp = sp["b"], sp["c"], sp["h"], sp["k"], sp["co"], sp.get("groups", 1)
+            ins, outs = [b * co * h * h, b * c * h * h], [b * c * h * h, (c // grp) * co * k * k]
+            flops = 2.0 * 2 * b * co * h * h * (c // grp) * k * k
             w = (c // grp) * co * k * k * f4
         else:  # pragma: no cover - every kind is listed above
             raise HetschedError(f"unknown sweep kind {kind!r}")
@@ -537,6 +551,14 @@ def _sweep_callable(sp: dict, dev: str) -> tuple[Callable[[], Any], Callable[[],
         conv = torch.nn.Conv2d(sp["c"], sp.get("co", sp["c"]), sp["k"], padding=sp["k"] // 2, bias=False,
                                groups=sp.get("groups", 1)).to(dev).eval()
         return (lambda: conv(x)), rewrite(x)
+    if kind == "conv_grad":
+        grp = sp.get("groups", 1)
+        x = torch.randn(sp["b"], sp["c"], sp["h"], sp["h"], device=dev)
+        w = torch.randn(sp["co"], sp["c"] // grp, sp["k"], sp["k"], device=dev)
+        go = torch.randn(sp["b"], sp["co"], sp["h"], sp["h"], device=dev)
+        pad = [sp["k"] // 2] * 2
+        return (lambda: torch.ops.aten.convolution_backward(go, x, w, None, [1, 1], pad, [1, 1], False, [0, 0], grp,
+                                                            [True, True, False])), rewrite(go)
     raise HetschedError(f"unknown sweep kind {kind!r}")  # pragma: no cover
 
 
