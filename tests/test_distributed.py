@@ -43,6 +43,23 @@ def test_shared_cores_equals_the_simulator_with_a_core_per_rank(p, m, kind, f, b
     assert shared_cores_makespan(s, c, comm, 1) <= work + full + 1e-9
 
 
+def test_a_measured_link_as_the_simulator_and_a_system_take_it():
+    from hetsched.distributed import P2PCalibration
+
+    c = P2PCalibration(metrics={"latency_s": 5e-5, "bandwidth_Bps": 2e9, "overhead_s": 2e-5})
+    p2p = c.p2p()
+    # a lone message costs the fitted ping-pong time; 2e-5 of it is paid by every message in flight
+    assert p2p.time_s(1e6) + p2p.overhead_s == pytest.approx(5e-5 + 1e6 / 2e9)
+    assert (p2p.latency_s, p2p.overhead_s) == pytest.approx((3e-5, 2e-5))
+    ln = c.link("cpu0", "cpu1")
+    assert (ln.latency_s, ln.bandwidth_Bps, ln.attrs["overhead_s"]) == (5e-5, 2e9, 2e-5)
+    # the simulator charges it on every cross-rank message
+    s = one_f_one_b(2, 2)
+    free = simulate(s, costs=StageCosts(f_s=1e-3, b_s=2e-3, activation_bytes=1e6)).metrics["makespan_s"]
+    priced = simulate(s, costs=StageCosts(f_s=1e-3, b_s=2e-3, activation_bytes=1e6), comm=p2p).metrics["makespan_s"]
+    assert priced > free
+
+
 def test_one_core_serialises_the_work():
     s, c = gpipe(4, 3), StageCosts(f_s=1.0, b_s=2.0)
     assert shared_cores_makespan(s, c, None, 1) == pytest.approx(4 * 3 * 3.0)
