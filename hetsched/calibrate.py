@@ -93,8 +93,8 @@ DEFAULT_WORKLOADS: tuple[tuple[str, dict], ...] = (("resnet50", {"batch": 1}), (
 #: decoder): their residuals per op class are the calibration's error range (:func:`holdout_residuals`).
 DEFAULT_HOLDOUT: tuple[tuple[str, dict], ...] = (("mobilenet_v2", {"batch": 1}),
                                                  ("gpt2_small", {"batch": 1, "seq_len": 64, "n_layers": 2}))
-#: Widening of the observed held-out range on each side: what one measured run differs from the
-#: next on a quiet machine (1-3 %), which the few held-out runs cannot show on their own.
+#: Widening of the held-out range: what one measured run differs from the next on a quiet machine
+#: (1-3 %), which the few held-out runs cannot show on their own.
 RESIDUAL_MARGIN = 0.03
 #: A class enters the residuals of a held-out run only with at least this share of its predicted time.
 RESIDUAL_MIN_SHARE = 0.02
@@ -1242,7 +1242,7 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, holdout: Sequence
             step("residuals", "held-out models", float(len(holdout_frame)),
                  f"error range: {len(holdout_runs)} held-out run(s) predicted, not fitted; measured / predicted per op "
                  "class " + ", ".join(f"{k} {r['lo']:.2f}-{r['hi']:.2f}" for k, r in residuals.items())
-                 + f" (the observed range widened by {RESIDUAL_MARGIN:.0%})")
+                 + f" (the largest miss either way, widened by {RESIDUAL_MARGIN:.0%})")
         points["key"] = key
         pred = []
         for r in points.itertuples():  # by the curves alone: how well they fit (layer factors make it exact)
@@ -1295,7 +1295,9 @@ def holdout_residuals(cost: CalibratedCost, device: str, runs: Mapping[str, Sequ
     measured per-op times scaled by the run's end-to-end time over their sum (so that the classes
     together give the end-to-end ratio, class ``all``); a class below ``min_share`` of the
     predicted time is left out of that run (its few ops are noise). Per class the range kept is
-    ``[min x (1 - margin), max x (1 + margin)]`` over the runs.
+    symmetric in log space: ``[1 / f, f]`` with ``f = (1 + margin) x max(r, 1 / r)`` over the runs'
+    ratios ``r`` -- the largest miss either way, stated both ways: a held-out model's bias shows
+    how far the curves can be off, not that an unseen model is off in the same direction.
 
     Returns ``(ops, frame, residuals)``: the per-op table (each op's median over the runs), the
     per-run-and-class table, and ``{class: {"lo", "hi", "n"}}`` (the cost file's ``residuals``).
@@ -1349,8 +1351,11 @@ def holdout_residuals(cost: CalibratedCost, device: str, runs: Mapping[str, Sequ
                                         "share"])
     res = {}
     for k, sub in frame.groupby("op_class", sort=True):
-        r = sub["measured_over_predicted"]
-        res[str(k)] = {"lo": float(r.min()) * (1 - margin), "hi": float(r.max()) * (1 + margin), "n": int(len(r))}
+        r = sub["measured_over_predicted"].to_numpy(float)
+        # symmetric in log space: the largest miss either way, both ways (a held-out model's bias says
+        # how far the curves can be off, not that an unseen model is off in the same direction)
+        w = float(np.max(np.abs(np.log(r)))) + math.log1p(margin)
+        res[str(k)] = {"lo": math.exp(-w), "hi": math.exp(w), "n": int(len(r))}
     return ops, frame, res
 
 

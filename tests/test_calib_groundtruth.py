@@ -74,6 +74,35 @@ def test_error_range_weights_each_class_by_its_predicted_time():
     assert makespan_range(_cost(_system(), residuals=None), iter(()), 1.0) == {}
 
 
+def test_held_out_range_is_the_largest_miss_stated_both_ways():
+    """A held-out model 25 % slower than predicted and another 10 % faster: the range is
+    [1 / (1.25 x 1.03), 1.25 x 1.03] -- symmetric in log space, not the observed [0.9, 1.25]."""
+    from hetsched.calibrate import RESIDUAL_MARGIN, holdout_residuals
+    from hetsched.io.profile import load_profile
+    from hetsched.timeline import to_chrome_trace
+
+    s = System([Device("cpu0", "cpu", {"default": 1e11}, mem_bandwidth_Bps=1e10)])
+    c = CalibratedCost(s, {"cpu0": {"peak_flops": 1e11, "mem_bandwidth_Bps": 1e10}})
+
+    def measured(g, factor):  # the "measured" run: the same ops, each ``factor`` times the prediction
+        s2 = System([Device("cpu0", "cpu", {"default": 1e11 / factor}, mem_bandwidth_Bps=1e10 / factor)])
+        slow = CalibratedCost(s2, {"cpu0": {"peak_flops": 1e11 / factor, "mem_bandwidth_Bps": 1e10 / factor}})
+        tl = hs.evaluate(g, s2, {o: "cpu0" for o in g}, cost=slow).timeline
+        return load_profile(to_chrome_trace(tl), g, device="cpu0")
+
+    g1, g2 = chain(3), chain(4)
+    ops, frame, res = holdout_residuals(c, "cpu0", {"slow": [measured(g1, 1.25)], "fast": [measured(g2, 0.9)]})
+    r = frame[frame["op_class"] == "all"].set_index("model")["measured_over_predicted"]
+    assert r["slow"] == pytest.approx(1.25, rel=1e-3) and r["fast"] == pytest.approx(0.9, rel=1e-3)
+    f = 1.25 * (1 + RESIDUAL_MARGIN)
+    for k in ("all", "conv"):
+        assert res[k]["hi"] == pytest.approx(f, rel=1e-3) and res[k]["lo"] == pytest.approx(1 / f, rel=1e-3)
+        assert res[k]["n"] == 2
+    # a model only ever faster than predicted still gets a range above 1 (its bias is not a direction)
+    _, _, res = holdout_residuals(c, "cpu0", {"fast": [measured(g2, 0.8)]}, margin=0.0)
+    assert res["all"]["lo"] == pytest.approx(0.8, rel=1e-3) and res["all"]["hi"] == pytest.approx(1.25, rel=1e-3)
+
+
 def test_every_family_states_the_range_with_a_calibrated_cost():
     s = _system()
     c = _cost(s)
