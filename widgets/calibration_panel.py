@@ -33,7 +33,7 @@ import traitlets
 from hetsched.calibrate import Comparison, compare
 from hetsched.cost import RooflineCost, load_cost
 from hetsched.errors import HetschedError
-from hetsched.plot import time_unit
+from hetsched.plot import format_time_range, time_unit
 from hetsched.plot.calibration import efficiency_curves, measured_vs_predicted, ratio_scatter
 
 from .base import Panel, Session, figure_widget
@@ -100,6 +100,8 @@ class CalibrationPanel(Panel):
         W.link((state, "model"), (model, "value"))
         self.op_picker = op
         self.summary = W.HTML()
+        self.models_table = W.HTML()  # every measured run, predicted vs measured end to end
+        self._per_model: dict[tuple[str, str], Comparison] = {}  # (run, cost model) -> its comparison
         self.control_widgets = {"run": run, "model": model, "op": op}
         super().__init__(state, session=session, autostart=False, **kw)
         r = self.compute()
@@ -112,7 +114,8 @@ class CalibrationPanel(Panel):
         if calibration is not None:
             self.figures["curves"] = figure_widget(self._curves())
             figs.append(self.figures["curves"])
-        self.children = [W.HBox([run, model, op]), self.message, self.summary, *figs, self.download_area]
+        self.children = [W.HBox([run, model, op]), self.message, self.summary, self.models_table, *figs,
+                         self.download_area]
         self._render_text(r)
         self._start()
 
@@ -132,7 +135,10 @@ class CalibrationPanel(Panel):
         st = self.state
         self.check_inputs()  # also called directly by __init__ (before the panel's loop starts)
         cost = self.calibrated_cost if st.model == "calibrated" else RooflineCost(self.system)
-        return compare(self.profiles[st.run], cost, self.system)
+        for label, prof in self.profiles.items():  # the per-model table: each run compared once per cost model
+            if (label, st.model) not in self._per_model:
+                self._per_model[(label, st.model)] = compare(prof, cost, self.system)
+        return self._per_model[(st.run, st.model)]
 
     def on_result(self, r: Comparison) -> None:
         ops = [""] + r.ops.sort_values("measured_s", ascending=False)["op"].tolist()
@@ -169,7 +175,38 @@ class CalibrationPanel(Panel):
         unit, f = time_unit(max(m["measured_s"], m["predicted_s"]))
         self.summary.value = (
             f"<b>{html.escape(self.state.run)}</b> ({self.state.model}): end to end predicted "
-            f"<b>{m['predicted_s'] * f:.4g} {unit}</b>, measured {m['measured_s'] * f:.4g} {unit} "
+            f"<b>{m['predicted_s'] * f:.4g} {unit}</b>{_range_words(m)}, measured {m['measured_s'] * f:.4g} {unit} "
             f"(ratio <b>{m['e2e_ratio']:.3f}</b>); per op over {m['n_ops']:.0f} ops: median {m['median_ratio']:.3f}, "
             f"p10 {m['p10_ratio']:.3f}, p90 {m['p90_ratio']:.3f}"
         )
+        self.models_table.value = self._models_html()
+
+    def _models_html(self) -> str:
+        """Predicted vs measured end to end for every measured run (this cost model), the shown one in bold."""
+        st = self.state
+        rows = []
+        for label in self.profiles:
+            c = self._per_model.get((label, st.model))
+            if c is None:
+                continue
+            m = c.metrics
+            inr = m.get("in_range")
+            cells = [html.escape(label), format_time_range(m, "measured_s"), format_time_range(m, "predicted_s"),
+                     f"{m['e2e_ratio']:.3f}", f"{m['median_ratio']:.3f}",
+                     "–" if inr is None else ("yes" if inr else "<b>no</b>")]
+            tag = "b" if label == st.run else "span"
+            rows.append("<tr>" + "".join(f"<td><{tag}>{x}</{tag}></td>" for x in cells) + "</tr>")
+        head = "".join(f"<th>{h}</th>" for h in ("measured run", "measured", "predicted (stated range)",
+                                                 "end-to-end ratio", "per-op median", "measured in range"))
+        return (f"<table style='border-collapse:collapse'><tr>{head}</tr>{''.join(rows)}</table>"
+                "<small>ratio = predicted / measured; the range is the calibration's held-out residuals "
+                "(only a calibrated cost that kept them states one)</small>")
+
+
+def _range_words(m: Mapping[str, Any]) -> str:
+    """`` (stated range -4%/+8%; the measurement fell in it)`` for a comparison whose cost stated a range."""
+    if "predicted_lo_s" not in m:
+        return ""
+    txt = format_time_range(m, "predicted_s")
+    where = "fell in it" if m.get("in_range") else "fell <b>outside</b> it"
+    return f" ({html.escape(txt.split(' ', 2)[-1])} stated; the measurement {where})"
