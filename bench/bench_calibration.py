@@ -37,8 +37,8 @@ time (median of the runs) fell in the range the calibration stated (target >= 90
 Run from the repo root (the lead's quiet verdict runs, durations on a quiet 2-core machine)::
 
     .venv/bin/python bench/bench_calibration.py --only sizes      # ~4 min
-    .venv/bin/python bench/bench_calibration.py --only heldout    # ~20 min (two calibrations, 5 models x 2)
-    .venv/bin/python bench/bench_calibration.py --only training   # ~10 min (reuses nothing across processes)
+    .venv/bin/python bench/bench_calibration.py --only heldout --only training   # ~30 min (two calibrations,
+                          # 5 models x 2 thread counts, 2 training steps x 2 optimizers; one process: one calibration)
     .venv/bin/python bench/bench_calibration.py --only comm --only pipeline   # ~8 min
     .venv/bin/python bench/bench_calibration.py --quick --only heldout         # the harness on small models (~4 min)
 
@@ -65,7 +65,16 @@ TARGETS = {"e2e": 0.10, "median": (0.9, 1.1), "p10": 0.7, "p90": 1.4, "calibrati
            "coverage": 0.90, "pipeline": 0.10}
 PARTS = ("sizes", "heldout", "training", "comm", "pipeline")
 CASES = bl.RESULTS / "calibration_cases.json"
+#: The command of each page's verdict: run on a quiet machine with the defaults (3 measured runs of
+#: each model, 10 calls per op); heldout and training share one process so they share the calibration.
+VERDICT = {"sizes": "--only sizes", "heldout": "--only heldout --only training",
+           "training": "--only heldout --only training", "coverage": "--only heldout --only training",
+           "comm": "--only comm --only pipeline", "pipeline": "--only comm --only pipeline"}
 _CALS: dict = {}  # (threads, quick) -> Calibration, shared by the parts of one process
+
+
+def _verdict_line(part: str) -> list[str]:
+    return ["", f"Verdict run (the lead's, on a quiet machine): `.venv/bin/python bench/bench_calibration.py {VERDICT[part]}`."]
 
 
 def _fmt(x: float) -> str:
@@ -119,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         lines, ok = globals()[f"part_{part}"](a)
         ok_all &= ok
         name = "calibration" if part == "sizes" else f"calibration_{part}"
-        body = "\n".join(lines)
+        body = "\n".join(lines + _verdict_line(part))
         if part == "sizes" and a.out != str(bl.RESULTS / "calibration.md"):
             from pathlib import Path
 
@@ -130,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
     if {"heldout", "training"} & set(parts):
         lines, ok = coverage_page()
-        bl.write_fragment("calibration_coverage", "\n".join(lines))
+        bl.write_fragment("calibration_coverage", "\n".join(lines + _verdict_line("coverage")))
         ok_all &= ok
     return 0 if ok_all else 1
 
