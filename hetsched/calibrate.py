@@ -418,10 +418,12 @@ def _sweep_specs(types_seen: Iterable[str], quick: bool = False) -> list[tuple[s
         out += [(f"sweep/Conv/{ci}-{co}x{h}x1/b{b}", "Conv", {"kind": "conv", "b": b, "c": ci, "h": h, "k": 1, "co": co})
                 for c, h in conv_shapes for ci, co in ((c, 4 * c), (4 * c, c)) for b in wide_batches]
         # depthwise 3x3 and 5x5 (one filter per channel, MobileNet's): a curve of their own (curve_type);
-        # the wide planes of an inverted bottleneck (6 c channels)
+        # the wide planes of an inverted bottleneck (6 c channels), each activation under the 32 MiB the
+        # allocator maps afresh (see sizes: 384 x 56 x 56 at batch 8 is 38.5 MB)
         out += [(f"sweep/DepthwiseConv/{m * c}x{h}x{k}/b{b}", "Conv",
                  {"kind": "conv", "b": b, "c": m * c, "h": h, "k": k, "co": m * c, "groups": m * c})
-                for c, h in conv_shapes for m in (1, 6) for k in (3, 5) for b in wide_batches]
+                for c, h in conv_shapes for m in (1, 6) for k in (3, 5) for b in wide_batches
+                if 4 * b * m * c * h * h < 32 << 20]
     if "Conv_grad" in seen:
         # a training step's convolution backward (input and weight gradients), dense and depthwise: the
         # depthwise one has no workload points in a dense CNN, and the dense curve prices it 1.5x fast
