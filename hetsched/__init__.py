@@ -49,6 +49,7 @@ _LAZY = {
     "scenarios": "hetsched.scenarios",
     "blocks": "hetsched.blocks",
     "moe": "hetsched.moe",
+    "distributed": "hetsched.distributed",  # gloo link and real torch pipelines, measured (needs torch)
 }
 
 

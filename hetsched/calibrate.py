@@ -55,6 +55,7 @@ True
 
 from __future__ import annotations
 
+import copy
 import datetime as _dt
 from dataclasses import replace as _replace
 import math
@@ -71,7 +72,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .cost import CalibratedCost, CostModel, EfficiencyCurve, RooflineCost, model_id, resolve_cost, save_cost
+from .cost import CalibratedCost, CostModel, EfficiencyCurve, RooflineCost, curve_type, model_id, resolve_cost, save_cost
 from .errors import HetschedError
 from .graph import OpGraph
 from .results import LazySteps, Result, StepLog
@@ -79,7 +80,8 @@ from .system import Device, Link, System, op_class
 from .timeline import make_timeline
 
 __all__ = ["calibrate", "Calibration", "compare", "Comparison", "fit_curves", "fit_cold_curves", "DEFAULT_WORKLOADS",
-           "median_runs", "robust_layer_factors", "DEFAULT_RUNS",
+           "DEFAULT_HOLDOUT", "holdout_residuals", "RESIDUAL_MARGIN",
+           "median_runs", "robust_layer_factors", "DEFAULT_RUNS", "gpu_device", "timed_calls",
            "sweep_graph",
            "parse_workload",
            "warm_allocator", "measure_peak_flops", "measure_bandwidth", "measure_launch"]
@@ -87,6 +89,15 @@ __all__ = ["calibrate", "Calibration", "compare", "Comparison", "fit_curves", "f
 #: The workloads ``hetsched calibrate`` runs by default: ResNet-50 at batch 1 and BERT-base at
 #: sequence length 64 (convolutions, normalisations, pooling; matrix products, attention, GELU).
 DEFAULT_WORKLOADS: tuple[tuple[str, dict], ...] = (("resnet50", {"batch": 1}), ("bert_base", {"batch": 1, "seq_len": 64}))
+#: Models ``hetsched calibrate`` measures and predicts but never fits (a depthwise CNN and a small
+#: decoder): their residuals per op class are the calibration's error range (:func:`holdout_residuals`).
+DEFAULT_HOLDOUT: tuple[tuple[str, dict], ...] = (("mobilenet_v2", {"batch": 1}),
+                                                 ("gpt2_small", {"batch": 1, "seq_len": 64, "n_layers": 2}))
+#: Widening of the held-out range: what one measured run differs from the next on a quiet machine
+#: (1-3 %), which the few held-out runs cannot show on their own.
+RESIDUAL_MARGIN = 0.03
+#: A class enters the residuals of a held-out run only with at least this share of its predicted time.
+RESIDUAL_MIN_SHARE = 0.02
 #: Independent runs of the workloads and the sweep ``calibrate`` takes the per-op median of (see
 #: :func:`median_runs`): three ignore one run spoiled by other jobs; ~25 s each for the defaults.
 DEFAULT_RUNS = 3
@@ -114,11 +125,22 @@ class Calibration(Result):
     profiles : dict
         ``{workload: Profile}`` of the workload runs.
     graphs : dict
-        ``{workload: OpGraph}`` imported from each workload.
+        ``{workload: OpGraph}`` imported from each workload (held-out ones and training steps too).
+    holdout : DataFrame
+        Every op of the held-out runs, predicted and measured (median of the runs): ``model, op,
+        op_type, op_class, measured_s, predicted_s, ratio`` (predicted / measured, as :func:`compare`).
+    residuals : DataFrame
+        Per held-out run and op class (``all``: end to end): ``model, run, op_class, measured_s,
+        predicted_s, measured_over_predicted, share`` (the class's share of the predicted time) --
+        what the cost file's ``residuals`` were taken from (:func:`holdout_residuals`).
+    holdout_profiles : dict
+        ``{held-out workload: Profile}`` (each op's median over the runs).
     metrics : dict
         ``peak_flops``, ``mem_bandwidth_Bps``, ``launch_overhead_s``, ``n_points``, ``n_curves``,
         ``fit_median_ratio``, ``fit_p10_ratio``, ``fit_p90_ratio`` (on the calibration points),
-        ``threads``, ``duration_s``, ``load_1min`` (the machine's load when it started).
+        ``threads``, ``duration_s``, ``load_1min`` (the machine's load when it started); with
+        held-out workloads ``holdout_e2e_median_ratio`` / ``_min_`` / ``_max_`` (measured / predicted
+        end to end) and ``n_holdout``.
     timeline : DataFrame
         The first workload's measured run.
     steps : tuple
@@ -131,6 +153,9 @@ class Calibration(Result):
     points: pd.DataFrame = field(default_factory=pd.DataFrame)
     profiles: Mapping[str, Any] = field(default_factory=dict)
     graphs: Mapping[str, OpGraph] = field(default_factory=dict)
+    holdout: pd.DataFrame = field(default_factory=pd.DataFrame)
+    residuals: pd.DataFrame = field(default_factory=pd.DataFrame)
+    holdout_profiles: Mapping[str, Any] = field(default_factory=dict)
 
     def save(self, system_path: str | Path | None = None, cost_path: str | Path | None = None) -> None:
         """Write the system YAML and/or the cost file."""
@@ -156,7 +181,9 @@ class Comparison(Result):
         The predicted timeline (``evaluate`` with every op on ``device``).
     metrics : dict
         ``measured_s`` (end to end: the profile's median iteration, or ``wall_s`` when given),
-        ``predicted_s``, ``e2e_ratio``, ``median_ratio``, ``p10_ratio``, ``p90_ratio``, ``n_ops``.
+        ``predicted_s``, ``e2e_ratio``, ``median_ratio``, ``p10_ratio``, ``p90_ratio``, ``n_ops``;
+        with a cost that kept held-out residuals also ``predicted_lo_s``, ``predicted_hi_s`` (the
+        stated range) and ``in_range`` (1.0 when the measured time fell in it).
     """
 
     ops: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -204,39 +231,74 @@ def _now(clock: str) -> Callable[[], float]:
     return time.thread_time if clock == "cpu" else time.perf_counter
 
 
-def _time(fn: Callable[[], Any], repeats: int, stat: Callable, dev: str = "cpu", clock: str = "wall") -> float:
-    now = _now(clock)
+def timed_calls(fn: Callable[[], Any], repeats: int, dev: str = "cpu", clock: str = "wall",
+                before: Callable[[], Any] | None = None) -> list[float]:
+    """Seconds of each of ``repeats`` calls of ``fn`` (after one untimed call), ``before()`` run
+    untimed ahead of each.
+
+    On ``dev="cuda"`` each call is bracketed by two CUDA events recorded on the current stream: the
+    device's own time for the call's kernels, from the first kernel's start to the last one's end
+    (``Event.elapsed_time``), read once after every call ran (one synchronisation, none between
+    calls); on the CPU by ``clock`` (``wall``: ``time.perf_counter``, ``cpu``: the thread's time).
+
+    >>> ts = timed_calls(lambda: sum(range(1000)), 3)
+    >>> len(ts), all(t > 0 for t in ts)
+    (3, True)
+    """
     fn()
     _sync(dev)
+    if dev == "cuda":
+        cuda = _torch().cuda
+        marks = []
+        for _ in range(repeats):
+            if before is not None:
+                before()
+            e0, e1 = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+            e0.record()
+            fn()
+            e1.record()
+            marks.append((e0, e1))
+        cuda.synchronize()
+        return [e0.elapsed_time(e1) * 1e-3 for e0, e1 in marks]  # milliseconds
+    now = _now(clock)
     ts = []
     for _ in range(repeats):
+        if before is not None:
+            before()
         t0 = now()
         fn()
-        _sync(dev)
         ts.append(now() - t0)
-    return float(stat(ts))
+    return ts
 
 
-def measure_peak_flops(dev: str = "cpu", *, n: int = 2048, repeats: int = 5, stat: str = "median",
+def _time(fn: Callable[[], Any], repeats: int, stat: Callable, dev: str = "cpu", clock: str = "wall") -> float:
+    return float(stat(timed_calls(fn, repeats, dev, clock)))
+
+
+def measure_peak_flops(dev: str = "cpu", *, n: int | None = None, repeats: int = 5, stat: str = "median",
                        clock: str = "wall") -> float:
-    """FLOP/s of an ``n x n`` single-precision matrix product (what vendors quote as peak).
+    """FLOP/s of an ``n x n`` single-precision matrix product (what vendors quote as peak); ``n``
+    defaults to 2048 on a CPU, 8192 on a GPU (timed by CUDA events: the device's own peak).
 
     >>> measure_peak_flops(n=64, repeats=1) > 0
     True
     """
     torch = _torch()
+    n = n or (8192 if dev == "cuda" else 2048)
     a, b = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
     return 2.0 * n ** 3 / _time(lambda: a @ b, repeats, _stat_fn(stat), dev, clock)
 
 
-def measure_bandwidth(dev: str = "cpu", *, nbytes: int = 1 << 27, repeats: int = 5, stat: str = "median",
+def measure_bandwidth(dev: str = "cpu", *, nbytes: int | None = None, repeats: int = 5, stat: str = "median",
                       clock: str = "wall") -> float:
-    """Bytes/s of a copy of ``nbytes`` (read + write), far larger than the caches (STREAM's copy).
+    """Bytes/s of a copy of ``nbytes`` (read + write), far larger than the caches (STREAM's copy):
+    128 MiB on a CPU, 1 GiB on a GPU (whose last-level cache is tens of MiB).
 
     >>> measure_bandwidth(nbytes=1 << 16, repeats=1) > 0
     True
     """
     torch = _torch()
+    nbytes = nbytes or (1 << 30 if dev == "cuda" else 1 << 27)
     x = torch.ones(nbytes // 4, device=dev)
     y = torch.empty_like(x)
     return 2.0 * x.numel() * 4 / _time(lambda: y.copy_(x), repeats, _stat_fn(stat), dev, clock)
@@ -245,11 +307,16 @@ def measure_bandwidth(dev: str = "cpu", *, nbytes: int = 1 << 27, repeats: int =
 def measure_launch(dev: str = "cpu", *, calls: int = 200, stat: str = "median", clock: str = "wall") -> float:
     """Seconds of an op that does no work (a ``view``): the launch overhead, by the profiler or a clock.
 
+    On a GPU: an 8-element kernel between two CUDA events (the device's time from one launch to the
+    next while the host keeps it fed).
+
     >>> 0 < measure_launch(calls=10) < 1e-3
     True
     """
     torch = _torch()
     x = torch.ones(8, device=dev)
+    if dev == "cuda":
+        return float(_stat_fn(stat)(timed_calls(lambda: x.add_(0.0), calls, "cuda")))
     if clock != "profiler":
         now = _now(clock)
         ts = []
@@ -350,6 +417,22 @@ def _sweep_specs(types_seen: Iterable[str], quick: bool = False) -> list[tuple[s
                 for c, h in conv_shapes for k in (1, 3) for b in batches]
         out += [(f"sweep/Conv/{ci}-{co}x{h}x1/b{b}", "Conv", {"kind": "conv", "b": b, "c": ci, "h": h, "k": 1, "co": co})
                 for c, h in conv_shapes for ci, co in ((c, 4 * c), (4 * c, c)) for b in wide_batches]
+        # depthwise 3x3 and 5x5 (one filter per channel, MobileNet's): a curve of their own (curve_type);
+        # the wide planes of an inverted bottleneck (6 c channels), each activation under the 32 MiB the
+        # allocator maps afresh (see sizes: 384 x 56 x 56 at batch 8 is 38.5 MB)
+        out += [(f"sweep/DepthwiseConv/{m * c}x{h}x{k}/b{b}", "Conv",
+                 {"kind": "conv", "b": b, "c": m * c, "h": h, "k": k, "co": m * c, "groups": m * c})
+                for c, h in conv_shapes for m in (1, 6) for k in (3, 5) for b in wide_batches
+                if 4 * b * m * c * h * h < 32 << 20]
+    if "Conv_grad" in seen:
+        # a training step's convolution backward (input and weight gradients), dense and depthwise: the
+        # depthwise one has no workload points in a dense CNN, and the dense curve prices it 1.5x fast
+        out += [(f"sweep/Conv_grad/{c}x{h}x{k}/b{b}", "Conv_grad", {"kind": "conv_grad", "b": b, "c": c, "h": h, "k": k,
+                                                                     "co": c})
+                for c, h in conv_shapes for k in (1, 3) for b in batches[:2]]
+        out += [(f"sweep/DepthwiseConv_grad/{m * c}x{h}x{k}/b{b}", "Conv_grad",
+                 {"kind": "conv_grad", "b": b, "c": m * c, "h": h, "k": k, "co": m * c, "groups": m * c})
+                for c, h in conv_shapes for m in (1, 6) for k in (3, 5) for b in batches[:2]]
     return out
 
 
@@ -400,13 +483,19 @@ def sweep_graph(types_seen: Iterable[str], quick: bool = False) -> tuple[OpGraph
             ins, outs = [b * s * d, b * d * s], [b * s * s]
             flops = 2.0 * b * s * s * d
         elif kind == "conv":
-            b, c, h, k, co = sp["b"], sp["c"], sp["h"], sp["k"], sp.get("co", sp["c"])
+            b, c, h, k, co, grp = sp["b"], sp["c"], sp["h"], sp["k"], sp.get("co", sp["c"]), sp.get("groups", 1)
             ins, outs = [b * c * h * h], [b * co * h * h]
-            flops = 2.0 * b * co * h * h * c * k * k
-            w = c * co * k * k * f4
+            flops = 2.0 * b * co * h * h * (c // grp) * k * k
+            w = (c // grp) * co * k * k * f4
+        elif kind == "conv_grad":  # as the importer counts convolution_backward: input and weight gradient
+            b, c, h, k, co, grp = sp["b"], sp["c"], sp["h"], sp["k"], sp["co"], sp.get("groups", 1)
+            ins, outs = [b * co * h * h, b * c * h * h], [b * c * h * h, (c // grp) * co * k * k]
+            flops = 2.0 * 2 * b * co * h * h * (c // grp) * k * k
+            w = (c // grp) * co * k * k * f4
         else:  # pragma: no cover - every kind is listed above
             raise HetschedError(f"unknown sweep kind {kind!r}")
-        g.add_op(name, t, flops=float(flops), weight_bytes=int(w), attrs={"sweep": True})
+        g.add_op(name, t, flops=float(flops), weight_bytes=int(w),
+                 attrs={"sweep": True, **({"groups": sp["groups"]} if sp.get("groups", 1) > 1 else {})})
         for i, n_in in enumerate(ins):
             g.add_tensor(f"{name}:in{i}", n_in * f4, consumers=[name])
         for i, n_out in enumerate(outs):
@@ -461,8 +550,17 @@ def _sweep_callable(sp: dict, dev: str) -> tuple[Callable[[], Any], Callable[[],
         return (lambda: torch.matmul(q, k)), (lambda: (q.mul_(1.0), k.mul_(1.0)))  # both are a model's activations
     if kind == "conv":
         x = torch.randn(sp["b"], sp["c"], sp["h"], sp["h"], device=dev)
-        conv = torch.nn.Conv2d(sp["c"], sp.get("co", sp["c"]), sp["k"], padding=sp["k"] // 2, bias=False).to(dev).eval()
+        conv = torch.nn.Conv2d(sp["c"], sp.get("co", sp["c"]), sp["k"], padding=sp["k"] // 2, bias=False,
+                               groups=sp.get("groups", 1)).to(dev).eval()
         return (lambda: conv(x)), rewrite(x)
+    if kind == "conv_grad":
+        grp = sp.get("groups", 1)
+        x = torch.randn(sp["b"], sp["c"], sp["h"], sp["h"], device=dev)
+        w = torch.randn(sp["co"], sp["c"] // grp, sp["k"], sp["k"], device=dev)
+        go = torch.randn(sp["b"], sp["co"], sp["h"], sp["h"], device=dev)
+        pad = [sp["k"] // 2] * 2
+        return (lambda: torch.ops.aten.convolution_backward(go, x, w, None, [1, 1], pad, [1, 1], False, [0, 0], grp,
+                                                            [True, True, False])), rewrite(go)
     raise HetschedError(f"unknown sweep kind {kind!r}")  # pragma: no cover
 
 
@@ -490,21 +588,10 @@ def _profile_sweep(g: OpGraph, specs: Mapping[str, dict], dev: str, repeats: int
         produce()
 
     if clock != "profiler":
-        now = _now(clock)
         fn_stat = _stat_fn(stat)
-        out = {}
         with torch.no_grad():
-            for name, (fn, produce) in calls.items():
-                fn()
-                ts = []
-                for _ in range(repeats):
-                    prepare(produce)
-                    t0 = now()
-                    fn()
-                    _sync(dev)
-                    ts.append(now() - t0)
-                out[name] = float(fn_stat(ts))
-        return out
+            return {name: float(fn_stat(timed_calls(fn, repeats, dev, clock, before=lambda pr=produce: prepare(pr))))
+                    for name, (fn, produce) in calls.items()}
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" else [])
     with torch.no_grad():
         for fn, _ in calls.values():
@@ -574,8 +661,9 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
                bin_decades: float = BIN_DECADES) -> tuple[dict[str, EfficiencyCurve], LazySteps, pd.Series]:
     """Efficiency curves from points ``(source, op_type, work_s, efficiency)``.
 
-    One curve per op type with at least ``min_points`` points, else per op class, and a
-    ``default`` over every point. Within a curve the workload points (``source != "sweep"``: ops
+    One curve per op type with at least ``min_points`` points, one per op class over every point
+    of the class (what prices a type of that class the calibration did not see, or saw too
+    rarely), and a ``default`` over every point but optimizer updates. Within a curve the workload points (``source != "sweep"``: ops
     timed inside real models) set the level where they exist -- their median per bin of
     ``bin_decades`` decades of work is a knot; beyond the workloads' range of work the generic
     sweep sets the *trend*: above the largest workload knot ``(w1, e1)`` a sweep knot at work ``w``
@@ -595,7 +683,7 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
     ...                     "efficiency": [0.2, 0.2, 0.4, 0.4, 0.8, 1.6, 1.6, 0.5]})
     >>> curves, steps, key = fit_curves(pts)
     >>> sorted(curves), key.tolist()[-2:]
-    (['Conv', 'default', 'elementwise'], ['Conv', 'elementwise'])
+    (['Conv', 'conv', 'default', 'elementwise'], ['Conv', 'elementwise'])
     >>> [round(curves["Conv"](w), 3) for w in (1.1e-5, 1.1e-4, 1e-3, 1.0)]   # past 1e-4 the sweep's added time
     [0.2, 0.402, 1.304, 1.564]
     """
@@ -606,7 +694,16 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
     key = pts["op_type"].where(pts["op_type"].map(counts) >= min_points, pts["op_type"].map(op_class))
     curves: dict[str, EfficiencyCurve] = {}
     steps = StepLog()
-    groups = [(k, pts[key == k]) for k in dict.fromkeys(key)] + [("default", pts)]
+    # a class's curve takes every point of the class (it prices the class's types the calibration
+    # never saw, not only its rare ones); the default leaves out optimizer updates, Python loops over
+    # a parameter's few tensors whose fixed cost would price an unknown kernel 10-100x too slow
+    cls = pts["op_type"].map(op_class)
+    from .io.train_step import UPDATE_TYPES
+
+    kernels = pts[~pts["op_type"].isin(set(UPDATE_TYPES.values()))]
+    groups = ([(k, pts[pts["op_type"] == k]) for k in counts.index if counts[k] >= min_points]
+              + [(c, pts[cls == c]) for c in dict.fromkeys(cls) if c not in counts.index or counts[c] < min_points]
+              + [("default", kernels if len(kernels) else pts)])
     for k, sub in groups:
         if not len(sub):
             continue
@@ -639,8 +736,9 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
         else:
             knots = list(zip(sw, se))
         curves[k] = EfficiencyCurve([w for w, _ in knots], [e for _, e in knots], n_points=len(sub))
-        why = ("its own curve: enough points of this op type" if k in counts.index
-               else "the default: every point" if k == "default" else f"op class {k!r}: types with fewer than {min_points} points")
+        why = ("its own curve: enough points of this op type" if k in counts.index and counts[k] >= min_points
+               else "the default: every point but optimizer updates" if k == "default"
+               else f"op class {k!r}: every point of the class (types without a curve of their own)")
         es = [e for _, e in knots]
         steps.add("fit_curve", k, after=float(np.median(eff)), accepted=True,
                   reason=f"{len(sub)} point(s) ({int((~is_sweep).sum())} in workloads) -> {len(knots)} knot(s), "
@@ -770,7 +868,7 @@ def _points(graph: OpGraph, latency: Mapping[str, float], ref: RooflineCost, dev
             continue
         work = _work(op, nbytes, dev, combine)
         eff = work / (t - launch_s) if t > launch_s and work > 0 else float("nan")
-        rows.append({"source": source, "op": o, "op_type": op.op_type, "flops": op.flops, "bytes": nbytes,
+        rows.append({"source": source, "op": o, "op_type": curve_type(op), "flops": op.flops, "bytes": nbytes,
                      "work_s": work, "measured_s": t, "efficiency": eff})
     return rows
 
@@ -819,7 +917,8 @@ def parse_workload(spec: str) -> tuple[str, dict]:
     return name.strip(), opts
 
 
-def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cpu", repeats: int = 7,
+def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, holdout: Sequence[Any] = DEFAULT_HOLDOUT,
+              training: Sequence[str] = (), device: str = "cpu", repeats: int = 7,
               runs: int = DEFAULT_RUNS, warmup: int = 2, stat: str = "median", clock: str = "wall", threads: int | None = None,
               sweep: bool | str = True,
               system_name: str = "local", system_path: str | Path | None = None,
@@ -831,6 +930,16 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
     workloads : sequence
         Zoo names (``"resnet50"``), ``(name, options)`` (``("bert_base", {"seq_len": 64})``) or
         ``(module, example_inputs[, label])`` of your own (an ``nn.Module`` in eval mode).
+    holdout : sequence
+        Workloads (same forms) measured in every run but never fitted (default
+        :data:`DEFAULT_HOLDOUT`): the cost predicts them and keeps what it got wrong per op class,
+        the error range every result priced with it states (:func:`holdout_residuals`; the cost
+        file's ``residuals``). ``()``: no error range.
+    training : sequence of str
+        Optimizers (``"sgd"``, ``"adam"``): every workload and held-out workload is also measured
+        as a training step with each (:mod:`hetsched.io.train_step`: the joint forward + backward
+        program and the optimizer's update of every parameter), so backward ops, training-mode
+        batch norms and parameter updates get their own curves, and training steps their residuals.
     device : {"cpu", "cuda"}
         ``cuda`` also calibrates the host CPU's peaks and the host link (both devices in the system);
         the workloads run on the GPU.
@@ -869,7 +978,7 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
     --------
     >>> import torch
     >>> r = calibrate([(torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU()).eval(), (torch.randn(4, 64),), "mlp")],
-    ...               repeats=2, warmup=1, threads=1, sweep=False, system_name="doc")
+    ...               holdout=(), repeats=2, warmup=1, threads=1, sweep=False, system_name="doc")
     >>> r.system.device_names, sorted(r.profiles), r.metrics["n_points"]
     (['cpu0'], ['mlp'], 2.0)
     """
@@ -885,14 +994,33 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
         raise HetschedError(f"runs must be a positive integer, got {runs!r}", field="runs")
     _stat_fn(stat)
     _now(clock)
-    if device == "cuda" and clock != "profiler":
-        raise HetschedError("device='cuda' needs clock='profiler' (kernels run asynchronously)", field="clock")
+    if device == "cuda" and clock == "cpu":
+        raise HetschedError("device='cuda' times kernels with CUDA events (clock='wall') or the profiler, not the "
+                            "host thread's CPU time", field="clock")
     if sweep not in (True, False, "quick"):
         raise HetschedError(f"sweep must be True, False or 'quick', got {sweep!r}", field="sweep")
     if not workloads and not sweep:
         raise HetschedError("nothing to measure: give workloads or keep the sweep", field="workloads")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise HetschedError(f"threads must be a positive integer, got {threads!r}", field="threads")
+    if clock == "cpu" and (threads if threads is not None else torch.get_num_threads()) != 1:
+        raise HetschedError(f"clock='cpu' times one thread: calibrate with threads=1, not "
+                            f"{threads if threads is not None else torch.get_num_threads()}", field="threads")
     say = progress or (lambda _m: None)
     resolved = [_workload(w) for w in workloads]  # bad specs fail before minutes of measuring
+    resolved_holdout = [_workload(w) for w in holdout]
+    labels = [r[0] for r in resolved + resolved_holdout]
+    if len(set(labels)) != len(labels):
+        dup = next(x for x in labels if labels.count(x) > 1)
+        raise HetschedError(f"workload {dup!r} is given twice (a held-out workload must not be a calibration one)",
+                            field="holdout")
+    training = tuple(training)
+    from .io.train_step import OPTIMIZERS
+
+    bad = [o for o in training if o not in OPTIMIZERS]
+    if bad:
+        raise HetschedError(f"training names unknown optimizer {bad[0]!r}; known: {', '.join(OPTIMIZERS)}", field="training")
+
     prev_threads = torch.get_num_threads()
     if threads is not None:
         if not isinstance(threads, int) or threads < 1:
@@ -913,11 +1041,15 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
 
         say(f"calibrating {device} with {n_threads} torch thread(s), {clock} clock, 1-min load {load:.1f}")
         peak = measure_peak_flops(dev_t, repeats=repeats, stat=stat, clock=mclock)
-        step("measure_peak_flops", dev_t, peak, f"peak: {peak / 1e9:.1f} GFLOP/s (2048^3 single-precision matrix product)")
+        n_mm = 8192 if device == "cuda" else 2048
+        step("measure_peak_flops", dev_t, peak, f"peak: {peak / 1e9:.1f} GFLOP/s ({n_mm}^3 single-precision matrix product"
+             + (", CUDA events)" if device == "cuda" else ")"))
         bw = measure_bandwidth(dev_t, repeats=repeats, stat=stat, clock=mclock)
-        step("measure_bandwidth", dev_t, bw, f"memory bandwidth: {bw / 1e9:.1f} GB/s (128 MiB copy, read + write)")
+        step("measure_bandwidth", dev_t, bw, f"memory bandwidth: {bw / 1e9:.1f} GB/s "
+             f"({'1 GiB' if device == 'cuda' else '128 MiB'} copy, read + write)")
         launch = measure_launch(dev_t, stat=stat, clock=clock)
-        step("measure_launch", dev_t, launch, f"launch overhead: {launch * 1e6:.2f} us (a view op, no work; {clock} clock)")
+        step("measure_launch", dev_t, launch, f"launch overhead: {launch * 1e6:.2f} us "
+             + ("(an 8-element kernel, CUDA events)" if device == "cuda" else f"(a view op, no work; {clock} clock)"))
 
         devices, links = [], []
         mem_bytes = _ram_bytes()
@@ -929,12 +1061,13 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
             hp, hb = measure_peak_flops("cpu", repeats=repeats, stat=stat), measure_bandwidth("cpu", repeats=repeats, stat=stat)
             devices.append(Device("cpu0", "cpu", {"default": hp}, mem_bytes, hb, measure_launch("cpu", stat=stat),
                                   attrs=host_attrs))
-            props = torch.cuda.get_device_properties(0)
-            devices.append(Device("gpu0", "gpu", {"default": peak}, int(props.total_memory), bw, launch,
-                                  attrs={"gpu": props.name, "torch": str(torch.__version__), "calibrated": host_attrs["calibrated"]}))
-            pcie = _measure_h2d(repeats, stat)
-            links.append(Link("cpu0", "gpu0", pcie, 0.0, attrs={"source": "hetsched.calibrate: pinned host-to-device copy"}))
-            step("measure_link", "cpu0->gpu0", pcie, f"host link: {pcie / 1e9:.1f} GB/s (pinned 64 MiB copy)")
+            devices.append(gpu_device(torch.cuda.get_device_properties(0), peak, bw, launch,
+                                      torch_version=str(torch.__version__), calibrated=host_attrs["calibrated"]))
+            pcie, lat = _measure_h2d(repeats, stat)
+            links.append(Link("cpu0", "gpu0", pcie, lat, attrs={"source": "hetsched.calibrate: pinned host-to-device copies "
+                                                                           "(64 MiB for the bandwidth, 4 KiB for the latency)"}))
+            step("measure_link", "cpu0->gpu0", pcie, f"host link: {pcie / 1e9:.1f} GB/s, latency {lat * 1e6:.1f} us "
+                                                     "(pinned copies, CUDA events)")
         else:
             devices.append(Device("cpu0", "cpu", {"default": peak}, mem_bytes, bw, launch, attrs=host_attrs))
         system = System(devices, links, host="cpu0", name=system_name,
@@ -946,40 +1079,66 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
         profiles: dict[str, Any] = {}
         graphs: dict[str, OpGraph] = {}
         runs_of: dict[str, list[Any]] = {}  # every run's Profile per workload
+        holdout_runs: dict[str, list[Any]] = {}  # every run's Profile per held-out workload
         sweep_runs: list[dict[str, float]] = []
         types_seen: set[str] = set()
         view_times: dict[str, list[float]] = {}
         from .io.profile import load_profile, profile_torch, time_torch
         from .io.torch_import import load_torch
 
+        # every job: (label, role, module, inputs, optimizer); "fit" jobs give the points, "holdout"
+        # jobs are only predicted (their residuals are the calibration's error range)
+        jobs = [(label, "fit", module, inputs, None) for label, module, inputs in resolved]
+        jobs += [(label, "holdout", module, inputs, None) for label, module, inputs in resolved_holdout]
+        for opt in training:
+            # a training step trains its own copy of the model (train mode, parameters updated)
+            jobs += [(f"{label} train {opt}", role, copy.deepcopy(module), inputs, opt)
+                     for label, role, module, inputs, _ in jobs[:len(resolved) + len(resolved_holdout)]]
         if device == "cuda":
-            resolved = [(label, module.to("cuda"), tuple(x.to("cuda") if hasattr(x, "to") else x for x in inputs))
-                        for label, module, inputs in resolved]
+            jobs = [(label, role, module.to("cuda"), tuple(x.to("cuda") if hasattr(x, "to") else x for x in inputs), opt)
+                    for label, role, module, inputs, opt in jobs]
+        steps_of: dict[str, Any] = {}  # a training job's TrainingStep, built on its first run
+
+        def measure(label: str, module: Any, inputs: tuple, opt: str | None):
+            if opt is not None:
+                from .io.train_step import time_training_step, training_step
+
+                if label not in steps_of:
+                    steps_of[label] = training_step(module, inputs, optimizer=opt, name=label.split(" train ")[0])
+                    graphs[label] = steps_of[label].graph
+                return time_training_step(steps_of[label], repeats=repeats, warmup=warmup, stat=stat, device=name,
+                                          clock="cuda" if device == "cuda" else "wall" if clock == "profiler" else clock)
+            module.eval()
+            if label not in graphs:
+                import warnings
+
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # ATen ops without a FLOP rule: priced as memory-bound
+                    graphs[label] = load_torch(module, inputs, name=label)
+            g = graphs[label]
+            if clock == "profiler":
+                doc = profile_torch(module, inputs, repeats=repeats, warmup=warmup, annotate=False)
+                return load_profile(doc, g, device=name, stat=stat)
+            return time_torch(module, inputs, g, repeats=repeats, warmup=warmup, stat=stat, device=name,
+                              clock="cuda" if device == "cuda" else clock)
+
         sg, specs = None, {}  # the sweep is built after the first run, once the op types are known
         for run in range(runs):
             # run by run (workloads, then the sweep), so that a spell of contention from other jobs
             # spoils one run of each, which the median over the runs then ignores
-            for label, module, inputs in resolved:
+            for label, role, module, inputs, opt in jobs:
                 t0 = time.perf_counter()
-                if label not in graphs:
-                    import warnings
-
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")  # ATen ops without a FLOP rule: priced as memory-bound
-                        graphs[label] = load_torch(module, inputs, name=label)
+                prof = measure(label, module, inputs, opt)
                 g = graphs[label]
-                if clock == "profiler":
-                    doc = profile_torch(module, inputs, repeats=repeats, warmup=warmup, annotate=False)
-                    prof = load_profile(doc, g, device=name, stat=stat)
-                else:
-                    prof = time_torch(module, inputs, g, repeats=repeats, warmup=warmup, clock=clock, stat=stat,
-                                      device=name)
-                runs_of.setdefault(label, []).append(prof)
-                types_seen |= {g.op(o).op_type for o in prof.latency_s}
-                step("profile_workload", f"{label} run {run + 1}", prof.metrics["match_rate"],
-                     f"{label}{f' (run {run + 1} of {runs})' if runs > 1 else ''}: {g.n_ops} ops, "
-                     f"{prof.metrics['match_rate']:.0%} matched, iteration {prof.metrics['iteration_s'] * 1e3:.1f} ms "
-                     f"({time.perf_counter() - t0:.1f} s)")
+                (runs_of if role == "fit" else holdout_runs).setdefault(label, []).append(prof)
+                if role == "fit":
+                    types_seen |= {g.op(o).op_type for o in prof.latency_s}
+                step("profile_workload" if role == "fit" else "profile_holdout", f"{label} run {run + 1}",
+                     prof.metrics["match_rate"],
+                     f"{label}{' (held out: predicted, not fitted)' if role == 'holdout' else ''}"
+                     f"{f' (run {run + 1} of {runs})' if runs > 1 else ''}: {g.n_ops} ops, "
+                     f"{prof.metrics['match_rate']:.0%} matched, {'step' if opt else 'iteration'} "
+                     f"{prof.metrics['iteration_s'] * 1e3:.1f} ms ({time.perf_counter() - t0:.1f} s)")
             if sweep:
                 if run == 0:  # the op types are known once every workload ran
                     sg, specs = sweep_graph(types_seen or {"Relu", "Add", "Gemm", "MatMul", "Conv"},
@@ -990,8 +1149,8 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
                     step("sweep", f"generic sizes run {run + 1}", float(len(sweep_runs[-1])),
                          f"sweep{f' (run {run + 1} of {runs})' if runs > 1 else ''}: {len(sweep_runs[-1])} size(s) "
                          f"({time.perf_counter() - t0:.1f} s)")
-        for label, g in graphs.items():
-            ps = runs_of[label]
+        for label, ps in runs_of.items():
+            g = graphs[label]
             lat = median_runs([p.latency_s for p in ps])
             its = [p.metrics["iteration_s"] for p in ps]
             prof = _replace(ps[0], latency_s=lat,
@@ -1050,7 +1209,8 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
         curve_only = CalibratedCost(system, {name: spec})
         layers: dict[str, dict[str, dict]] = {}
         n_shrunk, n_layers = 0, 0
-        for label, g in graphs.items():
+        for label in runs_of:
+            g = graphs[label]
             bound, model = curve_only.bind(g), model_id(g)
             rows_l = layers.setdefault(model, {})
             per_run: dict[str, list[float]] = {}
@@ -1071,12 +1231,20 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
              "curves (applied to the same layers at other sizes)"
              + (f"; the median of {runs} runs, shrunk toward 1 by their run-to-run spread ({n_shrunk} op(s) to less "
                 "than half their log factor: within the noise)" if runs > 1 else ""))
-        cost = CalibratedCost(system, {name: {**spec, "layers": layers}},
-                              meta={"machine": _cpu_name(), "platform": platform.platform(), "threads": n_threads,
-                                    "torch": str(torch.__version__), "stat": stat, "clock": clock, "repeats": repeats,
-                                    "runs": runs, "load_1min": load,
-                                    "workloads": list(profiles), "sweep": sweep,
-                                    "date": host_attrs["calibrated"], "python": sys.version.split()[0]})
+        meta = {"machine": _cpu_name(), "platform": platform.platform(), "threads": n_threads,
+                "torch": str(torch.__version__), "stat": stat, "clock": clock, "repeats": repeats,
+                "runs": runs, "load_1min": load, "workloads": list(profiles), "holdout": list(holdout_runs),
+                "training": list(training), "sweep": sweep,
+                "date": host_attrs["calibrated"], "python": sys.version.split()[0]}
+        spec = {**spec, "layers": layers, "threads": n_threads if device == "cpu" else None}
+        cost = CalibratedCost(system, {name: spec}, meta=meta)
+        holdout_ops, holdout_frame, residuals = holdout_residuals(cost, name, holdout_runs)
+        if residuals:
+            cost = CalibratedCost(system, {name: {**spec, "residuals": residuals}}, meta=meta)
+            step("residuals", "held-out models", float(len(holdout_frame)),
+                 f"error range: {len(holdout_runs)} held-out run(s) predicted, not fitted; measured / predicted per op "
+                 "class " + ", ".join(f"{k} {r['lo']:.2f}-{r['hi']:.2f}" for k, r in residuals.items())
+                 + f" (the largest miss either way, widened by {RESIDUAL_MARGIN:.0%})")
         points["key"] = key
         pred = []
         for r in points.itertuples():  # by the curves alone: how well they fit (layer factors make it exact)
@@ -1090,8 +1258,14 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
         metrics = {"peak_flops": peak, "mem_bandwidth_Bps": bw, "launch_overhead_s": launch, "n_points": float(len(points)),
                    "n_curves": float(len(curves)), "fit_median_ratio": float(q[0.5]), "fit_p10_ratio": float(q[0.1]),
                    "fit_p90_ratio": float(q[0.9]), "threads": float(n_threads), "duration_s": duration, "load_1min": load, "runs": float(runs)}
+        if len(holdout_frame):
+            e2e = holdout_frame[holdout_frame["op_class"] == "all"]["measured_over_predicted"]
+            metrics.update(holdout_e2e_median_ratio=float(e2e.median()), holdout_e2e_min_ratio=float(e2e.min()),
+                           holdout_e2e_max_ratio=float(e2e.max()), n_holdout=float(len(holdout_runs)))
         first = next(iter(profiles.values()), None)
         result = Calibration(system=system, cost=cost, points=points, profiles=profiles, graphs=graphs, metrics=metrics,
+                             holdout=holdout_ops, residuals=holdout_frame,
+                             holdout_profiles={k: _combined(v) for k, v in holdout_runs.items()},
                              timeline=first.timeline if first is not None else make_timeline([]), steps=steps,
                              params={"workloads": list(profiles), "device": device, "repeats": repeats, "runs": runs, "warmup": warmup,
                                      "stat": stat, "clock": clock, "threads": n_threads, "sweep": sweep, "system_name": system_name})
@@ -1102,10 +1276,120 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, device: str = "cp
         torch.set_num_threads(prev_threads)
 
 
-def _measure_h2d(repeats: int, stat: str) -> float:  # pragma: no cover - needs a GPU
+def _combined(ps: Sequence[Any]) -> Any:
+    """One Profile of several runs of a workload: each op's median over the runs (:func:`median_runs`),
+    the median iteration."""
+    lat = median_runs([p.latency_s for p in ps])
+    its = [p.metrics["iteration_s"] for p in ps]
+    return _replace(ps[0], latency_s=lat,
+                    samples={o: tuple(t for p in ps for t in p.samples.get(o, ())) for o in lat},
+                    metrics={**ps[0].metrics, "iteration_s": float(statistics.median(its)),
+                             "total_s": float(sum(lat.values())), "n_runs": float(len(ps))})
+
+
+def holdout_residuals(cost: CalibratedCost, device: str, runs: Mapping[str, Sequence[Any]], *,
+                      margin: float = RESIDUAL_MARGIN, min_share: float = RESIDUAL_MIN_SHARE
+                      ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict[str, float]]]:
+    """Predict held-out runs with ``cost`` and keep what it got wrong, per op class.
+
+    ``runs``: ``{model: [Profile, ...]}`` -- independent measured runs of models the cost was not
+    fitted on. For each run and op class, ``measured / predicted`` of the class's summed time, the
+    measured per-op times scaled by the run's end-to-end time over their sum (so that the classes
+    together give the end-to-end ratio, class ``all``); a class below ``min_share`` of the
+    predicted time is left out of that run (its few ops are noise). Per class the range kept is
+    symmetric in log space: ``[1 / f, f]`` with ``f = (1 + margin) x max(r, 1 / r)`` over the runs'
+    ratios ``r`` -- the largest miss either way, stated both ways: a held-out model's bias shows
+    how far the curves can be off, not that an unseen model is off in the same direction.
+
+    Returns ``(ops, frame, residuals)``: the per-op table (each op's median over the runs), the
+    per-run-and-class table, and ``{class: {"lo", "hi", "n"}}`` (the cost file's ``residuals``).
+
+    >>> from hetsched.io.generators import chain
+    >>> from hetsched.io.profile import load_profile
+    >>> from hetsched.system import Device, System
+    >>> from hetsched.timeline import to_chrome_trace
+    >>> from hetsched import evaluate
+    >>> s = System([Device("cpu0", "cpu", {"default": 1e11}, mem_bandwidth_Bps=1e10)])
+    >>> c = CalibratedCost(s, {"cpu0": {"peak_flops": 1e11, "mem_bandwidth_Bps": 1e10}})
+    >>> g = chain(3)
+    >>> p = load_profile(to_chrome_trace(evaluate(g, s, {o: "cpu0" for o in g}, cost=c).timeline), g, device="cpu0")
+    >>> ops, frame, res = holdout_residuals(c, "cpu0", {"chain": [p]}, margin=0.0)
+    >>> res["all"]["lo"] == res["all"]["hi"] == 1.0, sorted(res)
+    (True, ['all', 'conv'])
+    """
+    op_rows, rows = [], []
+    for label, ps in runs.items():
+        if not ps:
+            continue
+        g = ps[0].graph
+        bound = cost.bind(g)
+        pred = {o: float(bound.compute_s(g.op(o), device)) for o in g.ops}
+        total_pred = sum(pred.values())
+        cls = {o: op_class(g.op(o).op_type) for o in g.ops}
+        for o, t in median_runs([p.latency_s for p in ps]).items():
+            op_rows.append({"model": label, "op": o, "op_type": g.op(o).op_type, "op_class": cls[o], "measured_s": t,
+                            "predicted_s": pred[o], "ratio": pred[o] / t if t > 0 else float("nan")})
+        for i, p in enumerate(ps):
+            lat = p.latency_s
+            tot = sum(lat.values())
+            e2e = float(p.metrics.get("iteration_s", tot))
+            scale = e2e / tot if tot > 0 else 1.0
+            meas_k: dict[str, float] = {}
+            pred_k: dict[str, float] = {}
+            for o, t in lat.items():
+                meas_k[cls[o]] = meas_k.get(cls[o], 0.0) + t * scale
+                pred_k[cls[o]] = pred_k.get(cls[o], 0.0) + pred[o]
+            for k in sorted(pred_k):
+                share = pred_k[k] / total_pred if total_pred > 0 else 0.0
+                if share >= min_share and pred_k[k] > 0:
+                    rows.append({"model": label, "run": i + 1, "op_class": k, "measured_s": meas_k[k],
+                                 "predicted_s": pred_k[k], "measured_over_predicted": meas_k[k] / pred_k[k],
+                                 "share": share})
+            if total_pred > 0:
+                rows.append({"model": label, "run": i + 1, "op_class": "all", "measured_s": e2e, "predicted_s": total_pred,
+                             "measured_over_predicted": e2e / total_pred, "share": 1.0})
+    ops = pd.DataFrame(op_rows, columns=["model", "op", "op_type", "op_class", "measured_s", "predicted_s", "ratio"])
+    frame = pd.DataFrame(rows, columns=["model", "run", "op_class", "measured_s", "predicted_s", "measured_over_predicted",
+                                        "share"])
+    res = {}
+    for k, sub in frame.groupby("op_class", sort=True):
+        r = sub["measured_over_predicted"].to_numpy(float)
+        # symmetric in log space: the largest miss either way, both ways (a held-out model's bias says
+        # how far the curves can be off, not that an unseen model is off in the same direction)
+        w = float(np.max(np.abs(np.log(r)))) + math.log1p(margin)
+        res[str(k)] = {"lo": math.exp(-w), "hi": math.exp(w), "n": int(len(r))}
+    return ops, frame, res
+
+
+def gpu_device(props: Any, peak_flops: float, bandwidth_Bps: float, launch_s: float, *, torch_version: str = "",
+               calibrated: str = "", name: str = "gpu0") -> Device:
+    """The calibrated GPU as the system file carries it: its measured peak, bandwidth and launch, its
+    memory and identity from ``torch.cuda.get_device_properties`` (``props``).
+
+    >>> from types import SimpleNamespace
+    >>> p = SimpleNamespace(name="H200", total_memory=141 * 2**30, multi_processor_count=132, major=9, minor=0)
+    >>> d = gpu_device(p, 5e13, 4e12, 5e-6)
+    >>> d.kind, d.memory_bytes == 141 * 2**30, d.attrs["gpu"], d.attrs["compute_capability"]
+    ('gpu', True, 'H200', '9.0')
+    """
+    attrs = {"gpu": str(props.name), "torch": torch_version, "calibrated": calibrated,
+             "source": "hetsched.calibrate: CUDA events around a large sgemm, a 1 GiB copy and an 8-element kernel"}
+    if hasattr(props, "multi_processor_count"):
+        attrs["sm_count"] = int(props.multi_processor_count)
+    if hasattr(props, "major"):
+        attrs["compute_capability"] = f"{props.major}.{props.minor}"
+    return Device(name, "gpu", {"default": float(peak_flops)}, int(props.total_memory), float(bandwidth_Bps),
+                  float(launch_s), attrs=attrs)
+
+
+def _measure_h2d(repeats: int, stat: str) -> tuple[float, float]:  # pragma: no cover - needs a GPU
+    """``(bandwidth_Bps, latency_s)`` of pinned host-to-device copies (64 MiB; 4 KiB), CUDA events."""
     torch = _torch()
-    x = torch.ones(1 << 24).pin_memory()
-    return x.numel() * 4 / _time(lambda: x.to("cuda", non_blocking=True), repeats, _stat_fn(stat), "cuda")
+    big, small = torch.ones(1 << 24).pin_memory(), torch.ones(1 << 10).pin_memory()
+    st = _stat_fn(stat)
+    lat = _time(lambda: small.to("cuda", non_blocking=True), repeats, st, "cuda")
+    t = _time(lambda: big.to("cuda", non_blocking=True), repeats, st, "cuda")
+    return big.numel() * 4 / max(t - lat, 1e-12), lat
 
 
 def _ram_bytes() -> int:
@@ -1132,7 +1416,9 @@ def compare(profile, cost: CostModel | str | Path | None, system: System, *, dev
 
     Every op runs on ``device`` (default: the profile's) in the measured order; the prediction is
     :func:`hetsched.evaluate`'s timeline. ``wall_s`` (an unprofiled end-to-end time) replaces the
-    profile's median iteration as the measured end-to-end time when given.
+    profile's median iteration as the measured end-to-end time when given. A profile measured with
+    another torch thread count than ``cost`` was calibrated with is refused
+    (:class:`~hetsched.errors.ThreadMismatchError`).
 
     >>> from hetsched.io.generators import chain
     >>> from hetsched.io.systems import toy_system
@@ -1150,6 +1436,10 @@ def compare(profile, cost: CostModel | str | Path | None, system: System, *, dev
     g = profile.graph
     dev = device or profile.device
     system.device(dev)
+    cm = resolve_cost(cost, g, system)
+    threads = (profile.params or {}).get("threads")
+    if threads is not None and isinstance(cm, CalibratedCost):
+        cm.check_threads(int(threads), dev)  # a 2-thread run is not what a 1-thread calibration predicts
     order = [o for o in profile.timeline.sort_values("start_s")["op"]] if len(profile.timeline) else list(g.ops)
     order += [o for o in g.topological_order() if o not in set(order)]
     try:
@@ -1170,7 +1460,9 @@ def compare(profile, cost: CostModel | str | Path | None, system: System, *, dev
     metrics = {"measured_s": measured, "predicted_s": predicted, "e2e_ratio": predicted / measured if measured else float("nan"),
                "median_ratio": float(q[0.5]), "p10_ratio": float(q[0.1]), "p90_ratio": float(q[0.9]),
                "n_ops": float(len(ops))}
-    cm = resolve_cost(cost, g, system)
+    if "makespan_lo_s" in ev.metrics:  # the calibration's stated range, and whether the measurement fell in it
+        lo, hi = ev.metrics["makespan_lo_s"], ev.metrics["makespan_hi_s"]
+        metrics.update(predicted_lo_s=lo, predicted_hi_s=hi, in_range=float(lo <= measured <= hi))
     return Comparison(ops=ops, measured=profile.timeline, predicted=pred_tl, metrics=metrics, timeline=pred_tl,
                       params={"device": dev, "cost": type(cm).__name__, "graph": g.name})
 

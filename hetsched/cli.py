@@ -190,6 +190,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--clock", choices=["wall", "cpu", "profiler"], default="wall")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--sweep", choices=["full", "quick", "none"], default="full")
+    p.add_argument("--holdout", nargs="*", default=None, metavar="MODEL",
+                   help="models measured and predicted but not fitted, whose errors per op class become the cost "
+                        "file's error range (default: mobilenet_v2:batch=1 gpt2_small:batch=1,seq_len=64,n_layers=2; "
+                        "'none': no error range)")
+    p.add_argument("--training", nargs="*", default=[], choices=["sgd", "adam"], metavar="OPTIMIZER",
+                   help="also time training steps with these optimizers (sgd, adam)")
     p.add_argument("--quiet", action="store_true")
 
     p = sub.add_parser("zoo", help="list or build zoo models")
@@ -713,7 +719,9 @@ def _cmd_calibrate(a: argparse.Namespace) -> int:
     warm_allocator()  # no page faults that one run pays and another does not (see its docstring)
     say = None if a.quiet else (lambda line: print(line, flush=True))
     runs = {} if a.runs is None else {"runs": a.runs}
+    holdout = {} if a.holdout is None else {"holdout": [parse_workload(w) for w in a.holdout if w != "none"]}
     r = calibrate([parse_workload(w) for w in a.workloads], device=a.device, repeats=a.repeats, stat=a.stat, **runs,
+                  **holdout, training=a.training,
                   clock=a.clock, threads=a.threads, sweep={"full": True, "quick": "quick", "none": False}[a.sweep],
                   system_name=a.name, system_path=a.system_out, cost_path=a.cost_out, progress=say)
     _print(a, f"calibrated {a.name}: {a.system_out}, {a.cost_out}", _metrics_frame(r.metrics))

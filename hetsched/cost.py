@@ -47,9 +47,9 @@ import csv
 import math
 import warnings
 from pathlib import Path
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
-from .errors import FormatError, HetschedError
+from .errors import FormatError, HetschedError, ThreadMismatchError
 from .graph import Op, OpGraph
 from .system import Device, System, op_class
 
@@ -60,6 +60,7 @@ __all__ = [
     "CalibratedCost",
     "EfficiencyCurve",
     "model_id",
+    "curve_type",
     "resolve_cost",
     "load_cost",
     "save_cost",
@@ -68,7 +69,16 @@ __all__ = [
     "GATHER_OP_TYPES",
     "COST_FORMAT",
     "COST_VERSION",
+    "makespan_range",
+    "range_factors",
+    "range_metrics",
+    "describe_range",
+    "RANGE_METRICS",
 ]
+
+#: The metrics a result priced with a calibrated cost adds (:func:`makespan_range`): the range the
+#: measured makespan is expected in, from the calibration's held-out residuals.
+RANGE_METRICS = ("makespan_lo_s", "makespan_hi_s")
 
 #: Op types that only reinterpret a tensor's metadata (ONNX and torch semantics): launch cost only.
 VIEW_OP_TYPES = frozenset(["Reshape", "Flatten", "Squeeze", "Unsqueeze"])
@@ -464,6 +474,24 @@ class EfficiencyCurve:
         return f"EfficiencyCurve({len(self.work_s)} knots, {self.n_points} points, eff {min(self.efficiency):.3g}..{max(self.efficiency):.3g})"
 
 
+def curve_type(op: Op) -> str:
+    """The op type a calibration fits and prices ``op`` under: its type, except that a grouped
+    (depthwise) convolution (``attrs["groups"] > 1``, which the torch importer records) is
+    ``DepthwiseConv`` (``DepthwiseConv_grad`` for its backward): at the same work it runs several
+    times below a dense convolution (one filter per channel: no reuse across input channels), so the
+    two never share a curve. Its class stays ``conv``.
+
+    >>> curve_type(Op("c", "Conv", attrs={"groups": 32})), curve_type(Op("c", "Conv_grad", attrs={"groups": 8}))
+    ('DepthwiseConv', 'DepthwiseConv_grad')
+    >>> curve_type(Op("c", "Conv")), curve_type(Op("r", "Relu", attrs={"groups": 2}))
+    ('Conv', 'Relu')
+    """
+    t = op.op_type
+    if t in ("Conv", "Conv_grad") and op.attrs and (op.attrs.get("groups") or 1) > 1:
+        return "DepthwiseConv" + t[4:]
+    return t
+
+
 def model_id(graph: OpGraph | None) -> str | None:
     """Which model a graph is, for layer factors: ``meta["model"]``, else its name up to ``(``.
 
@@ -509,6 +537,21 @@ class CalibratedCost(RooflineCost):
       sweep's efficiency, and layers of one shape cost about the same.
 
     Devices without curves are priced by the roofline.
+
+    **Threads.** A device calibrated with ``threads`` torch threads (the cost file records it) prices
+    only runs with that many: when the system's device says another count (``attrs["threads"]``,
+    which :func:`hetsched.calibrate` writes) pricing raises
+    :class:`~hetsched.errors.ThreadMismatchError`, as a latency table refuses an op of another
+    size; :meth:`check_threads` is the same check for a run whose thread count the caller knows.
+
+    **Error range.** ``residuals`` (what :func:`hetsched.calibrate` measured on held-out models,
+    never fitted) give per op class (or type; ``all`` for the rest) the range ``[lo, hi]`` of the
+    ratio *measured / predicted* of one class's summed time in one held-out model run.
+    :meth:`error_range` propagates them to a total: each op's predicted time is scaled by its
+    class's ``lo`` and by its ``hi`` and the scaled times are summed (errors of a class are taken
+    to move together, in the same direction across classes: the conservative, comonotone
+    sum), so a run whose time is 70 % convolutions gets mostly the convolutions' range. Results
+    priced with such a cost carry ``makespan_lo_s`` / ``makespan_hi_s`` (:func:`makespan_range`).
 
     Parameters
     ----------
@@ -591,6 +634,12 @@ class CalibratedCost(RooflineCost):
             clean["cache_bytes"] = {str(k): float(v) for k, v in cache.items()}
             cold = spec.get("cold_curves") or {}
             clean["cold_curves"] = {str(k): (c if isinstance(c, EfficiencyCurve) else EfficiencyCurve(**c)) for k, c in cold.items()}
+            threads = spec.get("threads")
+            if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+                raise FormatError(f"{source}: device {dev!r}: threads must be a positive integer, got {threads!r}",
+                                  device=dev, field="threads")
+            clean["threads"] = threads
+            clean["residuals"] = _check_residuals(spec.get("residuals") or {}, source, dev)
             self.devices[dev] = clean
         self.meta = dict(meta or {})
         self._model = model_id(graph)
@@ -629,7 +678,8 @@ class CalibratedCost(RooflineCost):
         spec = self.devices.get(device)
         if not spec or not spec["cache_bytes"] or not spec["cold_curves"]:
             return None
-        curve = spec["cold_curves"].get(o.op_type) or spec["cold_curves"].get(op_class(o.op_type))
+        t = curve_type(o)
+        curve = spec["cold_curves"].get(t) or spec["cold_curves"].get(op_class(t))
         if curve is None:
             return None
         nbytes, launch_only = self.traffic_bytes(o)
@@ -640,17 +690,29 @@ class CalibratedCost(RooflineCost):
             return None
         return curve
 
-    def curve_for(self, device: str, op_type: str) -> tuple[str, EfficiencyCurve] | None:
-        """``(key, curve)`` pricing ``op_type`` on ``device`` (type, class, ``default``), or None."""
+    def curve_for(self, device: str, op_type: str, cls: str | None = None) -> tuple[str, EfficiencyCurve] | None:
+        """``(key, curve)`` pricing ``op_type`` on ``device`` (type, class -- ``cls`` when given --,
+        ``default``), or None."""
+        hits = self._curves(device, op_type, cls)
+        return hits[0] if hits else None
+
+    def _curves(self, device: str, op_type: str, cls: str | None = None) -> list[tuple[str, EfficiencyCurve]]:
         spec = self.devices.get(device)
         if spec is None:
-            return None
+            return []
         curves = spec["curves"]
-        for key in (op_type, op_class(op_type), "default"):
-            c = curves.get(key)
-            if c is not None:
-                return key, c
-        return None
+        return [(k, curves[k]) for k in dict.fromkeys((op_type, cls or op_class(op_type), "default")) if k in curves]
+
+    def pricing_class(self, o: Op, device: str) -> str:
+        """The class whose curve prices ``o`` when its type has none: its op class, except that a
+        memory-bound op of class ``other`` (``zeros``, ``where``, ``arange``, an index copy: a type
+        the calibration never saw) is priced as ``elementwise`` -- one pass over its bytes."""
+        c = op_class(o.op_type)
+        spec = self.devices.get(device)
+        if c != "other" or spec is None:
+            return c
+        nbytes, _ = self.traffic_bytes(o)
+        return "elementwise" if nbytes / spec["mem_bandwidth_Bps"] >= o.flops / spec["peak_flops"] else c
 
     def layer_factor(self, o: Op, device: str) -> float:
         """The layer factor of ``o`` on ``device`` (1 when the op is not a calibrated layer)."""
@@ -669,22 +731,199 @@ class CalibratedCost(RooflineCost):
         if launch_only:  # what a no-work op of this type measured, else the device's launch
             return spec["launch_by_type"].get(o.op_type, launch)
         cold = self.cold_curve(o, d.name)
-        hit = ("cold", cold) if cold is not None else self.curve_for(d.name, o.op_type)
-        if hit is None:
+        hits = [("cold", cold)] if cold is not None else self._curves(d.name, curve_type(o), self.pricing_class(o, d.name))
+        if not hits:
             return super()._resident_s(o, d)
         comb = sum if spec["work"] == "sum" else max
         work_ref = comb((o.flops / spec["peak_flops"], nbytes / spec["mem_bandwidth_Bps"]))
         if work_ref <= 0:
             return launch
         here = comb((o.flops / d.peak_flops_for(o.op_type), nbytes / d.mem_bandwidth_Bps))
-        return launch + here / hit[1](work_ref)
+        return launch + here / work_ref * _extrapolated_s(work_ref, hits)
+
+    def threads(self, device: str) -> int | None:
+        """The torch thread count ``device`` was calibrated with (None: not recorded)."""
+        spec = self.devices.get(device)
+        return spec["threads"] if spec else None
+
+    def check_threads(self, threads: int, device: str | None = None) -> None:
+        """Refuse a run with ``threads`` torch threads on a device calibrated with another count.
+
+        ``device``: one device, else every calibrated device that recorded its count.
+
+        >>> from hetsched.system import Device, System
+        >>> s = System([Device("cpu0", "cpu", {"default": 1e11}, mem_bandwidth_Bps=1e10)])
+        >>> c = CalibratedCost(s, {"cpu0": {"peak_flops": 1e11, "mem_bandwidth_Bps": 1e10, "threads": 1}})
+        >>> c.check_threads(1)
+        >>> c.check_threads(2)
+        Traceback (most recent call last):
+        ...
+        hetsched.errors.ThreadMismatchError: device 'cpu0' was calibrated with 1 torch thread(s), not 2: calibrate at 2 thread(s) (hetsched calibrate --threads 2) and price with that cost file
+        """
+        for dev in ([device] if device is not None else list(self.devices)):
+            cal = self.threads(dev)
+            if cal is not None and int(threads) != cal:
+                raise ThreadMismatchError(
+                    f"device {dev!r} was calibrated with {cal} torch thread(s), not {int(threads)}: calibrate at "
+                    f"{int(threads)} thread(s) (hetsched calibrate --threads {int(threads)}) and price with that cost file",
+                    device=dev, field="threads", calibrated=cal, requested=int(threads))
+
+    @property
+    def has_residuals(self) -> bool:
+        """Whether any device kept held-out residuals (so results get an error range)."""
+        return any(spec["residuals"] for spec in self.devices.values())
+
+    def residual_for(self, device: str, op_type: str) -> tuple[float, float] | None:
+        """``(lo, hi)`` of measured / predicted for ``op_type`` on ``device``: its type's, its class's,
+        else ``all``; None when the calibration kept no residuals."""
+        spec = self.devices.get(device)
+        res = spec["residuals"] if spec else None
+        if not res:
+            return None
+        for key in (op_type, op_class(op_type), "all"):
+            r = res.get(key)
+            if r is not None:
+                return r["lo"], r["hi"]
+        return None
+
+    def error_range(self, busy: Iterable[tuple[str, str, float]]) -> tuple[float, float] | None:
+        """``(lo, hi)`` factors of a total made of ``busy`` = ``(op_type, device, predicted seconds)``
+        rows (see the class notes); None when no row is on a device with residuals. Rows on other
+        devices count with factor 1 (no statement about them).
+
+        >>> from hetsched.system import Device, System
+        >>> s = System([Device("cpu0", "cpu", {"default": 1e11}, mem_bandwidth_Bps=1e10)])
+        >>> c = CalibratedCost(s, {"cpu0": {"peak_flops": 1e11, "mem_bandwidth_Bps": 1e10,
+        ...     "residuals": {"conv": {"lo": 0.9, "hi": 1.2, "n": 4}, "all": {"lo": 0.8, "hi": 1.0, "n": 9}}}})
+        >>> [round(f, 3) for f in c.error_range([("Conv", "cpu0", 3.0), ("Relu", "cpu0", 1.0)])]
+        [0.875, 1.15]
+        """
+        tot = lo = hi = 0.0
+        covered = False
+        for op_type, dev, t in busy:
+            r = self.residual_for(dev, op_type)
+            tot += t
+            if r is None:
+                lo += t
+                hi += t
+            else:
+                covered = True
+                lo += t * r[0]
+                hi += t * r[1]
+        if not covered or tot <= 0:
+            return None
+        return lo / tot, hi / tot
 
     def _resident_s(self, o: Op, d: Device) -> float:
         if d.name not in self.devices:
             return super()._resident_s(o, d)
+        want = d.attrs.get("threads") if d.attrs else None
+        if want is not None:
+            self.check_threads(int(want), d.name)
         # a cold op's layer factor is the calibration's cache state, which it no longer has
         factor = 1.0 if self.cold_curve(o, d.name) is not None else self.layer_factor(o, d.name)
         return self.curve_s(o, d) * factor
+
+
+def _extrapolated_s(w: float, hits: Sequence[tuple[str, EfficiencyCurve]]) -> float:
+    """Time of ``w`` of work (launch excluded) by the first curve of ``hits``.
+
+    Above the curve's largest knot ``w1`` its efficiency is held flat, unless it is below what the
+    next curve (the class's, then the default) gives there: then the op's measured time at ``w1``
+    is taken as a fixed cost and the rest of the work costs what the next curve says,
+    ``w1 / e(w1) + (w - w1) / e_next(w)``. Why: a type measured only small (a ``full_like`` of a
+    4-byte loss seed: all launch) has a tiny efficiency; held flat it priced a 16 KiB ``zeros`` of
+    an unseen T5 at 28 ms instead of 15 us.
+
+    >>> small = EfficiencyCurve([1e-9], [1e-4])        # one 1e-9 s op measured in 10 us
+    >>> wide = EfficiencyCurve([1e-6, 1e-3], [0.5, 0.5])
+    >>> round(_extrapolated_s(1e-6, [("t", small), ("elementwise", wide)]) * 1e6, 3)
+    11.998
+    >>> _extrapolated_s(1e-6, [("default", wide)]) == 1e-6 / 0.5
+    True
+    """
+    curve = hits[0][1]
+    w1 = curve.work_s[-1]
+    if w <= w1 or len(hits) < 2:
+        return w / curve(w)
+    nxt = hits[1][1]
+    if curve(w1) >= nxt(w):
+        return w / curve(w1)
+    return w1 / curve(w1) + (w - w1) / nxt(w)
+
+
+def _check_residuals(res: Any, source: str, dev: str) -> dict[str, dict[str, float]]:
+    if not isinstance(res, Mapping):
+        raise FormatError(f"{source}: device {dev!r}: residuals must map op classes to {{lo, hi, n}}", device=dev,
+                          field="residuals")
+    out = {}
+    for k, r in res.items():
+        try:
+            lo, hi, n = float(r["lo"]), float(r["hi"]), int(r.get("n", 0))
+        except (KeyError, TypeError, ValueError):
+            raise FormatError(f"{source}: device {dev!r}: residuals.{k} needs numeric lo and hi", device=dev,
+                              field="residuals") from None
+        if not (0 < lo <= hi < math.inf):
+            raise FormatError(f"{source}: device {dev!r}: residuals.{k} needs 0 < lo <= hi, got {lo!r}, {hi!r}",
+                              device=dev, field="residuals")
+        out[str(k)] = {"lo": lo, "hi": hi, "n": n}
+    return out
+
+
+def makespan_range(cost: Any, busy: Iterable[tuple[str, str, float]], makespan_s: float) -> dict[str, float]:
+    """``{"makespan_lo_s", "makespan_hi_s"}``: the range a priced makespan's measurement is expected in.
+
+    ``busy`` are the result's priced ops ``(op_type, device, seconds)``; the makespan is scaled by
+    :meth:`CalibratedCost.error_range` of them (the makespan is taken to move as its ops' summed
+    time does). Empty when ``cost`` has no residuals (a roofline, a table, a calibration without
+    held-out models): no statement is made. Every family that prices with a cost model adds these
+    to its metrics (:data:`RANGE_METRICS`).
+
+    >>> makespan_range(None, [("Conv", "cpu0", 1.0)], 1.0)
+    {}
+    """
+    return range_metrics(range_factors(cost, busy), makespan_s)
+
+
+def range_factors(cost: Any, busy: Iterable[tuple[str, str, float]]) -> tuple[float, float] | None:
+    """:meth:`CalibratedCost.error_range` of ``busy`` when ``cost`` kept residuals, else None (``busy``
+    is then not iterated: a caller may pass a generator that costs a pass over its ops)."""
+    if not getattr(cost, "has_residuals", False):
+        return None
+    return cost.error_range(busy)
+
+
+def range_metrics(factors: tuple[float, float] | None, makespan_s: float) -> dict[str, float]:
+    """``{"makespan_lo_s", "makespan_hi_s"}`` of a makespan and :func:`range_factors` (empty for None).
+
+    >>> range_metrics((0.9, 1.2), 2.0)
+    {'makespan_lo_s': 1.8, 'makespan_hi_s': 2.4}
+    """
+    if factors is None:
+        return {}
+    return {"makespan_lo_s": float(makespan_s) * factors[0], "makespan_hi_s": float(makespan_s) * factors[1]}
+
+
+def describe_range(value_s: float, lo_s: float | None = None, hi_s: float | None = None) -> str:
+    """A time and its expected range for people: ``"12.4 ms +/- 6%"`` (``"-4%/+8%"`` when lopsided).
+
+    ``lo_s``/``hi_s`` may be a result's metrics' ``makespan_lo_s``/``makespan_hi_s``; without them
+    only the time.
+
+    >>> describe_range(0.0124, 0.01166, 0.01314)
+    '12.4 ms +/- 6%'
+    >>> describe_range(0.0124, 0.0119, 0.0134), describe_range(2.5)
+    ('12.4 ms -4%/+8%', '2.5 s')
+    """
+    v = float(value_s)
+    a = abs(v)
+    txt = (f"{v:.3g} s" if a >= 1 else f"{v * 1e3:.3g} ms" if a >= 1e-3 else f"{v * 1e6:.3g} us")
+    if lo_s is None or hi_s is None or not v or not (math.isfinite(lo_s) and math.isfinite(hi_s)):
+        return txt
+    down, up = round((1 - lo_s / v) * 100), round((hi_s / v - 1) * 100)
+    if abs(down - up) <= 1:
+        return f"{txt} +/- {max(down, up)}%"
+    return f"{txt} {-down:+d}%/{up:+d}%"
 
 
 # ---------------------------------------------------------------------------- cost files
@@ -713,7 +952,9 @@ def save_cost(cost: "CalibratedCost | TableCost", path: str | Path) -> None:
                                  for m, rows in spec["layers"].items()}} if spec["layers"] else {}),
                   **({"cache_bytes": {k: int(v) for k, v in spec["cache_bytes"].items()}} if spec["cache_bytes"] else {}),
                   **({"cold_curves": {k: c.to_dict() for k, c in spec["cold_curves"].items()}}
-                     if spec["cold_curves"] else {})}
+                     if spec["cold_curves"] else {}),
+                  **({"threads": int(spec["threads"])} if spec.get("threads") is not None else {}),
+                  **({"residuals": {k: dict(r) for k, r in spec["residuals"].items()}} if spec.get("residuals") else {})}
             for dev, spec in cost.devices.items()
         }
         if cost.meta:

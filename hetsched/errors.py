@@ -28,6 +28,7 @@ __all__ = [
     "SolverError",
     "ScheduleError",
     "TimelineViolation",
+    "ThreadMismatchError",
 ]
 
 
@@ -121,6 +122,15 @@ class SolverError(HetschedError):
 
 class ScheduleError(HetschedError, ValueError):
     """A pipeline or execution schedule breaks a rule (missing action, deadlock...)."""
+
+
+class ThreadMismatchError(HetschedError):
+    """A cost calibrated with one number of torch threads asked to price a run with another.
+
+    Efficiency curves measured on one core say nothing about two (memory-bound ops share the
+    memory bandwidth, small ops gain nothing from a second thread): ``details['calibrated']`` and
+    ``details['requested']`` are the two thread counts, ``device`` the device.
+    """
 
 
 class TimelineViolation(HetschedError, AssertionError):

@@ -65,7 +65,7 @@ from typing import Any, Collection, Iterable, Mapping, Sequence
 import pandas as pd
 
 from .clock import COMPUTE, COPY, LOCAL, OUTPUT, Clock
-from .cost import CostModel, resolve_cost
+from .cost import CostModel, makespan_range, resolve_cost
 from .errors import CapacityError, GraphError, HetschedError, UnknownNameError, UnsupportedOpError, name_list
 from .graph import OpGraph
 from .system import System
@@ -228,6 +228,9 @@ def evaluate(
     Evaluation
         ``metrics``: ``makespan_s``, ``total_latency_s``, ``energy_J``, ``bytes_moved`` (summed over
         every hop), ``n_transfers`` (hop rows), ``peak_mem_frac`` (worst device peak / capacity).
+        With a calibrated cost that kept held-out residuals also ``makespan_lo_s`` and
+        ``makespan_hi_s``: the range the measured makespan is expected in
+        (:func:`hetsched.cost.makespan_range`).
         ``per_device``: ``device, n_ops, compute_s, transfer_s, busy_s, peak_mem_bytes, capacity_bytes``.
 
     Examples
@@ -336,6 +339,9 @@ def evaluate(
         "bytes_moved": float(rec["bytes_moved"]),
         "n_transfers": float(rec["n_xfer"]),
         "peak_mem_frac": float(worst_frac),
+        # a calibrated cost with held-out residuals states how far to trust the makespan
+        **makespan_range(cost, ((ops_map[o].op_type, place[o], e - rec["op_start"][o]) for o, e in rec["op_end"].items()),
+                         makespan),
     }
     return Evaluation(pl, tl, metrics, per_device, rec["op_start"], rec["op_end"])
 

@@ -32,7 +32,10 @@ def _mlp(batch):
 def cal(tmp_path_factory):
     d = tmp_path_factory.mktemp("cal")
     m, x = _mlp(8)
-    r = hs.calibrate([(m, x, "mlp(batch=8)")], repeats=3, runs=1, warmup=1, threads=1, clock="cpu", sweep="quick",
+    torch.manual_seed(1)
+    other = torch.nn.Sequential(torch.nn.Linear(128, 384), torch.nn.ReLU(), torch.nn.Linear(384, 10)).eval()
+    r = hs.calibrate([(m, x, "mlp(batch=8)")], holdout=[(other, (torch.randn(16, 128),), "other")],
+                     repeats=3, runs=1, warmup=1, threads=1, clock="cpu", sweep="quick",
                      system_name="t-local", system_path=d / "sys.yaml", cost_path=d / "cost.yaml")
     return r, d
 
@@ -202,7 +205,7 @@ def test_the_calibrate_command_writes_files_the_other_commands_take(tmp_path, ca
 
     sys_out, cost_out = tmp_path / "sys.yaml", tmp_path / "cost.yaml"
     rc = main(["calibrate", "resnet50:batch=1,image_size=32", "--sweep", "none", "--repeats", "1", "--runs", "2",
-               "--threads", "1",
+               "--threads", "1", "--holdout", "mobilenet_v2:batch=1,image_size=32",
                "--clock", "cpu", "--name", "cli-local", "--system-out", str(sys_out), "--cost-out", str(cost_out),
                "--quiet"])
     assert rc == 0 and sys_out.exists() and cost_out.exists()
@@ -210,6 +213,7 @@ def test_the_calibrate_command_writes_files_the_other_commands_take(tmp_path, ca
     assert s.name == "cli-local" and s.device("cpu0").peak_flops_for("Conv") > 0
     cost = load_cost(cost_out, s)
     assert isinstance(cost, CalibratedCost) and cost.meta["runs"] == 2
+    assert cost.threads("cpu0") == 1 and cost.has_residuals  # the held-out MobileNet gave an error range
     from hetsched.io.torch_zoo import torch_model
 
     m, x = torch_model("resnet50", batch=2, image_size=32)  # another batch: the fit is shape-aware

@@ -138,3 +138,48 @@ def test_other_panels_price_with_the_session_cost(tmp_path):
     assert MappingPanel(graph=g, system=s).result.metrics["makespan_s"] == pytest.approx(base)
     first.session.cost = None
     assert first.result.metrics["makespan_s"] == pytest.approx(base)
+
+
+RANGE = {"all": {"lo": 0.8, "hi": 1.25, "n": 2}}
+
+
+def _ranged_cost(system, devices):
+    return CalibratedCost(system, {d: {"peak_flops": system.device(d).peak_flops_for("default"),
+                                       "mem_bandwidth_Bps": system.device(d).mem_bandwidth_Bps, "residuals": RANGE}
+                                   for d in devices})
+
+
+def test_calibration_panel_states_the_range_and_every_model(runs):
+    """Predicted vs measured per model (a row per measured run) and the calibration's stated range."""
+    cost = _ranged_cost(SYS, ["cpu0"])
+    p = CalibrationPanel(runs, system=SYS, cost=cost)
+    direct = {k: compare(v, cost, SYS).metrics for k, v in runs.items()}
+    m = direct["chain"]
+    assert m["predicted_lo_s"] == pytest.approx(0.8 * m["predicted_s"])
+    assert "+/- 25%" not in p.summary.value and "-20%/+25%" in p.summary.value  # lopsided: said both ways
+    assert ("fell in it" if m["in_range"] else "outside") in p.summary.value
+    rows = re.findall(r"<tr>(.*?)</tr>", p.models.value)[1:]
+    assert len(rows) == 2 and "chain" in rows[0] and "layered" in rows[1]
+    assert p.models.value.count("measured in its stated range") == 1  # the calibrated column only: the roofline states none
+    for row, (k, mm) in zip(rows, direct.items()):
+        assert f"{mm['e2e_ratio']:.3f}" in row and ("yes" if mm["in_range"] else "<b>no</b>") in row
+    # the layered run is 1.5x slower than the chain's: outside a 25 % range
+    assert not direct["layered"]["in_range"] and "<b>no</b>" in rows[1]
+    # the roofline states no range: the summary says none
+    p.state.model = "roofline"
+    assert "stated" not in p.summary.value
+
+
+def test_panels_show_the_makespan_with_its_range():
+    """A session cost that kept held-out residuals: the Mapping panel's words give the range."""
+    from hetsched.io.systems import toy_system
+    from hetsched.plot import format_time_range
+    from hetsched.widgets import MappingPanel
+    from hetsched.widgets.base import Session
+
+    s = toy_system()
+    g = chain(4, seed=0)
+    p = MappingPanel(graph=g, system=s, session=Session(cost=_ranged_cost(s, s.compute_devices)))
+    m = p.result.metrics
+    assert m["makespan_lo_s"] < m["makespan_s"] < m["makespan_hi_s"]
+    assert f"makespan {format_time_range(m)}" in p.summary.value and "%" in format_time_range(m)

@@ -54,7 +54,7 @@ import hetsched as hs
 import hetsched.partition as pt
 from hetsched.errors import HetschedError
 from hetsched.io import csv_safe
-from hetsched.plot import color_map, format_value, group_colors, time_unit
+from hetsched.plot import color_map, format_time_range, format_value, group_colors, time_unit
 from hetsched.plot.partition import (buffer_occupancy, marked_blocks, marked_graph_view, quotient_walk_view, runs_gantt,
                                      with_cursor)
 from hetsched.registry import label as plain_name
@@ -777,7 +777,9 @@ class BackendPanel(BlockDrawing, Panel):
             + (f"buffered (depth {depth}) <b>{m['throughput_per_s']:.4g} inputs/s</b> (× {gain:.2f}); "
                if depth else "no buffers (depth 0); ")
             + f"latency p50 {_t(m['latency_p50_s'])}; {format_value(m['bytes_copied'], 'bytes_copied_bytes')} copied "
-              f"between backends in the run."
+              f"between backends in the run"
+            # priced with a calibrated cost that kept held-out residuals: how far to trust the answer
+            + (f"; makespan {format_time_range(m)} (the calibration's stated range)." if "makespan_lo_s" in m else ".")
         )
         gcol = group_colors(list(p.groups))
         cmap = color_map(v.system.device_names)

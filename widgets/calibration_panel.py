@@ -41,7 +41,7 @@ import traitlets
 from hetsched.calibrate import Comparison, compare
 from hetsched.cost import RooflineCost, load_cost
 from hetsched.errors import HetschedError
-from hetsched.plot import format_value, time_unit
+from hetsched.plot import format_time_range, format_value, time_unit
 from hetsched.plot.calibration import efficiency_curves, measured_vs_predicted, ratio_scatter
 
 from .base import Panel, Session, busy_html, ok_html
@@ -301,6 +301,10 @@ class CalibrationPanel(Panel):
                     row[f"{model}_s"] = c.metrics["predicted_s"]
                     row[f"{model}_ratio"] = c.metrics["e2e_ratio"]
                     row[f"{model}_median_op_ratio"] = c.metrics["median_ratio"]
+                    if "predicted_lo_s" in c.metrics:  # a cost that kept held-out residuals states a range
+                        row[f"{model}_lo_s"] = c.metrics["predicted_lo_s"]
+                        row[f"{model}_hi_s"] = c.metrics["predicted_hi_s"]
+                        row[f"{model}_in_range"] = bool(c.metrics["in_range"])
                 rows.append(row)
             cache[key] = pd.DataFrame(rows)
         return cache[key]
@@ -344,11 +348,21 @@ class CalibrationPanel(Panel):
         t = self.model_table()
         words = {"calibrated": "calibrated cost file", "roofline": "roofline"}
         models = [m for m in words if f"{m}_s" in t.columns]
-        head = "".join(f"<th>predicted: {words[m]}</th><th>predicted ÷ measured</th>" for m in models)
+        ranged = [m for m in models if f"{m}_in_range" in t.columns]
+        head = "".join(f"<th>predicted: {words[m]}</th><th>predicted ÷ measured</th>"
+                       + ("<th>measured in its stated range</th>" if m in ranged else "") for m in models)
         body = ""
         for row in t.itertuples(index=False):
             d = row._asdict()
-            cells = "".join(f"<td>{format_value(d[f'{m}_s'], '_s')}</td><td>{d[f'{m}_ratio']:.2f}</td>" for m in models)
+            cells = ""
+            for m in models:
+                pred = {"predicted_s": d[f"{m}_s"]}
+                if m in ranged and not pd.isna(d[f"{m}_lo_s"]):
+                    pred.update(predicted_lo_s=d[f"{m}_lo_s"], predicted_hi_s=d[f"{m}_hi_s"])
+                cells += f"<td>{format_time_range(pred, 'predicted_s')}</td><td>{d[f'{m}_ratio']:.3f}</td>"
+                if m in ranged:
+                    inr = d[f"{m}_in_range"]
+                    cells += "<td>–</td>" if pd.isna(inr) else f"<td>{'yes' if inr else '<b>no</b>'}</td>"
             body += (f"<tr><td><b>{html.escape(d['run'])}</b> ({d['ops']} ops)</td>"
                      f"<td>{format_value(d['measured_s'], '_s')}</td>{cells}</tr>")
         self.models.value = ("<div><b>Measured against predicted, model by model</b> (end to end, every op on "
@@ -361,8 +375,16 @@ class CalibrationPanel(Panel):
         unit, f = time_unit(max(m["measured_s"], m["predicted_s"]))
         self.summary.value = (
             f"<b>{html.escape(self.state.run)}</b> ({self.state.model}): end to end predicted "
-            f"<b>{m['predicted_s'] * f:.4g} {unit}</b>, measured {m['measured_s'] * f:.4g} {unit} "
+            f"<b>{m['predicted_s'] * f:.4g} {unit}</b>{_range_words(m)}, measured {m['measured_s'] * f:.4g} {unit} "
             f"(ratio <b>{m['e2e_ratio']:.3f}</b>); per op over {m['n_ops']:.0f} ops: median {m['median_ratio']:.3f}, "
             f"p10 {m['p10_ratio']:.3f}, p90 {m['p90_ratio']:.3f}"
         )
 
+
+def _range_words(m: Mapping[str, Any]) -> str:
+    """`` (-4%/+8% stated; the measurement fell in it)`` for a comparison whose cost stated a range."""
+    if "predicted_lo_s" not in m:
+        return ""
+    txt = format_time_range(m, "predicted_s")
+    where = "fell in it" if m.get("in_range") else "fell <b>outside</b> it"
+    return f" ({html.escape(txt.split(' ', 2)[-1])} stated; the measurement {where})"

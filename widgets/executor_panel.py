@@ -42,7 +42,7 @@ import hetsched.executor as ex
 from hetsched.cost import cost_key
 from hetsched.errors import HetschedError
 from hetsched.io import csv_safe
-from hetsched.plot import format_value
+from hetsched.plot import format_time_range, format_value
 from hetsched.plot.executor import (KIND_WORDS, METRIC_WORDS, RULE_LABELS, executor_gantt, executor_gantt_at, ordering_bars,
                                     policy_bars, rule_bars, rule_bars_at, rule_claim, rule_label)
 from hetsched.registry import label
@@ -677,7 +677,7 @@ class ExecutorPanel(Panel):
         threads = p.get("threads")
         one = self._cmp.frame.set_index("label")["makespan_s"].get("multi-stream, one thread")
         vs = (f" (one host thread: {_t(one)})" if one is not None and threads != "single" else "")
-        head = (f"<b>{html.escape(self.graph.name)}</b>: makespan <b>{_t(m['makespan_s'])}</b>{vs} with "
+        head = (f"<b>{html.escape(self.graph.name)}</b>: makespan <b>{format_time_range(m)}</b>{vs} with "
                 f"<i>{html.escape(_policy_name(ex.THREAD_POLICIES, threads))}</i> on {_n(m['n_threads'], 'host thread')} and "
                 f"<i>{html.escape(_policy_name(ex.STREAM_POLICIES, p.get('streams')))}</i>; lower bound {_t(m['lb_s'])} "
                 f"(gap {format_value(m['gap_to_lb'], 'gap')}), device busy {format_value(m['device_busy_frac'], 'busy_fraction')}; "

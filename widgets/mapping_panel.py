@@ -54,7 +54,7 @@ import hetsched.mapping as mp
 from hetsched.cost import cost_key, resolve_cost
 from hetsched.errors import HetschedError
 from hetsched.io.tables import csv_safe
-from hetsched.plot import color_map, format_value, time_unit
+from hetsched.plot import color_map, format_time_range, format_value, time_unit
 from hetsched.plot.mapping import (GANTT_WEBGL_BARS, METHOD_LABELS, busy_bars, mapping_gantt, method_bars,
                                    placement_blocks, placement_graph)
 from hetsched.results import Step
@@ -642,7 +642,7 @@ class MappingPanel(BlockDrawing, Panel):
             return mapping_gantt(make_timeline([]), devices, colors=colors, webgl=self._webgl(r),
                                  title=f"decision {step.index + 1}: nothing tried and nothing mapped yet")
         m = ev.metrics
-        nums = f"makespan {_t(m['makespan_s'])}, total busy time of all devices {_t(m['total_latency_s'])}"
+        nums = f"makespan {format_time_range(m)}, total busy time of all devices {_t(m['total_latency_s'])}"
         if tr.after is None:
             title = f"decision {step.index + 1}: nothing tried; the state before it ({nums})"
         elif not step.accepted:
@@ -669,7 +669,7 @@ class MappingPanel(BlockDrawing, Panel):
             f"<b>{_e(r.graph.name)}</b> ({r.graph.n_ops} layers) on {_e(', '.join(r.system.device_names))}: "
             f"{words}{obj_term} "
             f"<b>{_t(m[f'{obj}_s'])}</b> after {r.n_steps} decisions (compute-first alone: {_t(cf)}); "
-            f"makespan {_t(m['makespan_s'])}; remap trials: {sum(s.accepted for s in trials)} kept, "
+            f"makespan {format_time_range(m)}; remap trials: {sum(s.accepted for s in trials)} kept, "
             f"{sum(not s.accepted for s in trials)} refused; after kept remaps, {rel} more item(s) kept on-chip "
             f"{term('claim 6')}")
 

@@ -75,7 +75,7 @@ import traitlets
 import hetsched.pipeline as pp
 from hetsched.cost import cost_key
 from hetsched.errors import HetschedError
-from hetsched.plot import format_value
+from hetsched.plot import format_time_range, format_value
 from hetsched.plot.core import gantt, wrap_title
 from hetsched.plot.pipeline import (cache_depth, patent_queue_figure, rank_memory_figure, schedule_gantt, stage_costs_figure,
                                     synthesis_bars)
@@ -538,7 +538,7 @@ class PipelinePanel(Panel):
         s, m = res.schedule, res.metrics
         patent = " (the patent's)" if r.patents[lab]["applies"] else ""
         return (f"{lab}: {schedule_name(s.name)}{patent} (p={s.p}, v={s.v}, m={s.m}): "
-                f"makespan {format_value(m['makespan_s'], '_s')}, idle {m['bubble_fraction']:.0%} of rank-time")
+                f"makespan {format_time_range(m)}, idle {m['bubble_fraction']:.0%} of rank-time")
 
     def _show(self, name: str, fig: Any, fresh: bool) -> None:
         """Show ``fig``; a new result sends a new base, so a later time step's patch is the cursor alone

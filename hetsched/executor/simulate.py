@@ -43,6 +43,7 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
+from ..cost import range_factors, range_metrics, resolve_cost
 from ..des import Simulator
 from ..errors import HetschedError, UnknownNameError
 from ..graph import OpGraph
@@ -639,6 +640,8 @@ class Prepared:
     durations: Mapping[str, float]
     reduction: Any
     kernel_fallbacks: Mapping[str, str] = field(default_factory=dict)
+    #: the calibrated cost's error range of the priced ops (:func:`hetsched.cost.range_factors`), or None
+    range_factors: tuple[float, float] | None = None
     # stream maps, event plans, edge orderings and bounds already computed on these inputs, keyed
     # by what they depend on (several policies share a stream policy or a thread count)
     memo: dict = field(default_factory=dict)
@@ -672,8 +675,13 @@ def prepare_run(graph: OpGraph, *, costs: Any = "cuda", kinds: Mapping[str, str]
     res = resolve_ops(graph, rules=rules, placement=placement, system=system, kernels=kernels,
                       sync_copy_devices=sync_copy_devices)
     durations = op_durations(graph, res.kinds, res.devices, cost=cost, system=system, host=host)
+    rf = None
+    if cost is not None:  # the roofline states no range: skip the pass over the ops
+        cm = resolve_cost(cost, graph, system)
+        rf = range_factors(cm, ((graph.op(n).op_type, host if k == "cpu_sync" else res.devices[n], durations[n])
+                                for n, k in res.kinds.items() if k in ("cpu_sync", "gpu_async", "gpu_sync")))
     return Prepared(costs=c, kinds=res.kinds, host=host, devices=res.devices, durations=durations,
-                     reduction=reduction_of(graph), kernel_fallbacks=res.kernel_fallbacks)
+                     reduction=reduction_of(graph), kernel_fallbacks=res.kernel_fallbacks, range_factors=rf)
 
 
 def simulate_prepared(graph: OpGraph, prep: Prepared, *, streams: Any = "single", threads: Any = "single",
@@ -720,6 +728,7 @@ def simulate_prepared(graph: OpGraph, prep: Prepared, *, streams: Any = "single"
     busy = _device_busy(run, devices, kinds)
     metrics = {
         "makespan_s": makespan,
+        **range_metrics(prep.range_factors, makespan),
         **lb,
         "gap_to_lb": (makespan / lb["lb_s"] - 1.0) if lb["lb_s"] > 0 else 0.0,
         "device_busy_frac": (busy / makespan) if makespan > 0 else 0.0,

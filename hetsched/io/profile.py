@@ -50,6 +50,7 @@ waits for a core, so it measures a machine shared with other jobs as if it were 
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import gzip
 import json
@@ -66,7 +67,7 @@ from ..graph import OpGraph
 from ..results import Result, StepLog
 from ..timeline import make_timeline
 
-__all__ = ["Profile", "load_profile", "profile_torch", "time_torch", "op_key", "event_key"]
+__all__ = ["Profile", "load_profile", "profile_torch", "time_torch", "node_timer", "timed_profile", "timing", "op_key", "event_key"]
 
 # one key for op types a trace cannot tell apart (a torch linear is a Gemm, the zoo may call it MatMul)
 _CANON = {"Gemm": "MatMul", "Flatten": "Reshape", "Squeeze": "Reshape", "Unsqueeze": "Reshape",
@@ -651,10 +652,11 @@ def time_torch(model: Any, example_inputs: Sequence[Any] = (), graph: OpGraph | 
         The imported graph (default: ``load_torch`` of the same export); its op names are the FX
         node names.
     repeats, warmup : int
-    clock : {"wall", "cpu"}
+    clock : {"wall", "cpu", "cuda"}
         ``wall``: ``time.perf_counter``. ``cpu``: ``time.thread_time`` (the thread's CPU time, which
         excludes waiting for a core on a loaded machine); needs one torch thread (``threads=1``),
-        since work done by other threads would not count.
+        since work done by other threads would not count. ``cuda``: CUDA events around each node
+        and around the eager call (a model and inputs on the GPU; see :func:`node_timer`).
     stat : {"median", "min", "mean"}
     threads : int, optional
         ``torch.set_num_threads`` for the run (restored afterwards).
@@ -671,24 +673,9 @@ def time_torch(model: Any, example_inputs: Sequence[Any] = (), graph: OpGraph | 
     >>> list(p.latency_s), p.matched_by["linear"], p.metrics["iteration_s"] > 0
     (['linear'], 'node', True)
     """
-    import time
-
     import torch
 
-    if clock not in ("wall", "cpu"):
-        raise HetschedError(f"clock must be 'wall' or 'cpu', got {clock!r}", field="clock")
-    if stat not in _STATS:
-        raise FormatError(f"stat must be one of {sorted(_STATS)}, got {stat!r}", field="stat")
-    if repeats < 1 or warmup < 0:
-        raise HetschedError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}", field="repeats")
-    prev = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(int(threads))
-    try:
-        if clock == "cpu" and torch.get_num_threads() != 1:
-            raise HetschedError(f"clock='cpu' times the calling thread only: pin torch to one thread (threads=1), "
-                                f"not {torch.get_num_threads()}", field="threads")
-        now = time.thread_time if clock == "cpu" else time.perf_counter
+    with timing(clock, stat, repeats, warmup, threads) as (now, n_threads):
         ep = model if isinstance(model, torch.export.ExportedProgram) else torch.export.export(model, tuple(example_inputs))
         if graph is None:
             import warnings
@@ -699,46 +686,125 @@ def time_torch(model: Any, example_inputs: Sequence[Any] = (), graph: OpGraph | 
                 warnings.simplefilter("ignore")
                 graph = load_torch(ep)
         gm, flat = _program(ep, tuple(example_inputs))
-        times: dict[str, list[float]] = defaultdict(list)
-        starts: dict[str, list[float]] = defaultdict(list)
-        targets = {o for o in graph.ops}
-        t_run = [0.0]
-
-        class _Timed(torch.fx.Interpreter):
-            def call_function(self, target, args, kwargs):
-                name = self._node.name
-                if name not in targets:
-                    return target(*args, **kwargs)
-                t0 = now()
-                out = target(*args, **kwargs)
-                dt = now() - t0
-                starts[name].append(t_run[0])
-                t_run[0] += dt
-                times[name].append(dt)
-                return out
-
-            def run_node(self, n):
-                self._node = n
-                return super().run_node(n)
-
-        interp = _Timed(gm)
+        timed = node_timer(gm, set(graph.ops), now)
         eager = model.module() if isinstance(model, torch.export.ExportedProgram) else model
         e2e: list[float] = []
         with torch.no_grad():
             for _ in range(warmup):
-                interp.run(*flat)
+                timed.run(*flat)
                 eager(*example_inputs)
             for _ in range(repeats):
-                t_run[0] = 0.0
-                interp.run(*flat)
-                t0 = now()
-                eager(*example_inputs)
-                e2e.append(now() - t0)
+                timed.run(*flat)
+                e2e.append(_call_s(lambda: eager(*example_inputs), now))
+    return timed_profile(graph, timed.times, e2e, warmup=warmup, repeats=repeats, clock=clock, stat=stat, device=device,
+                         threads=n_threads)
+
+
+@contextlib.contextmanager
+def timing(clock: str, stat: str, repeats: int, warmup: int, threads: int | None):
+    """Check the timing arguments, pin torch to ``threads`` (restored on exit) and give
+    ``(now, thread count)``: ``now`` is ``time.perf_counter`` (``wall``) or ``time.thread_time``
+    (``cpu``, which needs one thread: work of other threads would not count); ``None`` for
+    ``cuda`` (CUDA events, see :func:`node_timer`)."""
+    import time
+
+    import torch
+
+    if clock not in ("wall", "cpu", "cuda"):
+        raise HetschedError(f"clock must be 'wall', 'cpu' or 'cuda', got {clock!r}", field="clock")
+    if clock == "cuda" and not torch.cuda.is_available():
+        raise HetschedError("clock='cuda' (CUDA events) but torch sees no CUDA device", field="clock")
+    if stat not in _STATS:
+        raise FormatError(f"stat must be one of {sorted(_STATS)}, got {stat!r}", field="stat")
+    if repeats < 1 or warmup < 0:
+        raise HetschedError(f"repeats must be >= 1 and warmup >= 0, got {repeats}, {warmup}", field="repeats")
+    prev = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+    try:
+        n = torch.get_num_threads()
+        if clock == "cpu" and n != 1:
+            raise HetschedError(f"clock='cpu' times the calling thread only: pin torch to one thread (threads=1), "
+                                f"not {n}", field="threads")
+        yield (None if clock == "cuda" else time.thread_time if clock == "cpu" else time.perf_counter), n
     finally:
         torch.set_num_threads(prev)
+
+
+def node_timer(gm: Any, targets: set[str], now: Any):
+    """An FX interpreter of ``gm`` that times every call node named in ``targets`` as it runs (its
+    ``times``: ``{node: [seconds per run]}``); what :func:`time_torch` and the training-step timer
+    (:mod:`hetsched.io.train_step`) run.
+
+    ``now=None`` times with CUDA events instead (a pair recorded on the current stream around each
+    node: the device's time for its kernels, host launch gaps included); they are read, with one
+    synchronisation, when a run ends (:meth:`run` returns only then), so timing adds no
+    synchronisation between nodes.
+    """
+    import torch
+
+    times: dict[str, list[float]] = defaultdict(list)
+    marks: list[tuple[str, Any, Any]] = []
+
+    class _Timed(torch.fx.Interpreter):
+        def call_function(self, target, args, kwargs):
+            name = self._node.name
+            if name not in targets:
+                return target(*args, **kwargs)
+            if now is None:
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+                out = target(*args, **kwargs)
+                e1.record()
+                marks.append((name, e0, e1))
+                return out
+            t0 = now()
+            out = target(*args, **kwargs)
+            times[name].append(now() - t0)
+            return out
+
+        def run_node(self, n):
+            self._node = n
+            return super().run_node(n)
+
+        def run(self, *args, **kwargs):
+            out = super().run(*args, **kwargs)
+            if marks:
+                torch.cuda.synchronize()
+                for name, e0, e1 in marks:
+                    times[name].append(e0.elapsed_time(e1) * 1e-3)  # milliseconds
+                marks.clear()
+            return out
+
+    interp = _Timed(gm)
+    interp.times = times
+    return interp
+
+
+def _call_s(fn: Any, now: Any) -> float:
+    """Seconds of one call of ``fn``: by ``now``, or between two CUDA events (``now=None``)."""
+    if now is not None:
+        t0 = now()
+        fn()
+        return now() - t0
+    import torch
+
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    fn()
+    e1.record()
+    torch.cuda.synchronize()
+    return e0.elapsed_time(e1) * 1e-3
+
+
+def timed_profile(graph: OpGraph, times: Mapping[str, Sequence[float]], e2e: Sequence[float], *, warmup: int, repeats: int,
+                  clock: str, stat: str, device: str, threads: int, source: str | None = None,
+                  extra_metrics: Mapping[str, float] | None = None) -> "Profile":
+    """The :class:`Profile` of per-op samples ``times`` (the first ``warmup`` of each dropped) and
+    end-to-end samples ``e2e``, measured with ``threads`` torch threads (``params["threads"]``)."""
     fn = _STATS[stat]
     ops = [o for o in graph.ops if o in times]
-    latency = {o: float(fn(times[o][warmup:] or times[o])) for o in ops}
+    latency = {o: float(fn(list(times[o][warmup:]) or list(times[o]))) for o in ops}
     samples = {o: tuple(times[o][warmup:]) for o in ops}
     rows, t = [], 0.0
     for o in ops:  # the program's order, each op its latency long
@@ -753,10 +819,11 @@ def time_torch(model: Any, example_inputs: Sequence[Any] = (), graph: OpGraph | 
     metrics = {"n_ops": float(graph.n_ops), "n_matched": float(len(latency)),
                "match_rate": len(latency) / graph.n_ops if graph.n_ops else 1.0, "n_unmatched_events": 0.0,
                "n_iterations": float(repeats), "total_s": float(sum(latency.values())),
-               "iteration_s": float(fn(e2e)), "program_s": t, "peak_bytes": float("nan")}
+               "iteration_s": float(fn(e2e)), "program_s": t, "peak_bytes": float("nan"),
+               "threads": float(threads), **dict(extra_metrics or {})}
     return Profile(graph=graph, device=device, latency_s=latency, samples=samples,
                    matched_by={o: "node" for o in latency}, unmatched_ops=un_ops,
                    unmatched_events=pd.DataFrame(columns=["name", "count", "total_s"]), n_iterations=repeats,
-                   source=f"time_torch({clock} clock)", metrics=metrics, timeline=make_timeline(rows),
+                   source=source or f"time_torch({clock} clock)", metrics=metrics, timeline=make_timeline(rows),
                    steps=steps,
-                   params={"device": device, "stat": stat, "clock": clock, "repeats": repeats})
+                   params={"device": device, "stat": stat, "clock": clock, "repeats": repeats, "threads": int(threads)})

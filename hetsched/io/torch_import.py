@@ -800,6 +800,13 @@ def _import_program(ep: Any, label: str, notes: Mapping[str, Any], workspace: Ma
             # a backward op re-reading its forward op's weights): its first reader owns it
             attrs["shares_weights_with"] = owner[shared[0]]
             attrs["shared_weight_bytes"] = int(sum(wbytes[w] for w in shared))
+        if typ in ("Conv", "ConvTranspose", "Conv_grad", "ConvTranspose_grad"):
+            # a grouped (depthwise) convolution runs far below a dense one of the same work: the cost
+            # models price it by a curve of its own (hetsched.cost.curve_type)
+            gi = {"convolution": 8, "_convolution": 8, "convolution_backward": 9}.get(packet, 6)
+            groups = node.args[gi] if len(node.args) > gi else node.kwargs.get("groups", 1)
+            if isinstance(groups, int) and groups > 1:
+                attrs["groups"] = groups
         if typ == "Dropout":
             train = node.args[2] if len(node.args) > 2 else node.kwargs.get("train", packet == "native_dropout")
             attrs["training"] = bool(train) if isinstance(train, bool) else True

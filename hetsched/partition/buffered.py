@@ -62,7 +62,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from ..cost import CostModel, resolve_cost
+from ..cost import CostModel, range_factors, range_metrics, resolve_cost
 from ..des import Simulator
 from ..errors import HetschedError
 from ..results import Result, StepLog
@@ -263,6 +263,9 @@ class _Plan:
             lst = [(o, float(c.compute_s(graph.op(o), b))) for o in partition.groups[g]]
             self.op_s.append(lst)
             self.dur.append(sum(t for _, t in lst))
+        # a calibrated cost's error range over the priced ops (None: no statement)
+        self.range_f = range_factors(c, ((graph.op(o).op_type, gback[i], t) for i, lst in enumerate(self.op_s)
+                                         for o, t in lst))
         edges = partition.edges
         self.E = E = len(edges)
         self.e_src = [gidx[e.src] for e in edges]
@@ -509,6 +512,7 @@ class _Run:
         span = (tl["end_s"] - tl["start_s"]).to_numpy(dtype=float)
         metrics: dict[str, float] = {
             "makespan_s": makespan,
+            **range_metrics(p.range_f, makespan),
             # an empty graph does no work: nothing flows, and nothing is measured (0, not inf)
             "throughput_per_s": N / makespan if makespan > 0 else 0.0,
             "latency_p50_s": float(np.percentile(lat, 50)),

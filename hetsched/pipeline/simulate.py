@@ -57,6 +57,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from ..cost import range_metrics
 from ..errors import ScheduleError
 from ..results import LazySteps, Result, Step
 from ..timeline import TimelineBuilder
@@ -477,6 +478,8 @@ def simulate(schedule: Schedule, *, costs: StageCosts | Mapping | None = None, c
                              "peak_activation_bytes": peak_bytes, "peak_cache_depth": peak_cache.astype(int), "blocked_send_s": blocked_rank})
     metrics = {
         "makespan_s": makespan,
+        # stage costs priced by a calibrated cost carry its error range (StageCosts.meta)
+        **range_metrics((cost.meta or {}).get("error_range"), makespan),
         "bubble_fraction": float(idle.sum() / (s.p * makespan)) if makespan > 0 else 0.0,
         "bubble_ratio": float(idle.sum() / busy.sum()) if busy.sum() > 0 else 0.0,
         "peak_activations_chunks": float(peak_chunks.max()) if s.p else 0.0,

@@ -55,7 +55,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from ..cost import CostModel, resolve_cost
+from ..cost import CostModel, range_factors, resolve_cost
 from ..errors import CapacityError, HetschedError, ScheduleError, UnsupportedOpError
 from ..graph import OpGraph
 from ..results import Result, StepLog
@@ -571,7 +571,11 @@ def _build(pb: _Problem, graph: OpGraph, system: System, devices: list[str], cut
                        held_bytes=held, overhead_s=overhead_s, send_s=send, grad_send_s=gsend,
                        placement=tuple(int(r) for r in pb.rank),
                        meta={"graph": u.graph_name, "devices": list(devices), "cuts": list(cuts), "style": pb.style,
-                             "stages": [u.names[cuts[s]:cuts[s + 1]] for s in range(S)]})
+                             "stages": [u.names[cuts[s]:cuts[s + 1]] for s in range(S)],
+                             # a calibrated cost's error range over the stages' ops: simulate states it
+                             "error_range": range_factors(c, ((graph.op(o).op_type, pb.dev[s], c.compute_s(graph.op(o), pb.dev[s]))
+                                                              for s in range(S) for k in range(cuts[s], cuts[s + 1])
+                                                              for o in u.ops[k]))})
     # exact peak memory per rank: weights of its stages plus the saved activations in flight, in list order
     sched = pb.sched
     peak = np.zeros(pb.p)

@@ -47,6 +47,7 @@ __all__ = [
     "metric_label",
     "format_value",
     "metrics_table",
+    "format_time_range",
     "color_map",
     "time_unit",
     "bytes_unit",
@@ -430,6 +431,28 @@ def metrics_table(metrics: Mapping[str, Any], *, title: str = "value") -> pd.Dat
             (format_value(v, k) if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v))
             for k, v in metrics.items() if not isinstance(v, Mapping)}
     return pd.DataFrame({title: list(rows.values())}, index=pd.Index(list(rows), name=""))
+
+
+def format_time_range(metrics: Mapping[str, Any], key: str = "makespan_s") -> str:
+    """A result's time with the range a calibrated cost stated for it: ``"12.4 ms +/- 6%"``.
+
+    ``metrics[key]`` with ``<key>_lo_s``/``<key>_hi_s`` beside it (``makespan_lo_s``: every family's
+    result priced with a cost that kept held-out residuals; ``predicted_lo_s``: a calibration
+    comparison); without them the time alone, as :func:`format_value` writes it.
+
+    >>> format_time_range({"makespan_s": 0.0124, "makespan_lo_s": 0.01166, "makespan_hi_s": 0.01314})
+    '12.4 ms +/- 6%'
+    >>> format_time_range({"makespan_s": 0.0124}), format_time_range({"predicted_s": 2.5}, "predicted_s")
+    ('12.4 ms', '2.5 s')
+    """
+    from ..cost import describe_range
+
+    v = metrics.get(key)
+    base = key[:-2] if key.endswith("_s") else key
+    lo, hi = metrics.get(f"{base}_lo_s"), metrics.get(f"{base}_hi_s")
+    if v is None or lo is None or hi is None:
+        return format_value(v, key if key.endswith("_s") else "_s")
+    return describe_range(v, lo, hi)
 
 
 def _hash_color(key: str) -> str:
