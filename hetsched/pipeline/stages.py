@@ -50,7 +50,7 @@ import itertools
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -87,7 +87,10 @@ class GraphUnits:
         Per device: arrays ``F``, ``B``, ``W`` (seconds per unit) and ``unsupported`` (ops the
         device cannot run).
     weight_bytes : ndarray
-        Parameter bytes per unit.
+        Parameter bytes per unit (a weight several of its forward ops read, tied weights, once).
+    tied : tuple of (int, int, float)
+        ``(a, b, bytes)``: units ``a < b`` read the same ``bytes`` of tied weights (GPT-2's LM head
+        and token embedding): a stage holding both holds them once (:meth:`stage_weight_bytes`).
     cross_bytes : ndarray
         ``cross_bytes[j]``: bytes of forward tensors crossing the cut before unit ``j`` (length
         ``n + 1``; the ends are 0).
@@ -105,10 +108,28 @@ class GraphUnits:
     weight_bytes: np.ndarray
     cross_bytes: np.ndarray
     saved: list
+    tied: tuple = ()
 
     @property
     def n(self) -> int:
         return len(self.names)
+
+    def stage_weight_bytes(self, i, j, wpre: np.ndarray | None = None):
+        """Weight bytes of units ``i..j-1`` (scalars or arrays), each tied weight once.
+
+        >>> from hetsched.io.zoo import gpt2_small
+        >>> from hetsched.io.systems import toy_system
+        >>> g = gpt2_small(seq_len=8, n_layers=1)
+        >>> u = graph_units(g, toy_system(), ["gpu0"])
+        >>> int(u.stage_weight_bytes(0, u.n)) == g.total_weight_bytes
+        True
+        """
+        if wpre is None:
+            wpre = np.concatenate([[0.0], np.cumsum(self.weight_bytes)])
+        w = wpre[j] - wpre[i]
+        for a, b, nbytes in self.tied:
+            w = w - nbytes * ((np.asarray(i) <= a) & (np.asarray(j) > b))
+        return w
 
 
 def _is_training(g: OpGraph) -> bool:
@@ -193,7 +214,11 @@ def graph_units(graph: OpGraph, system: System, devices: Sequence[str], *, cost:
                 else:
                     F[k] += t
         time_s[d] = {"F": F, "B": B, "W": W, "unsupported": bad}
-    weight = np.array([float(sum(graph.op(o).weight_bytes for o in ms if o in unit_of)) for ms in members])
+    from ..weights import TiedWeights
+
+    tw = TiedWeights.of(graph)
+    weight = np.array([float(tw.held_bytes(o for o in ms if o in unit_of)) for ms in members])
+    tied = _tied_pairs(tw, unit_of)
     # forward tensors crossing each cut: produced in unit a, last read (by a forward op) in unit b > a
     diff = np.zeros(n + 1)
     for t, tens in graph.tensors.items():
@@ -219,7 +244,29 @@ def graph_units(graph: OpGraph, system: System, devices: Sequence[str], *, cost:
                     seen.setdefault(base, float(graph.tensor(base).size_bytes))
         saved.append(list(seen.items()))
     fwd_members = [[o for o in ms if o in unit_of] for ms in members]
-    return GraphUnits(graph.name, names, members, fwd_members, time_s, weight, cross, saved)
+    return GraphUnits(graph.name, names, members, fwd_members, time_s, weight, cross, saved, tied)
+
+
+def _tied_pairs(tw: Any, unit_of: Mapping[str, int]) -> tuple[tuple[int, int, float], ...]:
+    """Tied weights read by forward ops of several units, as pairs of consecutive units of each tie
+    group: ``(a, b, bytes)`` with the bytes both hold (the owner's unit holds all of them), so that a
+    stage's weights are its units' sums less the pairs it contains (exact when the readers of a
+    group share the same bytes, as a tied embedding's do)."""
+    pairs = []
+    for owner, sharers in tw.sharers.items():
+        per_unit: dict[int, float] = {}
+        if owner in unit_of:
+            per_unit[unit_of[owner]] = math.inf
+        for s in sharers:
+            if s in unit_of:
+                k = unit_of[s]
+                per_unit[k] = max(per_unit.get(k, 0.0), float(tw.shared[s][1]))
+        ks = sorted(per_unit)
+        for a, b in zip(ks, ks[1:]):
+            nbytes = min(per_unit[a], per_unit[b])
+            if nbytes > 0 and math.isfinite(nbytes):
+                pairs.append((a, b, nbytes))
+    return tuple(pairs)
 
 
 # ---- the split as a result -----------------------------------------------------------------------
@@ -340,7 +387,7 @@ class _Problem:
     def stage_ok(self, s: int, i, j):
         pre = self.pre[self.dev[s]]
         unsupported = (pre["unsupported"][j] - pre["unsupported"][i]) > 0
-        mem = (self.wpre[j] - self.wpre[i]) * self.copies + self.saved[i, j] * self.inflight[s]
+        mem = self.u.stage_weight_bytes(i, j, self.wpre) * self.copies + self.saved[i, j] * self.inflight[s]
         return ~unsupported & (mem <= self.cap[s])
 
     def link(self, s: int, j):
@@ -523,12 +570,12 @@ def _no_fit(pb: _Problem, devices: Sequence[str]) -> HetschedError:
     worst, ws = -math.inf, 0
     for s in range(pb.S):
         i, j = cuts[s], cuts[s + 1]
-        mem = (pb.wpre[j] - pb.wpre[i]) * pb.copies + pb.saved[i, j] * pb.inflight[s]
+        mem = pb.u.stage_weight_bytes(i, j, pb.wpre) * pb.copies + pb.saved[i, j] * pb.inflight[s]
         if mem - cap[s] > worst:
             worst, ws = mem - cap[s], s
     r = int(pb.rank[ws])
     i, j = cuts[ws], cuts[ws + 1]
-    mem = (pb.wpre[j] - pb.wpre[i]) * pb.copies + pb.saved[i, j] * pb.inflight[ws]
+    mem = pb.u.stage_weight_bytes(i, j, pb.wpre) * pb.copies + pb.saved[i, j] * pb.inflight[ws]
     share = f" (its 1/{pb.v} share for one of {pb.v} chunks)" if pb.v > 1 else ""
     return CapacityError(
         f"no split of {u.graph_name!r} into {pb.S} stages fits memory: even the fastest puts {mem / 2**30:.3g} GiB "
@@ -555,7 +602,7 @@ def _build(pb: _Problem, graph: OpGraph, system: System, devices: list[str], cut
             send[s] = c.transfer_s(float(act[s]), pb.dev[s], pb.dev[s + 1])
         if s > 0:
             gsend[s] = c.transfer_s(float(u.cross_bytes[i]), pb.dev[s], pb.dev[s - 1])
-        wb = pb.wpre[j] - pb.wpre[i]
+        wb = float(pb.u.stage_weight_bytes(i, j, pb.wpre))
         mem = wb * pb.copies + held[s] * pb.inflight[s]
         rows.append({"stage": s, "rank": int(pb.rank[s]), "device": pb.dev[s], "first": u.names[i], "last": u.names[j - 1],
                      "n_units": j - i, "f_s": F[s], "b_s": Bk[s], "i_s": Bk[s] - W[s], "w_s": W[s], "time_s": F[s] + Bk[s],
@@ -579,7 +626,7 @@ def _build(pb: _Problem, graph: OpGraph, system: System, devices: list[str], cut
         sl = sched.rank_slice(r)
         st, kd = sched.stage[sl], sched.kind[sl]
         delta = np.where(kd == 0, held[st], np.where((kd == 1) | (kd == 3), -held[st], 0.0))
-        wsum = sum((pb.wpre[cuts[s + 1]] - pb.wpre[cuts[s]]) * pb.copies for s in range(S) if pb.rank[s] == r)
+        wsum = sum(pb.u.stage_weight_bytes(cuts[s], cuts[s + 1], pb.wpre) * pb.copies for s in range(S) if pb.rank[s] == r)
         peak[r] = wsum + (float(np.cumsum(delta).max()) if len(delta) else 0.0)
     capr = np.array([float(system.device(d).memory_bytes) for d in devices])
     busy = np.bincount(pb.rank, weights=F + Bk, minlength=pb.p)
