@@ -83,7 +83,7 @@ def expert_grid(assignment: pd.DataFrame, devices: Sequence[str], *, colors: Map
                    tickvals=list(range(n_exp)), range=[-0.7, n_exp - 0.3], zeroline=False, showgrid=False),
         yaxis=dict(title=title_text("MoE layer"), tickmode="array", tickvals=list(range(n_lay)),
                    range=[n_lay - 0.4, -0.6], zeroline=False, showgrid=False),
-        height=height or max(220, 110 + 52 * n_lay), font=dict(size=14),
+        height=height or max(220, 110 + 52 * n_lay), font=dict(size=14), showlegend=True,
         legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"),
         margin=dict(l=10, r=10, t=60 if title else 30, b=40), title=title_text(title))
     return figure_from_dicts(data, layout)
