@@ -167,3 +167,23 @@ def test_zoo_and_training_graph_mark_shared_weights():
     for o in t.ops.values():
         if o.attrs.get("phase") == "backward" and o.weight_bytes:
             assert o.attrs["shared_weight_bytes"] == o.weight_bytes, o.name
+
+
+def test_memory_repair_sends_a_tied_weight_back_with_every_resident_reader_in_one_round(monkeypatch):
+    """The embedding's weights are held once for it and the head: evicting only one of the two frees
+    nothing (the other then holds the copy), so the repair sends both back in the same round."""
+    import hetsched.mapping.result as R
+    from hetsched.results import StepLog
+
+    g = tied_graph()
+    s = hand_system(mem_a=W + 1000 + 1500)  # the weights fit, but not with the activations staged around them
+    ctx = Ctx(g, s)
+    st = State({o: "a" for o in g.ops}, {"emb", "mid", "head"}, set())
+    calls = []
+    monkeypatch.setattr(R, "evaluate", lambda *a, **k: calls.append(1) or evaluate(*a, **k))
+    log = StepLog()
+    res = R.finish(ctx, st, log, phase="test", params={}, initial_state={})
+    evicted = [x.subject for x in res.steps if x.action == "evict"]
+    i = evicted.index("emb")
+    assert set(evicted[i:i + 2]) == {"emb", "head"}  # together, one step each
+    assert res.metrics["peak_mem_frac"] <= 1.0 and len(calls) <= 3 and "emb" not in res.placement.weights_resident
