@@ -88,6 +88,8 @@ class GraphUnits:
         device cannot run).
     weight_bytes : ndarray
         Parameter bytes per unit (a weight several of its forward ops read, tied weights, once).
+    ops_per_unit : int
+        Consecutive forward units merged into one (1 unless the chain was longer than ``max_units``).
     tied : tuple of (int, int, float)
         ``(a, b, bytes)``: units ``a < b`` read the same ``bytes`` of tied weights (GPT-2's LM head
         and token embedding): a stage holding both holds them once (:meth:`stage_weight_bytes`).
@@ -109,6 +111,7 @@ class GraphUnits:
     cross_bytes: np.ndarray
     saved: list
     tied: tuple = ()
+    ops_per_unit: int = 1
 
     @property
     def n(self) -> int:
@@ -136,7 +139,14 @@ def _is_training(g: OpGraph) -> bool:
     return any(o.attrs.get("phase") == "backward" for o in g.ops.values())
 
 
-def graph_units(graph: OpGraph, system: System, devices: Sequence[str], *, cost: CostModel | None = None, units: str = "op") -> GraphUnits:
+#: at most this many units by default: a longer chain (an LLM's thousands of forward ops) merges runs of
+#: consecutive units, so the O(S n^2) split stays interactive; a cut then falls between runs only, and a
+#: stage's cost is off by at most one run's cost (under 0.1 % of the total here)
+MAX_UNITS = 1024
+
+
+def graph_units(graph: OpGraph, system: System, devices: Sequence[str], *, cost: CostModel | None = None, units: str = "op",
+                max_units: int | None = MAX_UNITS) -> GraphUnits:
     """Cut ``graph`` into a chain of units and price every unit on every device in ``devices``.
 
     ``units="op"``: one unit per forward op (topological order); ``"layer"``: consecutive forward
@@ -165,6 +175,12 @@ def graph_units(graph: OpGraph, system: System, devices: Sequence[str], *, cost:
         if not names or names[-1] != key or units == "op":
             names.append(key)
         unit_of[o] = len(names) - 1
+    k_merge = 1
+    if max_units is not None and len(names) > max(1, int(max_units)):
+        k_merge = -(-len(names) // max(1, int(max_units)))  # consecutive units per run, rounded up
+        names = [f"{names[i]} .. {names[min(i + k_merge, len(names)) - 1]}" if k_merge > 1 else names[i]
+                 for i in range(0, len(names), k_merge)]
+        unit_of = {o: k // k_merge for o, k in unit_of.items()}
     n = len(names)
     members: list[list[str]] = [[] for _ in range(n)]
     for o in fwd:
@@ -244,7 +260,7 @@ def graph_units(graph: OpGraph, system: System, devices: Sequence[str], *, cost:
                     seen.setdefault(base, float(graph.tensor(base).size_bytes))
         saved.append(list(seen.items()))
     fwd_members = [[o for o in ms if o in unit_of] for ms in members]
-    return GraphUnits(graph.name, names, members, fwd_members, time_s, weight, cross, saved, tied)
+    return GraphUnits(graph.name, names, members, fwd_members, time_s, weight, cross, saved, tied, k_merge)
 
 
 def _tied_pairs(tw: Any, unit_of: Mapping[str, int]) -> tuple[tuple[int, int, float], ...]:
@@ -466,7 +482,7 @@ def exhaustive_split(graph: OpGraph, system: System, *, devices: Sequence[str], 
     return best, arg
 
 
-def _problem(graph, system, devices, p, v, schedule, m, cost, units, weight_copies):
+def _problem(graph, system, devices, p, v, schedule, m, cost, units, weight_copies, max_units=MAX_UNITS):
     from .schedules import check_pvm
 
     check_pvm(p, v, 1)
@@ -476,7 +492,7 @@ def _problem(graph, system, devices, p, v, schedule, m, cost, units, weight_copi
     if not (weight_copies >= 0 and math.isfinite(weight_copies)):
         raise HetschedError(f"weight_copies must be finite and >= 0, got {weight_copies!r}", field="weight_copies")
     sched = _resolve_schedule(schedule, p, v, m)
-    u = graph_units(graph, system, devices, cost=cost, units=units)
+    u = graph_units(graph, system, devices, cost=cost, units=units, max_units=max_units)
     if u.n < p * v:
         raise HetschedError(f"graph {graph.name!r} has {u.n} {units} units, fewer than the {p * v} stages asked for", field="p")
     pb = _Problem(u, system, devices, p, v, sched, weight_copies, cost, graph)
@@ -486,7 +502,8 @@ def _problem(graph, system, devices, p, v, schedule, m, cost, units, weight_copi
 
 def split_stages(graph: OpGraph, system: System, *, devices: Sequence[str], p: int, v: int = 1, schedule: Any = None,
                  m: int | None = None, cost: CostModel | None = None, units: str = "op", weight_copies: float = 2.0,
-                 overhead_s: float = 0.0, cuts: Sequence[int] | None = None) -> StageSplit:
+                 overhead_s: float = 0.0, cuts: Sequence[int] | None = None, fit_memory: bool = True,
+                 max_units: int | None = MAX_UNITS) -> StageSplit:
     """Split ``graph`` into ``p * v`` contiguous stages minimising the bottleneck on heterogeneous ranks.
 
     Parameters
@@ -515,6 +532,12 @@ def split_stages(graph: OpGraph, system: System, *, devices: Sequence[str], p: i
     cuts : sequence of int, optional
         Evaluate this split (``S + 1`` unit indices from 0 to the number of units) instead of
         searching; a split over memory is priced anyway (``peak_memory_fraction`` > 1 says so).
+    max_units : int or None
+        Beyond this many units, runs of consecutive units merge into one (:data:`MAX_UNITS`; ``None``: never).
+    fit_memory : bool
+        When no split fits every rank's memory: raise (default), or return the fastest split with
+        memory ignored, ``params["over_memory"]`` saying which rank overflows and by how much (what a
+        panel shows for a model too big for the machine, instead of nothing).
 
     Raises
     ------
@@ -533,7 +556,8 @@ def split_stages(graph: OpGraph, system: System, *, devices: Sequence[str], p: i
     True
     """
     t0 = time.perf_counter()
-    pb, sched = _problem(graph, system, devices, p, v, schedule, m, cost, units, weight_copies)
+    pb, sched = _problem(graph, system, devices, p, v, schedule, m, cost, units, weight_copies, max_units)
+    over = None
     if cuts is not None:
         cuts = [int(x) for x in cuts]
         if len(cuts) != pb.S + 1 or cuts[0] != 0 or cuts[-1] != pb.n or any(b <= a for a, b in zip(cuts, cuts[1:])):
@@ -547,9 +571,15 @@ def split_stages(graph: OpGraph, system: System, *, devices: Sequence[str], p: i
     else:
         best, cuts, states = _dp(pb)
         if not cuts:
-            raise _no_fit(pb, devices)
+            err = _no_fit(pb, devices)
+            if fit_memory or not isinstance(err, CapacityError):
+                raise err
+            cap, pb.cap = pb.cap, np.full_like(pb.cap, np.inf)
+            best, cuts, states = _dp(pb)
+            pb.cap = cap
+            over = str(err)
     solve_s = time.perf_counter() - t0
-    return _build(pb, graph, system, list(devices), cuts, best, states, solve_s, cost, overhead_s)
+    return _build(pb, graph, system, list(devices), cuts, best, states, solve_s, cost, overhead_s, over)
 
 
 def _no_fit(pb: _Problem, devices: Sequence[str]) -> HetschedError:
@@ -585,7 +615,7 @@ def _no_fit(pb: _Problem, devices: Sequence[str]) -> HetschedError:
 
 
 def _build(pb: _Problem, graph: OpGraph, system: System, devices: list[str], cuts: list[int], best: float, states: int,
-           solve_s: float, cost: CostModel | None, overhead_s: float) -> StageSplit:
+           solve_s: float, cost: CostModel | None, overhead_s: float, over_memory: str | None = None) -> StageSplit:
     u, S = pb.u, pb.S
     c = resolve_cost(cost, graph, system)
     rows, steps = [], StepLog()
@@ -636,14 +666,16 @@ def _build(pb: _Problem, graph: OpGraph, system: System, devices: list[str], cut
     metrics = {
         "bottleneck_s": float(best), "max_stage_s": float(times.max()), "max_link_s": float(links.max()),
         "balance": float(times.max() / times.mean()) if times.mean() > 0 else 1.0,
-        "peak_memory_fraction": float((peak / capr).max()), "n_units": float(u.n), "n_stages": float(S),
+        "peak_memory_fraction": float((peak / capr).max()), "n_units": float(u.n), "ops_per_unit": float(u.ops_per_unit),
+        "n_stages": float(S),
         "dp_states": float(states), "solve_s": solve_s,
     }
     tl = _one_microbatch_timeline(pb, F, Bk, send, gsend, act)
     return StageSplit(cuts=tuple(cuts), stages=[[o for k in range(cuts[s], cuts[s + 1]) for o in u.forward[k]] for s in range(S)],
                       costs=costs, per_stage=per_stage, per_rank=per_rank, units=u, metrics=metrics, timeline=tl, steps=steps,
                       params={"graph": u.graph_name, "system": system.name, "devices": list(devices), "p": pb.p, "v": pb.v,
-                              "schedule": sched.name, "m": sched.m, "units": pb.units, "weight_copies": pb.copies},
+                              "schedule": sched.name, "m": sched.m, "units": pb.units, "weight_copies": pb.copies,
+                              **({"over_memory": over_memory} if over_memory else {})},
                       initial_state={})
 
 
@@ -718,13 +750,14 @@ class ModelRun:
 def simulate_model(graph: OpGraph | str | None = None, system: System | str | None = None, *, devices: Sequence[str] | None = None,
                    p: int = 4, v: int | None = None, m: int = 16, schedule: str = "1f1b", grouping: str | None = None,
                    comm: Any = None, cache: str | None = None, units: str = "op", weight_copies: float = 2.0,
-                   overhead_s: float = 0.0, cost: CostModel | str | None = None) -> ModelRun:
+                   overhead_s: float = 0.0, cost: CostModel | str | None = None, fit_memory: bool = True) -> ModelRun:
     """Split a model over a machine (:func:`split_stages`, for the schedule that will run it) and simulate.
 
     ``graph`` and ``system`` may be names (a bundled graph, a zoo model, a bundled system; default
     :data:`DEFAULT_MODEL`); ``devices`` defaults to :func:`default_devices`. ``comm`` gives
     ``lockstep`` / ``overhead_s`` only: link times come from the system. ``cost`` prices the stages
-    and their sends (a model or a cost file; default the roofline).
+    and their sends (a model or a cost file; default the roofline); ``fit_memory=False`` splits a model too
+    big for the machine anyway (see :func:`split_stages`).
 
     >>> run = simulate_model(p=4, m=8)
     >>> run.split.n_stages, run.result.schedule.name, run.result.metrics["makespan_s"] > 8 * run.split.metrics["max_stage_s"]
@@ -739,5 +772,5 @@ def simulate_model(graph: OpGraph | str | None = None, system: System | str | No
     devs = list(devices) if devices is not None else default_devices(s, p)
     sched = make_schedule(schedule, p, v, m, **({"grouping": grouping} if grouping is not None else {}))
     split = split_stages(g, s, devices=devs, p=p, v=sched.v, schedule=sched, cost=cost, units=units,
-                         weight_copies=weight_copies, overhead_s=overhead_s)
+                         weight_copies=weight_copies, overhead_s=overhead_s, fit_memory=fit_memory)
     return ModelRun(split, simulate(sched, costs=split.costs, comm=comm, cache=cache))
