@@ -106,7 +106,7 @@ def _ilp_rerun(r):
 def _map_ilp_rerun(r):
     """A tiny MILP is solved to optimality: the warm start, then the solve that (at worst) keeps it."""
     _mapping_rerun(r)
-    assert r.params["status"] == "optimal"
+    assert r.status == "optimal" and r.ilp.proven
     assert [s.action for s in r.steps][:2] == ["warm_start", "solve"] and r.steps[1].after <= r.steps[1].before
 
 

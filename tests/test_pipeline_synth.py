@@ -214,9 +214,11 @@ def _split_1f1b(p, m):
 
 def test_milp_time_limit_returns_the_best_found_with_its_gap():
     c = model_costs(p=4, v=2, m=8, placement="v")
-    r = synthesize(c, p=4, v=2, m=8, method="milp", time_limit_s=2)
+    # A short limit the solver cannot prove this case in, however loaded the machine: how much it
+    # closes in that time depends on the load, so the gap is only required to be stated and in (0, 1).
+    r = synthesize(c, p=4, v=2, m=8, method="milp", time_limit_s=1)
     assert r.status == "time_limit" and r.milp.status == "feasible" and not r.milp.proven
-    assert 0 < r.gap < 0.2 and r.bound < r.metrics["makespan_s"] and r.bound == pytest.approx(r.milp.bound)
+    assert 0 < r.gap < 1 and r.bound < r.metrics["makespan_s"] and r.bound == pytest.approx(r.milp.bound)
     assert r.metrics["makespan_s"] <= r.metrics["best_named_makespan_s"]
     assert r.steps[-1].data["status"] == "time_limit" and "gap" in r.steps[-1].reason
     assert r.metrics["solve_s"] < 10

@@ -36,7 +36,7 @@ import networkx as nx
 import numpy as np
 
 from ..errors import ScheduleError
-from ..solvers import SOLVERS, pick_solver
+from ..solvers import SOLVERS, pick_solver, quiet_stdout
 from .ir import B, F, I, W
 from .problem import TOL, Problem
 
@@ -282,14 +282,12 @@ def solve_milp(pb: Problem, warm: Sequence[Sequence[int]], ub: float, lb: float,
     """
     import pulp
 
-    from ..mapping.ilp import _quiet_stdout
-
     solver = pick_solver(solver, error=ScheduleError)
     t0 = time.perf_counter()
     prob, extract, info = build_milp(pb, ub, lb, warm)
     left = max(0.2, time_limit_s - (time.perf_counter() - t0))
     slv = _solver(solver, left, True)
-    with warnings.catch_warnings(), _quiet_stdout():
+    with warnings.catch_warnings(), quiet_stdout():
         warnings.simplefilter("ignore")
         prob.solve(slv)
     solve_s = time.perf_counter() - t0
