@@ -224,7 +224,7 @@ def main() -> None:
         "",
         *llm,
         "",
-        "The dashboard-in-Chromium target (every tab of this graph within 5 s) is a later phase's; not measured here.",
+        "The dashboard-in-Chromium target (every tab of this graph within 5 s) is measured by `bench/bench_browser_llm.py`: see [browser_llm](#browser-llm).",
         "",
         "### Every corpus model: build + export + import (inference graph, once each)",
         "",

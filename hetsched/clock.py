@@ -11,7 +11,9 @@ The model (that of H2H, Zhang et al., DAC 2022, and of the compute-first mapping
 memory included, is in :mod:`hetsched.evaluate`):
 
 * a device runs its ops one at a time, in the global op order;
-* an op whose weights are not resident fetches them from the host just before it runs;
+* an op whose weights are not resident fetches them from the host just before it runs, less the
+  part another reader of the same (tied) weights keeps resident on its device
+  (:meth:`hetsched.weights.TiedWeights.fetch_bytes`);
 * an input not yet on the op's device is copied there (:func:`copy_source` says from where); a
   copy of a *kept* tensor stays for later readers on that device, any other copy serves one reader;
 * an output is written back to the host unless it is kept in its producer's memory (a kept graph
@@ -39,6 +41,7 @@ from typing import Collection, Mapping, Sequence
 from .cost import CostModel, resolve_cost
 from .graph import OpGraph
 from .system import System
+from .weights import TiedWeights
 
 __all__ = ["Clock", "Snapshot", "copy_source", "FETCH", "LOCAL", "COPY", "COMPUTE", "OUTPUT"]
 
@@ -105,6 +108,8 @@ class Clock:
         self.is_output = {t: tt.is_output for t, tt in tens.items()}
         ops = self.ops
         self.weight = {o: float(ops[o].weight_bytes) for o in self.order}
+        #: tied weights (one weight read by several ops): what a reader fetches depends on the others
+        self.tied = TiedWeights.of(graph)
         # unchecked accessors: the hot loop reads them once per op
         self._inputs = graph._inputs
         self._outputs = graph._outputs
@@ -155,12 +160,20 @@ class Clock:
         return v
 
     # ---------------------------------------------------------------- additive busy time (claim 5)
-    def op_busy_s(self, op: str, dev: str, w_res: bool) -> float:
-        """Time ``dev`` spends on ``op``: its compute plus its weight fetch unless ``w_res`` (weights resident)."""
+    def op_busy_s(self, op: str, dev: str, w_res: bool, device: Mapping[str, str] | None = None,
+                  resident: Collection[str] = ()) -> float:
+        """Time ``dev`` spends on ``op``: its compute plus its weight fetch unless ``w_res`` (weights resident).
+
+        ``device`` and ``resident`` (the placement and the ops with resident weights) say which tied
+        weights another reader keeps on ``dev`` (then not fetched); without them every byte is fetched.
+        """
         t = self.comp(op, dev)
         w = self.weight[op]
         if w and not w_res and dev != self.host:
-            t += self.xfer(w, self.host, dev)
+            if device is not None and op in self.tied.related:
+                w = float(self.tied.fetch_bytes(op, dev, device, resident))
+            if w:
+                t += self.xfer(w, self.host, dev)
         return t
 
     def tensor_busy_s(self, t: str, device: Mapping[str, str], resident: bool) -> float:
@@ -219,6 +232,8 @@ class Clock:
         host = self.host
         contention = self.contention
         size, producer, is_output, weight = self.size, self.producer, self.is_output, self.weight
+        tied = self.tied.related
+        fetch_bytes = self.tied.fetch_bytes
         inputs, outputs = self._inputs, self._outputs
         hops_of, hop_s, comp = self.hops, self.hop_s, self.comp
         if snap is None:
@@ -263,6 +278,8 @@ class Clock:
             d = device[o]
             ready = dev_free.get(d, 0.0)
             w = weight[o]
+            if w and o not in w_res and d != host and o in tied:
+                w = float(fetch_bytes(o, d, device, w_res))  # a tied weight held here is read in place
             if w and o not in w_res and d != host:
                 e, hops = transfer(w, host, d, ready)
                 if e > ready:

@@ -150,16 +150,14 @@ def resident_weight_bytes(graph: OpGraph, placement: Placement) -> dict[str, int
     >>> resident_weight_bytes(g, Placement({o: "gpu0" for o in g}, weights_resident=set(g)))["gpu0"] > 0
     True
     """
-    out: dict[str, int] = defaultdict(int)
-    ops = graph.ops
+    from .weights import TiedWeights
+
+    by_dev: dict[str, list[str]] = defaultdict(list)
     for o in placement.weights_resident:
-        op = ops[o]
-        owner = op.attrs.get("shares_weights_with")
-        shared = int(op.attrs.get("shared_weight_bytes", 0) or 0)
-        # a weight another resident op on this device already holds is held once (tied weights)
-        held = shared if (owner in placement.weights_resident and placement.device.get(owner) == placement.device[o]) else 0
-        out[placement.device[o]] += op.weight_bytes - held
-    return dict(out)
+        by_dev[placement.device[o]].append(o)
+    # a weight several resident ops on one device read (tied weights) is held once
+    tw = TiedWeights.of(graph)
+    return {d: tw.held_bytes(os_) for d, os_ in by_dev.items()}
 
 
 def _check_order(graph: OpGraph, order: Sequence[str]) -> list[str]:
@@ -504,12 +502,20 @@ def _record(graph: OpGraph, host: str, place: Mapping[str, str], contention: boo
         else:  # FETCH
             _, o, d, w, hops = ev
             rows(hops, w, f"weights {o}", o, None, d, [])
-            staging.append(alloc(d, f"weights:{o}", ops[o].weight_bytes, hops[0][3], 0.0))
+            staging.append(alloc(d, f"weights:{o}", w, hops[0][3], 0.0))
 
-    # resident weights live the whole run (graph order, not set order: deterministic rows)
+    # resident weights live the whole run (graph order, not set order: deterministic rows); a
+    # weight several resident ops on one device read (tied weights) is held once, by the first
+    from .weights import TiedWeights
+
+    tw = TiedWeights.of(graph)
+    seen: set[str] = set()
     for o in ops:
         if o in w_res and ops[o].weight_bytes:
-            alloc(place[o], f"weights:{o}", ops[o].weight_bytes, 0.0, makespan)
+            nbytes = tw.marginal(o, place[o], place, seen) if tw else ops[o].weight_bytes
+            seen.add(o)
+            if nbytes:
+                alloc(place[o], f"weights:{o}", nbytes, 0.0, makespan)
     for dev, label, nbytes, s, e in allocs:
         add(f"{dev}:mem", dev, label, "alloc", s, e, None, None if label.startswith("weights:") else label, dev,
             None, None, None, nbytes, None)

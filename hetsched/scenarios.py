@@ -7,7 +7,7 @@ to notice. The dashboard offers them in a picker, every panel shown alone starts
 scenario, and the notebooks load theirs with :func:`load_scenario`.
 
 >>> sorted(SCENARIOS)[:3]
-['backends', 'executor', 'mapping']
+['backends', 'executor', 'experts']
 >>> sc = SCENARIOS["memory"]
 >>> sc.tab, sc.title
 ('memory', 'Orders whose peaks differ: the patent flow against the lower bound')
@@ -26,7 +26,7 @@ from .graph import OpGraph
 from .system import System
 
 __all__ = ["Scenario", "Claim", "SCENARIOS", "TAB_SCENARIO", "load_scenario", "mapping_instance", "scenario",
-           "slow_gpu_link", "DEVICE_WORDS"]
+           "slow_gpu_link", "four_gpus", "DEVICE_WORDS"]
 
 #: words a notice names a device by (``tests/test_scenarios.py``: each one a notice uses has a :class:`Claim`)
 DEVICE_WORDS = ("CPU", "GPU", "TPU", "FPGA")
@@ -121,8 +121,8 @@ class Scenario:
     title : str
         One line for a picker.
     tab : str
-        The dashboard tab whose point it shows (``graph``, ``backends``, ``mapping``, ``pipeline``,
-        ``memory``, ``executor``).
+        The dashboard tab whose point it shows (``graph``, ``backends``, ``mapping``, ``experts``,
+        ``pipeline``, ``memory``, ``executor``).
     notice : str
         What to notice, in plain words.
     graph, system : callable
@@ -241,6 +241,25 @@ def slow_gpu_link(gbps: float = 1.0) -> System:
                             for l in base.links])
 
 
+def four_gpus() -> System:
+    """Two A100 80GB and two V100 32GB cards of ``pipeline_a100_v100_u280`` on its Xeon host, each on its
+    own PCIe link; the host runs no op (as in H2H), so every op goes to a GPU.
+
+    >>> s = four_gpus()
+    >>> s.compute_devices, s.host
+    (['gpu0', 'gpu1', 'gpu4', 'gpu5'], 'cpu0')
+    """
+    from .io import load_system
+    from .system import SupportTable
+
+    base = load_system("pipeline_a100_v100_u280")
+    keep = ["cpu0", "gpu0", "gpu1", "gpu4", "gpu5"]
+    sup = {d: v for d, v in base.support.as_dict().items() if d in keep and d != base.host}
+    return System([base.devices[d] for d in keep], [ln for ln in base.links if ln.src in keep and ln.dst in keep],
+                  host=base.host, support=SupportTable(sup), name="four_gpus",
+                  meta={"description": "2x A100 80GB + 2x V100 32GB on a Xeon host, over PCIe (from pipeline_a100_v100_u280)"})
+
+
 SCENARIOS: dict[str, Scenario] = {s.key: s for s in [
     Scenario(
         "tour", "ResNet-50 on a GPU + TPU machine", "graph",
@@ -268,6 +287,16 @@ SCENARIOS: dict[str, Scenario] = {s.key: s for s in [
         "The search and the ILP show how far the patent "
         "ends from the best mapping. (The U280 card's memory is cut to 56 MiB so that not every weight fits.)",
         lambda: mapping_instance()[0], lambda: mapping_instance()[1]),
+    Scenario(
+        "experts", "A small Mixtral's experts over two A100s and two V100s", "experts",
+        "Which card holds which expert is the mapping patent's question. HEFT spreads each layer's experts over the "
+        "four cards; the router is skewed (expert 0 gets half the tokens), so the two most popular experts go to the "
+        "faster A100s. The table below compares the mappers: the patent's compute-first mapper (h2h) puts every "
+        "expert on the first A100, because its objective, the devices' summed busy time, gains nothing from running "
+        "experts side by side. Set the routing skew to 0 (every expert equally popular): HEFT's spread no longer pays "
+        "and it ends after h2h, since its own model leaves out the copies through host memory that every mapping is "
+        "charged here.",
+        _bundled("mixtral_mini_moe"), four_gpus, {"method": "heft", "skew": 1.5}, bundled="mixtral_mini_moe"),
     Scenario(
         "pipeline", "GPT-2 small training over A100, V100 and U280 ranks", "pipeline",
         "The split gives each rank the layers its device can carry. Under PaddlePaddle's lock-step exchange "

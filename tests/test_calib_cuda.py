@@ -59,11 +59,11 @@ def test_timed_calls_brackets_each_call_and_synchronises_once(fake_cuda):
 
 
 def test_node_timer_with_events_reads_them_once_per_run(fake_cuda):
-    from hetsched.io.profile import _program, node_timer
+    from hetsched.io.profile import program_inputs, node_timer
 
     m, x = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()), (torch.randn(2, 8),)
     ep = torch.export.export(m, x)
-    gm, flat = _program(ep, x)
+    gm, flat = program_inputs(ep, x)
     t = node_timer(gm, {"linear", "relu"}, None)
     t.run(*flat)
     t.run(*flat)

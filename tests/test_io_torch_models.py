@@ -130,10 +130,10 @@ def test_config_object_and_tasks():
 def test_pt2_joint_training_program(tmp_path):
     from torch.export.experimental import _export_forward_backward
 
-    from hetsched.io.torch_import import _with_loss
+    from hetsched.io.torch_import import with_loss
 
     m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
-    ep = _export_forward_backward(torch.export.export(_with_loss(m, None), (torch.randn(3, 4),)))
+    ep = _export_forward_backward(torch.export.export(with_loss(m, None), (torch.randn(3, 4),)))
     torch.export.save(ep, tmp_path / "joint.pt2")
     g = load_graph(tmp_path / "joint.pt2")
     direct = load_torch(m, (torch.randn(3, 4),), training=True)

@@ -75,6 +75,34 @@ def test_memory_capacity_is_checked_and_named():
     assert sp.metrics["peak_memory_fraction"] <= 1.0
 
 
+def test_a_model_too_big_is_split_anyway_when_asked_and_says_so():
+    g = _gemm_chain(4, weight=10 * MB)
+    tight = _two_speed_system(mem=30 * MB)
+    sp = split_stages(g, tight, devices=["fast", "slow"], p=2, fit_memory=False)
+    assert sp.metrics["peak_memory_fraction"] > 1.0 and "GiB" in sp.params["over_memory"]
+    fastest = split_stages(g, _two_speed_system(), devices=["fast", "slow"], p=2)  # memory ignored: the same split
+    assert sp.cuts == fastest.cuts
+    assert "over_memory" not in split_stages(g, _two_speed_system(mem=50 * MB), devices=["fast", "slow"], p=2,
+                                             fit_memory=False).params
+
+
+def test_a_long_chain_is_cut_between_runs_of_units():
+    """Beyond ``max_units`` consecutive units merge (an LLM's thousands of forward ops): the DP stays
+    small, every cut falls between runs, and the split is within one run's cost of the op-level one."""
+    from hetsched.pipeline.stages import graph_units
+
+    g = _gemm_chain(24)
+    s = _two_speed_system()
+    u = graph_units(g, s, ["fast", "slow"], max_units=8)
+    assert (u.n, u.ops_per_unit) == (8, 3) and u.forward[0] == ["op0", "op1", "op2"] and u.names[0] == "op0 .. op2"
+    fine = split_stages(g, s, devices=["fast", "slow"], p=2)
+    coarse = split_stages(g, s, devices=["fast", "slow"], p=2, max_units=8)
+    assert coarse.metrics["ops_per_unit"] == 3.0 and fine.metrics["ops_per_unit"] == 1.0
+    assert sum(len(x) for x in coarse.stages) == 24 and all(len(x) % 3 == 0 for x in coarse.stages)
+    run_s = 3 * (0.5e-3 + 1e-3) * 2  # one run of three ops on the slow device, forward and backward
+    assert fine.metrics["bottleneck_s"] <= coarse.metrics["bottleneck_s"] <= fine.metrics["bottleneck_s"] + run_s
+
+
 def test_unsupported_ops_are_named():
     from hetsched.whatif import resolve_graph, resolve_system
 

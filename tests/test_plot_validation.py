@@ -30,6 +30,7 @@ from hetsched.plot.core import block_layout, block_view, figure_from_dicts
 from hetsched.plot.executor import executor_gantt, ordering_bars, policy_bars, rule_bars
 from hetsched.plot.mapping import busy_bars, mapping_gantt, method_bars, placement_blocks, placement_graph
 from hetsched.plot.memory import lifetime_chart, order_curves
+from hetsched.plot.moe import expert_grid
 from hetsched.plot.partition import (buffer_occupancy, marked_blocks, marked_graph_view, partition_view,
                                      quotient_view, quotient_walk_view, runs_gantt)
 from hetsched.plot.pipeline import (cache_depth, rank_memory_figure, schedule_gantt, schedule_grid, stage_costs_figure,
@@ -148,6 +149,9 @@ def _figures():
         ("placement_blocks mapped, mixed blocks", lambda: placement_blocks(rn, dict(rn_h2h.placement.device), s.device_names)),
         ("placement_blocks every op open (WebGL)", lambda: placement_blocks(long, {list(long.ops)[0]: "gpu0"}, s.device_names,
                                                                             layout=long_open)),
+        ("expert_grid final", lambda: expert_grid(_experts(), ["cpu0", "gpu0", "gpu1"], title="t")),
+        ("expert_grid mid-walk", lambda: expert_grid(_experts(), ["cpu0", "gpu0", "gpu1"], placed={"moe0.expert1": "gpu1"},
+                                                     highlight="moe0.expert1")),
         ("marked_blocks marking", lambda: marked_blocks(part, 3)),
         ("marked_blocks by group, merging, one open", lambda: marked_blocks(part, part.n_steps - 2, by="group",
                                                                             expanded=["s0b0"], title="T")),
@@ -156,6 +160,13 @@ def _figures():
                                                                               focus_ops=list(long.ops)[3:5], focus_edge=(),
                                                                               layout=long_open)),
     ]
+
+
+def _experts() -> pd.DataFrame:
+    return pd.DataFrame({"layer": [0, 0, 1, 1], "expert": [0, 1, 0, 1], "op": ["moe0.expert0", "moe0.expert1", "moe1.expert0",
+                                                                             "moe1.expert1"],
+                         "device": ["gpu0", "gpu1", "gpu0", "cpu0"], "share": [0.6, 0.4, 0.5, 0.5], "flops": [6e9, 4e9, 5e9, 5e9],
+                         "weight_bytes": [1e6] * 4})
 
 
 _CASES = _figures()

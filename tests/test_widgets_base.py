@@ -223,7 +223,7 @@ def test_graph_panel_sources_and_bad_uploads(tmp_path):
 
 def test_dashboard_shares_one_session():
     d = Dashboard()
-    assert d.titles == ["Graph", "Backends", "Mapping", "Pipeline", "Memory", "Executor", "Calibration"]
+    assert d.titles == ["Graph", "Backends", "Mapping", "Experts", "Pipeline", "Memory", "Executor", "Calibration"]
     assert all(not isinstance(p, type(d.tabs)) for p in d.panels.values())
     for key in ("backends", "mapping", "memory", "executor"):
         assert d.panels[key].session is d.session, key

@@ -697,3 +697,17 @@ def test_a_graph_edited_in_place_is_mapped_afresh():
     p.refresh()
     assert p.result.metrics["total_latency_s"] == mp.h2h(g, s).metrics["total_latency_s"] > before
     assert p._runs["heft"][0].metrics["total_latency_s"] == mp.METHODS["heft"](g, s).metrics["total_latency_s"]
+
+
+def test_big_graphs_get_the_other_mappers_on_request(monkeypatch):
+    """Above AUTO_BASELINE_OPS (an 8k-op LLM) the tab shows h2h at once and the other mappers on a click."""
+    import hetsched.widgets.mapping_panel as mpn
+
+    monkeypatch.setattr(mpn, "AUTO_BASELINE_OPS", 3)
+    p = MappingPanel(graph=fork_join(3, 2, seed=0), system=hs.toy_system())
+    assert not any(m in p._runs for m in mpn.BASELINES) and p.message.value == ""
+    assert p.baselines_button.layout.display is None and "run on request" in p.explain.value
+    assert not set(p.comparison["label"]) & set(mpn.BASELINES)  # (a graph this small still gets the search and ILP)
+    p.baselines_button.click()
+    assert all(m in p._runs for m in mpn.BASELINES) and p.baselines_button.layout.display == "none"
+    assert "heft" in set(p.comparison["label"]) and "run on request" not in p.explain.value

@@ -19,7 +19,7 @@ _WHERE = {
     "PlotlyView": "figure",
     "GraphPanel": "graph_panel", "ExecutorPanel": "executor_panel", "BackendPanel": "backend_panel",
     "MappingPanel": "mapping_panel", "PipelinePanel": "pipeline_panel", "MemoryPanel": "memory_panel",
-    "CalibrationPanel": "calibration_panel",
+    "CalibrationPanel": "calibration_panel", "ExpertsPanel": "moe_panel",
     "Dashboard": "dashboard",
 }
 

@@ -40,6 +40,7 @@ PANELS: dict[str, tuple[str, str, str]] = {
     "graph": ("Graph", "graph_panel", "GraphPanel"),
     "backends": ("Backends", "backend_panel", "BackendPanel"),
     "mapping": ("Mapping", "mapping_panel", "MappingPanel"),
+    "experts": ("Experts", "moe_panel", "ExpertsPanel"),  # MoE expert placement: a mapping question
     "pipeline": ("Pipeline", "pipeline_panel", "PipelinePanel"),
     "memory": ("Memory", "memory_panel", "MemoryPanel"),
     "executor": ("Executor", "executor_panel", "ExecutorPanel"),

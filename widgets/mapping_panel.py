@@ -75,6 +75,9 @@ ILP_TIME_LIMIT_S = 10.0
 AUTO_BEST_OPS = 100
 #: the ILP's budget when it runs unasked (a graph shown for the first time must not wait long)
 AUTO_ILP_LIMIT_S = 5.0
+#: graphs up to this size get the other mappers (BASELINES) at once; bigger ones on request (an 8k-op LLM
+#: training graph: five list schedulers and baselines take most of a minute, the tab must show in seconds)
+AUTO_BASELINE_OPS = 2500
 #: the row of this panel's own result in the comparison
 THIS = "this_panel"
 _METRICS = [("total busy time of all devices", "total_latency_s"), ("makespan", "makespan_s"), ("energy", "energy_J"),
@@ -362,6 +365,10 @@ class MappingPanel(BlockDrawing, Panel):
                                     layout=W.Layout(width="auto"),
                                     tooltip="run the improvement search and the MILP on this graph and system")
         self.best_button.on_click(lambda _b: self.find_best())
+        self.baselines_button = W.Button(description="compare with HEFT, CPOP, PEFT and the single devices", icon="balance-scale",
+                                         layout=W.Layout(width="auto", display="none"),
+                                         tooltip="run the other mappers on this big graph (seconds each)")
+        self.baselines_button.on_click(lambda _b: self.compare_baselines())
         self.walker = DecisionWalker(state, "step", description="decision", phase=stage_of, group=_about,
                                      group_label="device", label=_label, phase_tips=PHASE_TIPS)
         self.step_text = W.HTML(layout=W.Layout(min_height="5.5em"))
@@ -392,7 +399,7 @@ class MappingPanel(BlockDrawing, Panel):
                          self.step_text, self.residency_text, self.control_widgets["view"], self.figure_view("graph"),
                          self.figure_view("gantt"),
                          self.figure_view("busy"), head("Against other mappers"),
-                         W.HBox([metric, resident, self.best_button], layout=W.Layout(flex_flow="row wrap",
+                         W.HBox([metric, resident, self.baselines_button, self.best_button], layout=W.Layout(flex_flow="row wrap",
                                                                                     align_items="center")),
                          self.figure_view("compare"), self.explain, self.download_area]
         self._start()
@@ -454,7 +461,8 @@ class MappingPanel(BlockDrawing, Panel):
 
     def _run_comparison(self, r: mp.MappingResult) -> None:
         """The mappers the comparison shows beside h2h (each run once per graph and system)."""
-        self._run(BASELINES)
+        if r.graph.n_ops <= AUTO_BASELINE_OPS:
+            self._run(BASELINES)
         obj = r.params["objective"]
         if r.graph.n_ops <= AUTO_BEST_OPS and obj == "total_latency":
             self._run(BEST[obj], ilp_limit_s=AUTO_ILP_LIMIT_S)
@@ -471,13 +479,20 @@ class MappingPanel(BlockDrawing, Panel):
             t0 = time.perf_counter()
             self._runs[m] = (mp.METHODS[m](g, s, **opts), time.perf_counter() - t0)
 
+    def compare_baselines(self) -> bool:
+        """Run the other mappers of the comparison on a big graph (what the button does); returns success."""
+        return self._run_on_request(BASELINES, "comparing")
+
     def find_best(self) -> bool:
         """Run the search and the ILP for the current objective (what the button does); returns success."""
+        return self.result is not None and self._run_on_request(BEST[self.result.params["objective"]], "searching")
+
+    def _run_on_request(self, methods: Sequence[str], doing: str) -> bool:
         if self.result is None:
             return False
-        self.busy.value = busy_html("searching")
+        self.busy.value = busy_html(doing)
         try:
-            self._run(BEST[self.result.params["objective"]])
+            self._run(methods)
         except HetschedError as e:
             self.show_error(e)
             return False
@@ -715,6 +730,7 @@ class MappingPanel(BlockDrawing, Panel):
         obj = r.params["objective"]
         have_best = all(m in self._runs for m in BEST[obj])
         self.best_button.disabled = have_best
+        self.baselines_button.layout.display = "none" if all(m in self._runs for m in BASELINES) else None
         self.best_button.description = ("search and ILP done" if have_best
                                         else f"find the best mapping (search, then ILP ≤ {ILP_TIME_LIMIT_S:.0f} s)")
 
@@ -724,6 +740,10 @@ class MappingPanel(BlockDrawing, Panel):
         base = self.comparison_frame(keep_resident=False).set_index("label")
         me = base.loc[THIS]
         lines = [self._best_line(r, base)]
+        if any(m not in self._runs for m in BASELINES):
+            lines.insert(0, f"<b>Other mappers.</b> On a graph this size ({r.graph.n_ops} ops) HEFT, CPOP, PEFT, "
+                            "compute-first and the single devices run on request (seconds each): press <i>compare with "
+                            "HEFT, CPOP, PEFT and the single devices</i>.")
         lines.append(
             "<b>What is compared.</b> The <i>total busy time of all devices</i> "
             + term("the patent's objective, its system total latency, claim 5")

@@ -450,7 +450,7 @@ class PipelinePanel(Panel):
         if run is None:
             run = pp.simulate_model(graph, system, devices=pp.default_devices(system, st.p), p=st.p, v=v, m=st.m, schedule=name,
                                     grouping=opts.get("grouping"), comm={"lockstep": st.lockstep}, cache=cache,
-                                    overhead_s=st.overhead_ms * 1e-3, cost=self.cost)
+                                    overhead_s=st.overhead_ms * 1e-3, cost=self.cost, fit_memory=False)
             self._runs[key] = run
             while len(self._runs) > 6:
                 self._runs.popitem(last=False)
@@ -495,6 +495,9 @@ class PipelinePanel(Panel):
         graph, note = self._model_graph()
         system = self.machine()
         ra, rb = self._model_run(st.schedule, graph, system), self._model_run(st.schedule_b, graph, system)
+        over = ra.split.params.get("over_memory") or rb.split.params.get("over_memory")
+        if over:  # a model too big for the machine: its fastest split, over memory, and why (not nothing)
+            note += f". No split fits memory, so the fastest is shown anyway: {over}"
         return PipelineView(ra.result, rb.result, ra.split, rb.split, graph.name, system.name,
                             tuple(ra.split.params["devices"]), note)
 

@@ -548,7 +548,7 @@ def profile_torch(model: Any, example_inputs: Sequence[Any] = (), path: str | Pa
     return doc
 
 
-def _program(model: Any, example_inputs: tuple):
+def program_inputs(model: Any, example_inputs: tuple):
     """``(graph_module, flat_inputs)`` of a module/program: parameters and buffers first, then the inputs."""
     import torch
 
@@ -571,7 +571,7 @@ def _runner(model: Any, example_inputs: tuple, annotate: bool, order: Sequence[s
 
     if not annotate:
         return lambda: model(*example_inputs)
-    gm, flat = _program(model, example_inputs)
+    gm, flat = program_inputs(model, example_inputs)
     graph = gm.graph
     if order is not None:
         graph = _reordered(gm.graph, order)
@@ -685,7 +685,7 @@ def time_torch(model: Any, example_inputs: Sequence[Any] = (), graph: OpGraph | 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 graph = load_torch(ep)
-        gm, flat = _program(ep, tuple(example_inputs))
+        gm, flat = program_inputs(ep, tuple(example_inputs))
         timed = node_timer(gm, set(graph.ops), now)
         eager = model.module() if isinstance(model, torch.export.ExportedProgram) else model
         e2e: list[float] = []
@@ -695,7 +695,7 @@ def time_torch(model: Any, example_inputs: Sequence[Any] = (), graph: OpGraph | 
                 eager(*example_inputs)
             for _ in range(repeats):
                 timed.run(*flat)
-                e2e.append(_call_s(lambda: eager(*example_inputs), now))
+                e2e.append(call_s(lambda: eager(*example_inputs), now))
     return timed_profile(graph, timed.times, e2e, warmup=warmup, repeats=repeats, clock=clock, stat=stat, device=device,
                          threads=n_threads)
 
@@ -781,7 +781,7 @@ def node_timer(gm: Any, targets: set[str], now: Any):
     return interp
 
 
-def _call_s(fn: Any, now: Any) -> float:
+def call_s(fn: Any, now: Any) -> float:
     """Seconds of one call of ``fn``: by ``now``, or between two CUDA events (``now=None``)."""
     if now is not None:
         t0 = now()

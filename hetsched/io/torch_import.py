@@ -456,7 +456,7 @@ def _tensors_out(module):
     return TensorsOut(module)
 
 
-def _default_loss(out):
+def default_loss(out):
     """What a joint training export differentiates when no loss is given: the model's own loss
     where its output carries one (a transformers model given ``labels``), else the mean square of
     its first tensor output (a regression to zero: it reads every output element once)."""
@@ -474,7 +474,9 @@ def _default_loss(out):
     return first.float().pow(2).mean()
 
 
-def _with_loss(module, loss):
+def with_loss(module, loss):
+    """``module`` wrapped so that its forward returns ``loss`` of its output (:func:`default_loss`
+    when ``loss`` is None): what a joint forward + backward export differentiates."""
     import torch
 
     class WithLoss(torch.nn.Module):
@@ -483,7 +485,7 @@ def _with_loss(module, loss):
             self.m = m
 
         def forward(self, *args, **kwargs):
-            return (loss or _default_loss)(self.m(*args, **kwargs))
+            return (loss or default_loss)(self.m(*args, **kwargs))
 
     return WithLoss(module)
 
@@ -557,7 +559,7 @@ def _export(module, args: tuple, kwargs: dict, strict: bool, training: bool, los
         if fakes.needed():
             args, kwargs = stack.enter_context(fakes)
             notes["fake"] = "meta tensors traced as fake CPU tensors (no memory)"
-        target = _with_loss(module, loss) if training else module
+        target = with_loss(module, loss) if training else module
         try:
             ep = _try_export(torch, target, args, kwargs, strict)
         except _NonTensorOutput:

@@ -38,7 +38,7 @@ from typing import Any, Mapping
 from ..errors import HetschedError
 
 __all__ = ["import_torchvision", "transformers_model", "torchvision_model", "timm_model", "example_inputs",
-           "TASKS"]
+           "TASKS", "MIXTRAL_MINI", "mixtral_mini", "write_bundled_moe"]
 
 #: Task name -> the transformers auto class that builds it.
 TASKS: Mapping[str, str] = {
@@ -257,7 +257,59 @@ def example_inputs(model: Any, *, batch: int = 1, seq_len: int = 32, image_size:
     return (torch.randn(batch, ch, size, size, generator=g).to(device),), {}
 
 
+#: A small Mixtral (Jiang et al., "Mixtral of Experts", 2024; transformers' ``MixtralForCausalLM``):
+#: 2 decoder layers, hidden 1024, GQA 8 query / 2 KV heads, 8 experts of intermediate size 3584, top-2
+#: routing, vocabulary 32000; the bundled ``mixtral_mini_moe`` graph (batch 4, sequence 512).
+MIXTRAL_MINI: Mapping[str, Any] = dict(num_hidden_layers=2, hidden_size=1024, num_attention_heads=8,
+                                       num_key_value_heads=2, intermediate_size=3584, vocab_size=32000,
+                                       num_local_experts=8, num_experts_per_tok=2)
+
+
+def mixtral_mini(*, batch: int = 4, seq_len: int = 512, **overrides: Any):
+    """The small Mixtral of :data:`MIXTRAL_MINI` (plus ``overrides``), built on the meta device and
+    imported with :func:`~hetsched.io.torch_import.load_torch`: an inference graph with 2 MoE layers.
+
+    The bundled ``mixtral_mini_moe`` graph is this, written by :func:`write_bundled_moe`, so that the
+    Experts tab's scenario loads without torch.
+    """
+    import warnings
+
+    from .torch_import import load_torch
+
+    m = transformers_model("mixtral", device="meta", **{**MIXTRAL_MINI, **overrides})
+    _, kw = example_inputs(m, seq_len=seq_len, batch=batch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = load_torch(m, kwargs=kw, name="mixtral_mini_moe")
+    g.meta.update(builder="hetsched.io.torch_models.mixtral_mini",
+                  source="Mixtral (Jiang et al. 2024), transformers MixtralForCausalLM, 2 layers, 8 experts, top-2",
+                  purpose="expert placement as a mapping question (the Experts tab)", batch=batch, seq_len=seq_len)
+    return g
+
+
+def write_bundled_moe(outdir: Any = None):
+    """Write ``mixtral_mini_moe.json`` (default: the checkout's ``data/graphs``); returns its path.
+
+    Needs torch and transformers (``make venv`` installs them); run ``python -m
+    hetsched.io.torch_models`` after changing the importer, then ``make data`` to list it.
+    """
+    from pathlib import Path
+
+    from ..resources import source_dir
+    from . import save_graph
+
+    d = Path(outdir) if outdir is not None else source_dir() / "graphs"
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / "mixtral_mini_moe.json"
+    save_graph(mixtral_mini(), p)
+    return p
+
+
 def _as_int(v: Any) -> int | None:
     if isinstance(v, (list, tuple)):
         v = v[0] if v else None
     return int(v) if v else None
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(write_bundled_moe())

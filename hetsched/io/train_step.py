@@ -85,13 +85,13 @@ def joint_program(module: Any, args: Sequence[Any] = (), kwargs: Mapping[str, An
     import torch
     from torch.export.exported_program import _decompose_exported_program
 
-    from .torch_import import _with_loss
+    from .torch_import import with_loss
 
     label = type(module).__name__
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            ep = torch.export.export(_with_loss(module, loss), tuple(args), kwargs=dict(kwargs or {}))
+            ep = torch.export.export(with_loss(module, loss), tuple(args), kwargs=dict(kwargs or {}))
         except Exception as e:  # torch's reason, in one line
             raise FormatError(f"torch.export could not trace {label}: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}",
                               field="module") from None
@@ -162,10 +162,10 @@ class TrainingStep:
 
     def eager(self) -> Callable[[], Any]:
         """A closure running one eager step: ``zero_grad``, forward, loss, ``backward``, ``step``."""
-        from .torch_import import _default_loss
+        from .torch_import import default_loss
 
         opt = _optimizer(self.optimizer)([p for p in self.module.parameters() if p.requires_grad])
-        loss_fn = self.loss or _default_loss
+        loss_fn = self.loss or default_loss
         m, args, kwargs = self.module, self.args, self.kwargs
 
         def step():
@@ -227,11 +227,11 @@ def _freeze_unreached(module: Any, args: Sequence[Any], kwargs: Mapping[str, Any
     """Turn off ``requires_grad`` of the parameters the loss does not reach (a BERT pooler under a
     loss of the sequence output): no gradient, no update, as an eager step leaves them; torch's
     joint export refuses a parameter without a gradient. Returns their names."""
-    from .torch_import import _default_loss
+    from .torch_import import default_loss
 
     for p in module.parameters():
         p.grad = None
-    (loss or _default_loss)(module(*args, **dict(kwargs or {}))).backward()
+    (loss or default_loss)(module(*args, **dict(kwargs or {}))).backward()
     frozen = [n for n, p in module.named_parameters() if p.requires_grad and p.grad is None]
     for n, p in module.named_parameters():
         p.grad = None
@@ -262,11 +262,11 @@ def time_training_step(step: TrainingStep, *, repeats: int = 5, warmup: int = 1,
     """
     import torch
 
-    from .profile import _call_s, _program, node_timer, timed_profile, timing
+    from .profile import call_s, program_inputs, node_timer, timed_profile, timing
 
     with timing(clock, stat, repeats, warmup, threads) as (now, n_threads):
         g = step.graph
-        gm, flat = _program(step.program, step.args + tuple(step.kwargs.values()))
+        gm, flat = program_inputs(step.program, step.args + tuple(step.kwargs.values()))
         timed = node_timer(gm, {o for o in g.ops if o not in step.updates}, now)
         params = step.parameters()
         # one optimizer per parameter: each update timed alone, as torch's per-parameter loop runs it
@@ -281,8 +281,8 @@ def time_training_step(step: TrainingStep, *, repeats: int = 5, warmup: int = 1,
             with torch.no_grad():
                 timed.run(*flat)
             for op, opt in opts.items():
-                timed.times[op].append(_call_s(opt.step, now))
-            t = _call_s(eager, now)
+                timed.times[op].append(call_s(opt.step, now))
+            t = call_s(eager, now)
             if i >= warmup:
                 e2e.append(t)
     return timed_profile(g, timed.times, e2e, warmup=warmup, repeats=repeats, clock=clock, stat=stat, device=device,

@@ -171,8 +171,15 @@ def training_graph(forward: OpGraph, *, name: str | None = None, label_bytes: in
         else:
             mult = 1.0
         bname = f"{v}.grad"
-        g.add_op(bname, f"{op.op_type}_grad", flops=float(op.flops) * mult, weight_bytes=op.weight_bytes if act_ins else 0,
-                 attrs={"phase": "backward", "of": v})
+        battrs: dict = {"phase": "backward", "of": v}
+        wb = op.weight_bytes if act_ins else 0
+        if wb:
+            # the backward op re-reads the forward op's weights: one weight, held once (the owner of a
+            # weight v reads entirely from another op, a tied LM head's, is that op)
+            owner = op.attrs.get("shares_weights_with")
+            full = owner in forward.ops and int(op.attrs.get("shared_weight_bytes", wb) or 0) >= wb
+            battrs.update(shares_weights_with=owner if full else v, shared_weight_bytes=int(wb))
+        g.add_op(bname, f"{op.op_type}_grad", flops=float(op.flops) * mult, weight_bytes=wb, attrs=battrs)
         for gr in out_grads:
             g.add_consumer(gr, bname)
         for s in saved:

@@ -99,7 +99,9 @@ class _Net:
         if params:
             a["params"] = int(params)
         if shared:
+            # a tied weight: this op reads the bytes ``shared`` owns (counted once in memory)
             a["shares_weights_with"] = shared
+            a["shared_weight_bytes"] = int(params) * self.db
         self.g.add_op(name, op_type, flops=float(flops), weight_bytes=int(params) * self.db, attrs=a)
         for t in ins:
             self.g.add_consumer(t, name)

@@ -20,8 +20,9 @@ On top of it, the parts every mapper shares, each in one place:
 * :meth:`Ctx.servable` / :meth:`Ctx.refusal`: may this op run on this device (supported, and its
   working set fits the device's memory);
 * :class:`MemoryPlan`: the bytes each device holds for the whole run, the clock's way: a resident
-  weight on its op's device, a kept tensor on *every* device that keeps a copy of it (its
-  producer's and each device a consumer reads it on, :meth:`Ctx.footprint`);
+  weight on its op's device (a weight several resident ops on one device read, tied weights,
+  once: :class:`hetsched.weights.TiedWeights`), a kept tensor on *every* device that keeps a copy
+  of it (its producer's and each device a consumer reads it on, :meth:`Ctx.footprint`);
 * :class:`Mover`: a full mapping with its memory plan and terms: :meth:`Mover.move` moves one op and
   re-decides the residency of what it touches, :meth:`Mover.undo` takes a move back,
   :meth:`Mover.value` prices the objective incrementally, :meth:`Mover.delta` is the step delta;
@@ -49,7 +50,7 @@ Every duration comes from the bound :class:`~hetsched.cost.CostModel` (``compute
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -189,7 +190,9 @@ class Ctx(Clock):
         return out
 
     # ---------------------------------------------------------------- additive total latency
-    #: ``op_term(op, dev, w_res)``: compute plus weight fetch (the clock's :meth:`~Clock.op_busy_s`)
+    #: ``op_term(op, dev, w_res, device, resident)``: compute plus weight fetch (the clock's
+    #: :meth:`~Clock.op_busy_s`; with the placement and the resident ops, tied weights held on ``dev``
+    #: by another reader are not fetched)
     op_term = Clock.op_busy_s
     #: ``tensor_term(t, device, resident)``: write-back plus reads (the clock's :meth:`~Clock.tensor_busy_s`)
     tensor_term = Clock.tensor_busy_s
@@ -197,11 +200,31 @@ class Ctx(Clock):
     def total_latency(self, state: "State") -> float:
         dev = state.device
         s = 0.0
+        w_res = state.w_res
         for o in self.order:
-            s += self.op_term(o, dev[o], o in state.w_res)
+            s += self.op_term(o, dev[o], o in w_res, dev, w_res)
         for t in self.size:
             s += self.tensor_term(t, dev, t in state.t_res)
         return s
+
+    def weight_bytes_added(self, op: str, device: Mapping[str, str], w_res: Iterable[str]) -> float:
+        """Bytes ``op``'s weights add to its device's memory plan when kept there (``op`` not in ``w_res``):
+        its weights less the tied weights another resident reader on that device already holds."""
+        return float(self.tied.marginal(op, device[op], device, w_res)) if op in self.tied.related else self.weight[op]
+
+    def weight_gain(self, op: str, device: Mapping[str, str], w_res: Collection[str]) -> float:
+        """Total latency saved by keeping ``op``'s weights on its device: its own fetch and, for tied
+        weights, what the other readers on that device stop fetching."""
+        d = device[op]
+        if op not in self.tied.related:
+            return self.xfer(self.weight[op], self.host, d) if self.weight[op] and d != self.host else 0.0
+        after = set(w_res) | {op}
+        gain = self.op_term(op, d, False, device, w_res) - self.op_term(op, d, True, device, after)
+        for y in self.tied.related[op]:
+            if y in device and y not in w_res:
+                gain += (self.op_term(y, device[y], False, device, w_res)
+                         - self.op_term(y, device[y], False, device, after))
+        return gain
 
     def tensor_gain(self, t: str, device: Mapping[str, str]) -> float:
         """Total latency saved by keeping ``t`` (> 0: worth it)."""
@@ -304,8 +327,11 @@ class MemoryPlan:
     def __init__(self, ctx: Ctx, state: State, limit: Mapping[str, float]) -> None:
         self.ctx, self.state, self.limit = ctx, state, limit
         self.used: dict[str, float] = {d: 0.0 for d in ctx.devices}
+        by_dev: dict[str, list[str]] = {}
         for o in state.w_res:
-            self.used[state.device[o]] += ctx.weight[o]
+            by_dev.setdefault(state.device[o], []).append(o)
+        for d, os_ in by_dev.items():  # tied weights once per device
+            self.used[d] += float(ctx.tied.held_bytes(os_)) if ctx.tied else sum(ctx.weight[o] for o in os_)
         for t in state.t_res:
             for d in ctx.footprint(t, state.device):
                 self.used[d] += ctx.size[t]
@@ -373,7 +399,7 @@ class Mover:
         self.ctx, self.st, self.objective, self.keep = ctx, st, objective, keep
         self.plan = MemoryPlan(ctx, st, limit)
         dev = st.device
-        self.opterm = {o: ctx.op_term(o, dev[o], o in st.w_res) for o in ctx.order}
+        self.opterm = {o: ctx.op_term(o, dev[o], o in st.w_res, dev, st.w_res) for o in ctx.order}
         self.tterm = {t: ctx.tensor_term(t, dev, t in st.t_res) for t in ctx.size}
         self.total = sum(self.opterm.values()) + sum(self.tterm.values())
         self.n_evals = 0
@@ -449,7 +475,7 @@ class Mover:
         old_op = self.opterm[x]
         if old_w:
             st.w_res.discard(x)
-            self._use(du, src, -ctx.weight[x])
+            self._use(du, src, -ctx.weight_bytes_added(x, dev, st.w_res))
         for t, was, _ in old_t:
             if was:
                 st.t_res.discard(t)
@@ -465,7 +491,29 @@ class Mover:
         for t, was, _ in old_t:
             if was != (t in st.t_res) and ctx.born[t] < first:
                 first = ctx.born[t]
-        return x, src, old_w, old_t, old_op, du, self._touched(first)
+        old_g, first = self._retie(x, first)
+        return x, src, old_w, old_t, old_op, du, self._touched(first), old_g
+
+    def _retie(self, x: str, first: int) -> tuple[list[tuple[str, float]], int]:
+        """Re-price the ops tied to ``x``'s weights (what they fetch depends on where ``x`` and its
+        weights are): their old terms, for :meth:`undo`, and the first position whose timing changed."""
+        grp = self.ctx.tied.related.get(x)
+        if not grp:
+            return [], first
+        ctx, st = self.ctx, self.st
+        dev = st.device
+        old = []
+        for y in grp:
+            if y not in dev:
+                continue
+            v = ctx.op_term(y, dev[y], y in st.w_res, dev, st.w_res)
+            if v != self.opterm[y]:
+                old.append((y, self.opterm[y]))
+                self.total += v - self.opterm[y]
+                self._set_op(y, v)
+                if ctx.pos[y] < first:
+                    first = ctx.pos[y]
+        return old, first
 
     def _decide(self, x: str | None, ts: Iterable[str], du: dict[str, float]) -> float:
         """Keep what saves transfer time and fits the plan (see the class); the new terms' sum."""
@@ -475,8 +523,10 @@ class Mover:
         patent = self.keep == "patent"
         cands = []
         if x is not None and ctx.weight[x] and dev[x] != host and x not in st.w_res:
-            gain = ctx.xfer(ctx.weight[x], host, dev[x])
-            cands.append((gain / ctx.weight[x], 0, x, 0.0))
+            size = ctx.weight_bytes_added(x, dev, st.w_res)
+            gain = ctx.weight_gain(x, dev, st.w_res)
+            if gain > 0 or x not in ctx.tied.related:  # a tied weight another reader holds here saves nothing
+                cands.append((gain / max(size, 1.0), 0, x, size))
         newterm = {}
         for t in ts:
             if t in st.t_res:  # only reached from redecide(): already kept
@@ -495,10 +545,10 @@ class Mover:
         if not patent:
             cands.sort(key=lambda c: (-c[0], c[1], c[2]))
         for _, kind, y, k in cands:
-            if kind == 0:
-                if plan.fits(dev[y], ctx.weight[y]):
+            if kind == 0:  # k: the bytes its weights add
+                if plan.fits(dev[y], k):
                     st.w_res.add(y)
-                    self._use(du, dev[y], ctx.weight[y])
+                    self._use(du, dev[y], k)
             else:
                 foot = ctx.footprint(y, dev)
                 s = ctx.size[y]
@@ -512,15 +562,18 @@ class Mover:
             self.tterm[t] = v
             total += v
         if x is not None:
-            self._set_op(x, ctx.op_term(x, dev[x], x in st.w_res))
+            self._set_op(x, ctx.op_term(x, dev[x], x in st.w_res, dev, st.w_res))
             total += self.opterm[x]
         return total
 
     def undo(self, rec: tuple) -> None:
         """Take back the move (or :meth:`offer`) of record ``rec``: the last one not taken back yet."""
-        x, src, old_w, old_t, old_op, du, prev_first = rec
+        x, src, old_w, old_t, old_op, du, prev_first, old_g = rec
         st = self.st
         cur = sum(self.tterm[t] for t, _, _ in old_t)
+        for y, v in old_g:  # tied readers re-priced by the move: their terms back
+            self.total += v - self.opterm[y]
+            self._set_op(y, v)
         for d, b in du.items():
             self.plan.used[d] -= b
         if x is not None:
@@ -550,14 +603,18 @@ class Mover:
         du: dict[str, float] = {}
         if kind == "w":
             d = dev[y]
-            if y in st.w_res or not ctx.weight[y] or d == ctx.host or not self.plan.fits(d, ctx.weight[y]):
+            if y in st.w_res or not ctx.weight[y] or d == ctx.host:
+                return None
+            size = ctx.weight_bytes_added(y, dev, st.w_res)
+            if not self.plan.fits(d, size):
                 return None
             old = self.opterm[y]
             st.w_res.add(y)
-            self._use(du, d, ctx.weight[y])
-            self._set_op(y, ctx.op_term(y, d, True))
+            self._use(du, d, size)
+            self._set_op(y, ctx.op_term(y, d, True, dev, st.w_res))
             self.total += self.opterm[y] - old
-            return y, d, False, [], old, du, self._touched(ctx.pos[y])
+            old_g, first = self._retie(y, ctx.pos[y])
+            return y, d, False, [], old, du, self._touched(first), old_g
         old = self.tterm[y]
         k = ctx.tensor_term(y, dev, True)
         foot = ctx.footprint(y, dev)
@@ -568,7 +625,7 @@ class Mover:
             self._use(du, d, ctx.size[y])
         self.tterm[y] = k
         self.total += k - old
-        return None, None, False, [(y, False, old)], 0.0, du, self._touched(ctx.born[y])
+        return None, None, False, [(y, False, old)], 0.0, du, self._touched(ctx.born[y]), []
 
     def delta(self, recs: Sequence[tuple]) -> dict[str, Any]:
         """The step delta of applied records (O(moved ops and their tensors))."""
@@ -594,10 +651,17 @@ class Mover:
         before = self.total
         for o in ctx.order:
             d = st.device[o]
-            if ctx.weight[o] and d != host and o not in st.w_res and self.plan.fits(d, ctx.weight[o]):
+            if not ctx.weight[o] or d == host or o in st.w_res:
+                continue
+            size = ctx.weight_bytes_added(o, st.device, st.w_res)
+            if self.plan.fits(d, size) and (o not in ctx.tied.related or ctx.weight_gain(o, st.device, st.w_res) > 0):
                 st.w_res.add(o)
-                self._use(du, d, ctx.weight[o])
-                self._set_op(o, ctx.op_term(o, d, True))
+                self._use(du, d, size)
+                self._set_op(o, ctx.op_term(o, d, True, st.device, st.w_res))
+        if ctx.tied:  # tied readers fetch less once another reader keeps the weights
+            for o in ctx.tied.related:
+                if o in st.device:
+                    self._set_op(o, ctx.op_term(o, st.device[o], o in st.w_res, st.device, st.w_res))
         self._decide(None, [t for t in ctx.size if t not in st.t_res], du)
         self.total = sum(self.opterm.values()) + sum(self.tterm.values())
         self._touched(0)
@@ -678,8 +742,9 @@ def _knapsack_policy(ctx: Ctx, st: State, items: list[tuple[str, str]], threshol
         by_dev.setdefault(d, []).append(i)
     take = [False] * len(items)
     for d, idx in by_dev.items():
-        sizes = [ctx.weight[items[i][1]] if items[i][0] == "w" else ctx.size[items[i][1]] for i in idx]
-        vals = [ctx.xfer(ctx.weight[x], ctx.host, d) if kind == "w" else ctx.tensor_gain(x, st.device)
+        sizes = [ctx.weight_bytes_added(items[i][1], st.device, st.w_res) if items[i][0] == "w" else ctx.size[items[i][1]]
+                 for i in idx]
+        vals = [ctx.weight_gain(x, st.device, st.w_res) if kind == "w" else ctx.tensor_gain(x, st.device)
                 for kind, x in (items[i] for i in idx)]
         for i, ok in zip(idx, _knapsack(sizes, vals, threshold * ctx.capacity[d] - used[d])):
             take[i] = ok
@@ -722,7 +787,7 @@ def keep_on_chip(ctx: Ctx, st: State, log: StepLog, threshold: float = 0.9, poli
     plan = MemoryPlan(ctx, st, limit)
     for (kind, x), take in zip(items, chosen):
         if kind == "w":
-            size, gain, devs = ctx.weight[x], ctx.xfer(ctx.weight[x], host, dev[x]), [dev[x]]
+            size, gain, devs = ctx.weight_bytes_added(x, dev, st.w_res), ctx.weight_gain(x, dev, st.w_res), [dev[x]]
             action, delta = "keep_weights", {"weights_add": [x]}
         else:
             size, gain, devs = ctx.size[x], ctx.tensor_gain(x, dev), ctx.footprint(x, dev)

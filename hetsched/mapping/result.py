@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from ..cost import CostModel
@@ -211,36 +212,106 @@ def evaluate_state(result: MappingResult, k: int, **options: Any) -> Evaluation 
     return _evaluate_dict(result, result.replay(k), order, options)
 
 
+def _evictions(ev: Any, ctx: Ctx, st: State) -> tuple[list[tuple[str, str, str]], tuple | None]:
+    """What goes back to the host so that every device's memory curve fits: ``([(device, kind, item)], None)``,
+    or ``([], (device, peak, capacity))`` when a device overflows with nothing resident alive at its peak.
+
+    Per overflowing device, the resident items alive at the highest point of its curve go first (kept
+    tensors, then weights, largest first), their bytes taken off the curve over their lifetimes, until
+    the curve fits everywhere; the caller evaluates again (fetches and copies then move the curve). A
+    tied weight goes with every resident reader of it on that device (one copy held for all of them).
+    """
+    host, tied = ctx.host, ctx.tied.related
+    pdv = ev.per_device
+    tl = ev.timeline
+    alloc = tl[tl["kind"] == "alloc"]
+    out: list[tuple[str, str, str]] = []
+    for d, cap in zip(pdv["device"], pdv["capacity_bytes"]):
+        a = alloc[alloc["device"] == d]
+        if d == host or not len(a):
+            continue
+        start, end = a["start_s"].to_numpy(float), a["end_s"].to_numpy(float)
+        nb, names = a["bytes"].fillna(0.0).to_numpy(float), a["name"].astype(str).to_numpy()
+        ts = np.unique(start)
+        # bytes alive at each start time (the curve's maxima are at starts)
+        curve = np.zeros(len(ts))
+        lo, hi = np.searchsorted(ts, start, "left"), np.searchsorted(ts, end, "left")
+        diff = np.zeros(len(ts) + 1)
+        np.add.at(diff, lo, nb)
+        np.add.at(diff, hi, -nb)
+        curve = np.cumsum(diff)[:-1]
+        limit = float(cap) * (1 + 1e-9)
+        resident = {t: "tensor" for t in st.t_res} | {f"weights:{o}": "weights" for o in st.w_res}
+        rows: dict[str, list[int]] = {}
+        for k, n in enumerate(names):
+            if n in resident:
+                rows.setdefault(n, []).append(k)
+        comp = tl[(tl["kind"] == "compute") & (tl["device"] == d)]
+        c_op, c_end = comp["op"].astype(str).to_numpy(), comp["end_s"].to_numpy(float)
+        order = np.argsort(c_end, kind="stable")
+        c_op, c_end = c_op[order], c_end[order]
+        done: set[str] = set()
+        while curve.size and curve.max() > limit:
+            k = int(curve.argmax())
+            t = ts[k]
+            # the op running (or being staged) at the peak needs its weights there anyway
+            j = int(np.searchsorted(c_end, t, "right"))
+            busy = f"weights:{c_op[j]}" if j < len(c_op) else None
+            live = [n for n, ks in rows.items() if n != busy and any(start[x] <= t < end[x] for x in ks)]
+            if not live:
+                if not out or all(e[0] != d for e in out):
+                    return [], (d, float(curve.max()), float(cap))
+                break  # the items already chosen change the run: evaluate again first
+            live.sort(key=lambda n: (resident[n] != "tensor", -sum(nb[x] for x in rows[n]), n))
+            n = live[0]
+            group = [n]
+            if resident[n] == "weights":  # every resident reader of a tied weight here (a held-once copy has no row)
+                group += [f"weights:{y}" for y in tied.get(n[len("weights:"):], ())
+                          if y in st.w_res and st.device.get(y) == d and f"weights:{y}" not in done]
+            for m in group:
+                done.add(m)
+                for x in rows.pop(m, ()):
+                    curve[lo[x]:hi[x]] -= nb[x]
+                kind = resident[m]
+                out.append((d, kind, m if kind == "tensor" else m[len("weights:"):]))
+    return out, None
+
+
 def finish(ctx: Ctx, st: State, log: StepLog, *, phase: str, params: Mapping[str, Any],
            initial_state: Mapping[str, Any], order: Sequence[str] | None = None, check_memory: bool = True,
            extra_metrics: Mapping[str, float] | None = None) -> MappingResult:
     """Evaluate a mapper's final state with :func:`hetsched.evaluate` and wrap it; repair memory overflow first.
 
     The memory plans are conservative, but the evaluator's true peak also counts staged inputs; if a
-    device still overflows, the kept tensors it holds a copy of, then the weights resident on it,
-    go back to the host (largest first), one logged ``evict`` step each, until it fits. A device
-    that overflows with nothing resident raises :class:`~hetsched.errors.CapacityError` naming it.
+    device still overflows, the kept tensors it holds a copy of at its peak, then the weights resident
+    on it, go back to the host (largest first, as many as the overflow needs, one logged ``evict``
+    step each), and the mapping is evaluated again, until it fits. A device whose peak holds nothing
+    resident raises :class:`~hetsched.errors.CapacityError` naming it.
     """
     t0 = time.perf_counter()
     while True:
-        try:
-            ev = evaluate(ctx.graph, ctx.system, Placement(st.device, st.w_res, st.t_res), cost=ctx.cost, order=order,
-                          contention=ctx.contention, check_memory=check_memory)
+        ev = evaluate(ctx.graph, ctx.system, Placement(st.device, st.w_res, st.t_res), cost=ctx.cost, order=order,
+                      contention=ctx.contention, check_memory=False)
+        if not check_memory or ev.metrics["peak_mem_frac"] <= 1.0 + 1e-9:
             break
-        except CapacityError as err:
-            d = err.device
-            kept = sorted((t for t in st.t_res if d in ctx.footprint(t, st.device)), key=lambda t: (-ctx.size[t], t))
-            wts = sorted((o for o in st.w_res if st.device[o] == d), key=lambda o: (-ctx.weight[o], o))
-            if kept:
-                x, kind, delta = kept[0], "tensor", {"tensors_remove": [kept[0]]}
+        evict, stuck = _evictions(ev, ctx, st)
+        if stuck is not None or not evict:
+            pdv = ev.per_device
+            row = pdv[(pdv["peak_mem_bytes"] > pdv["capacity_bytes"] * (1 + 1e-9)) & (pdv["device"] != ctx.host)].iloc[0]
+            d, peak, cap = stuck or (str(row["device"]), float(row["peak_mem_bytes"]), float(row["capacity_bytes"]))
+            raise CapacityError(f"device {d!r} needs {peak:.4g} bytes at its peak, above its memory of {cap:.4g} bytes",
+                                device=d, peak_bytes=peak, capacity_bytes=cap)
+        # what is resident and alive at the peaks goes back (one evaluation per round, not per item: a
+        # big graph's repair took a hundred); one logged step per item
+        for d, kind, x in evict:
+            if kind == "tensor":
                 st.t_res.discard(x)
-            elif wts:
-                x, kind, delta = wts[0], "weights", {"weights_remove": [wts[0]]}
-                st.w_res.discard(x)
+                delta = {"tensors_remove": [x]}
             else:
-                raise
-            log.add("evict", x, None, None, True, f"device {d} overflows its memory at its peak: {kind} {x!r} goes back to host",
-                    delta, data={"phase": "memory_repair", "device": d})
+                st.w_res.discard(x)
+                delta = {"weights_remove": [x]}
+            log.add("evict", x, None, None, True, f"device {d} overflows its memory at its peak: {kind} {x!r} goes back "
+                    "to host", delta, data={"phase": "memory_repair", "device": d})
     metrics = {**ev.metrics, **(extra_metrics or {}), "evaluate_s": time.perf_counter() - t0}
     return MappingResult(
         placement=ev.placement, graph=ctx.graph, system=ctx.system, cost=ctx.cost, order=order, phase=phase,

@@ -50,7 +50,7 @@ import itertools
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -87,7 +87,12 @@ class GraphUnits:
         Per device: arrays ``F``, ``B``, ``W`` (seconds per unit) and ``unsupported`` (ops the
         device cannot run).
     weight_bytes : ndarray
-        Parameter bytes per unit.
+        Parameter bytes per unit (a weight several of its forward ops read, tied weights, once).
+    ops_per_unit : int
+        Consecutive forward units merged into one (1 unless the chain was longer than ``max_units``).
+    tied : tuple of (int, int, float)
+        ``(a, b, bytes)``: units ``a < b`` read the same ``bytes`` of tied weights (GPT-2's LM head
+        and token embedding): a stage holding both holds them once (:meth:`stage_weight_bytes`).
     cross_bytes : ndarray
         ``cross_bytes[j]``: bytes of forward tensors crossing the cut before unit ``j`` (length
         ``n + 1``; the ends are 0).
@@ -105,17 +110,43 @@ class GraphUnits:
     weight_bytes: np.ndarray
     cross_bytes: np.ndarray
     saved: list
+    tied: tuple = ()
+    ops_per_unit: int = 1
 
     @property
     def n(self) -> int:
         return len(self.names)
+
+    def stage_weight_bytes(self, i, j, wpre: np.ndarray | None = None):
+        """Weight bytes of units ``i..j-1`` (scalars or arrays), each tied weight once.
+
+        >>> from hetsched.io.zoo import gpt2_small
+        >>> from hetsched.io.systems import toy_system
+        >>> g = gpt2_small(seq_len=8, n_layers=1)
+        >>> u = graph_units(g, toy_system(), ["gpu0"])
+        >>> int(u.stage_weight_bytes(0, u.n)) == g.total_weight_bytes
+        True
+        """
+        if wpre is None:
+            wpre = np.concatenate([[0.0], np.cumsum(self.weight_bytes)])
+        w = wpre[j] - wpre[i]
+        for a, b, nbytes in self.tied:
+            w = w - nbytes * ((np.asarray(i) <= a) & (np.asarray(j) > b))
+        return w
 
 
 def _is_training(g: OpGraph) -> bool:
     return any(o.attrs.get("phase") == "backward" for o in g.ops.values())
 
 
-def graph_units(graph: OpGraph, system: System, devices: Sequence[str], *, cost: CostModel | None = None, units: str = "op") -> GraphUnits:
+#: at most this many units by default: a longer chain (an LLM's thousands of forward ops) merges runs of
+#: consecutive units, so the O(S n^2) split stays interactive; a cut then falls between runs only, and a
+#: stage's cost is off by at most one run's cost (under 0.1 % of the total here)
+MAX_UNITS = 1024
+
+
+def graph_units(graph: OpGraph, system: System, devices: Sequence[str], *, cost: CostModel | None = None, units: str = "op",
+                max_units: int | None = MAX_UNITS) -> GraphUnits:
     """Cut ``graph`` into a chain of units and price every unit on every device in ``devices``.
 
     ``units="op"``: one unit per forward op (topological order); ``"layer"``: consecutive forward
@@ -144,6 +175,12 @@ def graph_units(graph: OpGraph, system: System, devices: Sequence[str], *, cost:
         if not names or names[-1] != key or units == "op":
             names.append(key)
         unit_of[o] = len(names) - 1
+    k_merge = 1
+    if max_units is not None and len(names) > max(1, int(max_units)):
+        k_merge = -(-len(names) // max(1, int(max_units)))  # consecutive units per run, rounded up
+        names = [f"{names[i]} .. {names[min(i + k_merge, len(names)) - 1]}" if k_merge > 1 else names[i]
+                 for i in range(0, len(names), k_merge)]
+        unit_of = {o: k // k_merge for o, k in unit_of.items()}
     n = len(names)
     members: list[list[str]] = [[] for _ in range(n)]
     for o in fwd:
@@ -193,7 +230,11 @@ def graph_units(graph: OpGraph, system: System, devices: Sequence[str], *, cost:
                 else:
                     F[k] += t
         time_s[d] = {"F": F, "B": B, "W": W, "unsupported": bad}
-    weight = np.array([float(sum(graph.op(o).weight_bytes for o in ms if o in unit_of)) for ms in members])
+    from ..weights import TiedWeights
+
+    tw = TiedWeights.of(graph)
+    weight = np.array([float(tw.held_bytes(o for o in ms if o in unit_of)) for ms in members])
+    tied = _tied_pairs(tw, unit_of)
     # forward tensors crossing each cut: produced in unit a, last read (by a forward op) in unit b > a
     diff = np.zeros(n + 1)
     for t, tens in graph.tensors.items():
@@ -219,7 +260,29 @@ def graph_units(graph: OpGraph, system: System, devices: Sequence[str], *, cost:
                     seen.setdefault(base, float(graph.tensor(base).size_bytes))
         saved.append(list(seen.items()))
     fwd_members = [[o for o in ms if o in unit_of] for ms in members]
-    return GraphUnits(graph.name, names, members, fwd_members, time_s, weight, cross, saved)
+    return GraphUnits(graph.name, names, members, fwd_members, time_s, weight, cross, saved, tied, k_merge)
+
+
+def _tied_pairs(tw: Any, unit_of: Mapping[str, int]) -> tuple[tuple[int, int, float], ...]:
+    """Tied weights read by forward ops of several units, as pairs of consecutive units of each tie
+    group: ``(a, b, bytes)`` with the bytes both hold (the owner's unit holds all of them), so that a
+    stage's weights are its units' sums less the pairs it contains (exact when the readers of a
+    group share the same bytes, as a tied embedding's do)."""
+    pairs = []
+    for owner, sharers in tw.sharers.items():
+        per_unit: dict[int, float] = {}
+        if owner in unit_of:
+            per_unit[unit_of[owner]] = math.inf
+        for s in sharers:
+            if s in unit_of:
+                k = unit_of[s]
+                per_unit[k] = max(per_unit.get(k, 0.0), float(tw.shared[s][1]))
+        ks = sorted(per_unit)
+        for a, b in zip(ks, ks[1:]):
+            nbytes = min(per_unit[a], per_unit[b])
+            if nbytes > 0 and math.isfinite(nbytes):
+                pairs.append((a, b, nbytes))
+    return tuple(pairs)
 
 
 # ---- the split as a result -----------------------------------------------------------------------
@@ -340,7 +403,7 @@ class _Problem:
     def stage_ok(self, s: int, i, j):
         pre = self.pre[self.dev[s]]
         unsupported = (pre["unsupported"][j] - pre["unsupported"][i]) > 0
-        mem = (self.wpre[j] - self.wpre[i]) * self.copies + self.saved[i, j] * self.inflight[s]
+        mem = self.u.stage_weight_bytes(i, j, self.wpre) * self.copies + self.saved[i, j] * self.inflight[s]
         return ~unsupported & (mem <= self.cap[s])
 
     def link(self, s: int, j):
@@ -419,7 +482,7 @@ def exhaustive_split(graph: OpGraph, system: System, *, devices: Sequence[str], 
     return best, arg
 
 
-def _problem(graph, system, devices, p, v, schedule, m, cost, units, weight_copies):
+def _problem(graph, system, devices, p, v, schedule, m, cost, units, weight_copies, max_units=MAX_UNITS):
     from .schedules import check_pvm
 
     check_pvm(p, v, 1)
@@ -429,7 +492,7 @@ def _problem(graph, system, devices, p, v, schedule, m, cost, units, weight_copi
     if not (weight_copies >= 0 and math.isfinite(weight_copies)):
         raise HetschedError(f"weight_copies must be finite and >= 0, got {weight_copies!r}", field="weight_copies")
     sched = _resolve_schedule(schedule, p, v, m)
-    u = graph_units(graph, system, devices, cost=cost, units=units)
+    u = graph_units(graph, system, devices, cost=cost, units=units, max_units=max_units)
     if u.n < p * v:
         raise HetschedError(f"graph {graph.name!r} has {u.n} {units} units, fewer than the {p * v} stages asked for", field="p")
     pb = _Problem(u, system, devices, p, v, sched, weight_copies, cost, graph)
@@ -439,7 +502,8 @@ def _problem(graph, system, devices, p, v, schedule, m, cost, units, weight_copi
 
 def split_stages(graph: OpGraph, system: System, *, devices: Sequence[str], p: int, v: int = 1, schedule: Any = None,
                  m: int | None = None, cost: CostModel | None = None, units: str = "op", weight_copies: float = 2.0,
-                 overhead_s: float = 0.0, cuts: Sequence[int] | None = None) -> StageSplit:
+                 overhead_s: float = 0.0, cuts: Sequence[int] | None = None, fit_memory: bool = True,
+                 max_units: int | None = MAX_UNITS) -> StageSplit:
     """Split ``graph`` into ``p * v`` contiguous stages minimising the bottleneck on heterogeneous ranks.
 
     Parameters
@@ -468,6 +532,12 @@ def split_stages(graph: OpGraph, system: System, *, devices: Sequence[str], p: i
     cuts : sequence of int, optional
         Evaluate this split (``S + 1`` unit indices from 0 to the number of units) instead of
         searching; a split over memory is priced anyway (``peak_memory_fraction`` > 1 says so).
+    max_units : int or None
+        Beyond this many units, runs of consecutive units merge into one (:data:`MAX_UNITS`; ``None``: never).
+    fit_memory : bool
+        When no split fits every rank's memory: raise (default), or return the fastest split with
+        memory ignored, ``params["over_memory"]`` saying which rank overflows and by how much (what a
+        panel shows for a model too big for the machine, instead of nothing).
 
     Raises
     ------
@@ -486,7 +556,8 @@ def split_stages(graph: OpGraph, system: System, *, devices: Sequence[str], p: i
     True
     """
     t0 = time.perf_counter()
-    pb, sched = _problem(graph, system, devices, p, v, schedule, m, cost, units, weight_copies)
+    pb, sched = _problem(graph, system, devices, p, v, schedule, m, cost, units, weight_copies, max_units)
+    over = None
     if cuts is not None:
         cuts = [int(x) for x in cuts]
         if len(cuts) != pb.S + 1 or cuts[0] != 0 or cuts[-1] != pb.n or any(b <= a for a, b in zip(cuts, cuts[1:])):
@@ -500,9 +571,15 @@ def split_stages(graph: OpGraph, system: System, *, devices: Sequence[str], p: i
     else:
         best, cuts, states = _dp(pb)
         if not cuts:
-            raise _no_fit(pb, devices)
+            err = _no_fit(pb, devices)
+            if fit_memory or not isinstance(err, CapacityError):
+                raise err
+            cap, pb.cap = pb.cap, np.full_like(pb.cap, np.inf)
+            best, cuts, states = _dp(pb)
+            pb.cap = cap
+            over = str(err)
     solve_s = time.perf_counter() - t0
-    return _build(pb, graph, system, list(devices), cuts, best, states, solve_s, cost, overhead_s)
+    return _build(pb, graph, system, list(devices), cuts, best, states, solve_s, cost, overhead_s, over)
 
 
 def _no_fit(pb: _Problem, devices: Sequence[str]) -> HetschedError:
@@ -523,12 +600,12 @@ def _no_fit(pb: _Problem, devices: Sequence[str]) -> HetschedError:
     worst, ws = -math.inf, 0
     for s in range(pb.S):
         i, j = cuts[s], cuts[s + 1]
-        mem = (pb.wpre[j] - pb.wpre[i]) * pb.copies + pb.saved[i, j] * pb.inflight[s]
+        mem = pb.u.stage_weight_bytes(i, j, pb.wpre) * pb.copies + pb.saved[i, j] * pb.inflight[s]
         if mem - cap[s] > worst:
             worst, ws = mem - cap[s], s
     r = int(pb.rank[ws])
     i, j = cuts[ws], cuts[ws + 1]
-    mem = (pb.wpre[j] - pb.wpre[i]) * pb.copies + pb.saved[i, j] * pb.inflight[ws]
+    mem = pb.u.stage_weight_bytes(i, j, pb.wpre) * pb.copies + pb.saved[i, j] * pb.inflight[ws]
     share = f" (its 1/{pb.v} share for one of {pb.v} chunks)" if pb.v > 1 else ""
     return CapacityError(
         f"no split of {u.graph_name!r} into {pb.S} stages fits memory: even the fastest puts {mem / 2**30:.3g} GiB "
@@ -538,7 +615,7 @@ def _no_fit(pb: _Problem, devices: Sequence[str]) -> HetschedError:
 
 
 def _build(pb: _Problem, graph: OpGraph, system: System, devices: list[str], cuts: list[int], best: float, states: int,
-           solve_s: float, cost: CostModel | None, overhead_s: float) -> StageSplit:
+           solve_s: float, cost: CostModel | None, overhead_s: float, over_memory: str | None = None) -> StageSplit:
     u, S = pb.u, pb.S
     c = resolve_cost(cost, graph, system)
     rows, steps = [], StepLog()
@@ -555,7 +632,7 @@ def _build(pb: _Problem, graph: OpGraph, system: System, devices: list[str], cut
             send[s] = c.transfer_s(float(act[s]), pb.dev[s], pb.dev[s + 1])
         if s > 0:
             gsend[s] = c.transfer_s(float(u.cross_bytes[i]), pb.dev[s], pb.dev[s - 1])
-        wb = pb.wpre[j] - pb.wpre[i]
+        wb = float(pb.u.stage_weight_bytes(i, j, pb.wpre))
         mem = wb * pb.copies + held[s] * pb.inflight[s]
         rows.append({"stage": s, "rank": int(pb.rank[s]), "device": pb.dev[s], "first": u.names[i], "last": u.names[j - 1],
                      "n_units": j - i, "f_s": F[s], "b_s": Bk[s], "i_s": Bk[s] - W[s], "w_s": W[s], "time_s": F[s] + Bk[s],
@@ -583,7 +660,7 @@ def _build(pb: _Problem, graph: OpGraph, system: System, devices: list[str], cut
         sl = sched.rank_slice(r)
         st, kd = sched.stage[sl], sched.kind[sl]
         delta = np.where(kd == 0, held[st], np.where((kd == 1) | (kd == 3), -held[st], 0.0))
-        wsum = sum((pb.wpre[cuts[s + 1]] - pb.wpre[cuts[s]]) * pb.copies for s in range(S) if pb.rank[s] == r)
+        wsum = sum(pb.u.stage_weight_bytes(cuts[s], cuts[s + 1], pb.wpre) * pb.copies for s in range(S) if pb.rank[s] == r)
         peak[r] = wsum + (float(np.cumsum(delta).max()) if len(delta) else 0.0)
     capr = np.array([float(system.device(d).memory_bytes) for d in devices])
     busy = np.bincount(pb.rank, weights=F + Bk, minlength=pb.p)
@@ -593,14 +670,16 @@ def _build(pb: _Problem, graph: OpGraph, system: System, devices: list[str], cut
     metrics = {
         "bottleneck_s": float(best), "max_stage_s": float(times.max()), "max_link_s": float(links.max()),
         "balance": float(times.max() / times.mean()) if times.mean() > 0 else 1.0,
-        "peak_memory_fraction": float((peak / capr).max()), "n_units": float(u.n), "n_stages": float(S),
+        "peak_memory_fraction": float((peak / capr).max()), "n_units": float(u.n), "ops_per_unit": float(u.ops_per_unit),
+        "n_stages": float(S),
         "dp_states": float(states), "solve_s": solve_s,
     }
     tl = _one_microbatch_timeline(pb, F, Bk, send, gsend, act)
     return StageSplit(cuts=tuple(cuts), stages=[[o for k in range(cuts[s], cuts[s + 1]) for o in u.forward[k]] for s in range(S)],
                       costs=costs, per_stage=per_stage, per_rank=per_rank, units=u, metrics=metrics, timeline=tl, steps=steps,
                       params={"graph": u.graph_name, "system": system.name, "devices": list(devices), "p": pb.p, "v": pb.v,
-                              "schedule": sched.name, "m": sched.m, "units": pb.units, "weight_copies": pb.copies},
+                              "schedule": sched.name, "m": sched.m, "units": pb.units, "weight_copies": pb.copies,
+                              **({"over_memory": over_memory} if over_memory else {})},
                       initial_state={})
 
 
@@ -675,13 +754,14 @@ class ModelRun:
 def simulate_model(graph: OpGraph | str | None = None, system: System | str | None = None, *, devices: Sequence[str] | None = None,
                    p: int = 4, v: int | None = None, m: int = 16, schedule: str = "1f1b", grouping: str | None = None,
                    comm: Any = None, cache: str | None = None, units: str = "op", weight_copies: float = 2.0,
-                   overhead_s: float = 0.0, cost: CostModel | str | None = None) -> ModelRun:
+                   overhead_s: float = 0.0, cost: CostModel | str | None = None, fit_memory: bool = True) -> ModelRun:
     """Split a model over a machine (:func:`split_stages`, for the schedule that will run it) and simulate.
 
     ``graph`` and ``system`` may be names (a bundled graph, a zoo model, a bundled system; default
     :data:`DEFAULT_MODEL`); ``devices`` defaults to :func:`default_devices`. ``comm`` gives
     ``lockstep`` / ``overhead_s`` only: link times come from the system. ``cost`` prices the stages
-    and their sends (a model or a cost file; default the roofline).
+    and their sends (a model or a cost file; default the roofline); ``fit_memory=False`` splits a model too
+    big for the machine anyway (see :func:`split_stages`).
 
     >>> run = simulate_model(p=4, m=8)
     >>> run.split.n_stages, run.result.schedule.name, run.result.metrics["makespan_s"] > 8 * run.split.metrics["max_stage_s"]
@@ -696,5 +776,5 @@ def simulate_model(graph: OpGraph | str | None = None, system: System | str | No
     devs = list(devices) if devices is not None else default_devices(s, p)
     sched = make_schedule(schedule, p, v, m, **({"grouping": grouping} if grouping is not None else {}))
     split = split_stages(g, s, devices=devs, p=p, v=sched.v, schedule=sched, cost=cost, units=units,
-                         weight_copies=weight_copies, overhead_s=overhead_s)
+                         weight_copies=weight_copies, overhead_s=overhead_s, fit_memory=fit_memory)
     return ModelRun(split, simulate(sched, costs=split.costs, comm=comm, cache=cache))

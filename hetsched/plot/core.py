@@ -34,6 +34,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ..weights import held_weight_bytes
+
 __all__ = [
     "figure_from_dicts",
     "PALETTE",
@@ -1029,7 +1031,7 @@ def block_layout(graph, blocks: Mapping[str, str] | None = None, expanded: Itera
     for n, mem in members.items():
         if n.startswith("block:"):
             fl = sum(float(ops[o].flops) for o in mem)
-            wb = sum(int(ops[o].weight_bytes) for o in mem)
+            wb = held_weight_bytes(graph, mem)  # tied weights once
             head.append(f"<b>{html.escape(n[6:])}</b> ({len(mem)} ops; click to expand)<br>{fl / 1e9:.3g} GFLOPs, "
                         f"weights {fmt_bytes(wb) or '0 B'}")
         else:

@@ -28,8 +28,17 @@ CHROMIUM_ARGS = [
     "--disable-dev-shm-usage",
 ]
 
-__all__ = ["ARTIFACTS", "ROOT", "NOTEBOOKS", "CHROMIUM", "CHROMIUM_ARGS", "VoilaServer", "start_voila", "start_server", "free_port", "WsCounter",
+__all__ = ["ARTIFACTS", "ROOT", "NOTEBOOKS", "CHROMIUM", "CHROMIUM_ARGS", "launch_chromium", "VoilaServer", "start_voila", "start_server", "free_port", "WsCounter",
            "settle", "wait_for_plots", "plot_signature", "wait_for_change", "output_errors", "external_requests", "screenshot"]
+
+
+def launch_chromium(pw, profile: Path, *, timeout_s: float, width: int = 1600, height: int = 1000):
+    """Debian's Chromium, headless with ``CHROMIUM_ARGS``, on a fresh profile directory (Playwright takes an
+    explicit ``--user-data-dir`` only through a persistent context); ``timeout_s`` is every wait's default."""
+    ctx = pw.chromium.launch_persistent_context(str(profile), executable_path=str(CHROMIUM), headless=True,
+                                                args=CHROMIUM_ARGS, viewport={"width": width, "height": height})
+    ctx.set_default_timeout(timeout_s * 1000)
+    return ctx
 
 
 def wait_for_plots(page, n: int = 1, *, timeout_s: float = 60.0) -> int:

@@ -122,6 +122,12 @@ def _check(key: str, text: str, legends: list[str], tables: list[list[list[str]]
         assert len(working) > 1, text[:800]
         m = re.search(r"(\d+) events?, \d+ stream waits?", text)
         assert m and int(m.group(1)) > 0, text[:400]
+    elif key == "experts":
+        # the shown mapper (HEFT) spreads the experts; the patent's h2h keeps them on one device
+        m = re.search(r"puts the (\d+) experts on (\d+) device", text)
+        assert m and int(m.group(2)) > 1, text[:600]
+        rows = _table_with(tables, "mapper", "makespan", "devices holding experts")
+        assert rows["h2h (patent)"]["devices holding experts"] == "1", rows
     else:
         raise AssertionError(f"scenario {key!r} has no check: say what its tab must show")
 
