@@ -294,12 +294,14 @@ def plotly_js_gz(compressed: bool = True) -> bytes:
     Read (and compressed) once per process; what :class:`PlotlyView` sends a page once.
     """
     global _PLOTLY_GZ, _PLOTLY_RAW
-    if _PLOTLY_RAW is None:
-        _PLOTLY_RAW = resources.files("plotly").joinpath("package_data", "plotly.min.js").read_bytes()
+    if compressed and _PLOTLY_GZ is not None:
+        return _PLOTLY_GZ
+    raw = _PLOTLY_RAW or resources.files("plotly").joinpath("package_data", "plotly.min.js").read_bytes()
     if not compressed:
-        return _PLOTLY_RAW
-    if _PLOTLY_GZ is None:
-        _PLOTLY_GZ = gzip.compress(_PLOTLY_RAW, compresslevel=6, mtime=0)
+        _PLOTLY_RAW = raw  # a browser without DecompressionStream: kept once asked for
+        return raw
+    # the 4.6 MB original is not kept: every kernel of a class would hold it for nothing
+    _PLOTLY_GZ = gzip.compress(raw, compresslevel=6, mtime=0)
     return _PLOTLY_GZ
 
 
