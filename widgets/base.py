@@ -229,6 +229,7 @@ class Panel(W.VBox):
         self.notice_line.add_class("hetsched-notice-line")
         self.page_layout = "full"
         self._layouts: dict[str, tuple[W.Widget, ...]] = {}
+        self._deferred = False
         # the lines under a panel's controls: the scenario, the busy badge, then the error (if any)
         self.status = W.VBox([self.scenario_note,
                               W.HBox([self.busy, self.message], layout=W.Layout(min_height="1.5em", align_items="center"))])
@@ -264,7 +265,17 @@ class Panel(W.VBox):
         if self._follow:
             self.session.observe(self._on_session, names=["graph", "system"])
         self.session.observe(self._on_session, names=["cost"])  # every panel prices with the session's cost
+        if not self.active:
+            self._defer_children()
         self._recompute_or_stale()
+
+    def _defer_children(self) -> None:
+        """A hidden panel shows nothing until it is first shown (:meth:`activate`): a page then draws
+        only the tab in view, not every control of every tab (a dashboard is ~860 widgets; a page
+        built views for all of them before its first plot, issue 32)."""
+        self._layouts.setdefault("full", tuple(self.children))
+        self._deferred = True
+        self.children = ()
 
     def _on_change(self, change: Mapping[str, Any]) -> None:
         if self._reverting:
@@ -314,6 +325,9 @@ class Panel(W.VBox):
         (True, 3, False)
         """
         self.active = True
+        if self._deferred:
+            self._deferred = False
+            self.children = self._layout_children(self.page_layout)
         if self.stale or self.result is None:
             self.refresh()
             return True
@@ -734,14 +748,18 @@ class Panel(W.VBox):
         self._layouts.setdefault("full", tuple(self.children))
         if name == self.page_layout:
             return
-        if name not in self._layouts:
-            self._layouts[name] = self._present_children()
-        self.children = self._layouts[name]
+        if not self._deferred:  # a panel not shown yet is laid out when first shown
+            self.children = self._layout_children(name)
         if name == "present":
             self.add_class("hetsched-present")
         else:
             self.remove_class("hetsched-present")
         self.page_layout = name
+
+    def _layout_children(self, name: str) -> tuple[W.Widget, ...]:
+        if name not in self._layouts:
+            self._layouts[name] = self._present_children()
+        return self._layouts[name]
 
     def _present_children(self) -> tuple[W.Widget, ...]:
         full = self._layouts["full"]

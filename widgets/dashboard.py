@@ -119,17 +119,20 @@ class Dashboard(W.VBox):
                             "to show. Pick a scenario, or load your own graph in the Graph tab: every tab then schedules "
                             "it. A tab computes when it is shown.</div>")
         self.page_layout = "full"
-        self.layout_switch = W.ToggleButtons(options=[("full", "full"), ("presentation", "present")], value="full",
-                                             description="layout", style={"description_width": "initial"},
+        self.layout_switch = W.ToggleButtons(options=[("full layout", "full"), ("presentation", "present")],
+                                             value="full", style={"button_width": "110px"},
                                              tooltips=["every control and explanation",
                                                        "for a projector: the figure first, the controls in one row"])
+        # presentation in a Voila page: the notebook's own text (its title, its introduction) is hidden too,
+        # so that each tab's figure starts near the top of a projector's screen
+        self.page_style = W.HTML("")
         self.layout_switch.observe(lambda ch: self.set_page_layout(ch["new"]), names="value")
         # the page's address: a link opens a scenario, tab and layout; the address bar follows the view
         self.address = PageAddress()
         self.address.observe(lambda ch: self.apply_query(ch["new"]), names="query")
         self.link = W.HTML()
         self.link_message = W.HTML()
-        self.header = W.HBox([self.scenario, self.layout_switch, self.link, self.address],
+        self.header = W.HBox([self.scenario, self.layout_switch, self.link, self.address, self.page_style],
                              layout=W.Layout(flex_flow="row wrap", align_items="center"))
         super().__init__([self.intro, self.header, self.link_message, self.tabs], **kw)
         self.add_class("hetsched-dashboard")
@@ -221,6 +224,7 @@ class Dashboard(W.VBox):
                 panel.set_page_layout(name)
         self.page_layout = name
         self.intro.layout.display = "none" if name == "present" else None
+        self.page_style.value = _PRESENT_CSS if name == "present" else ""
         if self.layout_switch.value != name:
             self.layout_switch.value = name
         self._show_link()
@@ -273,10 +277,18 @@ class Dashboard(W.VBox):
         if self.address.link != q:
             self.address.link = q
         html = (f"<a href='{q}' title='a link that opens the dashboard on this scenario, tab and layout: "
-                "copy it (or the address bar)'>🔗 link to this view</a>")
+                "copy it (or the address bar)'>link to this view</a>")
         if self.link.value != html:
             self.link.value = html
 
+
+#: the presentation layout's page style: in a Voila page (body[data-voila]; JupyterLab is left alone),
+#: the notebook cells other than the dashboard's are hidden and the page's margins made small
+_PRESENT_CSS = """<style>
+body[data-voila] .jp-Cell:not(:has(.hetsched-dashboard)) { display: none; }
+body[data-voila] #rendered_cells, body[data-voila] .jp-Notebook { padding-top: 4px; }
+body[data-voila] .jp-Cell:has(.hetsched-dashboard) { padding-top: 0; margin-top: 0; }
+</style>"""
 
 #: dashboards built ahead of demand by :func:`prepare` (with their arguments), taken by :meth:`Dashboard.prepared`
 _PREPARED: list[tuple[dict[str, Any], Dashboard]] = []
