@@ -81,7 +81,10 @@ def app_command(*, port: int | None = None, open_browser: bool = True, extra: Se
     idle time after which a student's kernel is culled (default 300 s).
 
     Voila only reads the notebook, so it serves the shipped copy where it lies. ``extra`` are more
-    Voila options (``--Voila.ip=0.0.0.0``...), given after ours so that they win.
+    Voila options (``--Voila.ip=0.0.0.0``...); one that sets an option of ours replaces it.
+
+    >>> [o for o in app_command(extra=["--MappingKernelManager.cull_idle_timeout=5"]) if "cull_idle" in o]
+    ['--MappingKernelManager.cull_idle_timeout=5']
     """
     nb = resources.notebook_file("dashboard")
     if not isinstance(nb, Path):  # a zipped install: Voila needs a file on disk
@@ -92,8 +95,11 @@ def app_command(*, port: int | None = None, open_browser: bool = True, extra: Se
     options = list(VOILA_OPTIONS)
     if cull_after_s is not None:
         options[0] = f"--MappingKernelManager.cull_idle_timeout={cull_after_s}"
-    return [sys.executable, "-m", APP_MODULE, str(nb), *_server_options(port, open_browser), *options,
-            f"--ClassKernelManager.pool_size={pool}", f"--ClassKernelManager.max_students={students}", *extra]
+    options += [f"--ClassKernelManager.pool_size={pool}", f"--ClassKernelManager.max_students={students}"]
+    # an option given again in extra replaces ours (traitlets refuses an option given twice)
+    given = {e.split("=", 1)[0] for e in extra if e.startswith("--")}
+    options = [o for o in options if o.split("=", 1)[0] not in given]
+    return [sys.executable, "-m", APP_MODULE, str(nb), *_server_options(port, open_browser), *options, *extra]
 
 
 def _available_bytes() -> int | None:
@@ -112,8 +118,8 @@ def auto_max_students(pool: int = DEFAULT_POOL, available_bytes: int | None = No
     """How many students' kernels fit in 80 % of the memory available now, besides ``pool`` warm
     kernels, at :data:`KERNEL_MB` each (at least 1; 0, no limit, where the memory is unknown).
 
-    >>> auto_max_students(2, available_bytes=8 * 2**30)
-    38
+    >>> auto_max_students(2, available_bytes=100 * KERNEL_MB * 2**20)    # 80 kernels fit, 2 are the pool's
+    78
     """
     avail = _available_bytes() if available_bytes is None else available_bytes
     if avail is None:

@@ -28,8 +28,8 @@ function render({ model, el }) {
   // the page's own query, once per page (a kernel from the pool never saw the request)
   model.set("query", globalThis.location ? (location.search || "?") : "?");
   model.save_changes();
-  // outside JupyterLab (a Voila page), the address bar follows what is on screen
-  const own = !document.querySelector(".jp-LabShell");
+  // in a Voila page (its body says data-voila), the address bar follows what is on screen; JupyterLab's is its own
+  const own = !!(document.body && document.body.dataset && document.body.dataset.voila);
   model.on("change:link", () => {
     if (!own || !globalThis.history) return;
     try {

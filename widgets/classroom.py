@@ -43,7 +43,9 @@ from traitlets import Float, Int, Unicode
 from voila.app import Voila
 from voila.tornado.handler import TornadoVoilaHandler
 
-__all__ = ["ClassKernelManager", "ClassroomVoila", "WARM_CODE", "full_page", "main"]
+from .figure import PLOTLY_URL_ENV
+
+__all__ = ["ClassKernelManager", "ClassroomVoila", "WARM_CODE", "full_page", "plotly_url", "main"]
 
 #: what a warm kernel runs before any student arrives. pandas imports pyarrow when it is installed
 #: (the ``dask`` extra) and keeps ~60 MB of it per kernel for nothing the dashboard uses: a dashboard
@@ -75,6 +77,8 @@ class ClassKernelManager(AsyncMappingKernelManager):
     warm_timeout = Float(180.0, config=True, help="seconds a kernel may take to start and run warm_code")
     fill_delay = Float(1.0, config=True, help="seconds between a page taking a warm kernel and the pool "
                                               "starting another")
+    disconnect_grace_s = Float(30.0, config=True, help="a student's kernel with no page connected this long is shut "
+                                                       "down (a closed tab, a reload); 0: only the idle culler")
     fill_nice = Int(10, config=True, help="nice value of kernels warming while students are connected (they get "
                                           "the server's own back when a page takes them; where the OS does not "
                                           "allow that, kernels warm at the server's priority)")
@@ -89,6 +93,7 @@ class ClassKernelManager(AsyncMappingKernelManager):
         self.pool_path = ""                  # API path of the pooled notebook's folder (the kernels' cwd)
         self.pool_notebook: str | None = None  # the notebook pooled kernels are warmed for (None: any)
         self.pool_kernel_name = "python3"
+        self.kernel_env: dict[str, str] = {}  # more environment of every kernel (where the page loads plotly.js)
         self.warm_seconds: list[float] = []  # how long each warm-up took (the log and the benchmark say)
         self._base_nice = os.getpriority(os.PRIO_PROCESS, 0) if hasattr(os, "getpriority") else 0
         self._can_renice = _can_raise_priority(self._base_nice + self.fill_nice, self._base_nice)
@@ -148,6 +153,7 @@ class ClassKernelManager(AsyncMappingKernelManager):
             self.log.info("hetsched: page served by warm kernel %s (%s)", kid, self.status())
             self._refill()
             return kid
+        kwargs["env"] = {**(kwargs.get("env") or os.environ), **self.kernel_env}
         kid = await super().start_kernel(kernel_id=kernel_id, path=path, **kwargs)
         self._took_kernel()
         if pooled_page:
@@ -162,6 +168,23 @@ class ClassKernelManager(AsyncMappingKernelManager):
             self._ready.remove(kernel_id)
         await super().shutdown_kernel(kernel_id, now=now, restart=restart)
         self._refill()  # a student left: there may be room for the pool again
+
+    def notify_disconnect(self, kernel_id: str) -> None:
+        """A page's websocket closed: if no page is connected ``disconnect_grace_s`` later (a closed tab,
+        a reload: not a network blip, which reconnects), its place in the class is freed. Voila's page
+        asks for this itself when it closes, but that request is not always made (or is refused), and
+        the idle culler waits minutes: a class that reloads would fill up with kernels nobody sees."""
+        super().notify_disconnect(kernel_id)
+        if self.disconnect_grace_s > 0 and self._kernel_connections.get(kernel_id, 0) <= 0:
+            asyncio.get_event_loop().call_later(self.disconnect_grace_s,
+                                                lambda: asyncio.ensure_future(self._shutdown_if_gone(kernel_id)))
+
+    async def _shutdown_if_gone(self, kernel_id: str) -> None:
+        if kernel_id in self.list_kernel_ids() and kernel_id not in self.pool_ids() \
+                and self._kernel_connections.get(kernel_id, 0) <= 0:
+            self.log.info("hetsched: no page connected to kernel %s for %.0f s: shut down", kernel_id,
+                          self.disconnect_grace_s)
+            await self.shutdown_kernel(kernel_id)
 
     async def cull_kernel_if_idle(self, kernel_id: str) -> None:
         if kernel_id in self._ready or kernel_id in self._warming:
@@ -213,7 +236,7 @@ class ClassKernelManager(AsyncMappingKernelManager):
         self._warming.add(kid)  # before it exists: a starting pool kernel is never counted as a student
         try:
             await super().start_kernel(kernel_id=kid, path=self.pool_path, kernel_name=self.pool_kernel_name,
-                                       env={**os.environ, "HETSCHED_POOL_KERNEL": "1"})
+                                       env={**os.environ, **self.kernel_env, "HETSCHED_POOL_KERNEL": "1"})
             if low_priority:
                 self._renice(kid, self._base_nice + self.fill_nice)
             if not await self._warm(kid):
@@ -327,12 +350,48 @@ class ClassVoilaHandler(TornadoVoilaHandler):
             self.log.warning("hetsched: the class is full (%s): a page was turned away", km.status())
             self.finish(full_page(km.max_students, self.RETRY_S))
             return
+        # Voila's page asks to shut its kernel down when it closes (a POST that must carry the _xsrf
+        # cookie, which a page served from a warm kernel was not given): set it now
+        _ = self.xsrf_token
         notebook = self.notebook_path or path
         token = km.admit(notebook)
         try:
             await super().get(path)
         finally:
             km.finish_admission(token)
+
+
+class PlotlyHandler(web.RequestHandler):
+    """``/hetsched/plotly.min.js?v=VERSION``: plotly.js for the page's figures, gzip-compressed once and
+    cached by the browser (the URL names the version), so that a reload takes it, compiled, from the
+    browser's cache and no kernel sends it over its websocket (:data:`~hetsched.widgets.figure.PLOTLY_URL_ENV`)."""
+
+    _gz: bytes | None = None
+
+    def get(self) -> None:
+        from hetsched.widgets.figure import plotly_js_gz
+
+        self.set_header("Content-Type", "text/javascript; charset=utf-8")
+        self.set_header("Cache-Control", "public, max-age=31536000, immutable")
+        if "gzip" in self.request.headers.get("Accept-Encoding", ""):
+            if PlotlyHandler._gz is None:
+                PlotlyHandler._gz = plotly_js_gz(True)
+            self.set_header("Content-Encoding", "gzip")
+            self.set_header("Vary", "Accept-Encoding")
+            self.finish(PlotlyHandler._gz)
+        else:
+            self.finish(plotly_js_gz(False))
+
+
+def plotly_url(base_url: str) -> str:
+    """The URL (on the page's server) a page of ``hetsched app`` loads plotly.js from.
+
+    >>> plotly_url("/").startswith("/hetsched/plotly.min.js?v=")
+    True
+    """
+    import plotly
+
+    return url_path_join(base_url, "hetsched", "plotly.min.js") + f"?v={plotly.__version__}"
 
 
 class StatusHandler(web.RequestHandler):
@@ -370,6 +429,7 @@ class ClassroomVoila(Voila):
                 nb = self.pool_notebook or "dashboard.ipynb"
             km.pool_notebook = nb
             km.pool_path = os.path.dirname(nb)
+            km.kernel_env = {PLOTLY_URL_ENV: plotly_url(self.base_url)}
             from tornado.ioloop import IOLoop
 
             IOLoop.current().add_callback(km.start_pool)
@@ -380,8 +440,9 @@ class ClassroomVoila(Voila):
                     for h in super().init_handlers()]
         if isinstance(self.kernel_manager, ClassKernelManager):
             # before Voila's catch-all page route
-            handlers.insert(0, (url_path_join(self.server_url, r"/hetsched/status"), StatusHandler,
-                                {"kernel_manager": self.kernel_manager}))
+            handlers[0:0] = [(url_path_join(self.server_url, r"/hetsched/status"), StatusHandler,
+                              {"kernel_manager": self.kernel_manager}),
+                             (url_path_join(self.server_url, r"/hetsched/plotly\.min\.js"), PlotlyHandler)]
         return handlers
 
 

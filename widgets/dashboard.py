@@ -31,6 +31,7 @@ A link opens the dashboard on a scenario, a tab and a layout (the page sends its
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any, Iterable
 
 import ipywidgets as W
@@ -304,9 +305,10 @@ def prepare(**kw: Any) -> Dashboard:
     >>> Dashboard.prepared(tabs=("graph",)) is d          # taken: the next page gets a new one
     False
     """
-    from .figure import plotly_js_gz
+    from .figure import PLOTLY_URL_ENV, plotly_js_gz
 
     d = Dashboard(**kw)
-    plotly_js_gz()  # what the page's first figure asks for, compressed now rather than while a student waits
+    if not os.environ.get(PLOTLY_URL_ENV):  # else the page takes plotly.js from the server, not the kernel
+        plotly_js_gz()  # what the page's first figure asks for, compressed now rather than while a student waits
     _PREPARED.append((dict(kw), d))
     return d
