@@ -28,7 +28,7 @@ CHROMIUM_ARGS = [
     "--disable-dev-shm-usage",
 ]
 
-__all__ = ["ARTIFACTS", "ROOT", "NOTEBOOKS", "CHROMIUM", "CHROMIUM_ARGS", "VoilaServer", "start_voila", "start_app", "start_server", "free_port", "WsCounter",
+__all__ = ["ARTIFACTS", "ROOT", "NOTEBOOKS", "CHROMIUM", "CHROMIUM_ARGS", "VoilaServer", "start_voila", "start_app", "start_server", "served", "free_port", "WsCounter",
            "settle", "wait_for_plots", "plot_signature", "wait_for_change", "output_errors", "external_requests", "COSMETIC_EXTERNAL", "screenshot"]
 
 
@@ -223,6 +223,21 @@ def start_voila(work: Path, *, timeout_s: float = 60.0, page_timeout_s: float = 
         *(extra_args or []),
     ]
     return start_server(cmd, root, work, f"http://127.0.0.1:{port}", timeout_s=timeout_s)
+
+
+def served(start):
+    """A fixture's body: ``yield from served(lambda: start_voila(...))`` yields the started server and
+    stops it afterwards; a server that does not come up fails the test with its log, not a traceback."""
+    import pytest
+
+    try:
+        server = start()
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def start_app(work: Path, *, pool: int = 1, max_students: int = 0, extra_args: list[str] | None = None,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from e2e_helpers import output_errors, screenshot, start_app
+from e2e_helpers import output_errors, screenshot, served, start_app
 
 # the visible panel's first figure: its index among the page's plots, and where it starts
 _MAIN = """() => {
@@ -25,14 +25,8 @@ STUDENTS = 3
 
 @pytest.fixture(scope="module")
 def class_server(tmp_path_factory, browser_context):
-    try:
-        server = start_app(tmp_path_factory.mktemp("class"), pool=STUDENTS, max_students=STUDENTS, wait_pool_s=300)
-    except RuntimeError as e:
-        pytest.fail(str(e), pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from served(lambda: start_app(tmp_path_factory.mktemp("class"), pool=STUDENTS, max_students=STUDENTS,
+                                        wait_pool_s=300))
 
 
 def _main_figure(page, timeout_s: float = 120.0) -> dict:
