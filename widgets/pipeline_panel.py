@@ -201,6 +201,8 @@ class PipelinePanel(Panel):
     """
 
     TAB = "pipeline"
+    #: the presentation layout shows both schedules, A over B: the tab compares them
+    MAIN_FIGURES = ("gantt_a", "gantt_b")
     VIEW_TRAITS = ("step",)
 
     def __init__(self, session: Session | None = None, *, source: str | None = None, **kw: Any) -> None:
