@@ -173,3 +173,217 @@ def test_warm_pool_bounded_class_and_culling(tmp_path):
         server.stop()
     log = server.log.read_text()
     assert "Traceback" not in log, log[-3000:]
+
+
+# ------------------------------------------------------------------------- the pool's bookkeeping
+# ClassKernelManager's decisions (who counts as a student, when the class is full, which page takes a
+# warm kernel, when the pool warms another) on fake kernels: no kernel process is started.
+class _FakeKernel:
+    def __init__(self) -> None:
+        self.last_activity = None
+
+
+@pytest.fixture
+def km(monkeypatch):
+    """A ClassKernelManager whose kernels are dictionary entries: Jupyter's own start and shutdown are
+    replaced by ones that add and remove an entry (and record what was asked)."""
+    from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
+
+    from hetsched.widgets.classroom import ClassKernelManager
+
+    calls: dict[str, list] = {"started": [], "shut": [], "culled": [], "warmed": []}
+
+    async def start(self, *, kernel_id=None, path=None, **kw):
+        kid = kernel_id or f"new{len(calls['started'])}"
+        self._kernels[kid] = _FakeKernel()
+        calls["started"].append((kid, path, kw.get("env", {}).get("HETSCHED_PLOTLY_URL")))
+        return kid
+
+    async def shutdown(self, kernel_id, now=False, restart=False):
+        self._kernels.pop(kernel_id, None)
+        calls["shut"].append(kernel_id)
+
+    async def cull(self, kernel_id):
+        calls["culled"].append(kernel_id)
+
+    monkeypatch.setattr(AsyncMappingKernelManager, "start_kernel", start)
+    monkeypatch.setattr(AsyncMappingKernelManager, "shutdown_kernel", shutdown)
+    monkeypatch.setattr(AsyncMappingKernelManager, "cull_kernel_if_idle", cull)
+    m = ClassKernelManager(pool_size=2, max_students=3, fill_delay=0.0)
+    m.pool_notebook = "dashboard.ipynb"
+    m.kernel_env = {"HETSCHED_PLOTLY_URL": "/hetsched/plotly.min.js?v=1"}
+
+    async def warm(kid):
+        calls["warmed"].append(kid)
+        return True
+
+    monkeypatch.setattr(m, "_warm", warm)
+    monkeypatch.setattr(m, "_renice", lambda kid, nice: None)
+    m.calls = calls
+    return m
+
+
+def _pool(m, ready=(), warming=(), students=()):
+    for kid in (*ready, *warming, *students):
+        m._kernels[kid] = _FakeKernel()
+    m._ready[:] = list(ready)
+    m._warming = set(warming)
+
+
+def test_pool_kernels_are_not_students_and_pages_count_before_they_have_a_kernel(km):
+    _pool(km, ready=["p1"], warming=["p2"], students=["s1", "s2"])
+    assert km.students() == 2 and not km.full()
+    token = km.admit("dashboard.ipynb")  # a third page, still being served: it already counts
+    assert km._admitting == 1 and km.full()
+    km.finish_admission(token)
+    assert km._admitting == 0 and not km.full()
+    # a page that got its kernel stops counting as admitted once, not twice
+    token = km.admit("dashboard.ipynb")
+    km._took_kernel()
+    km.finish_admission(token)
+    assert km._admitting == 0
+    st = km.status()
+    assert (st["students"], st["pool_ready"], st["pool_warming"], st["kernels"]) == (2, 1, 1, 4)
+    km.max_students = 0  # no limit
+    _pool(km, students=[f"s{i}" for i in range(50)])
+    assert not km.full()
+
+
+def test_a_page_takes_the_oldest_warm_kernel_and_the_pool_is_asked_to_refill(km):
+    import asyncio
+
+    _pool(km, ready=["old", "young"])
+
+    async def page(notebook):
+        token = km.admit(notebook)
+        try:
+            return await km.start_kernel(path="", kernel_name="python3")
+        finally:
+            km.finish_admission(token)
+
+    async def run():
+        km._wake = asyncio.Event()  # what start_pool sets up: the filler waits on it
+        kid = await page("dashboard.ipynb")
+        assert kid == "old" and km._ready == ["young"] and km._wake.is_set()
+        assert km.get_kernel("old").last_activity is not None  # idleness counts from the page
+        assert km.calls["started"] == [] and km.students() == 1 and km._admitting == 0
+        # another notebook never takes the dashboard's warm kernel: a kernel of its own, not warmed
+        other = await page("other.ipynb")
+        assert other.startswith("new") and km._ready == ["young"] and km.calls["warmed"] == []
+        assert km.calls["started"][-1][2] == "/hetsched/plotly.min.js?v=1"  # every kernel loads plotly.js from the server
+        # the dashboard with the pool empty: started now and warmed the same way, so it still finds its dashboard
+        await km.shutdown_kernel("young")
+        assert km._ready == []
+        kid = await page("dashboard.ipynb")
+        assert kid in km.calls["warmed"] and km.students() == 3
+
+    asyncio.run(run())
+
+
+def test_the_pool_warms_up_to_its_size_within_the_class_bound(km):
+    # pool_size 2, max_students 3: at most 5 kernels ever
+    _pool(km)
+    assert km._pool_short(0) and km._pool_short(1) and not km._pool_short(2)
+    _pool(km, ready=["p1"], students=["s1", "s2", "s3"])
+    assert km._pool_short(0)  # 3 students + 1 ready < 3 + 2
+    assert not km._pool_short(1)  # a fifth kernel is the most this server runs
+    _pool(km, ready=["p1", "p2"], students=["s1"])
+    assert not km._pool_short(0)
+    km.pool_size = 0
+    _pool(km)
+    assert not km._pool_short(0)
+
+
+def test_the_filler_fills_the_pool_and_refills_it_after_a_page(km):
+    import asyncio
+
+    import itertools
+
+    most, ids = [], itertools.count()
+
+    async def add(*, low_priority):
+        kid = f"w{next(ids)}"
+        km._warming.add(kid)
+        km._kernels[kid] = _FakeKernel()
+        await asyncio.sleep(0.01)
+        km.calls["warmed"].append((kid, low_priority))
+        km._warming.discard(kid)
+        km._ready.append(kid)
+        most.append(len(km._ready) + len(km._warming))
+
+    km._add_warm_kernel = add
+
+    async def until(cond, s=5.0):
+        t = time.monotonic()
+        while not cond():
+            assert time.monotonic() - t < s, km.status()
+            await asyncio.sleep(0.005)
+
+    async def run():
+        km.start_pool()
+        await until(lambda: len(km._ready) == 2)
+        await asyncio.sleep(0.05)
+        assert len(km._ready) == 2 and max(most) == 2  # never more than the pool's size
+        assert all(not low for _k, low in km.calls["warmed"])  # nobody connected: full priority
+        token = km.admit("dashboard.ipynb")
+        kid = await km.start_kernel(path="")
+        km.finish_admission(token)
+        assert km.students() == 1
+        await until(lambda: len(km._ready) == 2)
+        assert km.calls["warmed"][-1][1] is True  # a class connected: the refill warms at low priority
+        km._filler.cancel()
+
+    asyncio.run(run())
+
+
+def test_pool_kernels_are_never_culled_and_a_closed_page_frees_its_place(km):
+    import asyncio
+
+    _pool(km, ready=["p1"], warming=["p2"], students=["s1"])
+
+    async def run():
+        await km.cull_kernel_if_idle("p1")
+        await km.cull_kernel_if_idle("p2")
+        await km.cull_kernel_if_idle("s1")
+        assert km.calls["culled"] == ["s1"]
+        # a shut-down warm kernel leaves the pool
+        await km.shutdown_kernel("p1")
+        assert km._ready == [] and "p1" not in km.list_kernel_ids()
+        # a page that closes: its kernel is shut down after the grace time unless a page reconnects
+        km.disconnect_grace_s = 0.05
+        km._kernel_connections.update({"s1": 1, "s2": 1})
+        km._kernels["s2"] = _FakeKernel()
+        km.notify_disconnect("s1")
+        km.notify_disconnect("s2")
+        km._kernel_connections["s2"] += 1  # s2 reloaded in time (a network blip)
+        await asyncio.sleep(0.2)
+        assert "s1" in km.calls["shut"] and "s2" not in km.calls["shut"] and km.students() == 1
+
+    asyncio.run(run())
+
+
+def test_a_kernel_gets_its_priority_back_only_where_the_os_allows(monkeypatch):
+    import resource
+
+    from hetsched.widgets import classroom
+
+    monkeypatch.setattr(classroom.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(resource, "getrlimit", lambda _r: (0, 0))  # the usual user: can only lower priority
+    assert not classroom._can_raise_priority(10, 0)
+    monkeypatch.setattr(resource, "getrlimit", lambda _r: (20, 20))  # RLIMIT_NICE 20: back to nice 0 allowed
+    assert classroom._can_raise_priority(10, 0) and not classroom._can_raise_priority(10, -5)
+    monkeypatch.setattr(resource, "getrlimit", lambda _r: (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    assert classroom._can_raise_priority(10, -5)
+    monkeypatch.setattr(classroom.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(resource, "getrlimit", lambda _r: (0, 0))
+    assert classroom._can_raise_priority(10, 0)  # root
+
+
+def test_the_full_page_says_the_limit_and_retries_by_itself():
+    from hetsched.widgets.classroom import full_page, plotly_url
+
+    page = full_page(30, retry_s=45)
+    assert "<b>30</b>" in page and 'content="45"' in page and "--max-students" in page
+    import plotly
+
+    assert plotly_url("/class/") == f"/class/hetsched/plotly.min.js?v={plotly.__version__}"
