@@ -18,16 +18,22 @@ Also measured: the first page load, a long session (memory of the kernel and of 
 many step clicks) and kernel culling (pages opened and closed leave no kernel behind).
 
 Run: ``.venv/bin/python bench/bench_browser.py`` (writes ``bench/results/browser.md``).
+``--synthesis`` measures only the Pipeline tab's schedule synthesis (issue 31: the *synthesize* click
+until its comparison, memory chart and walker are drawn, its walker's steps and jumps, an input change
+that the synthesis follows) in a short session and puts those rows into the existing table (replacing
+rows of the same name), with its own command, machine and load line under it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
@@ -122,6 +128,144 @@ def click(panel, name: str):
     return lambda: panel.get_by_role("button", name=name, exact=True).first.click()
 
 
+#: the interactions of the Pipeline tab's synthesis section (issue 31), in the table's order
+SYNTH_ROWS = ("Pipeline: synthesize (first click: comparison, memory per rank, walker drawn)",
+              "Pipeline: synthesize again (same inputs, searched anew)", "Pipeline: synthesis step prev",
+              "Pipeline: synthesis jump to a phase (named schedules, local search)",
+              "Pipeline: m +2 / -2 while the synthesis follows (heuristic)")
+
+
+def m_changer(page, p):
+    """``m_plus(k)``: an action typing m + k into the Pipeline tab's m slider."""
+    readout = p.locator(".widget-slider", has_text="m (micro-batches)").locator(".widget-readout")
+
+    def m_plus(k):
+        def run():
+            v = int(readout.inner_text())
+            readout.click()
+            page.keyboard.press("Control+A")
+            page.keyboard.type(str(v + k))
+            page.keyboard.press("Enter")
+        return run
+    return m_plus
+
+
+def synthesis(b: Bench, p, first_samples: list | None = None) -> None:
+    """The Pipeline tab's synthesis section (issue 31), on the tab as it stands (schedule A's instance).
+
+    ``first_samples``: first clicks measured on other pages (one per page), recorded with this one."""
+    synth = p.locator(".hetsched-synthesis")
+    first, again, step, jump, follow = SYNTH_ROWS
+    # the first click makes the section's three figures: they are drawn from nothing
+    samples = [first_click(b, p), *(first_samples or [])]
+    b.record(first, samples, CONTROL,
+             note="the heuristic search, the comparison with every named schedule and the bound, three new plots"
+                  + (f"; one sample per page ({len(samples)} pages)" if len(samples) > 1 else ""))
+    button = lambda: synth.get_by_role("button", name=re.compile(r"synthesize$")).click()  # noqa: E731
+    b.measure(again, [button] * REPEAT, CONTROL, need_draw=True)
+    b.measure(step, [lambda: synth.get_by_role("button", name="◀ prev", exact=True).first.click()] * REPEAT, STEP)
+    b.measure(jump, [click(synth, "named schedules"), click(synth, "local search")] * 2, STEP)
+    m_plus = m_changer(b.page, p)
+    b.measure(follow, [m_plus(2), m_plus(-2)] * 2, CONTROL, need_draw=True,
+              note="A and B recomputed, then the synthesis re-run and redrawn")
+
+
+def first_click(b: Bench, p) -> tuple[float, int, float]:
+    """One sample of the first *synthesize* click of a page."""
+    synth = p.locator(".hetsched-synthesis")
+    return b.once(lambda: synth.get_by_role("button", name=re.compile(r"synthesize$")).click(), need_draw=True)
+
+
+def pipeline_on_big(ctx, srv) -> tuple[Bench, Any]:
+    """A new dashboard page with the 1k-op graph loaded and the Pipeline tab shown on schedule A = 1F1B
+    (where the full run leaves the tab before its synthesis rows)."""
+    page, ws, _first_s = open_dashboard(ctx, srv)
+    b = Bench(page, ws)
+    g = b.visible_panel()
+    g.get_by_role("button", name="bundled", exact=True).click()
+    page.wait_for_timeout(1500)
+    b.once(select(g, "graph", BIG))
+    b.once(lambda: b.tab("Pipeline"), need_draw=True)
+    p = b.visible_panel()
+    b.once(select(p, "schedule A", "1F1B"), need_draw=True)
+    return b, p
+
+
+def splice_rows(rows: list[list[str]], extra: str) -> None:
+    """Put ``rows`` into the table of ``bench/results/browser.md``: a row of the same name is replaced,
+    a new one goes after the last Pipeline row; ``extra`` (a bullet) replaces the synthesis bullet."""
+    path = benchlib.RESULTS / "browser.md"
+    lines = path.read_text().splitlines()
+    names = {r[0]: benchlib.table(["-"] * len(r), [r]).splitlines()[-1] for r in rows}
+    out, done = [], set()
+    for line in lines:
+        name = line[2:].split(" | ", 1)[0] if line.startswith("| ") else None
+        if name in names:
+            out.append(names[name])
+            done.add(name)
+        else:
+            out.append(line)
+    last = max((i for i, line in enumerate(out) if line.startswith("| Pipeline:")), default=None)
+    if last is None:
+        last = max(i for i, line in enumerate(out) if line.startswith("| "))
+    out[last + 1:last + 1] = [names[r[0]] for r in rows if r[0] not in done]
+    out = [line for line in out if not line.startswith("- Pipeline synthesis rows")]
+    while out and not out[-1].strip():
+        out.pop()
+    out += [extra, ""]
+    path.write_text("\n".join(out))
+
+
+def launch(pw, work: Path):
+    """Debian's Chromium with a fresh profile under ``work``, the page size every row is measured at."""
+    ctx = pw.chromium.launch_persistent_context(
+        str(work / "profile"), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
+        viewport={"width": 1600, "height": 1000})
+    ctx.set_default_timeout(180_000)
+    return ctx
+
+
+def open_dashboard(ctx, srv):
+    """A new page on the dashboard, once its first plot is drawn: ``(page, websocket counter, seconds to that draw)``."""
+    page = ctx.new_page()
+    ws = WsCounter(page)
+    t = time.monotonic()
+    page.goto(srv.url("dashboard"), wait_until="load")
+    page.wait_for_function("() => (window.__hetschedDraws || 0) >= 1", timeout=300_000)
+    first_s = time.monotonic() - t
+    page.wait_for_timeout(1500)
+    return page, ws, first_s
+
+
+def main_synthesis() -> int:
+    """``--synthesis``: the synthesis rows only, in a short session on the same graph as the full run."""
+    from playwright.sync_api import sync_playwright
+
+    machine = benchlib.machine_line()
+    load0 = os.getloadavg()
+    work = Path(tempfile.mkdtemp(prefix="hetsched-bench-browser-"))
+    srv = start_voila(work, extra_args=CULL_ARGS, page_timeout_s=300)
+    try:
+        with sync_playwright() as pw:
+            ctx = launch(pw, work)
+            # a page's first click makes the section's figures: one sample per page
+            firsts = []
+            for _ in range(FIRST_SHOW_PAGES - 1):
+                q, qp = pipeline_on_big(ctx, srv)
+                firsts.append(first_click(q, qp))
+                q.page.close()
+            b, p = pipeline_on_big(ctx, srv)
+            synthesis(b, p, firsts)
+            ctx.close()
+    finally:
+        srv.stop()
+    load1 = os.getloadavg()
+    splice_rows(b.rows, f"- Pipeline synthesis rows (issue 31): `{benchlib.command_line()}` on {machine}; load average "
+                        f"{load0[0]:.2f} before, {load1[0]:.2f} after (the rest of the table: the command above).")
+    print("\n".join(" | ".join(r) for r in b.rows))
+    return 0 if b.ok else 1
+
+
 def main() -> int:
     from playwright.sync_api import sync_playwright
 
@@ -132,17 +276,8 @@ def main() -> int:
     extra: list[str] = []
     try:
         with sync_playwright() as pw:
-            ctx = pw.chromium.launch_persistent_context(
-                str(work / "profile"), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
-                viewport={"width": 1600, "height": 1000})
-            ctx.set_default_timeout(180_000)
-            page = ctx.new_page()
-            ws = WsCounter(page)
-            t = time.monotonic()
-            page.goto(srv.url("dashboard"), wait_until="load")
-            page.wait_for_function("() => (window.__hetschedDraws || 0) >= 1", timeout=300_000)
-            first_s = time.monotonic() - t
-            page.wait_for_timeout(1500)
+            ctx = launch(pw, work)
+            page, ws, first_s = open_dashboard(ctx, srv)
             first_bytes = ws.total
             b = Bench(page, ws)
             g = b.visible_panel()
@@ -205,22 +340,14 @@ def main() -> int:
             # come later than the quiet window, and the bytes were then counted in the next row)
             b.first_show("Pipeline")
             p = b.visible_panel()
-            readout = p.locator(".widget-slider", has_text="m (micro-batches)").locator(".widget-readout")
-
-            def m_plus(k):
-                def run():
-                    v = int(readout.inner_text())
-                    readout.click()
-                    page.keyboard.press("Control+A")
-                    page.keyboard.type(str(v + k))
-                    page.keyboard.press("Enter")
-                return run
+            m_plus = m_changer(page, p)
             b.measure("Pipeline: m +2 / -2", [m_plus(2), m_plus(-2)] * 2, CONTROL, need_draw=True)
             # the dropdown shows schedules by their plain names (GPipe, 1F1B), which is what a page selects by
             b.measure("Pipeline: change schedule A", [select(p, "schedule A", "GPipe"), select(p, "schedule A", "1F1B")] * 2,
                       CONTROL, need_draw=True)
             b.measure("Pipeline: time step next", [click(p, "next ▶")] * REPEAT, STEP)
             b.measure("Pipeline: time step prev", [click(p, "◀ prev")] * REPEAT, STEP)
+            synthesis(b, p)
 
             # Memory
             # need_draw: the first compute is silent for a second; without waiting for its draw the
@@ -337,4 +464,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main_synthesis() if "--synthesis" in sys.argv[1:] else main())

@@ -342,8 +342,8 @@ def bench_ilp(lines, verdicts):
                     bf = optimum(g, s)
                     t0 = time.perf_counter()
                     r = map_ilp(g, s, time_limit_s=60)
-                    rows.append((r.params["status"] == "optimal", abs(rel(r.metrics["total_latency_s"], bf)) <= 1e-9,
-                                 r.metrics["total_latency_s"] / bf, r.metrics["solve_s"], time.perf_counter() - t0))
+                    rows.append((r.status == "optimal", abs(rel(r.metrics["total_latency_s"], bf)) <= 1e-9,
+                                 r.metrics["total_latency_s"] / bf, r.ilp.solve_s, time.perf_counter() - t0))
         ok = all(a and b for a, b, *_ in rows)
         lines.append(f"| {n} ops, ccr 0.1/1/10, {len(systems)} systems | total latency | {len(rows)} | "
                      f"{sum(r[0] for r in rows)} | {sum(r[1] for r in rows)} | {max(r[2] for r in rows):.9f} | "
@@ -359,8 +359,8 @@ def bench_ilp(lines, verdicts):
             bf = optimum(g, s, "makespan")
             t0 = time.perf_counter()
             r = map_ilp(g, s, objective="makespan", time_limit_s=60)
-            rows.append((r.params["status"] == "optimal", r.metrics["makespan_s"] <= bf * (1 + 1e-9),
-                         r.metrics["makespan_s"] / bf, r.metrics["solve_s"], time.perf_counter() - t0))
+            rows.append((r.status == "optimal", r.metrics["makespan_s"] <= bf * (1 + 1e-9),
+                         r.metrics["makespan_s"] / bf, r.ilp.solve_s, time.perf_counter() - t0))
     lines.append(f"| 6 ops, ccr 0.1/1/10, {len(systems)} systems | makespan | {len(rows)} | {sum(r[0] for r in rows)} | "
                  f"{sum(r[1] for r in rows)} at or below | {max(r[2] for r in rows):.6f} (min {min(r[2] for r in rows):.6f}) | "
                  f"{statistics.median(r[3] for r in rows):.2f} | {max(r[4] for r in rows):.1f} |")
@@ -380,13 +380,14 @@ def bench_ilp(lines, verdicts):
             t0 = time.perf_counter()
             r = map_ilp(g, s, objective=obj, time_limit_s=60)
             wall = time.perf_counter() - t0
-            m = r.metrics
-            gap = m["gap"]
-            lines.append(f"| {sname} | {obj} | {r.params['status']} | {m[obj + '_s'] * 1e3:.4f} | {m['bound_s'] * 1e3:.4f} | "
-                         f"{gap:.2%} | {m['warm_' + obj + '_s'] * 1e3:.4f} | {m['n_vars']:.0f} | {m['n_constraints']:.0f} | "
+            m, run = r.metrics, r.ilp
+            gap = run.gap if run.gap is not None else float("nan")
+            bound = run.bound if run.bound is not None else float("nan")
+            lines.append(f"| {sname} | {obj} | {r.status} | {m[obj + '_s'] * 1e3:.4f} | {bound * 1e3:.4f} | "
+                         f"{gap:.2%} | {m['warm_' + obj + '_s'] * 1e3:.4f} | {run.n_vars} | {run.n_constraints} | "
                          f"{wall:.1f} |")
             verdicts.append((f"ILP 50 ops {sname} {obj}: optimal within 60 s, or its gap reported",
-                             r.params["status"] == "optimal" or gap == gap, f"{r.params['status']}, gap {gap:.2%}, {wall:.0f} s"))
+                             r.status == "optimal" or gap == gap, f"{r.status}, gap {gap:.2%}, {wall:.0f} s"))
     lines.append("")
 
 
@@ -435,11 +436,12 @@ def bench_search(lines, verdicts):
             r = map_search(g, s, seed=0)
             w = time.perf_counter() - t0
             ilp = map_ilp(g, s, time_limit_s=60)
-            ref = ilp.metrics["total_latency_s"] if ilp.params["status"] == "optimal" else ilp.metrics["bound_s"]
+            bound = ilp.ilp.bound if ilp.ilp.bound is not None else float("nan")
+            ref = ilp.metrics["total_latency_s"] if ilp.status == "optimal" else bound
             d = rel(r.metrics["total_latency_s"], ref)
             worst100 = max(worst100, d)
             lines.append(f"| {sname} | {ccr} | {r.metrics['total_latency_s'] * 1e3:.4f} | {ilp.metrics['total_latency_s'] * 1e3:.4f} | "
-                         f"{ilp.params['status']} | {ref * 1e3:.4f} | {d:.3%} | {w:.2f} |")
+                         f"{ilp.status} | {ref * 1e3:.4f} | {d:.3%} | {w:.2f} |")
     verdicts.append(("search on 100-op graphs within 2% of the ILP's optimum or bound", worst100 <= 0.02, f"worst {worst100:.3%}"))
 
 

@@ -48,6 +48,7 @@ _LAZY = {
     "calibrate": "hetsched.calibrate",  # a callable module: hetsched.calibrate(...) runs the calibration
     "scenarios": "hetsched.scenarios",
     "blocks": "hetsched.blocks",
+    "moe": "hetsched.moe",
 }
 
 

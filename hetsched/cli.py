@@ -81,7 +81,7 @@ _finite_float = _number_type(float, lambda v: True, "a finite number")
 
 
 def _graph_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("graph", help="graph file (.json/.onnx), bundled graph, zoo model or generator name")
+    p.add_argument("graph", help="graph file (.json/.onnx/.pt2), bundled graph, zoo model or generator name")
     p.add_argument("--batch", type=_positive_int, default=1, help="batch size for zoo models (default 1)")
     p.add_argument("--training", action="store_true", help="zoo models: build the training graph")
     p.add_argument("--n", type=_positive_int, default=None, help="generators: number of ops (default 40); zoo randwire_ws: nodes")

@@ -153,7 +153,12 @@ def resident_weight_bytes(graph: OpGraph, placement: Placement) -> dict[str, int
     out: dict[str, int] = defaultdict(int)
     ops = graph.ops
     for o in placement.weights_resident:
-        out[placement.device[o]] += ops[o].weight_bytes
+        op = ops[o]
+        owner = op.attrs.get("shares_weights_with")
+        shared = int(op.attrs.get("shared_weight_bytes", 0) or 0)
+        # a weight another resident op on this device already holds is held once (tied weights)
+        held = shared if (owner in placement.weights_resident and placement.device.get(owner) == placement.device[o]) else 0
+        out[placement.device[o]] += op.weight_bytes - held
     return dict(out)
 
 

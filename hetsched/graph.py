@@ -301,7 +301,9 @@ class OpGraph:
 
     @property
     def total_weight_bytes(self) -> int:
-        return int(sum(o.weight_bytes for o in self._ops.values()))
+        """Bytes of distinct weights: an op's ``attrs["shared_weight_bytes"]`` (weights another op
+        owns, e.g. a tied LM head, a backward op re-reading its forward op's weights) count once."""
+        return int(sum(o.weight_bytes - int(o.attrs.get("shared_weight_bytes", 0) or 0) for o in self._ops.values()))
 
     def graph_inputs(self) -> list[str]:
         """Tensors with no producer."""

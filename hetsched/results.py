@@ -273,15 +273,18 @@ class SolverRun:
     bound : float or None
         The bound on the objective the solver proved (HiGHS reports ``-inf`` until it has one).
     gap : float or None
-        The solver's relative gap ``(incumbent - bound) / incumbent``, when it reports one.
+        The relative gap to ``bound``, when there is one: the solver's ``(incumbent - bound) /
+        incumbent`` (memory), or the returned mapping's ``(value - bound) / value`` (mapping).
     incumbent : float or None
-        The objective of the best solution it found (re-simulated by the family, never trusted).
+        The objective of the best solution it found: memory re-simulates the solver's order (its
+        peak); the mapping ILP keeps the solver's own figure (the result's objective, in its
+        ``metrics``, is always the evaluator's, and equals it when proven).
     solver : str or None
         ``"highs"`` or ``"cbc"``.
     model : str
-        Which formulation ran.
-    time_limit_s, solve_s : float or None
-        The limit it had and the time its solve took.
+        Which formulation ran (memory: ``"patent"``/``"cumulative"``; mapping: the objective).
+    time_limit_s, build_s, solve_s : float or None
+        The limit the solver had, the time building the programme took and the time its solve took.
     n_vars, n_constraints : int or None
         The size of the programme.
     warm_start : str or None
@@ -300,6 +303,7 @@ class SolverRun:
     solver: str | None = None
     model: str = ""
     time_limit_s: float | None = None
+    build_s: float | None = None
     solve_s: float | None = None
     n_vars: int | None = None
     n_constraints: int | None = None

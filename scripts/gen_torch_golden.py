@@ -4,6 +4,7 @@ Run with the project venv (torch is an optional extra, pinned below)::
 
     .venv/bin/python scripts/gen_torch_golden.py     # writes tests/data/pipeline_torch_golden.json.gz
                                                      # and the CSV dumps tests/data/torch_dump_*.csv
+    .venv/bin/python scripts/gen_torch_golden.py --synth   # only torch's lowering of a synthesized schedule
 
 Every schedule class of torch 2.13 is built over the whole grid p = 2..8, v = 1..4, m = 1..24
 (``v`` only where the class takes it: the single-stage classes have one stage per rank, the V
@@ -120,8 +121,39 @@ def main() -> int:
     dp = build(S, "ScheduleDualPipeV", 3, 2, 7)
     dp._dump_csv(str(DATA / "torch_dump_dualpipev_p3_m7.csv"), format="compute_only")
     print(f"wrote {len(cases)} cases, {len(refused)} refused -> {OUT} ({OUT.stat().st_size:,} bytes)")
+    synth_dump(S)
     return 0
 
 
+#: the synthesized schedule whose torch lowering is dumped: heterogeneous stages, 1F1B's memory
+SYNTH = {"costs": {"f_s": [1.0, 1.5, 0.7, 1.2], "b_s": [2.0, 3.5, 1.5, 2.5], "w_s": [0.8, 1.5, 0.5, 1.0], "activation_bytes": 1.0},
+         "p": 4, "m": 8, "memory_cap_bytes": "1f1b", "method": "heuristic"}
+
+
+def synth_dump(S) -> None:
+    """torch's lowering (sends, receives, gradient reductions) of a schedule hetsched synthesized:
+    ``torch_dump_synth_p4_m8_comms.csv``, and the instance in ``torch_dump_synth_p4_m8.json``."""
+    import tempfile
+
+    sys.path.insert(0, str(DATA.parents[1]))
+    from hetsched.pipeline import StageCosts, synthesize, to_torch_csv
+
+    kw = {k: v for k, v in SYNTH.items() if k != "costs"}
+    r = synthesize(StageCosts(**SYNTH["costs"]), **kw)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "synth.csv"
+        to_torch_csv(r, path)
+        rt = S._PipelineScheduleRuntime(_mock_stages(SYNTH["p"], [0], SYNTH["p"]), SYNTH["m"])
+        rt._load_csv(str(path), format="compute_only")   # torch's validation and lowering
+    rt._dump_csv(str(DATA / "torch_dump_synth_p4_m8_comms.csv"), format="compute_comms")
+    (DATA / "torch_dump_synth_p4_m8.json").write_text(json.dumps(SYNTH, indent=1) + "\n")
+    print(f"wrote torch's lowering of the synthesized schedule ({r.metrics['makespan_s']:.4g} s) -> torch_dump_synth_p4_m8_comms.csv")
+
+
 if __name__ == "__main__":
+    if "--synth" in sys.argv:
+        from torch.distributed.pipelining import schedules as _S
+
+        synth_dump(_S)
+        raise SystemExit(0)
     raise SystemExit(main())

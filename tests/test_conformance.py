@@ -106,7 +106,7 @@ def _ilp_rerun(r):
 def _map_ilp_rerun(r):
     """A tiny MILP is solved to optimality: the warm start, then the solve that (at worst) keeps it."""
     _mapping_rerun(r)
-    assert r.params["status"] == "optimal"
+    assert r.status == "optimal" and r.ilp.proven
     assert [s.action for s in r.steps][:2] == ["warm_start", "solve"] and r.steps[1].after <= r.steps[1].before
 
 
@@ -129,6 +129,20 @@ def _pipeline_rerun(r):
     k = r.n_steps // 2
     st = r.replay(k)
     assert st["time_s"] == r.steps[k].before and st["done"] <= k
+
+
+def _synth_rerun(r):
+    """The log ends at the schedule returned; until the search first restarts, every state it keeps
+    is no slower than the one before; the solver facts are typed fields."""
+    assert r.replay(r.n_steps - 1)["orders"] == r.schedule.to_text()
+    assert r.status == "optimal" and r.solver == "highs" and isinstance(r.bound, float) and r.gap == pytest.approx(0.0, abs=1e-6)
+    kept = []
+    for s in r.steps:
+        if s.action == "restart":
+            break
+        if s.accepted and s.action in ("warm_start", "list", "swap", "move", "fill"):
+            kept.append(s.after)
+    assert kept and all(b <= a * (1 + 1e-12) for a, b in zip(kept, kept[1:]))
 
 
 def _split_rerun(r):
@@ -220,6 +234,10 @@ def _cases() -> dict[str, Case]:
             lambda: pp.simulate(pp.interleaved_1f1b(4, 2, 10), costs={"F": 1e-3, "B": 2e-3, "activation_bytes": 1e6},
                                 comm={"latency_s": 1e-4, "bandwidth_Bps": 1e9, "lockstep": True}, cache="sender"),
             deps=lambda r: pp.timeline_deps(r.schedule), rerun=_pipeline_rerun),
+        "pipeline.synthesize": Case(
+            lambda: pp.synthesize({"F": [1e-3, 1.2e-3, 0.8e-3], "B": 2e-3, "activation_bytes": 1.0}, p=3, m=4,
+                                  memory_cap_bytes="1f1b", method="milp", time_limit_s=20),
+            deps=lambda r: pp.timeline_deps(r.schedule), rerun=_synth_rerun),
         "pipeline.split_stages": Case(lambda: pp.split_stages(chain(8, seed=1), TS, devices=["gpu0", "cpu0"], p=2),
                                       # one micro-batch: forward down the stages, backward back up
                                       deps=lambda r: pp.timeline_deps(pp.one_f_one_b(len(r.cuts) - 1, 1)),

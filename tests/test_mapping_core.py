@@ -464,7 +464,7 @@ def test_brute_force_with_interchangeable_devices_equals_the_ilp():
         assert bf.params["interchangeable"] == [["gpu0", "gpu1", "gpu2"], ["fpga0", "fpga1"]]
         assert bf.params["n_canonical"] < bf.params["n_placements"] / 5
         r = map_ilp(g, s, time_limit_s=60, warm_evals=300)
-        assert r.params["status"] == "optimal"
+        assert r.status == "optimal"
         assert r.metrics["total_latency_s"] == pytest.approx(bf.metrics["total_latency_s"], rel=1e-9)
 
 

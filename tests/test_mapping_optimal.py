@@ -70,11 +70,11 @@ def test_ilp_proves_the_brute_force_optimum_on_small_graphs(sname):
     for g in (topcuoglu(8, ccr=0.1, seed=1), topcuoglu(9, ccr=10.0, seed=2), layered(3, 3, seed=4), chain(6, seed=5)):
         bf = brute_force(g, s, objective="total_latency").metrics["total_latency_s"]
         r = map_ilp(g, s, time_limit_s=60, warm_evals=500)
-        assert r.params["status"] == "optimal"
+        assert r.status == "optimal" and r.ilp.status == "optimal" and r.ilp.proven
         assert r.metrics["total_latency_s"] == pytest.approx(bf, rel=1e-9)
         # the solver's objective is what the evaluator reports for the mapping returned
-        assert r.metrics["ilp_objective_s"] == pytest.approx(r.metrics["total_latency_s"], rel=1e-6)
-        assert r.metrics["gap"] <= 1e-6 and r.metrics["bound_s"] <= r.metrics["total_latency_s"] * (1 + 1e-9)
+        assert r.ilp.incumbent == pytest.approx(r.metrics["total_latency_s"], rel=1e-6)
+        assert r.ilp.gap <= 1e-6 and r.ilp.bound <= r.metrics["total_latency_s"] * (1 + 1e-9)
         check_timeline(r.timeline, g)
 
 
@@ -85,9 +85,9 @@ def test_ilp_makespan_equals_exhaustive_search(seed):
     for g, s in cases:
         ex = exhaustive_makespan(g, s)
         r = map_ilp(g, s, objective="makespan", time_limit_s=60, warm_evals=300)
-        assert r.params["status"] == "optimal"
+        assert r.status == "optimal" and r.ilp.model == "makespan"
         assert r.metrics["makespan_s"] == pytest.approx(ex, rel=1e-9)
-        assert r.metrics["ilp_objective_s"] == pytest.approx(r.metrics["makespan_s"], rel=1e-6)
+        assert r.ilp.incumbent == pytest.approx(r.metrics["makespan_s"], rel=1e-6)
         ev = evaluate(g, s, r.placement)
         assert ev.metrics["makespan_s"] == pytest.approx(r.metrics["makespan_s"], rel=1e-12)
 
@@ -95,10 +95,15 @@ def test_ilp_makespan_equals_exhaustive_search(seed):
 def test_ilp_on_a_time_limit_never_claims_optimality():
     g, s = topcuoglu(40, seed=3), load_system("gpu_tpu")
     r = map_ilp(g, s, objective="makespan", time_limit_s=3, warm_evals=500)
-    assert r.params["status"] in ("feasible", "fallback")
+    assert r.status in ("feasible", "fallback") and r.ilp.status != "optimal"
     assert r.metrics["makespan_s"] <= r.metrics["warm_makespan_s"] * (1 + 1e-9)
-    if r.metrics["bound_s"] == r.metrics["bound_s"]:  # a bound when the solver gave one
-        assert r.metrics["bound_s"] <= r.metrics["makespan_s"] * (1 + 1e-9) and r.metrics["gap"] >= 0
+    if r.ilp.bound is not None:  # a bound when the solver gave one
+        assert r.ilp.bound <= r.metrics["makespan_s"] * (1 + 1e-9) and r.ilp.gap >= 0
+    else:
+        assert r.ilp.gap is None
+    # the solver's facts live in one place: not in metrics, not in params
+    assert r.ilp.time_limit_s <= 3 and r.ilp.n_vars > 0 and r.ilp.solve_s >= 0 and r.ilp.warm_start == "map_search"
+    assert not {"bound_s", "gap", "ilp_objective_s", "n_vars", "solve_s"} & set(r.metrics) and "status" not in r.params
     assert [x.action for x in r.steps][:1] == ["warm_start"]
 
 
@@ -106,8 +111,8 @@ def test_ilp_with_cbc_and_without_warm_start():
     g, s = topcuoglu(7, seed=4), toy_system()
     a = map_ilp(g, s, time_limit_s=30, warm_evals=300)
     b = map_ilp(g, s, time_limit_s=30, solver="cbc", warm_start=False)
-    assert a.params["solver"] == "highs" and b.params["solver"] == "cbc"
-    assert b.params["status"] == "optimal"
+    assert a.ilp.solver == "highs" and b.ilp.solver == "cbc" and b.ilp.warm_start is None
+    assert b.status == "optimal"
     assert b.metrics["total_latency_s"] == pytest.approx(a.metrics["total_latency_s"], rel=1e-9)
 
 
@@ -125,7 +130,7 @@ def test_ilp_respects_tight_memories():
     for t in r.placement.tensors_resident:
         for d in ctx.footprint(t, r.placement.device):
             used[d] += ctx.size[t]
-    if r.params["status"] != "fallback":
+    if r.status != "fallback":
         assert all(used[d] <= max(budget[d], 0) * (1 + 1e-9) + 1 for d in budget)
     check_timeline(r.timeline, g, capacity_bytes={d: float(v.memory_bytes) for d, v in s.devices.items() if d != s.host})
 
@@ -140,6 +145,9 @@ def test_ilp_errors_and_the_empty_graph():
     for f in (map_ilp, map_search):
         r = f(OpGraph("empty"), s)
         assert r.metrics["total_latency_s"] == 0.0 and not r.placement.device
+    r = map_ilp(OpGraph("empty"), s)
+    assert r.status == "optimal" and r.ilp.status == "skipped" and "empty graph" in r.ilp.note
+    assert compare(OpGraph("empty"), s, ["ilp"]).loc[0, "status"] == "optimal"
 
 
 # ------------------------------------------------------------------ map_search

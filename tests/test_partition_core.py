@@ -312,3 +312,29 @@ def test_custom_merge_strategy_naming_an_unknown_op_gets_a_named_error():
     with pytest.raises(UnknownNameError) as ei:
         partition_by_support(chain(4), toy_system(), merge=typo)
     assert ei.value.op == "no-such-op"
+
+
+def test_merge_strategies_are_one_registry_and_named_ones_are_called_like_custom_ones():
+    """MERGE_STRATEGIES is the house's registry (name -> f(ctx)): a strategy of one's own that calls a
+    named one through the same MergeContext gets the very same partition, log and all."""
+    from hetsched.partition import MERGE_STRATEGIES
+    from hetsched.registry import describe, label
+
+    s = toy_system()
+    s = s.with_support(s.support.with_priority("gpu0", "Conv", 2))
+    g = layered(6, 5, seed=2)
+    for name, fn in MERGE_STRATEGIES.items():
+        def mine(ctx, fn=fn):
+            fn(ctx)
+
+        a = partition_by_support(g, s, merge=name, min_group_size=2, fallback="cpu0")
+        b = partition_by_support(g, s, merge=fn, min_group_size=2, fallback="cpu0")
+        c = partition_by_support(g, s, merge=mine)
+        assert dict(a.groups) == dict(b.groups) and b.params["merge"] == fn.__name__
+        assert a.steps_frame().equals(b.steps_frame())
+        assert dict(c.groups) == dict(partition_by_support(g, s, merge=name).groups)
+        assert label(fn) and describe(fn).startswith(label(fn) + ": ")
+    assert label(MERGE_STRATEGIES["adjacent"]) == "Adjacent (the patent)"
+    with pytest.raises(UnknownNameError, match="choose from adjacent, global, none") as ei:
+        partition_by_support(g, s, merge="sideways")
+    assert ei.value.field == "merge"

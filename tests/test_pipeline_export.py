@@ -6,15 +6,21 @@ import json
 
 import pytest
 
+from pathlib import Path
+
 from hetsched.pipeline import (
+    StageCosts,
     from_torch_csv,
     interleaved_1f1b,
     simulate,
     split_backward,
+    synthesize,
     to_chrome_trace,
     to_torch_csv,
     zbv,
 )
+
+DATA = Path(__file__).parent / "data"
 
 
 @pytest.mark.parametrize("padded", [False, True])
@@ -37,7 +43,9 @@ def _torch_loader():
 
 
 @pytest.mark.parametrize("padded", [False, True])
-@pytest.mark.parametrize("make", [lambda: interleaved_1f1b(4, 2, 10, grouping="paddle"), lambda: split_backward(interleaved_1f1b(3, 2, 5)), lambda: zbv(3, 5)])
+@pytest.mark.parametrize("make", [lambda: interleaved_1f1b(4, 2, 10, grouping="paddle"), lambda: split_backward(interleaved_1f1b(3, 2, 5)), lambda: zbv(3, 5),
+                                  lambda: synthesize({"F": [1.0, 2.0, 1.5], "B": [2.0, 5.0, 3.0]}, p=3, m=5, method="heuristic").schedule,
+                                  lambda: synthesize({"F": [1.0, 0.5, 1.5, 1.0]}, p=2, v=2, m=3, placement="v", method="heuristic").schedule])
 def test_torch_compute_only_loader_reads_our_csv(tmp_path, padded, make):
     """torch 2.13 PipelineScheduleMulti._load_csv(format="compute_only") accepts and validates it."""
     _, S = _torch_loader()
@@ -81,3 +89,27 @@ def test_chrome_trace_has_flow_arrows_producer_transfer_consumer():
     ev = to_chrome_trace(r)["traceEvents"]
     arrows = [e for e in ev if e["ph"] in ("s", "f") and e["name"] == "0F0"]
     assert [e["ph"] for e in arrows] == ["s", "f", "s", "f"]
+
+
+def _synth_instance():
+    doc = json.loads((DATA / "torch_dump_synth_p4_m8.json").read_text())
+    kw = {k: v for k, v in doc.items() if k != "costs"}
+    return synthesize(StageCosts(**doc["costs"]), **kw)
+
+
+def test_reads_torchs_lowering_of_a_synthesized_schedule():
+    """torch 2.13 lowered a synthesized schedule to sends, receives and gradient reductions
+    (``scripts/gen_torch_golden.py --synth``; rerun it when the synthesis changes its answer): the
+    compute order is the synthesized one and every torch action agrees with it."""
+    dump = from_torch_csv(DATA / "torch_dump_synth_p4_m8_comms.csv")
+    r = _synth_instance()
+    assert dump.to_text() == r.schedule.to_text()
+    kinds = {a.rstrip("0123456789").lstrip("0123456789") for row in dump.meta["torch_actions"] for _, a in row}
+    assert {"SEND_F", "RECV_F", "SEND_B", "RECV_B", "REDUCE_GRAD"} <= kinds
+
+
+def test_a_result_exports_its_schedule():
+    r = synthesize({"F": 1.0, "B": 2.0}, p=2, m=2, method="heuristic")
+    assert to_torch_csv(r) == to_torch_csv(r.schedule)
+    with pytest.raises(Exception, match="needs a Schedule"):
+        to_torch_csv("0F0,0B0")

@@ -32,7 +32,8 @@ from hetsched.plot.mapping import busy_bars, mapping_gantt, method_bars, placeme
 from hetsched.plot.memory import lifetime_chart, order_curves
 from hetsched.plot.partition import (buffer_occupancy, marked_blocks, marked_graph_view, partition_view,
                                      quotient_view, quotient_walk_view, runs_gantt)
-from hetsched.plot.pipeline import cache_depth, schedule_gantt, schedule_grid, stage_costs_figure
+from hetsched.plot.pipeline import (cache_depth, rank_memory_figure, schedule_gantt, schedule_grid, stage_costs_figure,
+                                    synthesis_bars)
 from hetsched.timeline import make_timeline
 
 
@@ -104,6 +105,11 @@ def _figures():
         ("cache_depth simulated, small multiples", lambda: cache_depth(pp.simulate(pp.interleaved_1f1b(4, 2, 10), costs={"F": 1, "B": 1}, comm={"lockstep": True},
                                                                                    cache="sender").queue_trace(), small_multiples=True)),
         ("stage_costs_figure", lambda: stage_costs_figure(pp.split_stages(chain(8), s, devices=["gpu0", "cpu0"], p=2))),
+        ("synthesis_bars under a cap", lambda: synthesis_bars(pp.compare_synthesis(
+            {"F": [1.0, 1.5], "B": 2.0, "activation_bytes": 1e6}, p=2, m=4, memory_cap_bytes="1f1b"), title="s")),
+        ("rank_memory_figure with a cap", lambda: rank_memory_figure(pp.compare_synthesis(
+            {"F": 1.0, "B": 2.0, "activation_bytes": 1e6}, p=2, m=4, memory_cap_bytes="1f1b"), cap_bytes=[2e6, 1e6])),
+        ("rank_memory_figure without a cap", lambda: rank_memory_figure(pp.compare_synthesis({"F": 1.0, "B": 2.0}, p=2, m=4))),
         ("partition_view", lambda: partition_view(part)),
         ("partition_view groups", lambda: partition_view(part, by="group", title="T")),
         ("quotient_view", lambda: quotient_view(part)),

@@ -214,7 +214,7 @@ def test_graph_panel_sources_and_bad_uploads(tmp_path):
     p.upload_bytes(b"{not json", "bad.json")
     assert "hetsched-error" in p.message.value and p.result.n_ops == g.n_ops
     p.upload_bytes(b"abc", "model.txt")
-    assert ".json or .onnx" in p.message.value and p.result.n_ops == g.n_ops
+    assert ".json or .onnx or .pt2" in p.message.value and p.result.n_ops == g.n_ops
     p.upload_bytes(b"\x00\x01garbage", "model.onnx")
     assert "hetsched-error" in p.message.value and p.result.n_ops == g.n_ops
     p.state.color_by = "device"

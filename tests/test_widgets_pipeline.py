@@ -19,6 +19,7 @@ import pytest
 import hetsched.pipeline as pp
 from hetsched.widgets import PipelinePanel
 from hetsched.widgets.base import Session
+from hetsched.plot import format_value
 from hetsched.widgets.figure import _weight
 from hetsched.whatif import resolve_graph, resolve_system
 from panel_testing import prepared_downloads as _prepared_downloads
@@ -365,3 +366,196 @@ def test_a_new_session_cost_prices_the_model_stages_anew():
     assert after > before and after == pytest.approx(fresh.result.metrics["makespan_s"])
     p.session.cost = None
     assert p.result.a.metrics["makespan_s"] == pytest.approx(before)
+
+
+# ---- issue 31: the best schedule for this split (synthesis), against the named schedules and the bound ----
+
+@pytest.fixture(scope="module")
+def synth_panel():
+    """GPT-2 small over A100, V100 and U280 ranks, schedule A = 1F1B (p = 4, m = 8), synthesized once."""
+    p = PipelinePanel()
+    with p.hold():
+        p.state.schedule, p.state.m, p.state.lockstep = "1f1b", 8, False
+    assert p.synthesize() and p.synth_message.value == ""
+    return p
+
+
+def test_synthesis_compares_every_named_schedule_the_synthesized_one_and_the_bound(synth_panel):
+    p = synth_panel
+    sv = p.synthesis_view()
+    r, res = p.result, sv.result
+    # the core's answer on the same instance: A's split, p, v, m, non-blocking p2p
+    want = pp.synthesize(r.split_a.costs, p=4, v=1, m=8, method="heuristic")
+    assert res.metrics["makespan_s"] == pytest.approx(want.metrics["makespan_s"]) and res.bound == pytest.approx(want.bound)
+    table = pp.compare_synthesis(result=want, p=4, m=8)
+    assert sorted(sv.table["label"]) == sorted(table["label"])
+    named = table[table["kind"] == "named"]
+    assert set(named["label"]) == {"gpipe", "1f1b", "zb_h1", "zb_h2"}
+    # heterogeneous stages: the search beats every named schedule
+    assert res.metrics["makespan_s"] < named["makespan_s"].min() * 0.99
+    # the bars: one per schedule (plain names), the synthesized one first and highlighted, the bound as a line
+    bars = p.figures["synth_bars"]
+    assert list(bars.data[0].y)[0] == "synthesized" and {"1F1B", "ZB-H1", "ZB-H2", "GPipe"} <= set(bars.data[0].y)
+    unit_f = bars.data[0].x[0] / res.metrics["makespan_s"]
+    assert bars.layout.shapes[0].x0 == pytest.approx(res.bound * unit_f)
+    # memory per rank: a line per schedule over the 4 ranks, the synthesized one's values its per-rank peaks
+    mem = {t.name: list(t.y) for t in p.figures["synth_memory"].data}
+    assert len(mem["synthesized"]) == 4 and "memory cap" not in mem
+    peaks = res.per_rank["peak_activation_bytes"].to_numpy(float)
+    assert np.allclose(np.array(mem["synthesized"]) / peaks, mem["synthesized"][0] / peaks[0])
+    # the table and the verdict, in words read from the core's numbers
+    text = _text(p.synth_table.value)
+    for words in ("synthesized", "lower bound", "1F1B", "ZB-H2", "gap to the bound", "rank 3"):
+        assert words in text
+    summary = _text(p.synth_summary.value)
+    best = named.loc[named["makespan_s"].idxmin()]
+    gain = 1 - res.metrics["makespan_s"] / best["makespan_s"]
+    assert f"finishes {gain:.1%} sooner than the fastest named schedule" in summary
+    for raw in ("makespan_s", "zb_h2", "peak_bytes", "warm_start", "critical_path"):
+        assert raw not in text + summary + p.synth_text.value
+
+
+def test_the_synthesis_walker_steps_through_the_cores_decisions(synth_panel):
+    p = synth_panel
+    res = p.synthesis_view().result
+    assert p.synth_walker.steps is res.steps  # the core's log, walked as it is
+    assert p.state.synth_step == len(res.steps)  # opens on the result
+    assert {"bound", "warm_start", "list", "search", "result"} <= {v for _l, v in p.synth_walker.phases.options}
+    assert p.figures["synth_gantt"].layout.title.text.startswith("the synthesized schedule")
+    # a list-scheduling choice: the rank, what it ran, the order built so far (replay's "building")
+    k = next(i for i, s in enumerate(res.steps) if s.action == "choose" and s.data["rank"] == 2) + 1
+    specs = {n: v.n_sent_specs for n, v in p.figures.items()}
+    edits = {n: v.n_sent_edits for n, v in p.figures.items()}
+    p.state.synth_step = k
+    state = res.replay(k - 1)
+    txt = _text(p.synth_text.value)
+    assert f"decision {k} of {len(res.steps)}" in txt and "list scheduling" in txt
+    assert "rank 2's order built so far" in txt and " ".join(state["building"][2]) in txt
+    # the Gantt shows the incumbent after that decision: the replayed orders, simulated
+    s = res.schedule
+    run = pp.simulate(pp.Schedule.from_text(state["orders"], p=s.p, v=s.v, m=s.m, style=s.style),
+                      costs=res.params["costs"], comm=res.params["comm"])
+    assert format_value(run.metrics["makespan_s"], "_s") in p.figures["synth_gantt"].layout.title.text
+    # a step redraws the synthesis's Gantt and text only: schedule A's and B's figures do not move
+    assert {n for n, v in p.figures.items() if v.n_sent_edits != edits[n] or v.n_sent_specs != specs[n]} <= {"synth_gantt"}
+    assert p.figures["synth_gantt"].n_sent_specs == specs["synth_gantt"]  # a patch of the shown schedule
+    # jumps: to a phase, and to the next decision about one rank
+    p.synth_walker.jump("phase", value="warm_start")
+    assert res.steps[p.state.synth_step - 1].action == "warm_start"
+    assert "named schedules" in _text(p.synth_text.value)
+    p.synth_walker.group.value = "3"
+    assert p.synth_walker.jump("group", +1, "3") and res.steps[p.state.synth_step - 1].data["rank"] == 3
+    p.state.synth_step = len(res.steps) + 5  # out of range: refused, the step stays
+    assert "step " in p.message.value and p.state.synth_step <= len(res.steps)
+
+
+def test_the_walker_tells_a_local_search_move_kept_or_undone():
+    p = PipelinePanel()  # interleaved 1F1B, v = 2, m = 10: the list schedules leave room for the local search
+    p.state.lockstep = False
+    assert p.synthesize()
+    res = p.synthesis_view().result
+    for kept in (True, False):
+        k = next(i for i, s in enumerate(res.steps) if s.action in ("swap", "move", "fill") and s.accepted is kept
+                 and s.after is not None) + 1
+        p.state.synth_step = k
+        step, line = res.steps[k - 1], _text(p.synth_text.value)
+        assert "local search" in line and ("kept" if kept else "not kept") in line
+        assert f"on rank {step.data['rank']}: the action at position {step.data['from']} goes to position {step.data['to']}" in line
+        assert format_value(step.after, "_s") in line  # the makespan the move gave, as a person reads it
+        mk = res.replay(k - 1)["makespan_s"]
+        assert format_value(mk, "_s") in p.figures["synth_gantt"].layout.title.text
+
+
+def test_a_cap_of_schedule_as_memory_keeps_every_rank_within_it():
+    p = PipelinePanel()
+    with p.hold():
+        p.state.schedule, p.state.schedule_b, p.state.m, p.state.lockstep = "1f1b", "zb_h2", 8, False
+        p.state.memory_cap = "schedule_a"
+    assert p.synthesize()
+    sv = p.synthesis_view()
+    cap = p.result.a.per_rank["peak_activation_bytes"].to_numpy(float)
+    assert np.allclose(sv.cap_bytes, cap)
+    peaks = sv.result.per_rank["peak_activation_bytes"].to_numpy(float)
+    assert (peaks <= cap * (1 + 1e-9)).all()
+    rows = sv.table.set_index("label")
+    assert not rows.loc["zb_h2", "fits_cap"] and rows.loc["1f1b", "fits_cap"]  # ZB-H2 buys its speed with memory
+    assert sv.result.metrics["makespan_s"] <= rows.loc["1f1b", "makespan_s"]
+    mem = {t.name: list(t.y) for t in p.figures["synth_memory"].data}
+    assert np.allclose(np.array(mem["memory cap"]) / cap, mem["memory cap"][0] / cap[0])
+    assert "fits the cap" in p.synth_table.value and "Above the cap (grey): " in _text(p.synth_summary.value)
+    assert "ZB-H2" in _text(p.synth_summary.value).split("Above the cap")[1]
+    # a cap below one micro-batch: the core's refusal, in the section; the last synthesis stays, greyed
+    good = p.synthesis_view()
+    with p.hold():
+        p.state.memory_cap, p.state.memory_cap_MiB = "bytes", 1.0
+    assert p.synthesize() is False
+    msg = _text(p.synth_message.value)
+    assert "cannot run any schedule within its memory cap" in msg and re.search(r"rank \d", msg)
+    assert p.message.value == "" and p._synth is good and p.figures["synth_bars"].stale
+
+
+@pytest.mark.parametrize("name,value,words", [
+    ("time_limit_s", 0.0, "time limit = 0 s is out of range: allowed more than 0 up to 600 s"),
+    ("time_limit_s", 1e4, "time limit = 1e+04 s is out of range"),
+])
+def test_out_of_range_synthesis_settings_are_refused(panel, name, value, words):
+    before = getattr(panel.state, name)
+    setattr(panel.state, name, value)
+    assert words in _text(panel.message.value)
+    assert getattr(panel.state, name) == before == panel.control_widgets[name].value
+
+
+def test_a_negative_memory_cap_is_refused_only_when_the_cap_is_bytes(panel):
+    panel.state.memory_cap_MiB = -5.0  # not used: no cap
+    assert panel.message.value == ""
+    panel.state.memory_cap = "bytes"
+    assert "memory cap = -5 MiB is out of range" in _text(panel.message.value) and panel.state.memory_cap == "none"
+
+
+def test_numbers_mode_synthesis_follows_the_inputs_with_the_heuristic_and_waits_for_a_click_with_the_milp(panel):
+    with panel.hold():
+        panel.state.schedule, panel.state.p, panel.state.m, panel.state.f_ms = "1f1b", 2, 4, 1.5
+    assert panel.synthesize()
+    st = panel.state
+    res = panel.synthesis_view().result
+    costs = pp.StageCosts.per_rank(f_s=1.5e-3, b_s=st.b_ms * 1e-3, w_s=st.w_ms * 1e-3, chunks=1,
+                                   activation_bytes=st.activation_MiB * 2**20)
+    want = pp.synthesize(costs, p=2, m=4, comm={"latency_s": st.latency_ms * 1e-3}, method="heuristic")
+    assert res.metrics["makespan_s"] == pytest.approx(want.metrics["makespan_s"])
+    panel.state.m = 5  # the heuristic follows the inputs
+    assert panel.synthesis_view() is not None and panel.synthesis_view().result.schedule.m == 5
+    panel.state.method = "milp"  # an exact search waits for the click: the last one stays, greyed
+    assert panel.synthesis_view() is None and "click" in _text(panel.synth_message.value)
+    assert panel.figures["synth_bars"].stale
+    panel.state.time_limit_s = 20.0
+    assert panel.synthesize()
+    res = panel.synthesis_view().result
+    assert res.milp is not None or res.status == "optimal"  # the MILP ran, or the bound already proved it
+    assert res.status == "optimal" and "proven optimal" in _text(panel.synth_summary.value)
+    assert not panel.figures["synth_bars"].stale
+
+
+def test_a_slow_heuristic_stops_following_the_inputs(panel, monkeypatch):
+    with panel.hold():
+        panel.state.schedule, panel.state.p, panel.state.m = "1f1b", 2, 4
+    assert panel.synthesize() and panel.export_synthesis() and "download=" in panel.synth_export.value
+    monkeypatch.setattr(pp.params, "SYNTH_FOLLOW_MAX_S", 0.0)  # as if the last search had taken longer than a change may wait
+    panel.state.m = 5
+    assert panel.synthesis_view() is None and panel.result.a.schedule.m == 5
+    assert "the last search took" in _text(panel.synth_message.value) and panel.figures["synth_bars"].stale
+    assert panel.synth_export.value == ""  # no link to a schedule of other inputs
+    assert panel.synthesize() and panel.synthesis_view().result.schedule.m == 5 and not panel.figures["synth_bars"].stale
+
+
+def test_the_synthesized_schedule_exports_as_torchs_csv(synth_panel):
+    p = synth_panel
+    res = p.synthesis_view().result
+    assert p.export_synthesis()
+    m = re.search(r'download="(synthesized_p4_v1_m8_torch\.csv)" href="data:text/plain;base64,([^"]+)"', p.synth_export.value)
+    assert m, p.synth_export.value[:200]
+    csv = base64.b64decode(m.group(2)).decode()
+    assert csv == pp.to_torch_csv(res)
+    # the CSV is the synthesized per-rank order, action for action
+    assert [row.split(",") for row in csv.splitlines()] == [[str(a) for a in acts] for acts in res.schedule.actions]
+    links = p.downloads.value or (p.download_button.click() or p.downloads.value)
+    assert 'download="pipeline_synthesized_torch.csv"' in links and 'download="pipeline_synthesis_compare.csv"' in links

@@ -57,6 +57,7 @@ from hetsched.io import csv_safe
 from hetsched.plot import color_map, format_value, group_colors, time_unit
 from hetsched.plot.partition import (buffer_occupancy, marked_blocks, marked_graph_view, quotient_walk_view, runs_gantt,
                                      with_cursor)
+from hetsched.registry import label as plain_name
 from hetsched.results import Step
 
 from .base import Panel, Session, link_clamped
@@ -69,7 +70,7 @@ SETUPS = {
     "example": "example: 7 ops, merges, a merge refused for a cycle, buffers",
     "loaded": "the loaded graph and system",
 }
-MERGES = [("adjacent (the patent)", "adjacent"), ("global", "global"), ("none: one launch per op", "none")]
+MERGES = [(plain_name(f), k) for k, f in pt.MERGE_STRATEGIES.items()]  # the core's names for its strategies
 #: the inputs' bounds and words, declared in the core: a value outside them is refused with the spec's message
 _SPEC = pt.PARAMS
 _PRIORITY = _SPEC["priority"]

@@ -1,4 +1,4 @@
-"""GraphPanel: load a graph (bundled, generated, or uploaded JSON/ONNX), see it and its summary.
+"""GraphPanel: load a graph (bundled, generated, or uploaded JSON/ONNX/.pt2), see it and its summary.
 
 >>> p = GraphPanel()
 >>> p.state.source = "generator"; p.state.generator = "chain"; p.state.n = 5
@@ -20,7 +20,7 @@ import traitlets
 
 import hetsched as hs
 from hetsched.errors import FormatError, HetschedError
-from hetsched.io import bundled_graphs, load_graph
+from hetsched.io import GRAPH_SUFFIXES, bundled_graphs, load_graph
 from hetsched.io.generators import PARAMS as GENERATOR_PARAMS
 from hetsched.io.generators import generate
 from hetsched.plot import bytes_unit, color_map, graph_view
@@ -28,6 +28,8 @@ from hetsched.plot.core import block_view
 
 from .base import Panel, Session, link_clamped, webgl_sized
 from .blocks import BlockDrawing
+
+_KINDS = " or ".join(GRAPH_SUFFIXES)
 
 __all__ = ["GraphPanel", "GraphState"]
 
@@ -98,7 +100,7 @@ class GraphPanel(BlockDrawing, Panel):
         for ctl, name in ((bundled, "bundled"), (n, "n"), (seed, "seed")):
             link_clamped(state, name, ctl)
         self._names = names
-        self.upload = W.FileUpload(accept=".json,.onnx", multiple=False, description="upload")
+        self.upload = W.FileUpload(accept=",".join(GRAPH_SUFFIXES), multiple=False, description="upload")
         self.upload.observe(self._on_upload, names="value")
         self.summary = W.HTML()
         self.controls = W.VBox([src, W.HBox([bundled, self.upload]), W.HBox([gen, n, seed]), W.HBox([color, view])])
@@ -171,10 +173,10 @@ class GraphPanel(BlockDrawing, Panel):
             return load_graph(st.bundled)
         if st.source == "upload":
             if not st.upload_name:
-                raise FormatError("choose a .json or .onnx file to upload", field="upload")
+                raise FormatError(f"choose a {_KINDS} file to upload", field="upload")
             suffix = os.path.splitext(st.upload_name)[1].lower()
-            if suffix not in (".json", ".onnx"):
-                raise FormatError(f"{st.upload_name}: expected a .json or .onnx file", field="upload")
+            if suffix not in GRAPH_SUFFIXES:
+                raise FormatError(f"{st.upload_name}: expected a {_KINDS} file", field="upload")
             with tempfile.TemporaryDirectory() as d:
                 path = os.path.join(d, _safe_file_name(st.upload_name))
                 with open(path, "wb") as fh:

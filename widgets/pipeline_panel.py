@@ -27,6 +27,18 @@ forwards per rank, the send interval, and its forward/backward cache queues by i
 used them (``queue_trace``: the sender's cache under lock-step p2p, the receive buffers with
 ``cache="receiver"``), the time senders were blocked, and the messages that waited.
 
+The best schedule for this split (:func:`hetsched.pipeline.synthesize`, on the *synthesize* button): a
+search of each rank's order of F, B (or I and W) for schedule A's instance (its split's costs, p, v, m and
+placement), under a memory cap (none, what A holds on each rank, or bytes), compared with every named
+schedule that applies and with the lower bound (:func:`~hetsched.pipeline.compare_synthesis`): makespan
+bars with the bound as a line, activation memory per rank with the cap, and the table. A second walker
+steps through the synthesis's decisions (``result.steps``: the bound, each named schedule tried, each
+list-scheduling rule and the winning rule's choices, the local search's moves, the MILP, the result) and
+draws the best schedule so far (``replay``). Once asked for, the synthesis follows the inputs while the
+search is the heuristic (a fraction of a second); an exact search (``milp``, ``auto``) runs on a click
+only. *export for torch (CSV)* downloads the synthesized schedule as torch's compute-only CSV
+(:func:`~hetsched.pipeline.to_torch_csv`), which ``_PipelineScheduleRuntime`` loads and runs.
+
 A :class:`~hetsched.widgets.walker.DecisionWalker` walks schedule A's action starts in time order
 (``result.steps``): step ``k`` shows the instant action ``k - 1`` starts, in words (who starts
 what, why it waited, what entered or left a cache queue, the patent's rule at that micro-step),
@@ -49,8 +61,9 @@ from __future__ import annotations
 import html
 import math
 import re
+import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -63,15 +76,16 @@ import hetsched.pipeline as pp
 from hetsched.cost import cost_key
 from hetsched.errors import HetschedError
 from hetsched.plot import format_value
-from hetsched.plot.core import wrap_title
-from hetsched.plot.pipeline import cache_depth, patent_queue_figure, schedule_gantt, stage_costs_figure
+from hetsched.plot.core import gantt, wrap_title
+from hetsched.plot.pipeline import (cache_depth, patent_queue_figure, rank_memory_figure, schedule_gantt, stage_costs_figure,
+                                    synthesis_bars)
 from hetsched.registry import label
 from hetsched.results import Step, compare_results
 
-from .base import Panel, Session, link_clamped
+from .base import Panel, Session, download_link, error_html, link_clamped
 from .walker import DecisionWalker
 
-__all__ = ["PipelinePanel", "PipelineState", "PipelineView", "schedule_name"]
+__all__ = ["PipelinePanel", "PipelineState", "PipelineView", "SynthesisView", "schedule_name"]
 
 _SCHEDULES = sorted(pp.SCHEDULES)
 _CACHES = ["sender", "receiver", "none"]
@@ -85,6 +99,16 @@ _KIND_WORDS = {"F": "forward", "B": "backward", "I": "input-gradient backward", 
 #: seconds and bytes) and the factor from one to the other
 _TYPED = {"f_ms": ("f_s", 1e-3), "b_ms": ("b_s", 1e-3), "w_ms": ("w_s", 1e-3), "latency_ms": ("latency_s", 1e-3),
           "activation_MiB": ("activation_bytes", 2.0**20), "overhead_ms": ("overhead_s", 1e-3)}
+_TYPED["memory_cap_MiB"] = ("memory_cap_bytes", 2.0**20)
+#: the synthesis's memory-cap choices on screen (the core's None is "none" in the trait, as a dropdown needs a value)
+_CAPS = [("no cap", "none"), ("what schedule A holds, per rank", "schedule_a"), ("the same on every rank", "bytes")]
+#: the synthesis's phases (``data["phase"]``) in words, for the walker's jumps
+_SYNTH_PHASES = {"start": "start", "bound": "lower bound", "warm_start": "named schedules", "list": "list scheduling",
+                 "search": "local search", "milp": "MILP", "result": "result", "final": "end"}
+#: a synthesis step's action in words (the walker's list)
+_SYNTH_ACTIONS = {"warm_start": "named schedule", "list": "list rule", "choose": "choose", "bound": "lower bound",
+                  "fill": "fill a gap", "milp": "MILP", "search": "search ends", "restart": "restart"}
+_SYNTH_FIGURES = ("synth_bars", "synth_memory", "synth_gantt")
 
 
 def _bundled_training_graphs() -> list[str]:
@@ -113,6 +137,21 @@ def schedule_name(key: str) -> str:
 
 
 
+_SCHEDULE_KEY = re.compile(r"\b([a-z0-9][a-z0-9_]*)(?:\[(\w+)\])?")
+_LIST_RULE = re.compile(r"\blist\[([^\]]*)\]")
+
+
+def _plain_schedules(text: str) -> str:
+    """Schedule keys and list-scheduling rules in a synthesis's words, as a person reads them.
+
+    >>> _plain_schedules("zb_h1 (named schedule): not better than interleaved_1f1b[paddle] or 1f1b")
+    'ZB-H1 (named schedule): not better than Interleaved 1F1B (paddle) or 1F1B'
+    """
+    text = _LIST_RULE.sub(lambda mt: f"list scheduling ({mt.group(1).replace('_', ' ')})", text)
+    return _SCHEDULE_KEY.sub(lambda mt: (schedule_name(mt.group(1)) + (f" ({mt.group(2)})" if mt.group(2) else ""))
+                             if mt.group(1) in pp.SCHEDULES else mt.group(0), text)
+
+
 def _is_training(graph: Any) -> bool:
     """A training graph has backward ops (``attrs["phase"] == "backward"``, as the zoo writes them)."""
     return any(o.attrs.get("phase") == "backward" for o in graph.ops.values())
@@ -139,6 +178,15 @@ class PipelineState(traitlets.HasTraits):
     lockstep = traitlets.Bool(_P["lockstep"].default)
     cache = traitlets.Enum(_CACHES, default_value=_P["cache"].default or "none")
     step = traitlets.Int(0)  # view: 0 = before anything runs, k = the start of A's action k - 1 (time order)
+    # schedule synthesis (pp.synthesize) of A's instance, asked for with the "synthesize" button: these only
+    # redraw (VIEW_TRAITS); A and B are not recomputed
+    synthesis = traitlets.Bool(False)  # on: the section shows a synthesis, re-run on changes while the search is the heuristic
+    method = traitlets.Enum(list(_P["method"].options), default_value=_P["method"].default)
+    memory_cap = traitlets.Enum([v for _w, v in _CAPS], default_value=_P["memory_cap"].default or "none")
+    memory_cap_MiB = traitlets.Float(_P["memory_cap_bytes"].default / _TYPED["memory_cap_MiB"][1])
+    time_limit_s = traitlets.Float(_P["time_limit_s"].default)
+    split_backward = traitlets.Bool(_P["split_backward"].default)
+    synth_step = traitlets.Int(0)  # view: 0 = before the first decision, k = after the synthesis's decision k - 1
 
 
 @dataclass(frozen=True)
@@ -169,6 +217,40 @@ class PipelineView:
             if self.patents[lab]["applies"]:
                 return lab, r
         return None
+
+
+@dataclass(frozen=True)
+class SynthesisView:
+    """A synthesis the panel shows: the core's result for A's instance, its comparison, what it was asked."""
+
+    result: pp.SynthesisResult
+    table: pd.DataFrame  # pp.compare_synthesis(result=...): named rows, the synthesized row, the bound row
+    view: Any  # the PipelineView whose schedule A's instance it searched
+    key: tuple  # the synthesis settings it answers
+    cap_bytes: Any  # what the cap was, per rank (None: no cap)
+    elapsed_s: float
+    t_max_s: float  # the time axis of the walker's Gantt: the slowest incumbent of the walk
+    runs: OrderedDict = field(default_factory=OrderedDict, compare=False, repr=False)  # orders -> simulation (the walk)
+
+    @cached_property
+    def result_orders(self) -> tuple:
+        return tuple(self.result.schedule.to_text())
+
+    def run_of(self, orders: tuple) -> pp.PipelineResult:
+        """The simulated run of an incumbent's per-rank orders (a few kept: stepping revisits them)."""
+        if orders == self.result_orders:
+            return self.result  # the result is the simulator's run of its own schedule already
+        run = self.runs.get(orders)
+        if run is None:
+            r = self.result
+            s = r.schedule
+            sched = pp.Schedule.from_text(list(orders), p=s.p, v=s.v, m=s.m, style=s.style)
+            run = self.runs[orders] = pp.simulate(sched, costs=r.params["costs"], comm=r.params["comm"])
+            while len(self.runs) > 8:
+                self.runs.popitem(last=False)
+        else:
+            self.runs.move_to_end(orders)
+        return run
 
 
 class _Walk:
@@ -203,7 +285,7 @@ class PipelinePanel(Panel):
     TAB = "pipeline"
     #: the presentation layout shows both schedules, A over B: the tab compares them
     MAIN_FIGURES = ("gantt_a", "gantt_b")
-    VIEW_TRAITS = ("step",)
+    VIEW_TRAITS = ("step", "synthesis", "method", "memory_cap", "memory_cap_MiB", "time_limit_s", "split_backward", "synth_step")
 
     def __init__(self, session: Session | None = None, *, source: str | None = None, **kw: Any) -> None:
         state = PipelineState()
@@ -277,6 +359,7 @@ class PipelinePanel(Panel):
         self.children = [self.controls, self.status, self.summary, self.walker, self.step_text,
                          self.figure_view("gantt_a"), self.figure_view("gantt_b"), self.rank_text, self.patent_box,
                          self.split_box, self.download_area]
+        self._build_synthesis(style)
         self._sync_controls()
         self._start()
 
@@ -330,6 +413,7 @@ class PipelinePanel(Panel):
         if st.system not in self._systems:
             raise HetschedError(f"unknown machine {st.system!r}: pick a bundled system", field="system")
         self._check_step(len(self._walk.steps) if self.result is not None else None)
+        self._check_synthesis()
 
     def _model_graph(self) -> tuple[Any, str]:
         """The graph to split and, in words, why that one."""
@@ -451,6 +535,9 @@ class PipelinePanel(Panel):
         self.figure_view(name).show(fig, force_spec=fresh)
 
     def render(self, r: PipelineView) -> None:
+        if getattr(self, "_drawn", None) is r and self.state.step == getattr(self, "_drawn_step", None):
+            self._render_synthesis_step()  # a synthesis setting or its walker moved: A and B stay as they are
+            return
         t = self.moment()[0]
         cursor = t if self.state.step > 0 else None
         fresh = getattr(self, "_drawn", None) is not r
@@ -461,6 +548,8 @@ class PipelinePanel(Panel):
             self._drawn = r
         self._render_queues(r, cursor, fresh)
         self._render_step(r)
+        self._drawn_step = self.state.step
+        self._render_synthesis_step()
 
     def _render_result(self, r: PipelineView) -> None:
         self._render_summary(r)
@@ -687,6 +776,371 @@ class PipelinePanel(Panel):
                 "<div style='max-height:300px;overflow:auto'><table class='hetsched-table'><tr><th></th>" + head + "</tr>"
                 + body + "</table></div>")
 
+    # -- schedule synthesis: named schedules vs the synthesized one vs the lower bound ---------------------
+    def _build_synthesis(self, style: dict) -> None:
+        """The synthesis section: its controls (the core's :data:`~hetsched.pipeline.PARAMS`), a button, and
+        the comparison, the memory per rank and a walker of the synthesis's decisions once it ran."""
+        st = self.state
+        self.synth_button = W.Button(description="synthesize", icon="search", button_style="primary",
+                                     tooltip="search the best order of F, B (or I and W) on each rank for A's split, "
+                                             "memory cap and p, v, m; then compare it with every named schedule")
+        self.synth_button.on_click(lambda _b: self.synthesize())
+        method = W.Dropdown(options=[("heuristic (about a second)", "heuristic"), ("auto (exact on small instances)", "auto"),
+                                     ("MILP (exact, up to the time limit)", "milp")],
+                            description=_P["method"].words, style=style, layout=W.Layout(width="330px"), tooltip=_P["method"].help)
+        cap = W.Dropdown(options=_CAPS, description=_P["memory_cap"].words, style=style, layout=W.Layout(width="400px"),
+                         tooltip=_P["memory_cap"].help)
+        cap_mib = W.FloatText(description=f"{_P['memory_cap_bytes'].words} ({_P['memory_cap_bytes'].shown_unit})", style=style,
+                              layout=W.Layout(width="200px"), tooltip=_P["memory_cap_bytes"].help)
+        limit = W.FloatText(description=f"{_P['time_limit_s'].words} ({_P['time_limit_s'].unit})", style=style,
+                            layout=W.Layout(width="170px"), tooltip=_P["time_limit_s"].help)
+        split = W.Checkbox(description=_P["split_backward"].words, indent=False, layout=W.Layout(width="auto"),
+                           tooltip=_P["split_backward"].help)
+        for ctl, name in ((method, "method"), (cap, "memory_cap"), (split, "split_backward")):
+            W.link((st, name), (ctl, "value"))
+        for ctl, name in ((cap_mib, "memory_cap_MiB"), (limit, "time_limit_s")):
+            link_clamped(st, name, ctl)
+        self.control_widgets.update({"method": method, "memory_cap": cap, "memory_cap_MiB": cap_mib, "time_limit_s": limit,
+                                     "split_backward": split})
+
+        def sync(_c=None) -> None:
+            cap_mib.disabled = st.memory_cap != "bytes"
+        st.observe(sync, names=["memory_cap"])
+        sync()
+        self.synth_message = W.HTML()  # the search's refusals (a cap below one micro-batch...), under its controls
+        self.synth_summary = W.HTML("<div style='color:#444'>Every named schedule is a fixed pattern made for stages "
+                                    "that all cost the same. <b>synthesize</b> searches the order of each rank's actions "
+                                    "for A's split (its p, v, m and placement) and compares it with every named "
+                                    "schedule and with a lower bound no schedule can beat.</div>")
+        self.synth_walker = DecisionWalker(st, "synth_step", description="decision", phase_labels=_SYNTH_PHASES,
+                                           group=lambda s: (s.data or {}).get("rank"), group_label="rank",
+                                           label=self._synth_step_label)
+        self.synth_text = W.HTML(layout=W.Layout(min_height="3em"))
+        self.synth_table = W.HTML()
+        self.synth_export_button = W.Button(description="export for torch (CSV)", icon="download", layout=W.Layout(width="auto"),
+                                            tooltip="the synthesized schedule as torch.distributed.pipelining's compute-only "
+                                                    "CSV (_PipelineScheduleRuntime._load_csv)")
+        self.synth_export_button.on_click(lambda _b: self.export_synthesis())
+        self.synth_export = W.HTML()
+        # filled at the first synthesis: a page that never asks for one draws no empty plots
+        self.synth_results = W.VBox([])
+        self.synth_box = W.VBox([W.HTML("<h4 style='margin:0.6em 0 0.2em'>The best schedule for this split: synthesis "
+                                        "against the named schedules</h4>"),
+                                 W.HBox([self.synth_button, method, cap, cap_mib, limit, split],
+                                        layout=W.Layout(flex_flow="row wrap", align_items="center")),
+                                 self.synth_message, self.synth_summary, self.synth_results])
+        self.synth_box.add_class("hetsched-synthesis")
+        self._synth: SynthesisView | None = None
+        self._synth_asked = self._synth_ok = False
+        self._synth_drawn: tuple | None = None
+        kids = list(self.children)
+        kids.insert(kids.index(self.patent_box), self.synth_box)
+        self.children = kids
+
+    def _check_synthesis(self) -> None:
+        """The synthesis's settings (the core's bounds) and its walker's step."""
+        st = self.state
+        values = {"method": st.method, "memory_cap": None if st.memory_cap == "none" else st.memory_cap,
+                  "time_limit_s": st.time_limit_s, "split_backward": st.split_backward}
+        if st.memory_cap == "bytes":
+            values["memory_cap_bytes"] = st.memory_cap_MiB * _TYPED["memory_cap_MiB"][1]
+        self.check_params(pp.PARAMS, values, fields={"memory_cap_bytes": "memory_cap_MiB"})
+        self._check_step(len(self._synth.result.steps) if self._synth is not None else None, "synth_step")
+
+    def _synth_key(self) -> tuple:
+        """The synthesis settings a synthesis answers (with the view: A's split, p, v, m, costs)."""
+        st = self.state
+        return (st.method, st.memory_cap, st.memory_cap_MiB if st.memory_cap == "bytes" else None, st.time_limit_s,
+                st.split_backward)
+
+    def synthesis_view(self) -> SynthesisView | None:
+        """The synthesis on screen when it answers the inputs shown (``None``: none yet, or out of date)."""
+        sv = self._synth
+        return sv if sv is not None and sv.view is self.result and sv.key == self._synth_key() else None
+
+    def synthesize(self) -> bool:
+        """What the *synthesize* button does: synthesize A's instance with the chosen search, cap and time limit,
+        compare it with every named schedule and the lower bound, and walk its decisions (returns whether it
+        succeeded). From then on the section follows the inputs while the search is the heuristic and answers
+        within :data:`hetsched.pipeline.params.SYNTH_FOLLOW_MAX_S`; an exact search, or a longer one, waits for the next click.
+
+        >>> p = PipelinePanel(source="numbers"); p.synthesize()
+        True
+        >>> sv = p.synthesis_view(); sv.result.metrics["makespan_s"] <= sv.result.metrics["best_named_makespan_s"]
+        True
+        """
+        self._synth_asked, self._synth_ok = True, False
+        try:
+            if self.state.synthesis:
+                self.redraw()  # asked again: searched anew even for the same inputs
+            else:
+                self.state.synthesis = True  # a view trait: redraw, then after_render runs the search
+        finally:
+            self._synth_asked = False
+        return self._synth_ok
+
+    def after_render(self, r: PipelineView) -> None:
+        # the search runs after A's and B's figures have left: the browser draws those meanwhile
+        st = self.state
+        if not st.synthesis or (self.synthesis_view() is not None and not self._synth_asked):
+            return
+        last = self._synth.elapsed_s if self._synth is not None else 0.0
+        if self._synth_asked or (st.method == "heuristic" and last <= pp.params.SYNTH_FOLLOW_MAX_S):
+            self._synth_ok = self._run_synthesis(r)
+        else:
+            why = (f"the last search took {format_value(last, '_s')}" if st.method == "heuristic" else
+                   f"the {'MILP' if st.method == 'milp' else 'auto'} search runs up to {st.time_limit_s:g} s")
+            self.synth_message.value = (f"<div style='color:#8a5a00'>The inputs changed since the last synthesis ({why}): "
+                                        f"click <b>synthesize</b> to run it again.</div>")
+            self._grey_synthesis()
+
+    def _grey_synthesis(self) -> None:
+        self.synth_export.value = ""  # a link to a schedule of other inputs must not stay
+        for n in _SYNTH_FIGURES:
+            if n in self.figures and not self.figures[n].stale:
+                self.figures[n].stale = True
+
+    def _set_stale(self, stale: bool) -> None:
+        super()._set_stale(stale)
+        if not stale and self._synth is not None and self.synthesis_view() is None:
+            self._grey_synthesis()  # a synthesis of earlier inputs stays greyed until it is run again
+
+    def _synthesis_inputs(self, r: PipelineView) -> dict:
+        """``synthesize``'s arguments for A's instance: A's split costs (or the typed numbers), p, v, m, placement."""
+        st = self.state
+        s = r.a.schedule
+        kw: dict[str, Any] = {"p": s.p, "v": s.v, "m": s.m, "placement": s.style, "method": st.method,
+                              "time_limit_s": st.time_limit_s, "split_backward": st.split_backward}
+        if r.split_a is not None:
+            kw["costs"] = r.split_a.costs  # priced on the machine: stage times, link times, activation sizes
+        else:
+            kw["costs"] = pp.StageCosts.per_rank(f_s=st.f_ms * 1e-3, b_s=st.b_ms * 1e-3, w_s=st.w_ms * 1e-3, chunks=s.v,
+                                                 activation_bytes=st.activation_MiB * 2**20, overhead_s=st.overhead_ms * 1e-3)
+            kw["comm"] = {"latency_s": st.latency_ms * 1e-3}
+        if st.memory_cap == "schedule_a":
+            kw["memory_cap_bytes"] = r.a.per_rank["peak_activation_bytes"].astype(float).tolist()
+        elif st.memory_cap == "bytes":
+            kw["memory_cap_bytes"] = st.memory_cap_MiB * _TYPED["memory_cap_MiB"][1]
+        return kw
+
+    def _run_synthesis(self, r: PipelineView) -> bool:
+        st = self.state
+        t0 = time.perf_counter()
+        busy = self.busy.value
+        self.busy.value = "<span class='hetsched-busy-badge' style='color:#8a5a00'>⏳ synthesizing…</span>"
+        self.synth_button.disabled = True
+        try:
+            kw = self._synthesis_inputs(r)
+            res = pp.synthesize(**kw)
+            table = pp.compare_synthesis(result=res, p=kw["p"], v=kw["v"], m=kw["m"])
+        except HetschedError as e:
+            self.synth_message.value = error_html(e)
+            self._grey_synthesis()
+            return False
+        except Exception as e:  # a bug: said plainly, the panel keeps working
+            self.synth_message.value = error_html(self._internal(e))
+            self._grey_synthesis()
+            return False
+        finally:
+            self.busy.value = busy
+            self.synth_button.disabled = False
+        n = len(res.steps)
+        # the walker's time axis: the slowest incumbent it shows (the first named schedule tried, or a restart)
+        t_max = max([float(s.delta["makespan_s"]) for s in res.steps.views() if s.delta and "orders" in s.delta] or [0.0])
+        self._synth = SynthesisView(res, table, r, self._synth_key(), kw.get("memory_cap_bytes"), time.perf_counter() - t0,
+                                    max(t_max, float(res.metrics["makespan_s"])))
+        self.synth_message.value = ""
+        self.synth_export.value = ""
+        self.synth_walker.set_steps(res.steps)
+        # the walk opens on its last decision (the result); a view trait set here must not redraw by itself
+        quiet, self._in_refresh = self._in_refresh, True
+        try:
+            st.synth_step = n
+        finally:
+            self._in_refresh = quiet
+        views = [self.figure_view(n) for n in _SYNTH_FIGURES]
+        with views[0].hold_sync(), views[1].hold_sync(), views[2].hold_sync():
+            self._render_synthesis(self._synth)
+            self._synth_drawn = None
+            self._render_synthesis_step()
+        for v in views:
+            v.stale = False
+        if not self.synth_results.children:
+            # shown once they hold their figures: the browser draws each once, not empty first
+            half = W.Layout(width="50%", min_width="0")
+            self.synth_results.children = [
+                W.HBox([W.Box([views[0]], layout=half), W.Box([views[1]], layout=half)], layout=W.Layout(width="100%")),
+                self.synth_table, self.synth_walker, self.synth_text, views[2],
+                W.HBox([self.synth_export_button, self.synth_export], layout=W.Layout(align_items="center"))]
+        self.last_synthesis_s = time.perf_counter() - t0
+        return True
+
+    @staticmethod
+    def _synth_label(key: str) -> str:
+        """A schedule or search step the synthesis names, in words: ``interleaved_1f1b[paddle]`` ->
+        ``Interleaved 1F1B (paddle)``, ``list[critical_path, W fill, ...]`` -> ``list scheduling (critical path, W fill, ...)``.
+
+        >>> PipelinePanel._synth_label("local search from list[oldest_first, W eager, in-flight 2x]")
+        'local search from list scheduling (oldest first, W eager, in-flight 2x)'
+        """
+        return _plain_schedules(key)
+
+    def _render_synthesis(self, sv: SynthesisView) -> None:
+        """The comparison: bars with the bound, memory per rank, the table, and the verdict in words."""
+        res, table = sv.result, sv.table.copy()
+        table["label"] = [self._synth_label(k) for k in table["label"]]
+        s = res.schedule
+        self.show_figure("synth_bars", synthesis_bars(table, title=wrap_title(
+            f"p={s.p}, v={s.v}, m={s.m}: every schedule on A's costs, non-blocking p2p", HALF_TITLE_CHARS)))
+        self.show_figure("synth_memory", rank_memory_figure(table, cap_bytes=sv.cap_bytes, title=wrap_title(
+            "memory per rank: the most activations each rank holds at once"
+            + (", and the cap" if sv.cap_bytes is not None else ""), HALF_TITLE_CHARS)))
+        m = res.metrics
+        mk = m["makespan_s"]
+        named = table[table["kind"] == "named"]
+        fit = named[named["fits_cap"].astype(bool)] if len(named) else named
+        best = fit.loc[fit["makespan_s"].idxmin()] if len(fit) else None
+        status = {"optimal": "<b>proven optimal</b>",
+                  "time_limit": f"the MILP stopped at its time limit: gap {res.gap:.1%} to its bound",
+                  "heuristic": f"not proven optimal: gap {res.gap:.1%} to the lower bound"}[res.status]
+        solver = f", {res.milp.solver} on a MILP of {int(m.get('milp_binaries', 0))} binaries" if res.milp is not None else ""
+        head = (f"<b>Synthesized</b> ({html.escape(res.method)}{html.escape(solver)}, {format_value(sv.elapsed_s, '_s')}, "
+                f"{int(m['n_evaluations'])} orders timed): makespan <b>{format_value(mk, '_s')}</b>, {status}; lower bound "
+                f"{format_value(res.bound, '_s')}.")
+        if best is not None:
+            gain = 1.0 - mk / best["makespan_s"] if best["makespan_s"] > 0 else 0.0
+            head += (f" What to notice: it finishes <b>{gain:.1%}</b> sooner than the fastest named schedule"
+                     f"{' that fits the cap' if sv.cap_bytes is not None else ''}, {html.escape(best['label'])} "
+                     f"({format_value(best['makespan_s'], '_s')})" if gain >= 0.0005 else
+                     f" What to notice: no order beats {html.escape(best['label'])} "
+                     f"({format_value(best['makespan_s'], '_s')}) here")
+            head += "."
+            syn_peak = float(table.loc[table["kind"] == "synthesized", "peak_activation_bytes"].iloc[0])
+            head += (f" It holds up to {format_value(syn_peak, '_bytes')} of activations on a rank, "
+                     f"{html.escape(best['label'])} {format_value(best['peak_activation_bytes'], '_bytes')}"
+                     + ("" if sv.cap_bytes is not None or syn_peak <= best["peak_activation_bytes"] * 1.01 else
+                        ": choose a memory cap to see what the search finds within less") + ".")
+        over = named[~named["fits_cap"].astype(bool)]["label"].tolist() if len(named) else []
+        if over:
+            head += f" Above the cap (grey): {html.escape(', '.join(over))}."
+        if self.state.lockstep:
+            head += (" The search and this comparison send without blocking (as torch's runtime does): with lock-step p2p "
+                     "on, A's and B's times above differ from their rows here.")
+        self.synth_summary.value = f"<div>{head}</div>"
+        ranks = [c for c in table.columns if str(c).startswith("peak_bytes_rank")][:16]
+        cols = [("makespan_s", "makespan"), ("vs_synthesized", "vs synthesized"), ("gap", "gap to the bound"),
+                ("bubble_fraction", "idle share"), ("peak_activation_bytes", "activation memory (worst rank)")]
+        if sv.cap_bytes is not None:
+            cols.append(("fits_cap", "fits the cap"))
+
+        def cell(k: str, v: Any, kind: str) -> str:
+            if kind == "bound" and k != "makespan_s" and k != "vs_synthesized":
+                return "–"
+            if k == "fits_cap":
+                return "" if v is None or (isinstance(v, float) and math.isnan(v)) else ("yes" if v else "<b>no</b>")
+            if isinstance(v, float) and math.isnan(v):
+                return "–"
+            if k in ("vs_synthesized",):
+                return f"{v:+.1%}"
+            if k in ("gap", "bubble_fraction"):
+                return f"{v:.1%}"
+            return html.escape(format_value(v, k))
+
+        order = table.assign(_k=(table["kind"] == "bound").astype(int)).sort_values(["_k", "makespan_s"], kind="stable")
+        body = "".join(
+            "<tr" + (" style='font-weight:600;background:#FDF0E6'" if row["kind"] == "synthesized" else "") + ">"
+            f"<td>{html.escape(row['label'])}</td>" + "".join(f"<td>{cell(k, row[k], row['kind'])}</td>" for k, _h in cols)
+            + "".join(f"<td>{cell('peak_bytes', row[c], row['kind'])}</td>" for c in ranks) + "</tr>"
+            for _i, row in order.iterrows())
+        head_row = ("<th>schedule</th>" + "".join(f"<th>{html.escape(h)}</th>" for _k, h in cols)
+                    + "".join(f"<th>rank {str(c)[15:]}</th>" for c in ranks))
+        more = (f"<div style='color:#444'>Memory of the first {len(ranks)} ranks; the chart shows every rank.</div>"
+                if s.p > len(ranks) else "")
+        self.synth_table.value = ("<div style='max-height:340px;overflow:auto'><table class='hetsched-table'><tr>" + head_row
+                                  + "</tr>" + body + "</table></div>" + more)
+
+    def _render_synthesis_step(self) -> None:
+        """The synthesis's state after the walked decision: its words, and the incumbent's Gantt."""
+        sv = self.synthesis_view()
+        if sv is None or not self.state.synthesis:
+            return
+        k = min(max(self.state.synth_step, 0), len(sv.result.steps))
+        if self._synth_drawn == (id(sv), k):
+            return
+        res = sv.result
+        n = len(res.steps)
+        state = res.replay(k - 1)
+        orders = tuple(state["orders"])
+        if k == 0:
+            line = (f"<b>decision 0 of {n}</b>: before the search. Step through its decisions: the lower bound, each "
+                    f"named schedule tried, each list-scheduling rule and the winning rule's choices, the local search's "
+                    f"moves (kept or undone), then the result.")
+        else:
+            line = self._synth_step_line(res, k, state)
+        self.synth_text.value = f"<div>{line}</div>"
+        if all(orders):
+            run = sv.run_of(orders)
+            mk = run.metrics["makespan_s"]
+            src = self._synth_label(state["source"]) if state["source"] else ""
+            title = (f"decision {k} of {n}: the best schedule so far" + (f", from {src}" if src else "")
+                     + f": makespan {format_value(mk, '_s')}, idle {run.metrics['bubble_fraction']:.0%} of rank-time")
+            if k == n:
+                title = f"the synthesized schedule: makespan {format_value(mk, '_s')} ({res.status.replace('_', ' ')})"
+            fig = schedule_gantt(run, t_max_s=sv.t_max_s, title=title)
+        else:
+            from hetsched.timeline import make_timeline
+
+            fig = gantt(make_timeline([]), title=f"decision {k} of {n}: no schedule yet (the named schedules come next)")
+        self.figure_view("synth_gantt").show(fig, force_spec=self._synth_drawn is None or self._synth_drawn[0] != id(sv))
+        self._synth_drawn = (id(sv), k)
+
+    def _synth_step_label(self, s: Any) -> str:
+        """One line of the synthesis's decision list."""
+        ok = "✓" if s.accepted else "✗"
+        words = _SYNTH_ACTIONS.get(s.action, s.action)
+        subject = self._synth_label(s.subject) if s.action == "warm_start" else s.subject
+        t = lambda x: format_value(float(x), "_s") if isinstance(x, (int, float)) else "–"  # noqa: E731
+        cost = f": {t(s.before)} → {t(s.after)}" if s.before is not None or s.after is not None else ""
+        return f"{ok} {words} {subject}{cost}"
+
+    def _synth_step_line(self, res: pp.SynthesisResult, k: int, state: dict) -> str:
+        """Decision ``k`` (the log's step ``k - 1``) in words, from its reason, its data and the replayed state."""
+        step = res.steps[k - 1]
+        data = step.data or {}
+        phase = _SYNTH_PHASES.get(data.get("phase", ""), data.get("phase", ""))
+        # times and sizes in the reason as a person reads them
+        why = re.sub(r"(-?\d+(?:\.\d+)?(?:e[-+]?\d+)?) s\b", lambda mt: format_value(float(mt.group(1)), "_s"),
+                     _plain_schedules(step.reason))
+        why = re.sub(r"(-?\d+(?:\.\d+)?(?:e[-+]?\d+)?) B\b", lambda mt: format_value(float(mt.group(1)), "_bytes"), why)
+        verdict = "" if step.action in ("bound", "choose", "result") else (" <b>kept</b>" if step.accepted else " <b>not kept</b>")
+        what = _SYNTH_ACTIONS.get(step.action, step.action)
+        what = "" if what == phase else f" · {html.escape(what)}"
+        line = f"<b>decision {k} of {len(res.steps)}</b> · {html.escape(phase)}{what}{verdict}: {html.escape(why)}."
+        if state["makespan_s"] is not None:
+            src = self._synth_label(state["source"]) if state["source"] else "?"
+            line += f"<br>▸ the best schedule so far: {html.escape(src)}, makespan {format_value(state['makespan_s'], '_s')}."
+        if step.action == "choose" and "rank" in data:
+            built = state["building"][int(data["rank"])]
+            shown = " ".join(built[-12:])
+            line += (f"<br>▸ rank {int(data['rank'])}'s order built so far ({len(built)} actions): "
+                     f"{'… ' if len(built) > 12 else ''}{html.escape(shown)}")
+        elif step.action in ("swap", "move", "fill") and "rank" in data:
+            line += (f"<br>▸ on rank {int(data['rank'])}: the action at position {int(data['from'])} goes to position "
+                     f"{int(data['to'])}.")
+        return line
+
+    def export_synthesis(self) -> bool:
+        """What *export for torch (CSV)* does: a download link of the synthesized schedule as torch's compute-only
+        CSV (:func:`~hetsched.pipeline.to_torch_csv`), which ``_PipelineScheduleRuntime._load_csv`` loads and runs."""
+        sv = self.synthesis_view()
+        if sv is None:
+            self.synth_export.value = "<i>synthesize first: there is no schedule for these inputs yet</i>"
+            return False
+        s = sv.result.schedule
+        self.synth_export.value = download_link(pp.to_torch_csv(sv.result), f"synthesized_p{s.p}_v{s.v}_m{s.m}_torch.csv",
+                                                "synthesized schedule for torch (CSV)")
+        return True
+
     def download_items(self, r: PipelineView):
         both = compare_results({f"A: {r.a.schedule.name}": r.a, f"B: {r.b.schedule.name}": r.b}, wide=True)
         items = [(pp.to_chrome_trace(r.a), "pipeline_A_trace.json"), (pp.to_chrome_trace(r.b), "pipeline_B_trace.json"),
@@ -697,5 +1151,8 @@ class PipelinePanel(Panel):
         pr = r.patent_result()
         if pr is not None:
             items.append((r.patents[pr[0]]["queues"], "pipeline_patent_queues.csv"))
+        sv = self.synthesis_view()
+        if sv is not None:
+            items += [(pp.to_torch_csv(sv.result), "pipeline_synthesized_torch.csv"), (sv.table, "pipeline_synthesis_compare.csv")]
         return items
 

@@ -39,11 +39,15 @@ __all__ = [
     "to_csv_safe",
     "load_profile",
     "DATA_DIR",
+    "GRAPH_SUFFIXES",
 ]
 
 #: the bundled data folder, as :mod:`hetsched.resources` finds it (``data/`` of a checkout, ``hetsched/data``
 #: of a wheel): read files under it with ``/`` and ``.read_text()``
 DATA_DIR = resources.data_root()
+
+#: File types :func:`load_graph` reads (the Graph panel's upload and the CLI accept the same).
+GRAPH_SUFFIXES: tuple[str, ...] = (".json", ".onnx", ".pt2")
 
 
 def bundled_graphs() -> list[str]:
@@ -52,7 +56,8 @@ def bundled_graphs() -> list[str]:
 
 
 def load_graph(path: str | Path, **options) -> OpGraph:
-    """Load a graph, dispatching on the extension: ``.json`` (format v1) or ``.onnx``.
+    """Load a graph, dispatching on the extension: ``.json`` (format v1), ``.onnx`` or ``.pt2``
+    (a ``torch.export.save`` archive, inference or joint training program; needs torch).
 
     A bare name (no extension, no such file) loads the bundled ``data/graphs/<name>.json``.
     """
@@ -71,9 +76,16 @@ def load_graph(path: str | Path, **options) -> OpGraph:
         from .onnx import load_onnx  # optional extra
 
         return load_onnx(p, **options)
+    if suffix == ".pt2":
+        from .torch_import import load_pt2  # torch imported inside
+
+        bad = sorted(set(options) - {"name"})
+        if bad:
+            raise FormatError(f"options {bad} do not apply to .pt2 graphs (only name)", field=bad[0])
+        return load_pt2(p, **options)
     if not p.exists():
         raise FormatError(f"graph file {str(path)!r} not found (and no bundled graph of that name)", field="path")
-    raise FormatError(f"{p.name}: unknown graph file type {suffix!r} (expected .json or .onnx)", field="path")
+    raise FormatError(f"{p.name}: unknown graph file type {suffix!r} (expected .json, .onnx or .pt2)", field="path")
 
 
 def save_graph(g: OpGraph, path: str | Path, *, indent: int | None = None) -> None:

@@ -25,6 +25,13 @@ GlobalAveragePool          n_in (one add per input element)                     
 ReduceMean / ReduceSum     n_in                                                         [3]
 LSTM                       2*D*S*B*4H*(I+H) + 2*D*S*B*4H (biases) + 8*D*S*B*H (cell)     [5]
 GRU                        2*D*S*B*3H*(I+H) + 2*D*S*B*3H (biases) + 6*D*S*B*H (cell)     [5]
+Attention (fused SDPA)     2 * B*L*S*(E+Ev) + 5*B*L*S (softmax); backward: 4 products
+GroupedMatMul (MoE)        2 * rows*K*N: the token-expert pairs, so the k experts that run
+Einsum                     2 * product of every index's size (two or more operands)
+TopK / Sort                n_in * log2(k) / n_in * log2(row) comparisons
+CumSum Histogram Reduce*   n_in
+Equal Less And Not ...     n (comparisons and logic, one op per element)
+Range ConstantOfShape      0 (they write their output; bytes are their outputs)
 Reshape Transpose Concat   0 (data movement only)
 Gather Split Slice ...     0
 =========================  ===========================================================  ======

@@ -90,8 +90,8 @@ def op_key(op) -> str:
 def event_key(name: str) -> str:
     """The matching key of a trace event (``aten::linear`` -> ``MatMul``).
 
-    >>> event_key("aten::conv2d"), event_key("aten::linear"), event_key("aten::flip")
-    ('Conv', 'MatMul', 'aten.flip')
+    >>> event_key("aten::conv2d"), event_key("aten::linear"), event_key("aten::kthvalue")
+    ('Conv', 'MatMul', 'aten.kthvalue')
     """
     from .torch_import import ATEN_TO_TYPE
 

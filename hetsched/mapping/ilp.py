@@ -19,12 +19,13 @@ binaries are integral. The model is solved with HiGHS through PuLP (CBC, bundled
 highspy is missing), warm-started from :func:`~hetsched.mapping.map_search`'s mapping (the best
 heuristic), which is also returned should the solver find nothing better in time.
 
-Status: ``"optimal"`` only when the solver proved it (``sol_status`` optimal: PuLP reports a
-time-limited run's incumbent as "Optimal", so its ``status`` is not trusted); ``"feasible"``: the
-time limit came first, ``bound`` and ``gap`` say how far the optimum can be; ``"fallback"``: the
-solver gave nothing better than the warm start, which is returned. The objective reported is always
-what :func:`hetsched.evaluate` says for the mapping returned (the solver's own figure is kept as
-``metrics["ilp_objective_s"]``; they agree when the status is optimal).
+The result's ``status``: ``"optimal"`` only when the solver proved it (``sol_status`` optimal:
+PuLP reports a time-limited run's incumbent as "Optimal", so its ``status`` is not trusted);
+``"feasible"``: the time limit came first, ``ilp.bound`` and ``ilp.gap`` say how far the optimum can
+be; ``"fallback"``: the solver gave nothing better than the warm start, which is returned. What the
+solver said is the result's ``ilp`` (:class:`~hetsched.results.SolverRun`). The objective in
+``metrics`` is always what :func:`hetsched.evaluate` says for the mapping returned (the solver's own
+figure is ``ilp.incumbent``; they agree when the status is optimal).
 
 "Optimal" is over the mappings whose planned residency fits the memory plan
 (``metrics["memory_plan_binds"]`` says whether the plan could bind at all; when it cannot, the
@@ -33,23 +34,22 @@ optimum is unconditional). For ``makespan`` it is the optimum in the evaluator's
 >>> from hetsched.io.generators import chain
 >>> from hetsched.io.systems import toy_system
 >>> r = map_ilp(chain(4, seed=1), toy_system(), time_limit_s=20)
->>> r.params["status"], r.params["solver"]
-('optimal', 'highs')
+>>> r.status, r.ilp.solver, r.ilp.gap
+('optimal', 'highs', 0.0)
 """
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 import warnings
-from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from ..cost import CostModel
 from ..errors import HetschedError
 from ..graph import OpGraph
-from ..results import StepLog
+from ..results import SolverRun, StepLog
+from ..solvers import pick_solver, quiet_stdout
 from ..system import System
 from .baselines import single_device_states
 from .engine import EMPTY_STATE, Ctx, MemoryPlan, State, best_residency, diff, plan_budget, require_objective
@@ -390,25 +390,6 @@ def build_mapping_ilp(graph: OpGraph, system: System, *, objective: str = "total
     return m.prob, m
 
 
-@contextmanager
-def _quiet_stdout():
-    """Silence what the solver library prints on the process's stdout (HiGHS' banner), at the fd level."""
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, ValueError, OSError):  # pragma: no cover - a captured stdout without an fd
-        yield
-        return
-    sys.stdout.flush()
-    saved = os.dup(fd)
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), fd)
-            yield
-    finally:
-        os.dup2(saved, fd)
-        os.close(saved)
-
-
 def _highs(time_limit_s: float, warm: bool, threads: int):
     import pulp
 
@@ -457,10 +438,13 @@ def map_ilp(graph: OpGraph, system: System, *, objective: str = "total_latency",
     Returns
     -------
     MappingResult
-        ``params``: ``status`` (``optimal``, ``feasible``, ``fallback``), ``solver``, ``solver_status``.
-        ``metrics``: the evaluator's, plus ``bound_s`` (a proven lower bound on the objective),
-        ``gap`` (``(value - bound) / value``), ``ilp_objective_s`` (the solver's figure),
-        ``warm_<objective>_s``, ``n_vars``, ``n_constraints``, ``build_s``, ``solve_s``,
+        ``status``: ``optimal``, ``feasible`` or ``fallback``. ``ilp`` (:class:`~hetsched.results.SolverRun`):
+        the solver's ``status`` (``optimal``, ``feasible``, ``no solution``, ``skipped`` for an
+        empty graph), ``bound`` (a proven lower bound on the objective, in seconds, or ``None``),
+        ``gap`` (``(value - bound) / value`` for the mapping returned), ``incumbent`` (the solver's
+        own figure), ``solver``, ``model`` (the objective), ``time_limit_s`` (what the solver had
+        left), ``build_s``, ``solve_s``, ``n_vars``, ``n_constraints``, ``warm_start``, ``note``.
+        ``metrics``: the evaluator's, plus ``warm_<objective>_s``, ``ilp_runtime_s`` and
         ``memory_plan_binds`` (1 when the memory plan could cut off a mapping).
         Steps: ``warm_start`` (the heuristic mapping, with its ``delta``), ``solve`` (the change to
         the solver's mapping, accepted when it is better).
@@ -476,23 +460,16 @@ def map_ilp(graph: OpGraph, system: System, *, objective: str = "total_latency",
     require_objective(objective)
     if not time_limit_s or not time_limit_s > 0:
         raise HetschedError(f"time_limit_s must be positive, got {time_limit_s!r}", field="time_limit_s")
-    if solver is None:
-        try:
-            import highspy  # noqa: F401
-
-            solver = "highs"
-        except ImportError:  # pragma: no cover - highspy is a dependency
-            solver = "cbc"
-    if solver not in SOLVERS:
-        raise HetschedError(f"unknown solver {solver!r}; choose one of {list(SOLVERS)}", field="solver")
+    solver = pick_solver(solver)
     ctx = Ctx(graph, system, cost, contention=contention)
     ctx.require_support()
     log = StepLog()
     params: dict[str, Any] = {"objective": objective, "time_limit_s": time_limit_s, "solver": solver,
                               "warm_start": warm_start, "memory_fraction": memory_fraction, "contention": contention}
     if not ctx.order:
-        return finish(ctx, State(), log, phase="ilp", params={**params, "status": "optimal", "solver_status": "empty graph"},
-                      initial_state=EMPTY_STATE, extra_metrics={"bound_s": 0.0, "gap": 0.0})
+        r = finish(ctx, State(), log, phase="ilp", params=params, initial_state=EMPTY_STATE)
+        return replace(r, status="optimal", ilp=SolverRun("skipped", solver=solver, model=objective,
+                                                          note="empty graph: nothing to solve"))
     budget = plan_budget(ctx, memory_fraction)
 
     def score(st: State) -> float:
@@ -527,7 +504,7 @@ def map_ilp(graph: OpGraph, system: System, *, objective: str = "total_latency",
     import pulp
 
     ts = time.perf_counter()
-    with warnings.catch_warnings(), _quiet_stdout():
+    with warnings.catch_warnings(), quiet_stdout():
         warnings.simplefilter("ignore")
         m.prob.solve(slv)
     solve_s = time.perf_counter() - ts
@@ -557,11 +534,15 @@ def map_ilp(graph: OpGraph, system: System, *, objective: str = "total_latency",
         status = "optimal" if proven else "feasible"
     else:
         status = "fallback"
+    said = "optimal" if proven else "feasible" if has_sol else "no solution"
+    notes = [] if has_sol else [f"PuLP status {pulp.LpStatus[m.prob.status]}, no solution"]
     if proven and start_v is not None and ilp_obj is not None and ilp_obj > start_v * (1 + 1e-6):
         # a "proof" above a mapping the model admits is numerical trouble: do not claim it
-        status, bound = "fallback" if which else "feasible", None
-    if final is warm and start is not warm:
+        status, bound, said = "fallback" if which else "feasible", None, "feasible"
+        notes.append("its proof lies above the warm start's value (numerical trouble): not trusted")
+    if final is warm and start is not warm and bound is not None:
         bound = None  # the heuristic's residency is outside the plan: the solver's bound is not about it
+        notes.append("the mapping returned keeps more than the memory plan: the solver's bound is not about it")
     ref = warm
     st_v = score(st) if st is not None else None
     if final is not ref:
@@ -577,19 +558,14 @@ def map_ilp(graph: OpGraph, system: System, *, objective: str = "total_latency",
                 data={"phase": "ilp", "metric": objective})
     binds = any(sum(ctx.weight[o] for o in ctx.order if d in m.C[o]) + sum(ctx.size.values()) > budget[d]
                 for d in budget)
-    extra = {"bound_s": bound if bound is not None else float("nan"),
-             "gap": (max(0.0, value - bound) / value if value > 0 else 0.0) if bound is not None else float("nan"),
-             "ilp_objective_s": ilp_obj if ilp_obj is not None else float("nan"),
-             f"warm_{objective}_s": warm_v,
-             "n_vars": float(m.prob.numVariables()), "n_constraints": float(m.prob.numConstraints()),
-             "build_s": build_s, "solve_s": solve_s, "memory_plan_binds": float(binds),
-             "ilp_runtime_s": time.perf_counter() - t0}
-    r = finish(ctx, final, log, phase="ilp",
-               params={**params, "status": status, "solver_status": pulp.LpStatus[m.prob.status],
-                       "warm_start_in_plan": start is warm}, initial_state=EMPTY_STATE,
-               extra_metrics=extra)
+    extra = {f"warm_{objective}_s": warm_v, "memory_plan_binds": float(binds), "ilp_runtime_s": time.perf_counter() - t0}
+    r = finish(ctx, final, log, phase="ilp", params={**params, "warm_start_in_plan": start is warm},
+               initial_state=EMPTY_STATE, extra_metrics=extra)
     if any(s.action == "evict" for s in r.steps) and status == "optimal":  # the evaluator's peak overflowed the plan
-        from dataclasses import replace
-
-        r = replace(r, params={**r.params, "status": "feasible"})
-    return r
+        status = "feasible"
+    value = r.metrics[f"{objective}_s"]  # after any eviction: the gap is the returned mapping's
+    gap = (max(0.0, value - bound) / value if value > 0 else 0.0) if bound is not None else None
+    run = SolverRun(said, bound=bound, gap=gap, incumbent=ilp_obj, solver=solver, model=objective, time_limit_s=left,
+                    build_s=build_s, solve_s=solve_s, n_vars=m.prob.numVariables(), n_constraints=m.prob.numConstraints(),
+                    warm_start=name if warm_start else None, note="; ".join(notes))
+    return replace(r, status=status, ilp=run)

@@ -45,6 +45,7 @@ from typing import Any, Callable, Mapping
 from ..cost import CostModel
 from ..errors import HetschedError
 from ..graph import OpGraph
+from ..registry import lookup
 from ..results import StepLog
 from ..system import System
 from .engine import EMPTY_STATE, Ctx, State, keep_on_chip
@@ -331,9 +332,8 @@ def list_schedule(graph: OpGraph, system: System, *, priority: str | Callable = 
     'list'
     """
     t0 = time.perf_counter()
-    for field, val, table in (("priority", priority, PRIORITIES), ("selector", selector, SELECTORS)):
-        if not callable(table.get(val, val)):
-            raise HetschedError(f"unknown {field} {val!r}; choose from {sorted(table)} or pass a callable", field=field)
+    lookup(PRIORITIES, priority, what="priority")
+    lookup(SELECTORS, selector, what="selector")
     if loop not in ("static", "ready"):
         raise HetschedError(f"unknown loop {loop!r}; use 'static' or 'ready'", field="loop")
     ctx = Ctx(graph, system, cost)
@@ -354,8 +354,8 @@ def list_state(ctx: Ctx, log: StepLog, *, priority: str | Callable = "upward", s
                loop: str = "static", rank_comm_average: str = "pairs", name: str = "list") -> tuple[State, list[str], float]:
     """The list-scheduling loop on a prepared context: ``(placement state, start-time order, own makespan)``."""
     parts = Parts(ctx, rank_comm_average)
-    info = PRIORITIES.get(priority, priority)(parts)
-    sel = SELECTORS.get(selector, selector)
+    info = lookup(PRIORITIES, priority, what="priority")(parts)
+    sel = lookup(SELECTORS, selector, what="selector")
     if selector == "critical_path":
         _cp_info(parts, info)
     prio = info["priority"]
@@ -411,9 +411,22 @@ def schedule_parts(graph: OpGraph, system: System, *, cost: CostModel | None = N
     return Parts(Ctx(graph, system, cost), rank_comm_average)
 
 
-def heft(graph: OpGraph, system: System, *, cost: CostModel | None = None, rank_comm_average: str = "pairs",
-         locality: bool = True, occupancy_threshold: float = 0.9) -> MappingResult:
-    """HEFT (Topcuoglu 2002): upward rank, then earliest finish time with insertion.
+def _named(name: str, priority: str, selector: str, loop: str, doc: str) -> Callable[..., MappingResult]:
+    """A published list scheduler: :func:`list_schedule` with its parts fixed, and only the options
+    a user may change (the methods table reads them from the signature)."""
+
+    def run(graph: OpGraph, system: System, *, cost: CostModel | None = None, rank_comm_average: str = "pairs",
+            locality: bool = True, occupancy_threshold: float = 0.9) -> MappingResult:
+        return list_schedule(graph, system, priority=priority, selector=selector, loop=loop, cost=cost,
+                             rank_comm_average=rank_comm_average, locality=locality,
+                             occupancy_threshold=occupancy_threshold, name=name)
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = doc
+    return run
+
+
+heft = _named("heft", "upward", "eft", "static", """HEFT (Topcuoglu 2002): upward rank, then earliest finish time with insertion.
 
     **What it optimises:** the makespan of the classic model (see the module docstring), greedily.
 
@@ -424,15 +437,9 @@ def heft(graph: OpGraph, system: System, *, cost: CostModel | None = None, rank_
     >>> from hetsched.io.systems import toy_system
     >>> heft(chain(3), toy_system()).phase
     'heft'
-    """
-    return list_schedule(graph, system, priority="upward", selector="eft", loop="static", cost=cost,
-                         rank_comm_average=rank_comm_average, locality=locality,
-                         occupancy_threshold=occupancy_threshold, name="heft")
+    """)
 
-
-def cpop(graph: OpGraph, system: System, *, cost: CostModel | None = None, rank_comm_average: str = "pairs",
-         locality: bool = True, occupancy_threshold: float = 0.9) -> MappingResult:
-    """CPOP (Topcuoglu 2002): priority = upward + downward rank; critical-path ops on the one device
+cpop = _named("cpop", "cpop", "critical_path", "ready", """CPOP (Topcuoglu 2002): priority = upward + downward rank; critical-path ops on the one device
     that runs the whole path fastest, others by earliest finish time.
 
     **What it optimises:** the makespan of the classic model, keeping the critical path on one device.
@@ -441,15 +448,9 @@ def cpop(graph: OpGraph, system: System, *, cost: CostModel | None = None, rank_
     >>> from hetsched.io.systems import toy_system
     >>> cpop(chain(3), toy_system()).phase
     'cpop'
-    """
-    return list_schedule(graph, system, priority="cpop", selector="critical_path", loop="ready", cost=cost,
-                         rank_comm_average=rank_comm_average, locality=locality,
-                         occupancy_threshold=occupancy_threshold, name="cpop")
+    """)
 
-
-def peft(graph: OpGraph, system: System, *, cost: CostModel | None = None, rank_comm_average: str = "pairs",
-         locality: bool = True, occupancy_threshold: float = 0.9) -> MappingResult:
-    """PEFT (Arabnejad & Barbosa 2014): rank = mean optimistic cost; device = min EFT + OCT.
+peft = _named("peft", "oct", "oeft", "ready", """PEFT (Arabnejad & Barbosa 2014): rank = mean optimistic cost; device = min EFT + OCT.
 
     **What it optimises:** the makespan of the classic model, looking one step ahead with the OCT.
 
@@ -457,7 +458,4 @@ def peft(graph: OpGraph, system: System, *, cost: CostModel | None = None, rank_
     >>> from hetsched.io.systems import toy_system
     >>> peft(chain(3), toy_system()).phase
     'peft'
-    """
-    return list_schedule(graph, system, priority="oct", selector="oeft", loop="ready", cost=cost,
-                         rank_comm_average=rank_comm_average, locality=locality,
-                         occupancy_threshold=occupancy_threshold, name="peft")
+    """)

@@ -171,7 +171,9 @@ def comparison_row(result: MappingResult, label: str, *, optimises: str = "", ru
     the evaluator's model, not a new mapping (each mapper decided under the round-trip model).
     Memory is not checked in that what-if (kept tensors hold device memory until their last
     reader); ``peak_mem_frac`` (> 1: the mapping would not fit) says whether it would fit.
-    Extra keys: ``peak_mem_frac``, ``keep_tensors_resident`` and, for the ILP, ``bound_s`` and ``gap``.
+    Extra keys: ``peak_mem_frac``, ``keep_tensors_resident`` and, for a mapper that ran a solver (the
+    ILP), ``bound_s`` and ``gap`` (its :class:`~hetsched.results.SolverRun`'s ``bound`` and ``gap``;
+    NaN when it has none).
     """
     m = result.metrics
     if keep_tensors_resident:
@@ -180,9 +182,9 @@ def comparison_row(result: MappingResult, label: str, *, optimises: str = "", ru
                      keep_tensors_resident=True).metrics
     row = {"label": label, "makespan_s": m["makespan_s"], "total_latency_s": m["total_latency_s"],
            "energy_J": m["energy_J"], "bytes_moved": m["bytes_moved"], "runtime_s": runtime_s, "optimises": optimises,
-           "status": str(result.params.get("status", "")), "peak_mem_frac": m.get("peak_mem_frac", float("nan")),
+           "status": result.status, "peak_mem_frac": m.get("peak_mem_frac", float("nan")),
            "keep_tensors_resident": keep_tensors_resident}
-    for k in ("bound_s", "gap"):
-        if k in result.metrics:
-            row[k] = result.metrics[k]
+    if result.ilp is not None:  # what the solver proved, for the mapping as it returned it
+        row["bound_s"] = result.ilp.bound if result.ilp.bound is not None else float("nan")
+        row["gap"] = result.ilp.gap if result.ilp.gap is not None else float("nan")
     return row

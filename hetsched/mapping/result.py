@@ -23,7 +23,7 @@ from ..cost import CostModel
 from ..errors import CapacityError
 from ..evaluate import Evaluation, Placement, evaluate
 from ..graph import OpGraph
-from ..results import Result, Step, StepLog
+from ..results import Result, SolverRun, Step, StepLog
 from ..system import System
 from .engine import Ctx, State
 
@@ -45,6 +45,12 @@ class MappingResult(Result):
         schedulers (HEFT, CPOP, PEFT) set their own.
     phase : str
         Which function produced it (``compute_first``, ``locality``, ``remap``, ``h2h``, ``heft``...).
+    status : str
+        What the result claims about its mapping, for a mapper that ran a solver
+        (:func:`~hetsched.mapping.map_ilp`: ``optimal``, ``feasible`` or ``fallback``); ``""`` otherwise.
+    ilp : SolverRun or None
+        What the solver said, for a mapper that ran one (:class:`~hetsched.results.SolverRun`:
+        status, bound, gap, the solver's own objective, size, build and solve time).
 
     ``initial_state`` is ``{"device": {}, "weights_resident": frozenset(), "tensors_resident": frozenset()}``
     for mappers that start from nothing; ``replay(k)`` rebuilds the state after step ``k`` (apply
@@ -57,6 +63,8 @@ class MappingResult(Result):
     cost: CostModel | None = None
     order: Sequence[str] | None = None
     phase: str = ""
+    status: str = ""
+    ilp: SolverRun | None = None
 
     # replay(k): {"device": {...}, "weights_resident": frozenset, "tensors_resident": frozenset}
     def _replay_start(self) -> State:

@@ -168,6 +168,61 @@ class BudgetTimeout(Exception):
         self.visited = visited
 
 
+def _dfs(first: list, target: int, grow, dead: set, stats: dict | None, deadline: float | None,
+         max_moves: int | None) -> list[int] | None:
+    """The depth-first search both directions run: over sets of ops, from ``first`` to ``target``.
+
+    A frame is ``[state, kids, next kid, data]`` (``data``: the direction's own fields); a kid is a
+    tuple whose second item is the op it moves (its first is the sort key), so the next state is
+    ``state ^ (1 << v)`` (an op added going forward, removed going backward). ``grow(state, data,
+    kid, v, state2)`` gives the next frame, or ``None`` when its bound proves ``state2`` dead. A state whose
+    kids all fail is dead; ``dead`` keeps every dead state (a state's fate depends on it alone).
+    Returns the ops moved, in the order moved, or ``None`` when ``first`` is dead.
+    """
+    path: list[int] = []
+    stack = [first]
+    n_vis = 0
+    tick = 0
+    moves_done = 0
+    while stack:
+        fr_ = stack[-1]
+        S, kids, i, data = fr_
+        if S == target:
+            if stats is not None:
+                stats.update(visited=n_vis, dead=len(dead))
+            return path
+        if i >= len(kids):
+            dead.add(S)
+            stack.pop()
+            if path:
+                path.pop()
+            continue
+        fr_[2] = i + 1
+        kid = kids[i]
+        v = kid[1]
+        S2 = S ^ (1 << v)
+        if S2 in dead:
+            continue
+        tick += 1
+        if tick >= 256:
+            tick = 0
+            moves_done += 256
+            if max_moves is not None and moves_done > max_moves:
+                raise BudgetTimeout(n_vis)
+            if deadline is not None and time.perf_counter() > deadline:
+                raise BudgetTimeout(n_vis)
+        nxt = grow(S, data, kid, v, S2)
+        if nxt is None:
+            dead.add(S2)
+            continue
+        n_vis += 1
+        path.append(v)
+        stack.append(nxt)
+    if stats is not None:
+        stats.update(visited=n_vis, dead=len(dead))
+    return None
+
+
 def feasible(
     m: Mem,
     budget: int,
@@ -211,60 +266,27 @@ def feasible(
     if seg_mask and int((acc0 + iom0).max()) > B:
         return None
     ready0 = tuple(v for v in range(n) if (seg_mask >> v) & 1 and not (pred_mask[v] & ~start))
-    if dead is None:
-        dead = set()
-    path: list[int] = []
-    # stack frames: [S, mem, ready, acc, iom, children list, next child index]
-    stack: list[list] = []
-    n_vis = 0
-    tick = 0
-    moves_done = 0
 
     def expand(S: int, mem: int, ready: tuple) -> list:
-        # budgeted free move
+        """The moves from ``S``: ``(live bytes after, v)``, fewest first, or the one budgeted free move."""
         for v in ready:
             if mem + out_all[v] <= B:
                 kept = out_kept[v]
                 if kept <= 0:
-                    return [v]
+                    return [(0, v)]
                 S2 = S | (1 << v)
                 fr = 0
                 for um, sz, _s in freeable[v]:
                     if not (um & ~S2):
                         fr += sz
                 if kept <= fr:
-                    return [v]
+                    return [(0, v)]
         kids = [(mem + out_kept[v], v) for v in ready if mem + out_all[v] <= B]
         kids.sort()
-        return [v for _k, v in kids]
+        return kids
 
-    stack.append([start, mem0, ready0, acc0, iom0, expand(start, mem0, ready0), 0])
-    while stack:
-        fr_ = stack[-1]
-        S, mem, ready, acc, iom, kids, i = fr_
-        if S == goal:
-            if stats is not None:
-                stats.update(visited=n_vis, dead=len(dead))
-            return path[:]
-        if i >= len(kids):
-            dead.add(S)
-            stack.pop()
-            if path:
-                path.pop()
-            continue
-        fr_[6] = i + 1
-        v = kids[i]
-        S2 = S | (1 << v)
-        if S2 in dead:
-            continue
-        tick += 1
-        if tick >= 256:
-            tick = 0
-            moves_done += 256
-            if max_moves is not None and moves_done > max_moves:
-                raise BudgetTimeout(n_vis)
-            if deadline is not None and time.perf_counter() > deadline:
-                raise BudgetTimeout(n_vis)
+    def grow(_S: int, data: tuple, _kid: tuple, v: int, S2: int) -> list | None:
+        mem, ready, acc, iom = data
         fr = 0
         a2 = acc + Drows[v]
         for um, sz, s_ in freeable[v]:
@@ -274,21 +296,17 @@ def feasible(
         nmem = mem + out_kept[v] - fr
         iom2 = iom.copy()
         iom2[v] = NEG
-        if S2 != goal:
-            if int((a2 + iom2).max()) > B:
-                dead.add(S2)
-                continue
-        n_vis += 1
+        if S2 != goal and int((a2 + iom2).max()) > B:
+            return None
         nr = [w for w in ready if w != v]
         for w in succs[v]:
             if (goal >> w) & 1 and not (pred_mask[w] & ~S2):
                 nr.append(w)
         nr_t = tuple(nr)
-        path.append(v)
-        stack.append([S2, nmem, nr_t, a2, iom2, expand(S2, nmem, nr_t), 0])
-    if stats is not None:
-        stats.update(visited=n_vis, dead=len(dead))
-    return None
+        return [S2, expand(S2, nmem, nr_t), 0, (nmem, nr_t, a2, iom2)]
+
+    return _dfs([start, expand(start, mem0, ready0), 0, (mem0, ready0, acc0, iom0)], goal, grow,
+                set() if dead is None else dead, stats, deadline, max_moves)
 
 
 def feasible_back(
@@ -369,40 +387,9 @@ def feasible_back(
         res.sort(key=lambda t: (t[0], t[1]))
         return res
 
-    if dead is None:
-        dead = set()
-    path: list[int] = []
-    rem0 = removable(full)
-    stack: list[list] = [[full, mem0, acc0, iom0, moves(full, mem0, rem0), 0, rem0]]
-    n_vis = 0
-    tick = 0
-    moves_done = 0
-    while stack:
-        fr_ = stack[-1]
-        E, mem, acc, iom, kids, i, rem = fr_
-        if E == start:
-            if stats is not None:
-                stats.update(visited=n_vis, dead=len(dead))
-            return path[::-1]
-        if i >= len(kids):
-            dead.add(E)
-            stack.pop()
-            if path:
-                path.pop()
-            continue
-        fr_[5] = i + 1
-        m2, v, freed = kids[i]
-        E2 = E & ~(1 << v)
-        if E2 in dead:
-            continue
-        tick += 1
-        if tick >= 256:
-            tick = 0
-            moves_done += 256
-            if max_moves is not None and moves_done > max_moves:
-                raise BudgetTimeout(n_vis)
-            if deadline is not None and time.perf_counter() > deadline:
-                raise BudgetTimeout(n_vis)
+    def grow(E: int, data: tuple, kid: tuple, v: int, E2: int) -> list | None:
+        acc, iom, rem = data
+        m2, _v, freed = kid
         a2 = acc.copy()
         for s_, um, is_o in outs[v]:
             a2 -= Cbrows[s_] if (is_o or (um & ~E)) else Xbrows[s_]
@@ -411,20 +398,19 @@ def feasible_back(
         iom2 = iom.copy()
         iom2[v] = NEG
         if E2 != start and int((a2 + iom2).max()) > B:
-            dead.add(E2)
-            continue
-        n_vis += 1
-        path.append(v)
+            return None
         # removable after v: the others, plus v's predecessors in the segment left without a successor
         rem2 = [w for w in rem if w != v]
         for p in preds[v]:
             if (seg_mask >> p) & 1 and not (succ_mask[p] & E2):
                 rem2.append(p)
         rem2.sort()
-        stack.append([E2, m2, a2, iom2, moves(E2, m2, rem2), 0, rem2])
-    if stats is not None:
-        stats.update(visited=n_vis, dead=len(dead))
-    return None
+        return [E2, moves(E2, m2, rem2), 0, (a2, iom2, rem2)]
+
+    rem0 = removable(full)
+    path = _dfs([full, moves(full, mem0, rem0), 0, (acc0, iom0, rem0)], start, grow,
+                set() if dead is None else dead, stats, deadline, max_moves)
+    return None if path is None else path[::-1]
 
 
 def decide(

@@ -34,13 +34,13 @@ import numpy as np
 from ..errors import HetschedError
 from ..graph import OpGraph
 from ..results import SolverRun
+from ..solvers import SOLVERS, pick_solver
 from .model import Mem, OrderResult, check_time_limit, compile_graph, lower_bound, make_result
 from .portfolio import order_portfolio
 
 __all__ = ["order_ilp", "build_ilp", "FORMULATIONS", "SOLVERS"]
 
 FORMULATIONS = ("patent", "cumulative")
-SOLVERS = ("highs", "cbc")
 GRACE_S = 0.3  # time to ship the answer back once the solver's own limit has passed
 
 
@@ -349,15 +349,7 @@ def order_ilp(
     m = compile_graph(graph)
     if formulation not in FORMULATIONS:
         raise HetschedError(f"unknown ILP formulation {formulation!r}; choose one of {FORMULATIONS}", field="formulation")
-    if solver is None:
-        try:
-            import highspy  # noqa: F401
-
-            solver = "highs"
-        except ImportError:  # pragma: no cover
-            solver = "cbc"
-    if solver not in SOLVERS:
-        raise HetschedError(f"unknown solver {solver!r}; choose one of {SOLVERS}", field="solver")
+    solver = pick_solver(solver)
     time_limit_s = check_time_limit(time_limit_s)  # NaN/None/inf would reach the solver and the poll
     lb = lower_bound(graph)
     if isinstance(warm_start, str):
@@ -414,7 +406,7 @@ def order_ilp(
     if info.get("warm_entries"):
         extra["warm_start_entries"] = float(info["warm_entries"])
         params = {**params, "warm_start_status": info.get("warm_status")}
-    facts = dict(gap=info.get("solver_gap"), solve_s=info.get("solve_s"), n_vars=info.get("n_vars"),
+    facts = dict(gap=info.get("solver_gap"), build_s=info.get("build_s"), solve_s=info.get("solve_s"), n_vars=info.get("n_vars"),
                  n_constraints=info.get("n_constraints"))
     proven = info["sol_status"] == pulp.LpSolutionOptimal
     bound = info.get("bound")

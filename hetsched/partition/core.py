@@ -60,13 +60,14 @@ from typing import Any, Iterable, Mapping
 
 from ..errors import HetschedError, UnknownNameError, name_list
 from ..graph import OpGraph
+from ..registry import lookup
 from ..results import StepLog
 from ..system import SupportTable, System
 from .quotient import Quotient, graph_index
 from .buffered import serial_timeline
 from .capacity import check_backend_memory
 from .marking import check_overrides, mark, resolve_table
-from .merging import MERGE_STRATEGIES, MergeContext, Merger, log_not_adjacent, send_small_groups_back
+from .merging import MERGE_STRATEGIES, MergeContext, Merger, send_small_groups_back
 from .result import GroupEdge, PartitionResult, find_cycle_merge
 
 __all__ = ["PartitionResult", "GroupEdge", "MergeContext", "partition_by_support", "MERGE_STRATEGIES", "find_cycle_merge"]
@@ -104,9 +105,10 @@ def partition_by_support(
         ONNX Runtime's CPU provider) and the groups sent back by ``min_group_size``. Without it an
         unsupported op raises :class:`~hetsched.errors.UnsupportedOpError`.
     merge : {"adjacent", "global", None} or callable
-        ``"adjacent"``: the patent's rule; ``"global"``: also non-adjacent same-backend regions
-        when acyclic; ``None`` (or ``"none"``): one launch per op. A callable ``f(ctx)`` gets a
-        :class:`MergeContext` and asks for merges itself (each still cycle-checked and logged).
+        A name from :data:`MERGE_STRATEGIES` (``"adjacent"``: the patent's rule; ``"global"``: also
+        non-adjacent same-backend regions when acyclic; ``None`` or ``"none"``: one launch per op),
+        or a strategy of one's own of the same shape: ``f(ctx)`` gets a :class:`MergeContext` and
+        asks for merges itself (each still cycle-checked and logged), as the named ones do.
     min_group_size : int
         Groups with fewer ops go to ``fallback`` (Torch-TensorRT ``min_block_size``); needs
         ``fallback``. Groups already on the fallback are never moved.
@@ -124,7 +126,7 @@ def partition_by_support(
     UnknownNameError
         An unknown backend in ``enabled``/``overrides``/``fallback``, or an unknown op in ``overrides``.
     HetschedError
-        A bad ``merge`` name, ``min_group_size`` < 1 or > 1 without a fallback, an override that
+        A bad ``merge`` (an :class:`~hetsched.errors.UnknownNameError` listing the strategies), ``min_group_size`` < 1 or > 1 without a fallback, an override that
         pins an op to a backend that does not support it or is disabled.
     CapacityError
         Given a :class:`~hetsched.system.System`: an op whose weights + inputs + outputs exceed its
@@ -171,10 +173,10 @@ def _partition(graph, table_or_system, enabled, overrides, fallback, merge, min_
         if bad:
             raise UnknownNameError(f"enabled names unknown backend(s) {name_list(bad)}; known: {name_list(known)}", device=bad[0])
     en_set = None if en_list is None else set(en_list)
-    custom = callable(merge)
-    key = "none" if merge is None else (getattr(merge, "__name__", "custom") if custom else merge)
-    if not custom and (not isinstance(key, str) or key not in MERGE_STRATEGIES):
-        raise HetschedError(f"unknown merge strategy {merge!r}; choose one of {sorted(MERGE_STRATEGIES)} or None", field="merge")
+    if merge is None:
+        merge = "none"
+    strategy = lookup(MERGE_STRATEGIES, merge, what="merge strategy", field="merge")
+    key = merge if isinstance(merge, str) else getattr(merge, "__name__", "custom")
     if not isinstance(min_group_size, int) or isinstance(min_group_size, bool) or min_group_size < 1:
         raise HetschedError(f"min_group_size must be an integer >= 1, got {min_group_size!r}", field="min_group_size")
     if fallback is not None and fallback not in known_set:
@@ -199,15 +201,10 @@ def _partition(graph, table_or_system, enabled, overrides, fallback, merge, min_
     # ---- 2. aggregation
     q = Quotient(idx, backend)
     m = Merger(q, names, steps, max_tries)
-    if custom:
-        merge(MergeContext(m, idx))
-    else:
-        MERGE_STRATEGIES[key](m, idx.preds, None)
-    if key == "adjacent":
-        log_not_adjacent(m)
+    strategy(MergeContext(m, idx))
 
     # ---- 3. min_group_size: small islands back to the fallback, then merge those again
-    n_fallback_groups = send_small_groups_back(m, key, fallback, min_group_size) if min_group_size > 1 else 0
+    n_fallback_groups = send_small_groups_back(m, strategy, fallback, min_group_size) if min_group_size > 1 else 0
 
     params = {
         "merge": key,

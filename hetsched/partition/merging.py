@@ -3,8 +3,10 @@
 The merge passes share a :class:`Merger` (the quotient graph, the op names, the step log). Every
 decision is one logged step: merged, or refused (different backend, would create a cycle, not
 adjacent); ``data["outcome"]`` names it (``merged``, ``cycle``, ``different_backend``,
-``not_adjacent``) and a cycle refusal's ``data["via"]`` the group the path runs through. Strategies are chosen by name from :data:`MERGE_STRATEGIES` or passed as a callable that
-gets a :class:`MergeContext`; ``min_group_size`` islands go back to the fallback in
+``not_adjacent``) and a cycle refusal's ``data["via"]`` the group the path runs through.
+Strategies are the house's registry (:mod:`hetsched.registry`): :data:`MERGE_STRATEGIES` maps a
+name to a callable ``f(ctx)`` on a :class:`MergeContext`, and a strategy of one's own is a callable
+of the same shape, called the same way; ``min_group_size`` islands go back to the fallback in
 :func:`send_small_groups_back`.
 """
 
@@ -78,11 +80,7 @@ class Merger:
         self.n_cycle += 1
 
 
-def _merge_none(ctx: Merger, pred_lists: list[list[int]], backends: list[str] | None) -> None:
-    """Per-op launch: no aggregation at all (the baseline the patent improves on)."""
-
-
-def _merge_adjacent(ctx: Merger, pred_lists: list[list[int]], backends: list[str] | None) -> None:
+def _adjacent_pass(ctx: Merger, pred_lists: list[list[int]]) -> None:
     """The patent's minimal-neighbourhood rule: merge connected same-backend ops, in topological order.
 
     Each op edge ``p -> v`` is one decision: merged, already together (not logged), different
@@ -154,17 +152,6 @@ def log_not_adjacent(ctx: Merger) -> None:
                 {}, {"groups": (names[first[b]], names[x]), "backend": b, "mode": "adjacent", "outcome": "not_adjacent"},
             )
         )
-
-
-def _merge_global(ctx: Merger, pred_lists: list[list[int]], backends: list[str] | None) -> None:
-    """Adjacent merging, then join non-adjacent same-backend groups when no cycle results.
-
-    Groups are visited in the order of their first op; each tries the ``max_tries`` most recent open groups
-    of its backend (newest first) and joins the first one that creates no cycle. Greedy: finding
-    the fewest acyclic groups is a hard combinatorial problem; this is what torch.fx and TVM do too.
-    """
-    _merge_adjacent(ctx, pred_lists, backends)
-    _global_pass(ctx, backends)
 
 
 def _global_pass(ctx: Merger, backends: Iterable[str] | None) -> None:
@@ -264,16 +251,45 @@ class MergeContext:
         return self._ctx.attempt(a, b, subject or f"{op_a}+{op_b}", "custom") is not None
 
 
-MERGE_STRATEGIES: dict[str, Callable[..., None]] = {
-    "none": _merge_none,
-    "adjacent": _merge_adjacent,
-    "global": _merge_global,
+def merge_none(ctx: MergeContext) -> None:
+    """One launch per op: no aggregation at all (the baseline the patent improves on)."""
+
+
+def merge_adjacent(ctx: MergeContext) -> None:
+    """Adjacent (the patent): merge connected same-backend ops in topological order, never across
+    another backend's op nor into a cycle (paragraph 47's minimal-neighbourhood rule).
+
+    Then one ``not_adjacent`` step per same-backend group left apart with no neighbour of its backend.
+    """
+    _adjacent_pass(ctx._ctx, ctx._idx.preds)
+    log_not_adjacent(ctx._ctx)
+
+
+def merge_global(ctx: MergeContext) -> None:
+    """Global: adjacent merging, then non-adjacent same-backend groups join when no cycle results.
+
+    Groups are visited in the order of their first op; each tries the ``max_tries`` most recent open groups
+    of its backend (newest first) and joins the first one that creates no cycle. Greedy: finding
+    the fewest acyclic groups is a hard combinatorial problem; this is what torch.fx and TVM do too.
+    """
+    _adjacent_pass(ctx._ctx, ctx._idx.preds)
+    _global_pass(ctx._ctx, None)
+
+
+#: name -> strategy ``f(ctx)`` on a :class:`MergeContext` (:func:`hetsched.registry.lookup`): a
+#: callable of the same shape may be passed wherever a name is
+MERGE_STRATEGIES: dict[str, Callable[[MergeContext], None]] = {
+    "adjacent": merge_adjacent,
+    "global": merge_global,
+    "none": merge_none,
 }
 
 
-def send_small_groups_back(m: "Merger", key: str, fallback: str, min_group_size: int) -> int:
+def send_small_groups_back(m: "Merger", strategy: Callable[[MergeContext], None], fallback: str,
+                           min_group_size: int) -> int:
     """``min_group_size``: groups of fewer ops go to the fallback (Torch-TensorRT's ``min_block_size``),
-    then the fallback's groups merge again under the same strategy. Returns how many groups moved."""
+    then the fallback's groups merge again under the same ``strategy`` (with their neighbours; a
+    global strategy also across). Returns how many groups moved."""
     q, names, steps = m.q, m.names, m.steps
     n_fallback_groups = 0
     moved: list[int] = []
@@ -292,7 +308,7 @@ def send_small_groups_back(m: "Merger", key: str, fallback: str, min_group_size:
             )
         )
         n_fallback_groups += 1
-    if moved and key != "none":
+    if moved and strategy is not merge_none:
         for x0 in moved:
             x = q.owner[x0]
             for y0 in list(q.pred[x]) + list(q.succ[x]):
@@ -301,6 +317,6 @@ def send_small_groups_back(m: "Merger", key: str, fallback: str, min_group_size:
                 if y == x or q.backend[y] != fallback:
                     continue
                 m.attempt(x, y, f"{names[x]}+{names[y]}", "after-fallback")
-        if key == "global":
+        if strategy is merge_global:
             _global_pass(m, [fallback])
     return n_fallback_groups

@@ -7,7 +7,10 @@ simulated as it runs: :mod:`.lockstep`) and the schedules around it: GPipe, 1F1B
 interleaved 1F1B with four grouping policies (the patent's by default), interleaved FthenB, ZB-H1,
 ZB-H2, ZB-V, interleaved zero bubble (ZB1P) and DualPipeV (every torch 2.13 schedule, equal to
 torch's order). :func:`split_stages` / :func:`stage_costs` price a training graph's stages on the
-devices of a system; :func:`simulate_model` runs a schedule on such a split.
+devices of a system; :func:`simulate_model` runs a schedule on such a split. :func:`synthesize` finds
+the best schedule for given stage costs and memory caps (list scheduling, local search, an exact
+MILP; never slower than the named schedules), measured against :func:`lower_bound`;
+:func:`compare_synthesis` puts it beside every named schedule.
 
 >>> from hetsched import pipeline as pp
 >>> s = pp.interleaved_1f1b(4, 2, 10)            # the patent's grouping: [6, 4]
@@ -50,6 +53,9 @@ from .schedules import (
 from .simulate import P2P, PipelineResult, StageCosts, simulate, timeline_deps
 from .stages import DEFAULT_MODEL, ModelRun, StageSplit, default_devices, exhaustive_split, simulate_model, split_stages, stage_costs
 from .validate import dependencies, validate
+from .problem import bound_terms, lower_bound
+from .synth import SynthesisResult, exhaustive_synthesis, named_schedules, synthesize
+from .synth_compare import compare_synthesis, model_costs
 from .params import PARAMS  # what a panel can offer the user, declared as data (a ParamSpec)
 
 __all__ = [
@@ -64,4 +70,6 @@ __all__ = [
     "cache_trace", "patent_parameters", "patent_queues", "compare", "send_interval", "peak_in_flight",
     "to_torch_csv", "from_torch_csv", "to_chrome_trace",
     "stage_costs", "split_stages", "exhaustive_split", "StageSplit", "simulate_model", "ModelRun", "default_devices", "DEFAULT_MODEL",
+    "synthesize", "SynthesisResult", "exhaustive_synthesis", "named_schedules", "lower_bound", "bound_terms",
+    "compare_synthesis", "model_costs",
 ]

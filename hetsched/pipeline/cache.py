@@ -114,23 +114,35 @@ def cache_trace(schedule: Schedule, design: str = "sender") -> pd.DataFrame:
     return df.sort_values(["step", "rank", "direction"], kind="stable").reset_index(drop=True)
 
 
-def peak_in_flight(schedule: Schedule) -> np.ndarray:
+def peak_in_flight(schedule: Schedule, held_bytes: np.ndarray | None = None) -> np.ndarray:
     """Per rank, the most micro-batch chunks whose forward ran and whose backward has not (list order).
 
-    An activation is freed by ``B``, or by ``W`` when the backward is split.
+    An activation is freed by ``B``, or by ``W`` when the backward is split. With ``held_bytes``
+    (one value per global stage: what a rank holds per in-flight micro-batch of the stage,
+    ``StageCosts.arrays(...)["held"]``) the peak is in bytes instead: the per-rank activation
+    memory a memory cap bounds (:func:`~hetsched.pipeline.synthesize`); it equals the simulator's
+    ``peak_activation_bytes`` per rank, since a rank runs one action at a time.
 
     >>> from hetsched.pipeline import gpipe, one_f_one_b
     >>> peak_in_flight(gpipe(3, 4)).tolist(), peak_in_flight(one_f_one_b(3, 4)).tolist()
     ([4, 4, 4], [3, 2, 1])
+    >>> peak_in_flight(one_f_one_b(3, 4), held_bytes=[1e6, 2e6, 4e6]).tolist()
+    [3000000.0, 4000000.0, 4000000.0]
     """
     s = schedule
     kd = s.kind
     delta = np.where(kd == F, 1, np.where((kd == B) | (kd == W), -1, 0)).astype(np.int64)
     out = np.zeros(s.p, np.int64)
+    if held_bytes is not None:
+        held = np.asarray(held_bytes, float)
+        if held.shape != (s.n_stages,):
+            raise ScheduleError(f"held_bytes needs one value per global stage ({s.n_stages}), got shape {held.shape}", field="held_bytes")
+        delta = delta * held[s.stage]
+        out = np.zeros(s.p)
     for r in range(s.p):
         sl = s.rank_slice(r)
         if sl.stop > sl.start:
-            out[r] = int(np.cumsum(delta[sl]).max())
+            out[r] = np.cumsum(delta[sl]).max()
     return out
 
 

@@ -22,6 +22,7 @@ import csv
 import io
 import re
 from pathlib import Path
+from typing import Any
 
 from ..errors import FormatError, ScheduleError
 from ..timeline import to_chrome_trace as _trace
@@ -31,8 +32,13 @@ from .ir import Action, Schedule, stage_to_rank_map
 __all__ = ["to_torch_csv", "from_torch_csv", "to_chrome_trace"]
 
 
-def to_torch_csv(schedule: Schedule, path: str | Path | None = None, *, padded: bool = False) -> str:
+def to_torch_csv(schedule: Schedule | Any, path: str | Path | None = None, *, padded: bool = False) -> str:
     """Compute-only CSV (one row per rank); written to ``path`` when given, returned either way.
+
+    ``schedule`` may also be a result holding one (a :class:`~hetsched.pipeline.PipelineResult`, e.g.
+    :func:`~hetsched.pipeline.synthesize`'s): torch's ``_PipelineScheduleRuntime._load_csv`` loads
+    it, lowers it to sends and receives and runs it (``tests/test_pipeline_synth_torch.py`` runs
+    synthesized schedules on 2 and 4 gloo ranks).
 
     ``padded=True`` inserts empty cells so that column ``t`` is the unit-step grid step ``t`` (as
     torch's own ``pipeline_order`` does); torch reads both. Overlapped pairs
@@ -43,6 +49,10 @@ def to_torch_csv(schedule: Schedule, path: str | Path | None = None, *, padded: 
     >>> to_torch_csv(one_f_one_b(2, 2), padded=True).splitlines()
     ['0F0,0F1,,0B0,,0B1', ',1F0,1B0,1F1,1B1']
     """
+    if not isinstance(schedule, Schedule) and isinstance(getattr(schedule, "schedule", None), Schedule):
+        schedule = schedule.schedule
+    if not isinstance(schedule, Schedule):
+        raise ScheduleError(f"to_torch_csv needs a Schedule or a result holding one, got {type(schedule).__name__}", field="schedule")
     rows = []
     if padded:
         steps, _ = unit_steps(schedule)

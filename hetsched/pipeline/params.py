@@ -13,6 +13,10 @@ The defaults are a panel's: the patent's interleaved 1F1B with 10 micro-batches 
 p = 4, so the patent's first group of p + r micro-batches shows), where
 :func:`~hetsched.pipeline.simulate_model` defaults to plain 1F1B with m = 16.
 
+``method``, ``memory_cap`` (``None``, ``"schedule_a"``: each rank's peak under the panel's schedule
+A, or ``"bytes"``: ``memory_cap_bytes`` on every rank), ``time_limit_s`` and ``split_backward`` are
+:func:`~hetsched.pipeline.synthesize`'s inputs; ``"exhaustive"`` is not offered (tiny instances only).
+
 >>> PARAMS["m"].bounds_text(), PARAMS["f_s"].shown(PARAMS["f_s"].default)
 ('1 to 256', '1 ms')
 >>> PARAMS.check({"p": 1})
@@ -27,7 +31,11 @@ from ..params import Param, ParamSpec
 from .schedules import GROUPINGS, SCHEDULES
 from .stages import DEFAULT_MODEL
 
-__all__ = ["PARAMS"]
+__all__ = ["PARAMS", "SYNTH_FOLLOW_MAX_S"]
+
+#: a panel's synthesis follows each change of its inputs only while the heuristic answered within this
+#: many seconds; a longer one (a big p x m) waits for the user's click, so a change never waits on it
+SYNTH_FOLLOW_MAX_S = 2.0
 
 _MS = (1e3, "ms")
 
@@ -59,4 +67,16 @@ PARAMS = ParamSpec([
           help="PaddlePaddle's blocking exchange, as the patent runs: a send waits for its receive"),
     Param("cache", "choice", "sender", label="cache queue", options=("sender", "receiver", None),
           help="where early outputs wait: the sender's cache queue (the patent's), receive buffers, or none"),
+    # schedule synthesis (synthesize): the search's own inputs; p, v, m and the costs are the ones above
+    Param("method", "choice", "heuristic", label="search", options=("heuristic", "auto", "milp"),
+          help="heuristic: list scheduling and local search (about a second); milp: also the exact MILP, which runs "
+               "until it proves the optimum or the time limit ends; auto: the MILP on small instances only"),
+    Param("memory_cap", "choice", None, label="memory cap per rank", options=(None, "schedule_a", "bytes"),
+          help="no cap, what schedule A holds on each rank at its peak, or the same number of bytes on every rank"),
+    Param("memory_cap_bytes", "float", 2.0**30, label="memory cap", min=0.0, min_open=True, unit="B", display=(2**-20, "MiB"),
+          help="activation memory each rank may hold (memory cap 'bytes')"),
+    Param("time_limit_s", "float", 10.0, label="time limit", min=0.0, min_open=True, max=600.0, step=1.0, unit="s",
+          help="wall-clock budget of the whole search; the MILP gets what the heuristic leaves"),
+    Param("split_backward", "bool", True, label="split backward (I + W)",
+          help="search orders of input-gradient (I) and weight-gradient (W) backwards, zero-bubble style, instead of full B"),
 ])

@@ -64,7 +64,7 @@ from .costs import P2P, StageCosts
 from .deps import checked_dependencies, walk
 from .ir import B, F, I, KINDS, W, Schedule, action_phases
 
-__all__ = ["StageCosts", "P2P", "PipelineResult", "simulate", "timeline_deps", "CACHE_DESIGNS"]
+__all__ = ["StageCosts", "P2P", "PipelineResult", "simulate", "price_actions", "timeline_deps", "CACHE_DESIGNS"]
 
 CACHE_DESIGNS = (None, "sender", "receiver")
 #: Above this many actions the timeline carries no ``flow`` ids (they cost a string per row).
@@ -341,6 +341,36 @@ def _message_times(s: Schedule, c: dict[str, np.ndarray], link: P2P, src: np.nda
     return nbytes, np.asarray(tt, float) + link.overhead_s
 
 
+def price_actions(s: Schedule, c: dict[str, np.ndarray], link: P2P) -> tuple[np.ndarray, ...]:
+    """What every action of ``s`` costs in the simulator's model of time (the one pricing of the house).
+
+    ``c`` is ``StageCosts.arrays(...)`` for ``s``. Returns ``(dep, dur, src, dst, nbytes, tt)``: the
+    producer of each action's input (``-1``: none), each action's duration (its stage's time plus
+    overhead), and per cross-rank message its producer ``src``, consumer ``dst``, bytes and transfer
+    time (link time plus ``P2P.overhead_s``). :func:`simulate` and the schedule synthesis
+    (:mod:`.synth`) both price actions here, so they cannot disagree.
+
+    >>> from hetsched.pipeline import one_f_one_b
+    >>> s = one_f_one_b(2, 1)
+    >>> dep, dur, src, dst, nbytes, tt = price_actions(s, StageCosts(f_s=1, b_s=2, activation_bytes=8).arrays(2), P2P(latency_s=0.5))
+    >>> dur.tolist(), dst.tolist(), tt.tolist()
+    ([1.0, 2.0, 1.0, 2.0], [1, 2], [0.5, 0.5])
+    """
+    dep = checked_dependencies(s)
+    n = s.n_actions
+    st64 = s.stage.astype(np.int64)
+    kd = s.kind
+    rank = s.rank
+    dur = np.select([kd == F, kd == B, kd == I, kd == W], [c["F"][st64], c["B"][st64], c["I"][st64], c["W"][st64]]) + c["overhead"][st64]
+    has = dep >= 0
+    cross = np.zeros(n, bool)
+    cross[has] = rank[dep[has]] != rank[has]
+    dst = np.flatnonzero(cross)
+    src = dep[dst]
+    nbytes, tt = _message_times(s, c, link, src, dst)
+    return dep, dur, src, dst, nbytes, tt
+
+
 def simulate(schedule: Schedule, *, costs: StageCosts | Mapping | None = None, comm: P2P | Mapping | None = None, cache: str | None = None, timeline: bool = True) -> PipelineResult:
     """Simulate ``schedule`` and return a :class:`PipelineResult`.
 
@@ -385,18 +415,12 @@ def simulate(schedule: Schedule, *, costs: StageCosts | Mapping | None = None, c
             f"{s.stage_to_rank.tolist()}: price them for this schedule (stage_costs(..., schedule=...))", field="costs")
     if ("send" in c or "grad_send" in c) and link.priced:
         raise ScheduleError("the costs carry link times priced from a system; do not also give comm latency/bandwidth", field="comm")
-    dep = checked_dependencies(s)
+    dep, dur, src, dst, nbytes, tt = price_actions(s, c, link)
     n = s.n_actions
     st64 = s.stage.astype(np.int64)
     kd = s.kind
     rank = s.rank
-    dur = np.select([kd == F, kd == B, kd == I, kd == W], [c["F"][st64], c["B"][st64], c["I"][st64], c["W"][st64]]) + c["overhead"][st64]
     has = dep >= 0
-    cross = np.zeros(n, bool)
-    cross[has] = rank[dep[has]] != rank[has]
-    dst = np.flatnonzero(cross)
-    src = dep[dst]
-    nbytes, tt = _message_times(s, c, link, src, dst)
     blocked = np.zeros(len(src))
     if link.lockstep:
         from .lockstep import lower, run

@@ -949,29 +949,16 @@ def block_layout(graph, blocks: Mapping[str, str] | None = None, expanded: Itera
     >>> "block:s0b1" in lay.nodes, "block:s0b0" in lay.nodes, lay.node_of["s0b1.conv1"]
     (True, False, 'block:s0b1')
     """
-    from ..blocks import op_blocks
+    from ..blocks import block_graph, op_blocks
 
     blocks = dict(blocks) if blocks is not None else op_blocks(graph)
     open_ = set(expanded)
     node_of = {o: (f"op:{o}" if blocks[o] in open_ else f"block:{blocks[o]}") for o in graph.ops}
-    order = graph.topological_order()
-    members: dict[str, list[str]] = {}
-    for o in order:
-        members.setdefault(node_of[o], []).append(o)
-    dg = nx.DiGraph()
-    dg.add_nodes_from(members)
-    for t in graph.tensors.values():
-        if t.producer is None:
-            continue
-        a = node_of[t.producer]
-        for c in t.consumers:
-            b = node_of[c]
-            if a != b:
-                dg.add_edge(a, b)
+    dg = block_graph(graph, node_of)  # nodes in the order of their first op, each with its ops
+    members: dict[str, list[str]] = {n: d["ops"] for n, d in dg.nodes(data=True)}
     if nx.is_directed_acyclic_graph(dg):
         gens = list(nx.topological_generations(dg))
-        at = {o: i for i, o in enumerate(order)}
-        first = {n: at[ops[0]] for n, ops in members.items()}  # within a column: in op order
+        first = {n: d["first"] for n, d in dg.nodes(data=True)}  # within a column: in op order
         pos = {}
         for gi, gen in enumerate(gens):
             gen = sorted(gen, key=first.__getitem__)

@@ -16,9 +16,14 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import sequential
 
-from .core import IDLE, KIND_COLORS, MAX_BARS, figure_from_dicts, legend_below, legend_height_px, time_unit, title_text
+from .core import (IDLE, KIND_COLORS, MAX_BARS, NEUTRAL, PALETTE, bytes_unit, figure_from_dicts, legend_below, legend_height_px,
+                   time_unit, title_text)
 
-__all__ = ["schedule_grid", "cache_depth", "patent_queue_figure", "schedule_gantt", "stage_costs_figure", "ACTION_COLORS", "MAX_SEGMENTS"]
+__all__ = ["schedule_grid", "cache_depth", "patent_queue_figure", "schedule_gantt", "stage_costs_figure", "synthesis_bars",
+           "rank_memory_figure", "ACTION_COLORS", "MAX_SEGMENTS", "SYNTH_COLOR"]
+
+#: The synthesized schedule's colour in a comparison (the house's highlight, vermillion).
+SYNTH_COLOR = "#D55E00"
 
 #: One colour per action kind, the house's (:data:`hetsched.plot.core.KIND_COLORS`, far apart): forward
 #: blue, full backward vermillion, input gradient wine, weight gradient bluish green; idle time is the
@@ -377,4 +382,95 @@ def stage_costs_figure(split, *, title: str | None = None) -> go.Figure:
                   yaxis=dict(title=title_text(f"time per micro-batch ({unit})")),
                   title=title_text(title or f"{split.params.get('graph', '')}: {len(ps)} stages, bottleneck {b:.4g} {unit}"),
                   shapes=[dict(type="line", xref="x domain", x0=0, x1=1, yref="y", y0=b, y1=b, line=dict(color="#D00000", dash="dot"))])
+    return figure_from_dicts(data, layout)
+
+
+def synthesis_bars(table: pd.DataFrame, *, title: str | None = None) -> go.Figure:
+    """Makespan of every schedule of a synthesis comparison
+    (:func:`~hetsched.pipeline.compare_synthesis`: named rows, the synthesized row, the bound row),
+    fastest on top (the synthesized one first among equals), with the lower bound as a dashed line: how far each is from the best possible.
+
+    The synthesized bar is vermillion, named schedules blue, those above the memory cap
+    (``fits_cap`` false) grey and marked; each bar says how much slower than the synthesized one it is.
+
+    >>> from hetsched.pipeline import compare_synthesis
+    >>> fig = synthesis_bars(compare_synthesis({"F": [1.0, 2.0], "B": [2.0, 4.0]}, p=2, m=4))
+    >>> fig.data[0].orientation, list(fig.data[0].y)[:1], fig.layout.shapes[0].line.dash
+    ('h', ['synthesized'], 'dash')
+    """
+    rows = table[table["kind"] != "bound"]
+    # fastest first; the synthesized one first among equals (it is the one the others are measured by)
+    rows = rows.iloc[np.lexsort(((rows["kind"] != "synthesized").to_numpy(), rows["makespan_s"].to_numpy(float)))]
+    bound_row = table[table["kind"] == "bound"]
+    bound = float(bound_row["makespan_s"].iloc[0]) if len(bound_row) else None
+    span = float(rows["makespan_s"].max()) if len(rows) else (bound or 0.0)
+    unit, f = time_unit(span)
+    fits = [x is not False and x is not np.False_ for x in rows.get("fits_cap", pd.Series([True] * len(rows), index=rows.index))]
+    colors, text, hover = [], [], []
+    for kind, ok, vs, mk in zip(rows["kind"], fits, rows["vs_synthesized"], rows["makespan_s"]):
+        colors.append(SYNTH_COLOR if kind == "synthesized" else PALETTE[0] if ok else NEUTRAL)
+        short = f"{mk * f:.4g} {unit}" + ("" if kind == "synthesized" else f" · {vs:+.1%}") + ("" if ok else " · above the cap")
+        text.append(short)
+        hover.append(f"{mk * f:.4g} {unit}" + ("" if kind == "synthesized" else f", {vs:+.1%} vs synthesized")
+                     + ("" if ok else ", above the memory cap"))
+    labels = [str(x) for x in rows["label"]]
+    data = [dict(type="bar", orientation="h", y=labels, x=(rows["makespan_s"] * f).tolist(), marker=dict(color=colors),
+                 text=text, textposition="inside", insidetextanchor="end", textfont=dict(size=12), name="makespan",
+                 showlegend=False, hovertext=[f"{lab}: {t}" for lab, t in zip(labels, hover)], hoverinfo="text")]
+    shapes, notes = [], []
+    if bound is not None:
+        shapes.append(dict(type="line", xref="x", x0=bound * f, x1=bound * f, yref="y domain", y0=0, y1=1,
+                           line=dict(color="#000000", dash="dash", width=2)))
+        notes.append(dict(showarrow=False, text=f"lower bound {bound * f:.4g} {unit}", x=bound * f, xref="x", xanchor="right",
+                          y=1, yref="y domain", yanchor="bottom"))
+    layout = dict(height=max(240, 110 + 30 * len(labels)), bargap=0.2, shapes=shapes, annotations=notes,
+                  uniformtext=dict(minsize=11, mode="show"),
+                  xaxis=dict(title=title_text(f"makespan ({unit})"), rangemode="tozero"),
+                  yaxis=dict(autorange="reversed", automargin=True), margin=dict(l=10, r=10, t=60, b=40),
+                  title=title_text(title or "every schedule on the same costs, and the lower bound"))
+    return figure_from_dicts(data, layout)
+
+
+def rank_memory_figure(table: pd.DataFrame, *, cap_bytes=None, title: str | None = None) -> go.Figure:
+    """Activation memory per rank (``peak_bytes_rank<r>`` of a synthesis comparison): one line per
+    schedule (schedules holding the same on every rank share one), the synthesized one thick and
+    vermillion, the memory cap per rank dashed.
+
+    >>> from hetsched.pipeline import compare_synthesis
+    >>> t = compare_synthesis({"F": 1.0, "B": 2.0, "activation_bytes": 1e6}, p=2, m=4, memory_cap_bytes="1f1b")
+    >>> fig = rank_memory_figure(t, cap_bytes=[2e6, 1e6])
+    >>> [d.name for d in fig.data][-2:], list(fig.data[-1].x)
+    (['synthesized', 'memory cap'], ['rank 0', 'rank 1'])
+    """
+    cols = sorted((c for c in table.columns if str(c).startswith("peak_bytes_rank")), key=lambda c: int(str(c)[15:]))
+    rows = table[table["kind"] != "bound"]
+    caps = None if cap_bytes is None else np.broadcast_to(np.asarray(cap_bytes, float), (len(cols),))
+    finite_caps = caps[np.isfinite(caps)] if caps is not None else np.zeros(0)
+    top = max(float(np.nanmax(rows[cols].to_numpy(float))) if len(rows) and cols else 0.0,
+              float(finite_caps.max()) if len(finite_caps) else 0.0)
+    unit, f = bytes_unit(top)
+    x = [f"rank {str(c)[15:]}" for c in cols]
+    data = []
+    named = rows[rows["kind"] != "synthesized"]
+    # schedules that hold the same memory on every rank (groupings of one schedule) share one line
+    same: dict[tuple, list[str]] = {}
+    for lab, vals in zip(named["label"], named[cols].to_numpy(float)):
+        same.setdefault(tuple(np.round(vals, 6)), []).append(str(lab))
+    for i, (vals, labs) in enumerate(same.items()):
+        name = labs[0] + (f" (and {len(labs) - 1} more)" if len(labs) > 1 else "")
+        data.append(dict(type="scatter", mode="lines+markers", x=x, y=(np.asarray(vals) * f).tolist(), name=name,
+                         line=dict(color=PALETTE[(i + 1) % len(PALETTE)], width=1.5), marker=dict(size=6), opacity=0.8,
+                         hovertext=[", ".join(labs)] * len(x), hoverinfo="text+y"))
+    for lab, vals in zip(rows[rows["kind"] == "synthesized"]["label"], rows[rows["kind"] == "synthesized"][cols].to_numpy(float)):
+        data.append(dict(type="scatter", mode="lines+markers", x=x, y=(vals * f).tolist(), name=str(lab),
+                         line=dict(color=SYNTH_COLOR, width=4), marker=dict(size=9)))
+    if caps is not None and len(finite_caps):
+        data.append(dict(type="scatter", mode="lines", x=x, y=[c * f if np.isfinite(c) else None for c in caps], name="memory cap",
+                         line=dict(color="#000000", dash="dash", width=2, shape="hvh")))
+    names = [d["name"] for d in data]
+    layout = dict(height=300 + legend_height_px(names, width_px=600), legend=legend_below(),
+                  xaxis=dict(title=title_text("rank")), yaxis=dict(title=title_text(f"activation memory at its peak ({unit})"),
+                                                                   rangemode="tozero"),
+                  margin=dict(l=10, r=10, t=60, b=20 + legend_height_px(names, width_px=600)),
+                  title=title_text(title or "memory per rank: the most activations each rank holds at once"))
     return figure_from_dicts(data, layout)

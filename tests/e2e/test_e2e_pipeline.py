@@ -1,7 +1,9 @@
 """PipelinePanel in a real browser (notebook 03's last cell): the walker stands on the patent's
 central step; step clicks move the cursor of both Gantts and the text, each sending < 100 KB;
 jumps (cache change, phase) land where they say; moving m redraws both schedules; a refused value
-shows why and clears on the next valid one; the Chrome trace of the result on screen downloads."""
+shows why and clears on the next valid one; the Chrome trace of the result on screen downloads; *synthesize*
+shows the comparison with the lower bound, its walker steps through the search's decisions, and the
+synthesized schedule downloads as torch's CSV."""
 
 from __future__ import annotations
 
@@ -102,4 +104,29 @@ def test_pipeline_panel_walks_the_patents_cache_queue(voila_page):
     trace = json.loads(Path(dl.value.path()).read_text())
     stages = {int(m.group(1)) for e in trace["traceEvents"] if (m := re.fullmatch(r"(\d+)F\d+", str(e.get("name", ""))))}
     assert max(stages) == 15  # p = 8 ranks x v = 2 chunks: the result on screen
+
+    # the best schedule for this split: synthesize, the comparison with the bound, a step through its decisions
+    synth = panel.locator(".hetsched-synthesis")
+    synth.get_by_role("button", name=re.compile(r"synthesize$")).click()  # (the icon's glyph is part of the name)
+    page.wait_for_function("el => el.querySelectorAll('.js-plotly-plot .main-svg').length >= 3 && "
+                           "el.innerText.includes('Synthesized (heuristic')", arg=synth.element_handle(), timeout=120_000)
+    bars = page.evaluate("el => { const l = el.querySelector('.js-plotly-plot').layout;"
+                         " return [l.annotations.map(a => a.text), l.shapes.map(s => s.line.dash), el.innerText]; }",
+                         synth.element_handle())
+    assert any(t.startswith("lower bound") for t in bars[0]) and "dash" in bars[1]
+    assert re.search(r"makespan [\d.]+ m?s, (proven optimal|not proven optimal: gap [\d.]+% to the lower bound)", bars[2])
+    for row in ("synthesized", "lower bound", "Interleaved 1F1B (paddle)"):
+        assert row in bars[2]
+    n = int(re.search(r"decision (\d+) of \1\b", bars[2]).group(1))  # the walk opens on the result
+    nbytes, _before, after = step_click(page, synth, "◀ prev")
+    assert f"decision {n - 1} of {n}" in after and nbytes < 100_000, f"one synthesis step sent {nbytes} bytes"
+    synth.get_by_role("button", name="named schedules", exact=True).click()
+    page.wait_for_function("el => /decision 2 of \\d+ · named schedules/.test(el.innerText)", arg=synth.element_handle(),
+                           timeout=60_000)
+    synth.get_by_role("button", name=re.compile(r"export for torch")).click()
+    with page.expect_download(timeout=60_000) as dl:
+        synth.locator('a[download$="_torch.csv"]').click()
+    rows = Path(dl.value.path()).read_text().splitlines()
+    assert len(rows) == 8 and all(re.fullmatch(r"(\d+[FIWB]\d+,)*\d+[FIWB]\d+", r) for r in rows)
+    screenshot(synth, "e2e_pipeline_synthesis")
     assert output_errors(page) == []

@@ -102,6 +102,16 @@ def _check(key: str, text: str, legends: list[str], tables: list[list[list[str]]
         assert ta != tb, (a, b)
         assert ta > tb, (a["makespan"], b["makespan"])
         assert max(int(a["most outputs cached at once"]), int(b["most outputs cached at once"])) > 0, (a, b)
+    elif key == "pipeline_synthesis":
+        # the synthesis's comparison: the synthesized order beats every named schedule and meets the bound
+        rows = _table_with(tables, "schedule", "makespan", "vs synthesized", "gap to the bound")
+        syn = _seconds(rows["synthesized"]["makespan"])
+        named = {k: _seconds(r["makespan"]) for k, r in rows.items() if k not in ("synthesized", "lower bound")}
+        assert {"1F1B", "ZB-H1", "ZB-H2"} <= set(named), named
+        assert syn < min(named.values()), (syn, named)
+        assert _seconds(rows["lower bound"]["makespan"]) <= syn
+        # proven optimal: no gap to the bound (the table's number, not the scenario's words)
+        assert rows["synthesized"]["gap to the bound"] == "0.0%", rows["synthesized"]
     elif key == "memory":
         gaps = [float(g) for g in re.findall(r"gap (\d+(?:\.\d+)?)%", text)]
         assert gaps and max(gaps) > 0, text[:400]

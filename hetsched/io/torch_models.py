@@ -1,0 +1,263 @@
+"""Models from torchvision, timm and transformers, built offline with random (or no) weights.
+
+What a user brings to :func:`~hetsched.io.torch_import.load_torch` is usually a model of one of
+these three libraries. This module builds them the way the libraries' own code does, with no hub
+access at run time (``HF_HUB_OFFLINE=1``: a transformers model comes from a config object or a
+``model_type`` and overrides, never from a downloaded checkpoint), and with ``device="meta"`` a
+model of any size takes no memory: a Llama-3-8B-shaped model is built in a fraction of a second
+and :func:`load_torch` traces it with fake tensors.
+
+* :func:`import_torchvision`: PyPI's torchvision wheel carries C ops built for the CUDA build of
+  torch; beside torch's CPU wheel they fail to load, and torchvision's import then dies while
+  registering fake kernels for ops that do not exist (``RuntimeError: operator torchvision::nms
+  does not exist``). transformers and timm import torchvision when it is installed, so the same
+  error breaks them too. This function imports torchvision with those registrations skipped (the
+  models never call the C ops: they are detection ops such as ``nms`` and ``roi_align``) and
+  says which were skipped; every other error is raised as it is.
+* :func:`transformers_model`, :func:`torchvision_model`, :func:`timm_model` build a model;
+  :func:`example_inputs` gives inputs of the right kind for it (token ids, images, decoder ids).
+
+torch and the three libraries are imported inside the functions: this module imports without them.
+
+>>> m = transformers_model("llama", num_hidden_layers=1, hidden_size=32, num_attention_heads=4,
+...                        num_key_value_heads=2, intermediate_size=64, vocab_size=100)
+>>> type(m).__name__, m.config.use_cache
+('LlamaForCausalLM', False)
+>>> args, kwargs = example_inputs(m, seq_len=8)
+>>> sorted(kwargs), tuple(kwargs["input_ids"].shape)
+(['input_ids'], (1, 8))
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from typing import Any, Mapping
+
+from ..errors import HetschedError
+
+__all__ = ["import_torchvision", "transformers_model", "torchvision_model", "timm_model", "example_inputs",
+           "TASKS"]
+
+#: Task name -> the transformers auto class that builds it.
+TASKS: Mapping[str, str] = {
+    "causal_lm": "AutoModelForCausalLM",
+    "seq2seq_lm": "AutoModelForSeq2SeqLM",
+    "masked_lm": "AutoModelForMaskedLM",
+    "sequence_classification": "AutoModelForSequenceClassification",
+    "image_classification": "AutoModelForImageClassification",
+    "base": "AutoModel",
+}
+
+_SKIPPED_FAKE_KERNELS: list[str] = []
+
+
+def import_torchvision():
+    """Import torchvision even where its C ops cannot load (PyPI's wheel beside torch's CPU wheel).
+
+    Registrations of fake kernels for ops that do not exist are skipped (listed in one warning);
+    the models are pure torch and unaffected. Returns the module; ``None`` if torchvision is not
+    installed.
+
+    >>> tv = import_torchvision()
+    >>> tv is None or hasattr(tv, "models")
+    True
+    """
+    if "torchvision" in sys.modules and hasattr(sys.modules["torchvision"], "models"):
+        return sys.modules["torchvision"]
+    import importlib.util
+
+    if importlib.util.find_spec("torchvision") is None:
+        return None
+    import torch.library
+
+    orig = torch.library.register_fake
+
+    def tolerant(op, func=None, /, **kw):
+        def register(fn):
+            try:
+                return orig(op, fn, **kw)
+            except RuntimeError as e:  # only "operator X does not exist": the op's library did not load
+                if "does not exist" not in str(e):
+                    raise
+                _SKIPPED_FAKE_KERNELS.append(str(op))
+                return fn
+
+        return register if func is None else register(func)
+
+    torch.library.register_fake = tolerant
+    try:
+        import torchvision
+    finally:
+        torch.library.register_fake = orig
+    if _SKIPPED_FAKE_KERNELS:
+        warnings.warn(f"torchvision's C ops did not load (a wheel built for another torch); skipped fake kernels "
+                      f"for {', '.join(sorted(set(_SKIPPED_FAKE_KERNELS)))} (detection ops, unused by the models)",
+                      UserWarning, stacklevel=2)
+    return torchvision
+
+
+def _offline() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import_torchvision()  # before transformers: its model modules import torchvision
+
+
+def _device_ctx(device: str):
+    import contextlib
+
+    import torch
+
+    if device not in ("cpu", "meta"):
+        raise HetschedError(f"device must be 'cpu' or 'meta', got {device!r}", field="device")
+    return torch.device("meta") if device == "meta" else contextlib.nullcontext()
+
+
+def transformers_model(config: Any, *, task: str | None = None, device: str = "cpu", seed: int = 0,
+                       dtype: Any = None, use_cache: bool = False, **overrides: Any):
+    """A transformers model from a config object or a ``model_type`` and overrides, offline.
+
+    Parameters
+    ----------
+    config : transformers.PretrainedConfig or str
+        A config, or a ``model_type`` (``"llama"``, ``"gpt2"``, ``"t5"``, ``"mixtral"``...) whose
+        default config the overrides change.
+    task : str, optional
+        A key of :data:`TASKS`; default: a causal LM where the library has one for this model type,
+        else a sequence-to-sequence LM, a masked LM, an image classifier, else the base model.
+    device : {"cpu", "meta"}
+        ``"meta"`` builds without memory (shapes only): any size, for :func:`load_torch`.
+    seed : int
+        Seed of the random weights (``"cpu"``).
+    dtype : torch.dtype, optional
+        Parameter dtype (default float32).
+    use_cache : bool
+        Key/value caches are an inference-server concern; off by default so the traced program
+        returns tensors only.
+    **overrides
+        Config fields (``num_hidden_layers=2``, ``hidden_size=64``...).
+
+    Raises
+    ------
+    HetschedError
+        An unknown model type or task, a field the config does not have.
+    """
+    _offline()
+    import torch
+    import transformers
+
+    if isinstance(config, str):
+        try:
+            cfg = transformers.AutoConfig.for_model(config)
+        except (ValueError, KeyError) as e:
+            raise HetschedError(f"unknown transformers model type {config!r}: {e}", field="model_type") from None
+    else:
+        cfg = config.__class__.from_dict(config.to_dict())
+    for k, v in overrides.items():
+        if not hasattr(cfg, k) and k not in cfg.attribute_map:
+            raise HetschedError(f"{type(cfg).__name__} has no field {k!r}", field=k)
+        setattr(cfg, k, v)
+    if hasattr(cfg, "use_cache"):
+        cfg.use_cache = use_cache
+    auto = _pick_task(cfg, task)
+    torch.manual_seed(seed)
+    kw = {"dtype": dtype} if dtype is not None else {}
+    with _device_ctx(device):
+        m = getattr(transformers, TASKS[auto]).from_config(cfg, **kw)
+    return m.eval()
+
+
+def _pick_task(cfg: Any, task: str | None) -> str:
+    from transformers.models.auto import modeling_auto as ma
+
+    names = {"causal_lm": ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, "seq2seq_lm": ma.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+             "masked_lm": ma.MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+             "sequence_classification": ma.MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES,
+             "image_classification": ma.MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES, "base": ma.MODEL_MAPPING_NAMES}
+    if task is not None:
+        if task not in TASKS:
+            raise HetschedError(f"unknown task {task!r}: one of {', '.join(TASKS)}", field="task")
+        if cfg.model_type not in names[task]:
+            raise HetschedError(f"transformers has no {task} model for {cfg.model_type!r}", field="task")
+        return task
+    for t in ("seq2seq_lm", "causal_lm", "masked_lm", "image_classification", "base"):
+        if cfg.model_type in names[t]:
+            return t
+    raise HetschedError(f"transformers has no model class for {cfg.model_type!r}", field="model_type")
+
+
+def torchvision_model(name: str, *, device: str = "cpu", seed: int = 0, **kwargs: Any):
+    """A torchvision classification model by name (``resnet50``, ``vit_b_16``...), random weights.
+
+    >>> import_torchvision() is None or torchvision_model("squeezenet1_1").__class__.__name__ == "SqueezeNet"
+    True
+    """
+    tv = import_torchvision()
+    if tv is None:
+        raise HetschedError("torchvision is not installed (pip install 'hetsched[test]')", field="source")
+    import torch
+
+    try:
+        ctor = tv.models.get_model_builder(name)
+    except ValueError:
+        raise HetschedError(f"unknown torchvision model {name!r}", field="model") from None
+    torch.manual_seed(seed)
+    with _device_ctx(device):
+        return ctor(weights=None, **kwargs).eval()
+
+
+def timm_model(name: str, *, device: str = "cpu", seed: int = 0, **kwargs: Any):
+    """A timm model by name (``resnet18``, ``vit_tiny_patch16_224``...), random weights, offline.
+
+    >>> timm_model("resnet10t").__class__.__name__
+    'ResNet'
+    """
+    _offline()
+    import timm
+    import torch
+
+    if not timm.is_model(name):
+        raise HetschedError(f"unknown timm model {name!r}", field="model")
+    torch.manual_seed(seed)
+    with _device_ctx(device):
+        return timm.create_model(name, pretrained=False, **kwargs).eval()
+
+
+def example_inputs(model: Any, *, batch: int = 1, seq_len: int = 32, image_size: int | None = None,
+                   device: str | None = None) -> tuple[tuple, dict]:
+    """``(args, kwargs)`` of one call of ``model``: token ids for a language model (and decoder ids
+    for an encoder-decoder), an image batch for a vision model; on the model's device.
+
+    ``image_size`` defaults to the size the model was configured for (a transformers or timm
+    config), else 224.
+    """
+    import torch
+
+    if device is None:
+        p = next(iter(model.parameters()), None)
+        device = p.device.type if p is not None else "cpu"
+    cfg = getattr(model, "config", None)
+    g = torch.Generator().manual_seed(0)
+    if cfg is not None and hasattr(cfg, "to_dict"):  # transformers
+        main = getattr(model, "main_input_name", "input_ids")
+        if main == "pixel_values":
+            size = image_size or _as_int(getattr(cfg, "image_size", None)) or 224
+            ch = getattr(cfg, "num_channels", 3)
+            return (), {"pixel_values": torch.randn(batch, ch, size, size, generator=g).to(device)}
+        vocab = int(getattr(cfg, "vocab_size", 1000) or 1000)
+        ids = torch.randint(0, vocab, (batch, seq_len), generator=g).to(device)
+        kw = {"input_ids": ids}
+        if getattr(cfg, "is_encoder_decoder", False):
+            kw["decoder_input_ids"] = torch.randint(0, vocab, (batch, max(1, seq_len // 2)), generator=g).to(device)
+        return (), kw
+    pcfg = getattr(model, "pretrained_cfg", None) or {}  # timm
+    size = image_size or (pcfg.get("input_size") or (3, 224, 224))[-1]
+    ch = (pcfg.get("input_size") or (3,))[0]
+    return (torch.randn(batch, ch, size, size, generator=g).to(device),), {}
+
+
+def _as_int(v: Any) -> int | None:
+    if isinstance(v, (list, tuple)):
+        v = v[0] if v else None
+    return int(v) if v else None
