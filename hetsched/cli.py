@@ -207,10 +207,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", metavar="REPORT.html", help="write a self-contained HTML report (summary and graph)")
     p.add_argument("--quiet", action="store_true")
 
-    p = sub.add_parser("app", help="serve the dashboard as a web app (Voila; needs hetsched[lab])",
-                       description="Serve the dashboard notebook with Voila, culling the kernels of closed pages. "
-                                   "Other Voila options (--Voila.ip=0.0.0.0, ...) are passed on.")
+    from .launch import DEFAULT_POOL, class_guide
+
+    p = sub.add_parser("app", help="serve the dashboard as a web app, for one user or a class (Voila; needs hetsched[lab])",
+                       description="Serve the dashboard notebook with Voila, with warm kernels ready ahead of demand and "
+                                   "the kernels of closed pages culled. Other Voila options (--Voila.ip=0.0.0.0, ...) are "
+                                   "passed on.", epilog=class_guide())
     _server_args(p)
+    p.add_argument("--pool", type=_nonneg_int, default=DEFAULT_POOL,
+                   help=f"warm kernels kept ready for the next pages (default {DEFAULT_POOL}; a class of 30: 30)")
+    p.add_argument("--max-students", type=_nonneg_int, default=None,
+                   help="most pages served at once; past it a page says the class is full (default: what fits in "
+                        "80%% of the memory available; 0: no limit)")
+    p.add_argument("--cull-after", dest="cull_after_s", type=_nonneg_int, default=None, metavar="SECONDS",
+                   help="an idle student's kernel is shut down after this long (default 300)")
 
     p = sub.add_parser("lab", help="JupyterLab on a copy of the tour notebooks (needs hetsched[lab])",
                        description="Copy the tour notebooks and the dashboard into FOLDER (created if missing; "
@@ -734,7 +744,8 @@ _PRICED = frozenset({"map", "compare", "partition", "executor", "sweep"})
 def _cmd_app(a: argparse.Namespace) -> int:
     from .launch import app
 
-    return app(port=a.port, open_browser=a.open_browser, extra=a.server_args, dry_run=a.dry_run)
+    return app(port=a.port, open_browser=a.open_browser, extra=a.server_args, dry_run=a.dry_run, pool=a.pool,
+               max_students=a.max_students, cull_after_s=a.cull_after_s)
 
 
 def _cmd_lab(a: argparse.Namespace) -> int:

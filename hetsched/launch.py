@@ -16,13 +16,24 @@ which puts the bundled data folder, where the template lies, on ``JUPYTER_PATH``
 of a quiet page is in ``pyproject.toml``: a widget front end built against the same JupyterLab core
 as Voila's page (no "Unsatisfied version" warnings).
 
->>> cmd = app_command(port=8866, open_browser=False)
+>>> cmd = app_command(port=8866, open_browser=False, pool=30, max_students=40)
 >>> cmd[1:3], cmd[3].endswith("dashboard.ipynb"), "--no-browser" in cmd, "--port=8866" in cmd
-(['-m', 'voila'], True, True, True)
+(['-m', 'hetsched.widgets.classroom'], True, True, True)
+>>> [o for o in cmd if "ClassKernelManager" in o]
+['--ClassKernelManager.pool_size=30', '--ClassKernelManager.max_students=40']
 >>> [o.split("=")[0] for o in VOILA_OPTIONS]
 ['--MappingKernelManager.cull_idle_timeout', '--MappingKernelManager.cull_interval', '--VoilaExecutor.iopub_timeout', '--template']
 >>> (template_root() / "voila" / "templates" / TEMPLATE / "index.html.j2").is_file()
 True
+
+Serving a class
+---------------
+``hetsched app`` is Voila with a pool of warm kernels (:mod:`hetsched.widgets.classroom`): ``--pool N``
+kernels run the dashboard's imports and first computations before anyone arrives, so a page opens
+in a second or two, and the pool refills in the background. Each student's page holds one kernel
+(:data:`KERNEL_MB` of memory); ``--max-students`` bounds them (past it a page says the class is
+full), by default to what fits in 80 % of the memory available at start. A link opens the
+dashboard on a scenario, a tab and a layout: ``http://HOST:8866/?scenario=memory&tab=memory&layout=present``.
 """
 
 from __future__ import annotations
@@ -40,8 +51,9 @@ from typing import Mapping, Sequence
 from . import resources
 from .errors import HetschedError
 
-__all__ = ["VOILA_CULL", "VOILA_IOPUB", "VOILA_PAGE", "VOILA_OPTIONS", "TEMPLATE", "template_root", "voila_env", "TOUR", "app_command", "lab_command", "copy_notebooks",
-           "Copied", "app", "lab"]
+__all__ = ["VOILA_CULL", "VOILA_IOPUB", "VOILA_PAGE", "VOILA_OPTIONS", "TEMPLATE", "template_root", "voila_env", "TOUR",
+           "APP_MODULE", "KERNEL_MB", "DEFAULT_POOL", "app_command", "lab_command", "copy_notebooks", "Copied", "app", "lab",
+           "auto_max_students", "class_guide"]
 
 #: Every page load starts a kernel (~230 MB); a class reloading pages would pile them up. Voila culls
 #: the kernels whose page is gone once idle this long (seconds), checking this often.
@@ -56,6 +68,13 @@ TEMPLATE = "hetsched"
 VOILA_PAGE = (f"--template={TEMPLATE}",)
 #: the Voila options of ``hetsched app`` (and so of ``make app``, the browser tests and the benchmark)
 VOILA_OPTIONS = VOILA_CULL + VOILA_IOPUB + VOILA_PAGE
+#: the server ``hetsched app`` runs: Voila with a pool of warm kernels and a bounded class
+APP_MODULE = "hetsched.widgets.classroom"
+#: memory one student's dashboard kernel holds (proportional set size, MB) after opening the dashboard,
+#: stepping a walker and visiting every tab: measured by bench/bench_class.py (docs/benchmarks.md)
+KERNEL_MB = 200
+#: warm kernels ``hetsched app`` keeps ready by default (``--pool``): a reload is as quick as the first page
+DEFAULT_POOL = 2
 #: the notebook ``hetsched lab`` opens
 TOUR = "00_tour"
 _LAB_EXTRA = "pip install 'hetsched[lab]'"
@@ -91,16 +110,73 @@ def _server_options(port: int | None, open_browser: bool) -> list[str]:
     return [*([] if open_browser else ["--no-browser"]), *([] if port is None else [f"--port={port}"])]
 
 
-def app_command(*, port: int | None = None, open_browser: bool = True, extra: Sequence[str] = ()) -> list[str]:
-    """The command line of ``hetsched app``: Voila serving the dashboard notebook (``VOILA_OPTIONS``).
+def app_command(*, port: int | None = None, open_browser: bool = True, extra: Sequence[str] = (),
+                pool: int = DEFAULT_POOL, max_students: int | None = None, cull_after_s: int | None = None) -> list[str]:
+    """The command line of ``hetsched app``: the classroom Voila (:data:`APP_MODULE`) serving the
+    dashboard notebook with ``VOILA_OPTIONS``, ``pool`` warm kernels and at most ``max_students``
+    pages at once (``None``: :func:`auto_max_students`; 0: no limit). ``cull_after_s`` replaces the
+    idle time after which a student's kernel is culled (default 300 s).
 
     Voila only reads the notebook, so it serves the shipped copy where it lies. ``extra`` are more
-    Voila options (``--Voila.ip=0.0.0.0``...), given after ours so that they win.
+    Voila options (``--Voila.ip=0.0.0.0``...); one that sets an option of ours replaces it.
+
+    >>> [o for o in app_command(extra=["--MappingKernelManager.cull_idle_timeout=5"]) if "cull_idle" in o]
+    ['--MappingKernelManager.cull_idle_timeout=5']
     """
     nb = resources.notebook_file("dashboard")
     if not isinstance(nb, Path):  # a zipped install: Voila needs a file on disk
         raise HetschedError(f"the dashboard notebook {nb} is not a file on disk", field="notebook")
-    return [sys.executable, "-m", "voila", str(nb), *_server_options(port, open_browser), *VOILA_OPTIONS, *extra]
+    if pool < 0 or (max_students is not None and max_students < 0) or (cull_after_s is not None and cull_after_s < 0):
+        raise HetschedError("--pool, --max-students and --cull-after take numbers >= 0", field="app")
+    students = auto_max_students(pool) if max_students is None else max_students
+    options = list(VOILA_OPTIONS)
+    if cull_after_s is not None:
+        options[0] = f"--MappingKernelManager.cull_idle_timeout={cull_after_s}"
+    options += [f"--ClassKernelManager.pool_size={pool}", f"--ClassKernelManager.max_students={students}"]
+    # an option given again in extra replaces ours (traitlets refuses an option given twice)
+    given = {e.split("=", 1)[0] for e in extra if e.startswith("--")}
+    options = [o for o in options if o.split("=", 1)[0] not in given]
+    return [sys.executable, "-m", APP_MODULE, str(nb), *_server_options(port, open_browser), *options, *extra]
+
+
+def _available_bytes() -> int | None:
+    """Memory available to new processes (Linux ``MemAvailable``), or ``None`` where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def auto_max_students(pool: int = DEFAULT_POOL, available_bytes: int | None = None) -> int:
+    """How many students' kernels fit in 80 % of the memory available now, besides ``pool`` warm
+    kernels, at :data:`KERNEL_MB` each (at least 1; 0, no limit, where the memory is unknown).
+
+    >>> auto_max_students(2, available_bytes=100 * KERNEL_MB * 2**20)    # 80 kernels fit, 2 are the pool's
+    78
+    """
+    avail = _available_bytes() if available_bytes is None else available_bytes
+    if avail is None:
+        return 0
+    return max(1, int(0.8 * avail / (KERNEL_MB * 2**20)) - pool)
+
+
+def class_guide(pool: int = DEFAULT_POOL) -> str:
+    """What ``hetsched app --help`` says about serving a class (pool, memory, links)."""
+    return (f"Serving a class: --pool N keeps N kernels warm (imports done, the first tab computed), so that "
+            f"N students who open the page at once each get one within a second or two; the pool refills in the "
+            f"background, one kernel at a time at low priority while students are connected. Each student holds "
+            f"one kernel, about {KERNEL_MB} MB of memory (30 students: about {30 * KERNEL_MB / 1000:.0f} GB, "
+            f"plus the pool); --max-students bounds them (default: what fits in 80% of the memory available now, "
+            f"{auto_max_students(pool)} here); past it a page says the class is full and retries by itself. "
+            f"Idle students' kernels are culled after --cull-after seconds. A link opens the dashboard on a "
+            f"scenario, a tab and a layout, e.g. http://HOST:8866/?scenario=memory&tab=memory&layout=present "
+            f"(scenarios: hetsched.scenarios.SCENARIOS; tabs: graph, backends, mapping, experts, pipeline, memory, "
+            f"executor, calibration; layouts: full, present). For a class on other machines, add --Voila.ip=0.0.0.0. "
+            f"http://HOST:8866/hetsched/status says how many students are connected and how many kernels are warm.")
 
 
 @dataclass(frozen=True)
@@ -168,9 +244,12 @@ def lab_command(folder: str | Path, *, port: int | None = None, open_browser: bo
             *(["--allow-root"] if root else []), *extra]
 
 
-def app(*, port: int | None = None, open_browser: bool = True, extra: Sequence[str] = (), dry_run: bool = False) -> int:
-    """``hetsched app``: become Voila serving the dashboard (``dry_run``: print its command line, return 0)."""
-    command = app_command(port=port, open_browser=open_browser, extra=extra)
+def app(*, port: int | None = None, open_browser: bool = True, extra: Sequence[str] = (), dry_run: bool = False,
+        pool: int = DEFAULT_POOL, max_students: int | None = None, cull_after_s: int | None = None) -> int:
+    """``hetsched app``: become the classroom Voila serving the dashboard (``dry_run``: print its command
+    line, return 0)."""
+    command = app_command(port=port, open_browser=open_browser, extra=extra, pool=pool, max_students=max_students,
+                          cull_after_s=cull_after_s)
     if not dry_run:
         _require("voila", "app")
     return _run(command, dry_run, env=None if dry_run else voila_env())

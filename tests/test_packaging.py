@@ -306,7 +306,7 @@ def _dry(*argv: str) -> str:
 def test_app_culls_idle_kernels_and_waits_for_late_outputs():
     """Every page load starts a kernel: `hetsched app` (so `make app`) lets Voila cull those of closed pages."""
     cmd = _dry("app", "--port", "8867", "--no-browser", "--Voila.ip=0.0.0.0")
-    assert re.search(r"-m voila \S+/notebooks/dashboard\.ipynb", cmd)
+    assert re.search(r"-m hetsched\.widgets\.classroom \S+/notebooks/dashboard\.ipynb", cmd)
     assert re.search(r"--MappingKernelManager\.cull_idle_timeout=\d+", cmd)
     assert re.search(r"--MappingKernelManager\.cull_interval=\d+", cmd)
     # outputs that arrive late on a busy server are waited for, not dropped (a page without its dashboard)

@@ -32,7 +32,8 @@ def _walk(w):
     while stack:
         x = stack.pop()
         out.append(x)
-        stack.extend(getattr(x, "children", ()) or ())
+        # a hidden tab lays its children out when first shown (issue 32): its full layout is what it will show
+        stack.extend(getattr(x, "children", ()) or getattr(x, "_layouts", {}).get("full", ()) or ())
     return out
 
 

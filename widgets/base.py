@@ -56,8 +56,12 @@ from .figure import PlotlyView
 __all__ = [
     "Panel", "Session", "StepWalker", "PlotlyView", "figure_widget", "download_link", "error_html", "ok_html",
     "controls_from_spec", "state_from_spec", "downloads_html", "link_clamped", "internal_error", "term", "PATENT_TERMS",
-    "busy_html", "small_terms",
+    "busy_html", "small_terms", "PAGE_LAYOUTS",
 ]
+
+#: the ways a panel lays itself out (:meth:`Panel.set_page_layout`): ``full`` (every control and
+#: explanation, as built) and ``present`` (for a projector: the main figure first, full width)
+PAGE_LAYOUTS = ("full", "present")
 
 
 def figure_widget(fig: Any) -> PlotlyView:
@@ -267,6 +271,12 @@ class Panel(W.VBox):
         # what this tab shows when nothing was loaded (its scenario) and what to notice in it
         self.scenario_note = W.HTML("")
         self.scenario_note.add_class("hetsched-scenario")
+        # the same, folded for the presentation layout: one "what to notice" line, the rest behind a disclosure
+        self.notice_line = W.HTML("")
+        self.notice_line.add_class("hetsched-notice-line")
+        self.page_layout = "full"
+        self._layouts: dict[str, tuple[W.Widget, ...]] = {}
+        self._deferred = False
         # the lines under a panel's controls: the scenario, the busy badge, then the error (if any)
         self.status = W.VBox([self.scenario_note,
                               W.HBox([self.busy, self.message], layout=W.Layout(min_height="1.5em", align_items="center"))])
@@ -305,7 +315,17 @@ class Panel(W.VBox):
         if self._follow:
             self.session.observe(self._on_session, names=["graph", "system"])
         self.session.observe(self._on_session, names=["cost"])  # every panel prices with the session's cost
+        if not self.active:
+            self._defer_children()
         self._recompute_or_stale()
+
+    def _defer_children(self) -> None:
+        """A hidden panel shows nothing until it is first shown (:meth:`activate`): a page then draws
+        only the tab in view, not every control of every tab (a dashboard is ~860 widgets; a page
+        built views for all of them before its first plot, issue 32)."""
+        self._layouts.setdefault("full", tuple(self.children))
+        self._deferred = True
+        self.children = ()
 
     def _on_change(self, change: Mapping[str, Any]) -> None:
         if self._reverting:
@@ -355,6 +375,9 @@ class Panel(W.VBox):
         (True, 3, False)
         """
         self.active = True
+        if self._deferred:
+            self._deferred = False
+            self.children = self._layout_children(self.page_layout)
         if self.stale or self.result is None:
             self.refresh()
             return True
@@ -882,6 +905,8 @@ class Panel(W.VBox):
             shown = self.machine().name if sc is not None else None
         except HetschedError:
             shown = meant
+        where = (" This tab's own example: load a graph in the Graph tab (or pick a scenario) to schedule yours."
+                 if own else "")
         if sc is None:
             text = ""
         elif shown != meant:
@@ -890,12 +915,89 @@ class Panel(W.VBox):
                     f"picked in the machine bar. What this example points out was seen on "
                     f"<i>{_html.escape(str(meant))}</i>; compare the two, or pick that machine again.</div>")
         else:
-            where = (" This tab's own example: load a graph in the Graph tab (or pick a scenario) to schedule yours."
-                     if own else "")
             text = (f"{box}<b>{_html.escape(sc.title)}</b>. What to notice: {small_terms(_html.escape(sc.notice))}"
                     f"<i>{_html.escape(where)}</i></div>")
         if self.scenario_note.value != text:
             self.scenario_note.value = text
+        line = "" if sc is None else notice_html(sc.title, sc.notice, where)
+        if self.notice_line.value != line:
+            self.notice_line.value = line
+
+    # -- page layouts ----------------------------------------------------------------
+    #: the figures the presentation layout puts first, full width (names in ``figures``); empty: the
+    #: first figure the panel lays out
+    MAIN_FIGURES: tuple[str, ...] = ()
+
+    def main_figures(self) -> list[PlotlyView]:
+        """The views the presentation layout shows first: ``MAIN_FIGURES``, else the first one laid out."""
+        if self.MAIN_FIGURES:
+            return [self.figure_view(n) for n in self.MAIN_FIGURES]
+        first = next((w for w in _walk(self._layouts.get("full", self.children)) if isinstance(w, PlotlyView)), None)
+        return [first] if first is not None else []
+
+    def set_page_layout(self, name: str) -> None:
+        """Lay the panel out for reading at a desk (``"full"``, as built) or for a projector (``"present"``).
+
+        The presentation layout shows, top to bottom: one row of controls (the step buttons of the
+        decision walker, a "settings" switch that unfolds every other control, the busy badge and
+        the message line), the main figure(s) at full width (:meth:`main_figures`), the current
+        decision in words, a one-line "what to notice" whose rest unfolds on a click, and a
+        disclosure holding everything else the full layout shows. The same widgets are rearranged:
+        the state, the result and what the controls say are kept.
+
+        >>> import traitlets
+        >>> class S(traitlets.HasTraits):
+        ...     n = traitlets.Int(1)
+        >>> class P(Panel):
+        ...     def compute(self): return self.state.n
+        ...     def render(self, r): self.show_figure("f", {"data": [{"type": "bar", "y": [r]}]})
+        >>> p = P(S(), autostart=False)
+        >>> p.controls = W.HBox([W.IntText()]); p.children = [p.controls, p.status, p.figure_view("f")]; p._start()
+        >>> p.set_page_layout("present"); p.children.index(p.figures["f"]), p.page_layout   # below one row of controls
+        (2, 'present')
+        >>> p.set_page_layout("full"); p.children[0] is p.controls
+        True
+        """
+        if name not in PAGE_LAYOUTS:
+            raise HetschedError(f"no page layout {name!r}; choose from {list(PAGE_LAYOUTS)}", field="layout")
+        self._layouts.setdefault("full", tuple(self.children))
+        if name == self.page_layout:
+            return
+        if not self._deferred:  # a panel not shown yet is laid out when first shown
+            self.children = self._layout_children(name)
+        if name == "present":
+            self.add_class("hetsched-present")
+        else:
+            self.remove_class("hetsched-present")
+        self.page_layout = name
+
+    def _layout_children(self, name: str) -> tuple[W.Widget, ...]:
+        if name not in self._layouts:
+            self._layouts[name] = self._present_children()
+        return self._layouts[name]
+
+    def _present_children(self) -> tuple[W.Widget, ...]:
+        full = self._layouts["full"]
+        main = self.main_figures()
+        controls = getattr(self, "controls", None)
+        walker = getattr(self, "walker", None)
+        stepper = getattr(walker, "stepper", None)
+        step_text = getattr(self, "step_text", None)
+        shown = {id(w) for w in (*main, controls, self.status, stepper, step_text) if w is not None}
+        settings = W.VBox([controls] if controls is not None else [])
+        settings.add_class("hetsched-present-settings")
+        settings.layout.display = "none"
+        toggle = W.ToggleButton(value=False, description="settings", icon="sliders",
+                                tooltip="show every control of this tab", layout=W.Layout(width="auto"))
+        toggle.observe(lambda ch: setattr(settings.layout, "display", "flex" if ch["new"] else "none"), names="value")
+        bar = W.HBox([*([stepper] if stepper is not None else []), *([toggle] if controls is not None else []),
+                      self.busy, self.message], layout=W.Layout(flex_flow="row wrap", align_items="center"))
+        bar.add_class("hetsched-present-bar")
+        rest = [c for c in (_without(ch, shown) for ch in full) if c is not None]
+        more = W.Accordion(children=[W.VBox(rest)], selected_index=None)
+        more.set_title(0, "more: the full explanation, other figures, tables and downloads")
+        more.add_class("hetsched-present-more")
+        return (bar, settings, *main, *([step_text] if step_text is not None else []), self.notice_line, more)
 
     def show_error(self, err: BaseException) -> None:
         self.message.value = error_html(err)
@@ -939,6 +1041,51 @@ def _scenario_machine(sc: Any) -> str:
     if sc.key not in _SCENARIO_MACHINES:
         _SCENARIO_MACHINES[sc.key] = sc.system().name
     return _SCENARIO_MACHINES[sc.key]
+
+
+def notice_html(title: str, notice: str, where: str = "") -> str:
+    """A scenario's "what to notice" folded to one line: its first sentence, the rest (and the
+    scenario's title) behind a click (an HTML ``<details>``).
+
+    >>> line = notice_html("T", "First this. Then that.")
+    >>> "First this." in line.split("</summary>")[0], "Then that." in line.split("</summary>")[1]
+    (True, True)
+    """
+    import html as _html
+    import re
+
+    parts = re.split(r"(?<=[.!?])\s+(?=[A-Z(])", notice.strip(), maxsplit=1)
+    first, rest = parts[0], " ".join(t.strip() for t in (*parts[1:], where) if t.strip())
+    return ("<details class='hetsched-notice' style='padding:2px 8px;border-left:4px solid #0072B2;background:#F3F8FC'>"
+            f"<summary style='cursor:pointer'><b>What to notice:</b> {_html.escape(first)}</summary>"
+            f"<div><b>{_html.escape(title)}</b>. {_html.escape(rest)}</div></details>")
+
+
+def _walk(children: Iterable[Any]) -> Iterable[Any]:
+    """Every widget under ``children``, depth first, in layout order."""
+    for w in children:
+        yield w
+        yield from _walk(getattr(w, "children", ()) or ())
+
+
+def _without(widget: Any, drop: set[int]) -> Any:
+    """``widget`` with the widgets whose ids are in ``drop`` taken out: ``None`` for a dropped widget,
+    a new box of the same kind and layout for a box that holds one somewhere, else ``widget`` itself
+    (a widget shown twice would be drawn twice)."""
+    if id(widget) in drop:
+        return None
+    kids = getattr(widget, "children", None)
+    if not isinstance(widget, W.Box) or not kids or not any(id(w) in drop for w in _walk(kids)):
+        return widget
+    if isinstance(widget, W.widgets.widget_selectioncontainer._SelectionContainer):
+        return widget  # an accordion or tabs: kept whole
+    kind = W.HBox if isinstance(widget, W.HBox) else W.VBox if isinstance(widget, W.VBox) else W.Box
+    box = kind(children=[c for c in (_without(k, drop) for k in kids) if c is not None],
+                       layout=W.Layout(**{k: getattr(widget.layout, k) for k in ("flex_flow", "width", "align_items")
+                                          if getattr(widget.layout, k, None)}))
+    for name in widget._dom_classes:
+        box.add_class(name)
+    return box
 
 
 def webgl_sized(graph: Any) -> bool:

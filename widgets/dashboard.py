@@ -20,20 +20,31 @@ True
 'executor_thread_rules'
 >>> _ = d.apply_scenario("memory"); d.tabs.selected_index, d.session.graph.name
 (1, 'layered-6x4-s0')
+
+A link opens the dashboard on a scenario, a tab and a layout (the page sends its query string,
+:meth:`Dashboard.apply_query`), and the page's address always links to what is shown:
+
+>>> d = Dashboard(tabs=("graph", "memory", "executor"))
+>>> d.apply_query("?scenario=memory&layout=present")
+{'layout': 'present', 'scenario': 'memory'}
+>>> d.link_query()
+'?scenario=memory&tab=memory&layout=present'
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any, Iterable
 
 import ipywidgets as W
 
 import hetsched as hs
 
-from .base import Session, error_html
+from .address import PageAddress
+from .base import PAGE_LAYOUTS, Session, error_html
 
-__all__ = ["Dashboard", "PANELS"]
+__all__ = ["Dashboard", "PANELS", "prepare"]
 
 #: tab key -> (title, module, class); the order of the tabs
 PANELS: dict[str, tuple[str, str, str]] = {
@@ -60,6 +71,9 @@ class Dashboard(W.VBox):
     cost : CostModel or path, optional
         The session's cost model (a calibration's cost file): every tab prices with it (default:
         the roofline). ``dashboard.session.cost = ...`` changes it later.
+    page_layout : {"full", "present"}
+        ``present`` lays every tab out for a projector (:meth:`set_page_layout`); the switch in the
+        header (and ``?layout=present`` in a link) changes it.
 
     Attributes
     ----------
@@ -69,7 +83,7 @@ class Dashboard(W.VBox):
     """
 
     def __init__(self, tabs: Iterable[str] | None = None, *, graph: Any = None, system: Any = None,
-                 scenario: str | None = None, cost: Any = None, **kw: Any) -> None:
+                 scenario: str | None = None, cost: Any = None, page_layout: str = "full", **kw: Any) -> None:
         from hetsched.scenarios import SCENARIOS
 
         self.session = Session(cost=cost)
@@ -107,14 +121,34 @@ class Dashboard(W.VBox):
         self.scenario = W.Dropdown(options=options, value="", description="scenario",
                                    style={"description_width": "initial"}, layout=W.Layout(width="640px"))
         self.scenario.observe(lambda ch: self.apply_scenario(ch["new"]), names="value")
-        intro = W.HTML("<div class='hetsched-intro'>Each tab starts on an example where its algorithm has something "
-                       "to show. Pick a scenario, or load your own graph in the Graph tab: every tab then schedules "
-                       "it. Each tab's machine bar picks or edits the machine every tab schedules on. A tab computes "
-                       "when it is shown.</div>")
-        super().__init__([intro, self.scenario, self.tabs], **kw)
+        self.intro = W.HTML("<div class='hetsched-intro'>Each tab starts on an example where its algorithm has something "
+                            "to show. Pick a scenario, or load your own graph in the Graph tab: every tab then schedules "
+                            "it. Each tab's machine bar picks or edits the machine every tab schedules on. A tab computes "
+                            "when it is shown.</div>")
+        self.page_layout = "full"
+        self.layout_switch = W.ToggleButtons(options=[("full layout", "full"), ("presentation", "present")],
+                                             value="full", style={"button_width": "110px"},
+                                             tooltips=["every control and explanation",
+                                                       "for a projector: the figure first, the controls in one row"])
+        # presentation in a Voila page: the notebook's own text (its title, its introduction) is hidden too,
+        # so that each tab's figure starts near the top of a projector's screen
+        self.page_style = W.HTML("")
+        self.layout_switch.observe(lambda ch: self.set_page_layout(ch["new"]), names="value")
+        # the page's address: a link opens a scenario, tab and layout; the address bar follows the view
+        self.address = PageAddress()
+        self.address.observe(lambda ch: self.apply_query(ch["new"]), names="query")
+        self.link = W.HTML()
+        self.link_message = W.HTML()
+        self.header = W.HBox([self.scenario, self.layout_switch, self.link, self.address, self.page_style],
+                             layout=W.Layout(flex_flow="row wrap", align_items="center"))
+        super().__init__([self.intro, self.header, self.link_message, self.tabs], **kw)
         self.add_class("hetsched-dashboard")
+        self.tabs.observe(lambda _ch: self._show_link(), names="selected_index")
         if scenario:
             self.scenario.value = scenario
+        if page_layout != "full":
+            self.set_page_layout(page_layout)
+        self._show_link()
 
     def apply_scenario(self, key: str | None) -> Any:
         """Load scenario ``key`` (its graph, machine and settings), show its tab and return its panel;
@@ -148,7 +182,9 @@ class Dashboard(W.VBox):
                 self.session.graph = graph
         if self.scenario.value != key and key in {v for _l, v in self.scenario.options}:
             self.scenario.value = key
-        return self.show(sc.tab) if sc.tab in self.panels else panel
+        shown = self.show(sc.tab) if sc.tab in self.panels else panel
+        self._show_link()
+        return shown
 
     def _on_tab(self, change: dict) -> None:
         """Show one tab: it recomputes if its inputs changed while hidden; the others stop computing."""
@@ -173,3 +209,112 @@ class Dashboard(W.VBox):
             raise hs.errors.UnknownNameError(f"no tab {key!r}; have {list(self.panels)}", field="tab")
         self.tabs.selected_index = list(self.panels).index(key)
         return self.panels[key]
+
+    @classmethod
+    def prepared(cls, **kw: Any) -> "Dashboard":
+        """The dashboard :func:`prepare` built ahead of demand with the same arguments (each is handed
+        out once), else a new one: the dashboard notebook's cell, instant in a warm kernel."""
+        for i, (args, d) in enumerate(_PREPARED):
+            if args == kw:
+                del _PREPARED[i]
+                return d
+        return cls(**kw)
+
+    # -- layouts and links ---------------------------------------------------------------
+    def set_page_layout(self, name: str) -> None:
+        """Lay every tab out in full (``"full"``) or for a projector (``"present"``: each tab's figure
+        first, its controls in one row, the explanations folded; :meth:`Panel.set_page_layout`)."""
+        if name not in PAGE_LAYOUTS:
+            raise hs.errors.UnknownNameError(f"no page layout {name!r}; choose from {list(PAGE_LAYOUTS)}", field="layout")
+        for panel in self.panels.values():
+            if hasattr(panel, "set_page_layout"):
+                panel.set_page_layout(name)
+        self.page_layout = name
+        self.intro.layout.display = "none" if name == "present" else None
+        self.page_style.value = _PRESENT_CSS if name == "present" else ""
+        if self.layout_switch.value != name:
+            self.layout_switch.value = name
+        self._show_link()
+
+    def apply_query(self, query: str) -> dict[str, str]:
+        """Open what a link asks for: ``?scenario=KEY&tab=KEY&layout=present`` (any of them; other
+        keys are left alone). Returns what was applied; what could not be (an unknown scenario, tab
+        or layout) is said in a line above the tabs, and the rest of the link still applies.
+
+        >>> d = Dashboard(tabs=("graph", "executor"))
+        >>> d.apply_query("tab=Executor&scenario=nope")
+        {'tab': 'executor'}
+        >>> "no scenario" in d.link_message.value
+        True
+        """
+        from urllib.parse import parse_qs
+
+        q = {k: v[-1].strip() for k, v in parse_qs(query.lstrip("?")).items() if v}
+        applied: dict[str, str] = {}
+        problems: list[str] = []
+        steps = (("layout", self.set_page_layout), ("scenario", self.apply_scenario), ("tab", self.show))
+        for key, apply in steps:
+            value = q.get(key)
+            if not value:
+                continue
+            if key == "tab":  # a tab by its key or its title, in any case
+                value = next((k for k in self.panels if value.lower() in (k, PANELS[k][0].lower())), value)
+            try:
+                apply(value)
+            except hs.errors.HetschedError as e:
+                problems.append(str(e).strip("'\""))
+            else:
+                applied[key] = value
+        self.link_message.value = (error_html(hs.errors.HetschedError("this link asked for what is not here: "
+                                                                      + "; ".join(problems))) if problems else "")
+        return applied
+
+    def link_query(self) -> str:
+        """The query string of a link to what is shown now (scenario, tab, layout)."""
+        from urllib.parse import urlencode
+
+        keys = list(self.panels)
+        tab = keys[self.tabs.selected_index] if self.tabs.selected_index is not None and keys else None
+        parts = {"scenario": self.scenario.value or None, "tab": tab,
+                 "layout": self.page_layout if self.page_layout != "full" else None}
+        return "?" + urlencode({k: v for k, v in parts.items() if v})
+
+    def _show_link(self) -> None:
+        q = self.link_query()
+        if self.address.link != q:
+            self.address.link = q
+        html = (f"<a href='{q}' title='a link that opens the dashboard on this scenario, tab and layout: "
+                "copy it (or the address bar)'>link to this view</a>")
+        if self.link.value != html:
+            self.link.value = html
+
+
+#: the presentation layout's page style: in a Voila page (body[data-voila]; JupyterLab is left alone),
+#: the notebook cells other than the dashboard's are hidden and the page's margins made small
+_PRESENT_CSS = """<style>
+body[data-voila] .jp-Cell:not(:has(.hetsched-dashboard)) { display: none; }
+body[data-voila] #rendered_cells, body[data-voila] .jp-Notebook { padding-top: 4px; }
+body[data-voila] .jp-Cell:has(.hetsched-dashboard) { padding-top: 0; margin-top: 0; }
+</style>"""
+
+#: dashboards built ahead of demand by :func:`prepare` (with their arguments), taken by :meth:`Dashboard.prepared`
+_PREPARED: list[tuple[dict[str, Any], Dashboard]] = []
+
+
+def prepare(**kw: Any) -> Dashboard:
+    """Build a dashboard now and keep it for the next :meth:`Dashboard.prepared` with the same
+    arguments: what a warm kernel of ``hetsched app``'s pool runs before any student arrives (the
+    imports, the panels, the first tab's result).
+
+    >>> d = prepare(tabs=("graph",)); Dashboard.prepared(tabs=("graph",)) is d
+    True
+    >>> Dashboard.prepared(tabs=("graph",)) is d          # taken: the next page gets a new one
+    False
+    """
+    from .figure import PLOTLY_URL_ENV, plotly_js_gz
+
+    d = Dashboard(**kw)
+    if not os.environ.get(PLOTLY_URL_ENV):  # else the page takes plotly.js from the server, not the kernel
+        plotly_js_gz()  # what the page's first figure asks for, compressed now rather than while a student waits
+    _PREPARED.append((dict(kw), d))
+    return d

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import os
 from importlib import resources
 from typing import Any, Callable, Mapping
 
@@ -53,8 +54,11 @@ import anywidget
 import numpy as np
 import traitlets
 
-__all__ = ["PlotlyView", "encode_figure", "decode_wire", "figure_dicts", "HOVER_INLINE_MAX", "plotly_js_gz"]
+__all__ = ["PlotlyView", "encode_figure", "decode_wire", "figure_dicts", "HOVER_INLINE_MAX", "plotly_js_gz",
+           "PLOTLY_URL_ENV"]
 
+#: environment variable naming the URL a page loads plotly.js from (set by ``hetsched app``'s kernel manager)
+PLOTLY_URL_ENV = "HETSCHED_PLOTLY_URL"
 #: Traces with more points than this keep their hover texts in the kernel (sent on hover).
 HOVER_INLINE_MAX = 300
 #: Lists of numbers shorter than this stay JSON (a buffer costs more than it saves).
@@ -68,12 +72,37 @@ const CONFIG = {responsive: true, displaylogo: false, scrollZoom: false,
 const TYPES = {f8: Float64Array, f4: Float32Array, i4: Int32Array, u4: Uint32Array, i2: Int16Array,
                u2: Uint16Array, i1: Int8Array, u1: Uint8Array};
 
-// plotly.js once per page: the first view asks the kernel, every other view awaits the same promise
+// plotly.js once per page: the first view asks for it, every other view awaits the same promise. Served
+// by `hetsched app`, it comes from the server as a cacheable script (a reload takes it from the browser's
+// cache, compiled); elsewhere, or if that fails, from the kernel.
 function plotlyFor(model) {
   const g = globalThis;
   if (g.__hetschedPlotly) return g.__hetschedPlotly;
+  const url = model.get("plotly_url");
+  g.__hetschedPlotly = url ? plotlyFromUrl(url).catch(() => plotlyFromKernel(model)) : plotlyFromKernel(model);
+  return g.__hetschedPlotly;
+}
+
+function plotlyFromUrl(url) {
+  const g = globalThis;
+  return new Promise((resolve, reject) => {
+    if (g.Plotly && g.Plotly.react) return resolve(g.Plotly);
+    const s = document.createElement("script");
+    // a UMD bundle: with an AMD loader on the page it would register itself there instead of as a global
+    const define = g.define;
+    g.define = undefined;
+    const back = () => { if (g.define === undefined) g.define = define; };
+    s.onload = () => { back(); g.Plotly && g.Plotly.react ? resolve(g.Plotly) : reject(new Error("no Plotly")); };
+    s.onerror = () => { back(); reject(new Error("plotly.js did not load from " + url)); };
+    s.src = url;
+    document.head.appendChild(s);
+  });
+}
+
+function plotlyFromKernel(model) {
+  const g = globalThis;
   const gzip = typeof DecompressionStream !== "undefined";
-  g.__hetschedPlotly = new Promise((resolve, reject) => {
+  return new Promise((resolve, reject) => {
     const timer = setTimeout(() => { model.off("msg:custom", onMsg); g.__hetschedPlotly = undefined;
                                       reject(new Error("plotly.js did not arrive from the kernel")); }, 120000);
     async function onMsg(msg, buffers) {
@@ -96,7 +125,6 @@ function plotlyFor(model) {
     model.on("msg:custom", onMsg);
     model.send({type: "need-plotly", gzip});
   });
-  return g.__hetschedPlotly;
 }
 
 // A page's first WebGL plot pays for setting up WebGL (in a browser without a GPU, software GL: about
@@ -334,12 +362,14 @@ def plotly_js_gz(compressed: bool = True) -> bytes:
     Read (and compressed) once per process; what :class:`PlotlyView` sends a page once.
     """
     global _PLOTLY_GZ, _PLOTLY_RAW
-    if _PLOTLY_RAW is None:
-        _PLOTLY_RAW = resources.files("plotly").joinpath("package_data", "plotly.min.js").read_bytes()
+    if compressed and _PLOTLY_GZ is not None:
+        return _PLOTLY_GZ
+    raw = _PLOTLY_RAW or resources.files("plotly").joinpath("package_data", "plotly.min.js").read_bytes()
     if not compressed:
-        return _PLOTLY_RAW
-    if _PLOTLY_GZ is None:
-        _PLOTLY_GZ = gzip.compress(_PLOTLY_RAW, compresslevel=6, mtime=0)
+        _PLOTLY_RAW = raw  # a browser without DecompressionStream: kept once asked for
+        return raw
+    # the 4.6 MB original is not kept: every kernel of a class would hold it for nothing
+    _PLOTLY_GZ = gzip.compress(raw, compresslevel=6, mtime=0)
     return _PLOTLY_GZ
 
 
@@ -517,6 +547,13 @@ class PlotlyView(anywidget.AnyWidget):
     busy = traitlets.Bool(False).tag(sync=True)
     #: set up WebGL once the page is idle (see ``warmWebGL``): a panel sets it when a WebGL plot is to come
     warm_gl = traitlets.Bool(False).tag(sync=True)
+    #: where the page loads plotly.js as a cacheable script (``hetsched app`` sets :data:`PLOTLY_URL_ENV` in
+    #: its kernels); empty: from the kernel, once per page
+    plotly_url = traitlets.Unicode("").tag(sync=True)
+
+    @traitlets.default("plotly_url")
+    def _default_plotly_url(self) -> str:
+        return os.environ.get(PLOTLY_URL_ENV, "")
 
     def __init__(self, fig: Any = None, **kw: Any) -> None:
         super().__init__(**kw)

@@ -283,6 +283,8 @@ class PipelinePanel(Panel):
     """
 
     TAB = "pipeline"
+    #: the presentation layout shows both schedules, A over B: the tab compares them
+    MAIN_FIGURES = ("gantt_a", "gantt_b")
     VIEW_TRAITS = ("step", "synthesis", "method", "memory_cap", "memory_cap_MiB", "time_limit_s", "split_backward", "synth_step")
     MACHINE_BAR = True
 

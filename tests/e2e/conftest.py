@@ -29,7 +29,7 @@ import re
 import warnings
 
 import pytest
-from e2e_helpers import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, VoilaServer, WsCounter, screenshot, start_voila
+from e2e_helpers import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, VoilaServer, WsCounter, screenshot, served, start_voila
 
 # A notebook runs all its cells before Voila sends the page; give slow CI machines room, but keep it
 # below the per-test timeout so a hang reports which step hung.
@@ -78,15 +78,8 @@ def pytest_collection_modifyitems(config, items):
 def voila_server(tmp_path_factory) -> VoilaServer:
     """Voila serving a temp copy of ``notebooks/`` on a free localhost port (one per session)."""
     _require_browser()  # no point serving pages nobody can load
-    try:
-        server = start_voila(tmp_path_factory.mktemp("voila"), timeout_s=SERVER_START_TIMEOUT_S,
-                             page_timeout_s=PAGE_TIMEOUT_S)
-    except RuntimeError as e:
-        pytest.fail(str(e), pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from served(lambda: start_voila(tmp_path_factory.mktemp("voila"), timeout_s=SERVER_START_TIMEOUT_S,
+                                          page_timeout_s=PAGE_TIMEOUT_S))
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,7 @@ CHROMIUM_ARGS = [
     "--disable-dev-shm-usage",
 ]
 
-__all__ = ["ARTIFACTS", "ROOT", "NOTEBOOKS", "CHROMIUM", "CHROMIUM_ARGS", "launch_chromium", "VoilaServer", "start_voila", "start_server", "free_port", "WsCounter",
+__all__ = ["ARTIFACTS", "ROOT", "NOTEBOOKS", "CHROMIUM", "CHROMIUM_ARGS", "launch_chromium", "VoilaServer", "start_voila", "start_app", "start_server", "served", "free_port", "WsCounter",
            "settle", "wait_for_plots", "plot_signature", "wait_for_change", "output_errors", "external_requests", "screenshot"]
 
 
@@ -152,6 +152,13 @@ class VoilaServer:
     def __init__(self, proc: subprocess.Popen, base_url: str, root: Path, log: Path):
         self.proc, self.base_url, self.root, self.log = proc, base_url, root, log
 
+    def status(self) -> dict:
+        """``/hetsched/status`` of a classroom server (:func:`start_app`): students, pool ready and warming."""
+        import json
+
+        with urllib.request.urlopen(self.base_url + "/hetsched/status", timeout=60) as r:
+            return json.load(r)
+
     def url(self, notebook: str) -> str:
         name = notebook if notebook.endswith(".ipynb") else f"{notebook}.ipynb"
         if not (self.root / name).exists():
@@ -216,6 +223,56 @@ def start_voila(work: Path, *, timeout_s: float = 60.0, page_timeout_s: float = 
         *(extra_args or []),
     ]
     return start_server(cmd, root, work, f"http://127.0.0.1:{port}", timeout_s=timeout_s, env=voila_env())
+
+
+def served(start):
+    """A fixture's body: ``yield from served(lambda: start_voila(...))`` yields the started server and
+    stops it afterwards; a server that does not come up fails the test with its log, not a traceback."""
+    import pytest
+
+    try:
+        server = start()
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def start_app(work: Path, *, pool: int = 1, max_students: int = 0, extra_args: list[str] | None = None,
+              timeout_s: float = 60.0, wait_pool_s: float | None = 180.0) -> VoilaServer:
+    """``hetsched app`` (the classroom Voila, :mod:`hetsched.widgets.classroom`, with ``hetsched app``'s
+    options) serving a copy of the dashboard notebook (in ``work``) on a free localhost port.
+
+    ``wait_pool_s``: wait until the pool holds ``pool`` warm kernels (``/hetsched/status``), so that a
+    page finds a warm kernel (``None``: do not wait). Raises ``RuntimeError`` with the log tail otherwise.
+    """
+    import json
+
+    from hetsched.launch import app_command, voila_env
+
+    root = work / "notebooks"
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy(NOTEBOOKS / "dashboard.ipynb", root / "dashboard.ipynb")
+    port = free_port()
+    cmd = app_command(port=port, open_browser=False, pool=pool, max_students=max_students,
+                      extra=["--Voila.ip=127.0.0.1", "--show_tracebacks=True", *(extra_args or [])])
+    cmd[3] = str(root / "dashboard.ipynb")  # the copy, not the checkout's notebook
+    # asked for the status, not a page: every page request would start (or take) a kernel
+    server = start_server(cmd, root, work, f"http://127.0.0.1:{port}", path="/hetsched/status", timeout_s=timeout_s,
+                          env=voila_env())
+    deadline = time.monotonic() + (wait_pool_s or 0)
+    while wait_pool_s is not None and pool > 0:
+        with urllib.request.urlopen(server.base_url + "/hetsched/status", timeout=60) as r:
+            status = json.load(r)
+        if status["pool_ready"] >= pool:
+            break
+        if time.monotonic() > deadline or server.proc.poll() is not None:
+            server.stop()
+            raise RuntimeError(f"the pool did not fill ({status}) within {wait_pool_s:.0f} s:\n{server.log_tail()}")
+        time.sleep(0.5)
+    return server
 
 
 def start_server(cmd: list[str], root: Path, work: Path, base_url: str, *, path: str = "/", timeout_s: float = 60.0,

@@ -247,7 +247,9 @@ def test_app_serves_the_dashboard_from_the_wheel(venv, browser_context):
     work = home / "app-run"
     work.mkdir()
     cmd = [str(env_dir / "bin" / "hetsched"), "app", "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1"]
-    server = start_server(cmd, home, work, f"http://127.0.0.1:{port}", timeout_s=120, env=_env(env_dir))
+    # the status, not a page, tells when the server is up (a page request would take a kernel)
+    server = start_server(cmd, home, work, f"http://127.0.0.1:{port}", path="/hetsched/status", timeout_s=120,
+                          env=_env(env_dir))
     page = browser_context.new_page()
     page.requested_urls, page.failed_requests = [], []  # type: ignore[attr-defined]
     page.on("request", lambda r: page.requested_urls.append(r.url))
