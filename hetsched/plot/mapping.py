@@ -372,7 +372,7 @@ def method_bars(frame: pd.DataFrame, metric: str, *, highlight: str | None = Non
     >>> f = pd.DataFrame({"label": ["heft", "h2h"], "makespan_s": [2e-3, 1e-3], "optimises": ["makespan", "total_latency"]})
     >>> fig = method_bars(f, "makespan_s", highlight="h2h")
     >>> [t.name for t in fig.data], fig.layout.yaxis.title.text
-    (['minimises the makespan', 'minimises the system total latency'], 'makespan (ms)')
+    (['minimises the makespan', 'minimises the total busy time of all devices'], 'makespan (ms)')
     """
     labels = {**METHOD_LABELS, **dict(labels or {})}
     vals = frame[metric].astype(float).to_numpy() if len(frame) else np.zeros(0)
