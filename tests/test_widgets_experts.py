@@ -107,8 +107,10 @@ def test_a_loaded_moe_graph_is_followed_and_one_without_moe_falls_back():
         s.graph, s.system = g, hs.toy_system()
     assert not p.uses_own_scenario() and p.result.graph.meta.get("experts_split")
     assert set(p.result.system.device_names) == set(hs.toy_system().device_names)
-    s.graph = chain(4)  # no MoE layer: the tab's own example, said so
-    assert p.uses_own_scenario() and p.result.system.name == "four_gpus"
+    s.graph = chain(4)  # no MoE layer: the tab's own example, said so, on the session's machine (issue 33)
+    assert p.uses_own_scenario() and p.result.system.name == "toy"
+    s.system = None  # no machine picked: the example's own
+    assert p.result.system.name == "four_gpus"
     assert "has no mixture-of-experts layer" in _words(p.summary.value) and p.message.value == ""
     assert "chain" in _words(p.summary.value)
 

@@ -44,7 +44,7 @@ def dash():
 
 
 def test_every_scheduling_tab_shows_a_machine_bar_over_the_one_session(dash):
-    for key in ("graph", "backends", "mapping", "pipeline", "memory", "executor"):
+    for key in ("graph", "backends", "mapping", "experts", "pipeline", "memory", "executor"):
         p = dash.panels[key]
         assert p.MACHINE_BAR and p.machine_bar in _walk(p), key
         assert p.machine_bar.session is dash.session, key
@@ -61,9 +61,11 @@ def test_a_machine_picked_in_one_tab_is_every_tabs_machine_and_each_recomputes(d
     # the tab shown recomputed on the new machine; the hidden ones are stale until shown
     assert mapping.result is not before and mapping.result.system.name == "gpu_tpu"
     assert set(mapping.result.placement.device.values()) <= {"cpu0", "gpu0", "tpu0"}
-    for key in ("backends", "executor", "memory"):
+    for key in ("backends", "executor", "memory", "experts"):
         p = dash.show(key)
         assert p.machine().name == "gpu_tpu" and p.message.value == "", (key, p.message.value)
+    # the experts of the tab's own MoE example placed over the picked machine's devices
+    assert set(dash.panels["experts"].assignment["device"]) <= {"cpu0", "gpu0", "tpu0"}
     assert dash.panels["backends"].result.system.device_names == ["cpu0", "gpu0", "tpu0"]
     ex_ = dash.panels["executor"]  # device ops on the machine's first accelerator; a copy engine per accelerator
     assert set(ex_.result.timeline["device"].dropna()) <= {"cpu0", "gpu0"} and set(ex_.sync_boxes) == {"gpu0", "tpu0"}

@@ -13,7 +13,7 @@ the routing skew of :data:`hetsched.moe.PARAMS`), runs the chosen mapper on it
 * the mapper's decisions, walked with the house's :class:`~hetsched.widgets.walker.DecisionWalker`
   over ``result.steps`` as they are, plus jumps to the previous/next decision about an expert;
 * the final mapping's Gantt chart (the expert of the decision on screen marked);
-* a table of every mapper on the same split: makespan, system total latency, how the experts spread.
+* a table of every mapper on the same split: makespan, total busy time of all devices, how the experts spread.
 
 A graph without MoE layers (or nothing loaded) shows the tab's own scenario: a small Mixtral
 (:func:`hetsched.io.torch_models.mixtral_mini`, bundled) on two A100s and two V100s.
@@ -45,7 +45,7 @@ from hetsched.plot import color_map, format_value
 from hetsched.plot.mapping import GANTT_WEBGL_BARS, METHOD_LABELS, mapping_gantt
 from hetsched.plot.moe import expert_grid
 
-from .base import Panel, Session, link_clamped, state_from_spec
+from .base import Panel, Session, link_clamped, small_terms, state_from_spec, term
 from .mapping_panel import decided_by, stage_of
 from .walker import DecisionWalker
 
@@ -108,11 +108,11 @@ def describe_expert_step(step: Any, graph: hs.OpGraph, *, n_steps: int | None = 
         nums = f"{_t(step.before)} → {_t(step.after)}"
     elif step.after is not None:
         nums = _t(step.after)
-    claim = decided_by(step) if str(d.get("phase", "")) in _H2H_PHASES else ""
+    why, claim = decided_by(step) if str(d.get("phase", "")) in _H2H_PHASES else ("", "")
     return (f"<div><b>decision {step.index + 1}{of}</b> <i>({_e(stage_of(step))})</i>: {what}"
             + (f" ({_e(nums)})" if nums else "") + "</div>"
-            + f"<div>{verdict}: {_e(step.reason)}</div>"
-            + (f"<div style='color:#444'>{_e(claim)}</div>" if claim else ""))
+            + f"<div>{verdict}: {small_terms(_e(step.reason))}</div>"
+            + (f"<div style='color:#444'>{_e(why)} {term(claim) if claim else ''}</div>" if why else ""))
 
 
 class ExpertsPanel(Panel):
@@ -138,6 +138,7 @@ class ExpertsPanel(Panel):
     """
 
     TAB = "experts"
+    MACHINE_BAR = True  # experts over devices: the machine is the question (issue 33)
     VIEW_TRAITS = ("step",)
 
     def __init__(self, session: Session | None = None, *, graph=None, system=None, **kw: Any) -> None:
@@ -173,7 +174,7 @@ class ExpertsPanel(Panel):
                     setattr(state, name, value)
             self._unchecked = {}
         head = lambda t: W.HTML(f"<h4 style='margin:0.7em 0 0.2em'>{t}</h4>")  # noqa: E731
-        self.children = [self.controls, self.status, self.summary, self.figure_view("grid"),
+        self.children = [self.machine_bar, self.controls, self.status, self.summary, self.figure_view("grid"),
                          head("The mapper's decisions, one at a time"), self.walker, self.step_text,
                          self.figure_view("gantt"), head("Every mapper on the same experts"), self.table,
                          self.download_area]
@@ -203,8 +204,7 @@ class ExpertsPanel(Panel):
 
     @property
     def system(self) -> hs.System:
-        if self._fixed_system is None and self.uses_own_scenario():
-            return self._own_inputs()[1]
+        # the machine the bar shows (issue 33): one picked in any tab, else this tab's own example's
         return self._session_system()
 
     def check_inputs(self) -> None:
@@ -267,7 +267,7 @@ class ExpertsPanel(Panel):
         else:
             self.step_text.value = describe_expert_step(step, r.graph, n_steps=r.n_steps)
         m = r.metrics
-        gt = (f"{label}'s placement: makespan {_t(m['makespan_s'])}, system total latency {_t(m['total_latency_s'])}"
+        gt = (f"{label}'s placement: makespan {_t(m['makespan_s'])}, total busy time of all devices {_t(m['total_latency_s'])}"
               + (f" (ringed: the expert of decision {k})" if subject and not final else ""))
         self.show_figure("gantt", mapping_gantt(r.timeline, devices, colors=colors, highlight=[subject] if subject else [],
                                                 title=gt, webgl=r.graph.n_ops > GANTT_WEBGL_BARS // 2))
@@ -325,9 +325,9 @@ class ExpertsPanel(Panel):
                         f"<td>{_t(row.makespan_s)}{tag}</td><td>{_t(row.total_latency_s)}</td><td>{row.n_devices}</td>"
                         f"<td>{_e(row.experts)}</td></tr>")
         self.table.value = ("<table class='hetsched-table' style='border-collapse:collapse'><tr><th>mapper</th><th>makespan</th>"
-                            "<th>system total latency</th><th>devices holding experts</th><th>experts per device</th></tr>"
+                            "<th>total busy time of all devices</th><th>devices holding experts</th><th>experts per device</th></tr>"
                             + "".join(rows) + "</table><div style='color:#444'>The makespan is when the last op ends; the "
-                            "system total latency (the patent's objective, claim 5) sums every device's busy time, so "
+                            "total busy time of all devices " + term("the patent's system total latency, its objective, claim 5") + " sums every device's busy time, so "
                             "running experts side by side does not lower it.</div>")
 
     def download_items(self, r):
