@@ -27,7 +27,7 @@ from e2e_helpers import CHROMIUM, CHROMIUM_ARGS, external_requests, start_app  #
 from hetsched.scenarios import SCENARIOS  # noqa: E402
 
 OUT = ROOT / "docs" / "screenshots"
-TABS = ["Graph", "Backends", "Mapping", "Pipeline", "Memory", "Executor", "Calibration"]
+TABS = ["Graph", "Backends", "Mapping", "Experts", "Pipeline", "Memory", "Executor", "Calibration"]
 PANEL = ".hetsched-panel:visible"
 
 

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
 import warnings
 from math import prod
 from typing import Any, Mapping, Sequence
@@ -472,6 +473,54 @@ def default_loss(out):
     if first is None:
         raise FormatError("the model returns no floating-point tensor to take a loss of", field="loss")
     return first.float().pow(2).mean()
+
+
+_SKIPPED_FAKE_KERNELS: list[str] = []
+
+
+def import_torchvision():
+    """Import torchvision even where its C ops cannot load (PyPI's wheel beside torch's CPU wheel).
+
+    Registrations of fake kernels for ops that do not exist are skipped (listed in one warning);
+    the models are pure torch and unaffected. Returns the module; ``None`` if torchvision is not
+    installed.
+
+    >>> tv = import_torchvision()
+    >>> tv is None or hasattr(tv, "models")
+    True
+    """
+    if "torchvision" in sys.modules and hasattr(sys.modules["torchvision"], "models"):
+        return sys.modules["torchvision"]
+    import importlib.util
+
+    if importlib.util.find_spec("torchvision") is None:
+        return None
+    import torch.library
+
+    orig = torch.library.register_fake
+
+    def tolerant(op, func=None, /, **kw):
+        def register(fn):
+            try:
+                return orig(op, fn, **kw)
+            except RuntimeError as e:  # only "operator X does not exist": the op's library did not load
+                if "does not exist" not in str(e):
+                    raise
+                _SKIPPED_FAKE_KERNELS.append(str(op))
+                return fn
+
+        return register if func is None else register(func)
+
+    torch.library.register_fake = tolerant
+    try:
+        import torchvision
+    finally:
+        torch.library.register_fake = orig
+    if _SKIPPED_FAKE_KERNELS:
+        warnings.warn(f"torchvision's C ops did not load (a wheel built for another torch); skipped fake kernels "
+                      f"for {', '.join(sorted(set(_SKIPPED_FAKE_KERNELS)))} (detection ops, unused by the models)",
+                      UserWarning, stacklevel=2)
+    return torchvision
 
 
 def with_loss(module, loss):
@@ -992,8 +1041,6 @@ def _register_output_types(path: Any) -> None:
     pattern = r"\b((?:%s)(?:\.\w+)+)\.\w+" % "|".join(_OUTPUT_TYPE_LIBRARIES)
     modules = sorted(set(re.findall(pattern, text)))
     if modules:
-        from .torch_models import import_torchvision
-
         import_torchvision()  # before transformers and timm, which import it
     for mod in modules:
         try:

@@ -31,11 +31,12 @@ torch and the three libraries are imported inside the functions: this module imp
 from __future__ import annotations
 
 import os
-import sys
 import warnings
 from typing import Any, Mapping
 
 from ..errors import HetschedError
+
+from .torch_import import import_torchvision  # noqa: F401  (it lives with the importer, which needs it too)
 
 __all__ = ["import_torchvision", "transformers_model", "torchvision_model", "timm_model", "example_inputs",
            "TASKS", "MIXTRAL_MINI", "mixtral_mini", "write_bundled_moe"]
@@ -50,52 +51,6 @@ TASKS: Mapping[str, str] = {
     "base": "AutoModel",
 }
 
-_SKIPPED_FAKE_KERNELS: list[str] = []
-
-
-def import_torchvision():
-    """Import torchvision even where its C ops cannot load (PyPI's wheel beside torch's CPU wheel).
-
-    Registrations of fake kernels for ops that do not exist are skipped (listed in one warning);
-    the models are pure torch and unaffected. Returns the module; ``None`` if torchvision is not
-    installed.
-
-    >>> tv = import_torchvision()
-    >>> tv is None or hasattr(tv, "models")
-    True
-    """
-    if "torchvision" in sys.modules and hasattr(sys.modules["torchvision"], "models"):
-        return sys.modules["torchvision"]
-    import importlib.util
-
-    if importlib.util.find_spec("torchvision") is None:
-        return None
-    import torch.library
-
-    orig = torch.library.register_fake
-
-    def tolerant(op, func=None, /, **kw):
-        def register(fn):
-            try:
-                return orig(op, fn, **kw)
-            except RuntimeError as e:  # only "operator X does not exist": the op's library did not load
-                if "does not exist" not in str(e):
-                    raise
-                _SKIPPED_FAKE_KERNELS.append(str(op))
-                return fn
-
-        return register if func is None else register(func)
-
-    torch.library.register_fake = tolerant
-    try:
-        import torchvision
-    finally:
-        torch.library.register_fake = orig
-    if _SKIPPED_FAKE_KERNELS:
-        warnings.warn(f"torchvision's C ops did not load (a wheel built for another torch); skipped fake kernels "
-                      f"for {', '.join(sorted(set(_SKIPPED_FAKE_KERNELS)))} (detection ops, unused by the models)",
-                      UserWarning, stacklevel=2)
-    return torchvision
 
 
 def _offline() -> None:
@@ -296,12 +251,12 @@ def write_bundled_moe(outdir: Any = None):
     from pathlib import Path
 
     from ..resources import source_dir
-    from . import save_graph
+    from .graph_json import save_graph_json  # the module, not the package: io's __init__ imports this one
 
     d = Path(outdir) if outdir is not None else source_dir() / "graphs"
     d.mkdir(parents=True, exist_ok=True)
     p = d / "mixtral_mini_moe.json"
-    save_graph(mixtral_mini(), p)
+    save_graph_json(mixtral_mini(), p)
     return p
 
 
