@@ -31,6 +31,16 @@ def test_app_command_sets_the_pool_the_class_and_the_culling():
         app_command(pool=-1)
 
 
+def _run_async(main) -> None:
+    """``asyncio.run(main())`` in a thread of its own: in the whole suite the browser tests' Playwright
+    (sync API, a session fixture) keeps an event loop running in the main thread."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as ex:
+        ex.submit(asyncio.run, main()).result()
+
+
 def test_the_class_size_follows_the_memory_and_the_help_says_how_to_serve_a_class():
     gb = 2**30
     assert auto_max_students(2, available_bytes=8 * gb) == int(0.8 * 8 * gb / (KERNEL_MB * 2**20)) - 2
@@ -278,7 +288,7 @@ def test_a_page_takes_the_oldest_warm_kernel_and_the_pool_is_asked_to_refill(km)
         kid = await page("dashboard.ipynb")
         assert kid in km.calls["warmed"] and km.students() == 3
 
-    asyncio.run(run())
+    _run_async(run)
 
 
 def test_the_pool_warms_up_to_its_size_within_the_class_bound(km):
@@ -334,7 +344,7 @@ def test_the_filler_fills_the_pool_and_refills_it_after_a_page(km):
         assert km.calls["warmed"][-1][1] is True  # a class connected: the refill warms at low priority
         km._filler.cancel()
 
-    asyncio.run(run())
+    _run_async(run)
 
 
 def test_pool_kernels_are_never_culled_and_a_closed_page_frees_its_place(km):
@@ -360,7 +370,7 @@ def test_pool_kernels_are_never_culled_and_a_closed_page_frees_its_place(km):
         await asyncio.sleep(0.2)
         assert "s1" in km.calls["shut"] and "s2" not in km.calls["shut"] and km.students() == 1
 
-    asyncio.run(run())
+    _run_async(run)
 
 
 def test_a_kernel_gets_its_priority_back_only_where_the_os_allows(monkeypatch):
