@@ -130,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
                 quiet(page)
                 p = shot(page, "whatif_machine_editor_1600x1000")
                 rows["whatif"].append(f"| the machine editor open, a device added (1600x1000) | [{p.name}]({p.name}) |")
+                bar.locator(".widget-dropdown", has_text="use").locator("select").select_option(index=0)  # each tab's own machine again
+                page.wait_for_timeout(500)
+                quiet(page)
             # both layouts of every tab, as a projector's screen shows them
             if "layouts" in only:
                 page.set_viewport_size({"width": 1280, "height": 720})
