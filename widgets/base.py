@@ -42,7 +42,7 @@ import json
 import os
 import re
 import time
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import ipywidgets as W
 import pandas as pd
@@ -1001,6 +1001,33 @@ class Panel(W.VBox):
 
     def show_error(self, err: BaseException) -> None:
         self.message.value = error_html(err)
+
+    def run_busy(self, doing: str, fn: Callable[[], Any]) -> tuple[bool, Any]:
+        """Run ``fn`` (work a button asked for) under the busy badge saying ``doing``; an error is shown
+        in the panel, never raised. Returns ``(True, fn())``, or ``(False, None)`` after an error.
+
+        >>> import traitlets
+        >>> class S(traitlets.HasTraits):
+        ...     n = traitlets.Int(1)
+        >>> class P(Panel):
+        ...     def compute(self): return self.state.n
+        ...     def render(self, r): pass
+        >>> p = P(S())
+        >>> p.run_busy("adding", lambda: 1 + 1), p.busy.value
+        ((True, 2), '')
+        >>> p.run_busy("dividing", lambda: 1 / 0)[0], "hetsched-error" in p.message.value
+        (False, True)
+        """
+        self.busy.value = busy_html(doing)
+        try:
+            return True, fn()
+        except HetschedError as e:
+            self.show_error(e)
+        except Exception as e:  # a bug must not kill the panel; say plainly that it is one
+            self.show_error(self._internal(e))
+        finally:
+            self.busy.value = ""
+        return False, None
 
     def figure_view(self, name: str) -> PlotlyView:
         """The view named ``name``, made (empty) on first use: lay it out, then :meth:`show_figure` fills it."""

@@ -44,7 +44,7 @@ from hetsched.errors import HetschedError
 from hetsched.plot import format_time_range, format_value, time_unit
 from hetsched.plot.calibration import efficiency_curves, measured_vs_predicted, ratio_scatter
 
-from .base import Panel, Session, busy_html, ok_html
+from .base import Panel, Session, ok_html
 
 __all__ = ["CalibrationPanel", "CalibrationState", "BUNDLED"]
 
@@ -240,17 +240,11 @@ class CalibrationPanel(Panel):
         import hetsched
 
         kw = {"repeats": 3, "runs": 1, "sweep": "quick", "threads": 2, **options}
-        self.busy.value = busy_html("measuring this machine (about a minute)")
-        try:
-            cal = hetsched.calibrate(kw.pop("workloads", [("resnet50", {"batch": 1})]), system_name="this_machine", **kw)
-        except HetschedError as e:
-            self.show_error(e)
+        workloads = kw.pop("workloads", [("resnet50", {"batch": 1})])
+        ok, cal = self.run_busy("measuring this machine (about a minute)",
+                                lambda: hetsched.calibrate(workloads, system_name="this_machine", **kw))
+        if not ok:
             return False
-        except Exception as e:  # a bug must not kill the panel; say plainly that it is one
-            self.show_error(self._internal(e))
-            return False
-        finally:
-            self.busy.value = ""
         live = _Given(cal.profiles, cal.system, cal.cost, cal)
         live.meta = {"workloads": list(cal.profiles), "measured_on": {"processor": "the machine serving this page",
                                                                       "torch": torch.__version__},

@@ -59,7 +59,7 @@ from hetsched.plot.mapping import (GANTT_WEBGL_BARS, METHOD_LABELS, busy_bars, m
                                    placement_blocks, placement_graph)
 from hetsched.results import Step
 
-from .base import Panel, Session, busy_html, link_clamped, small_terms, term
+from .base import Panel, Session, link_clamped, small_terms, term
 from .blocks import BlockDrawing
 from .walker import DecisionWalker
 
@@ -490,17 +490,8 @@ class MappingPanel(BlockDrawing, Panel):
     def _run_on_request(self, methods: Sequence[str], doing: str) -> bool:
         if self.result is None:
             return False
-        self.busy.value = busy_html(doing)
-        try:
-            self._run(methods)
-        except HetschedError as e:
-            self.show_error(e)
+        if not self.run_busy(doing, lambda: self._run(methods))[0]:
             return False
-        except Exception as e:  # a bug must not kill the panel; say plainly that it is one
-            self.show_error(self._internal(e))
-            return False
-        finally:
-            self.busy.value = ""
         self._compare_key = None
         return self.redraw()
 
