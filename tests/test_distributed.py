@@ -79,7 +79,10 @@ def test_a_real_pipeline_run_and_its_prediction():
                            stage_repeats=2, timeout_s=300)
     assert run.metrics["p"] == 2 and len(run.step_s) == 2 and run.metrics["step_s"] > 0
     assert list(run.stages["stage"]) == [0, 1, 2, 3] and list(run.stages["rank"]) == [0, 1, 0, 1]
-    assert (run.stages[["f_s", "b_s", "i_s", "w_s"]] > 0).all().all()
+    assert (run.stages[["f_s", "b_s", "i_s"]] > 0).all().all()
+    # W = B - I, measured apart: on layers this small timing noise can make I reach B, and W is then 0, never negative
+    assert (run.stages["w_s"] >= 0).all()
+    assert np.allclose(run.stages["i_s"] + run.stages["w_s"], run.stages["b_s"])
     sched = run.schedule()
     assert (sched.p, sched.v, sched.m) == (2, 2, 2)  # torch's own order, read back
     pred = predict_pipeline(run, comm=P2P(latency_s=1e-4), overhead_s=1e-4)
