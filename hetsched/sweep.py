@@ -210,9 +210,21 @@ class SweepCache:
         return conn
 
     def _check_ours(self, conn: sqlite3.Connection) -> bool:
-        """True for an empty database (a new store); a database of anything else is a ``FormatError``."""
-        app = conn.execute("PRAGMA application_id").fetchall()[0][0]
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        """True for an empty database (a new store); a database of anything else is a ``FormatError``.
+
+        The id and the tables are read in one read transaction: read apart, another process creating
+        the store can commit in between, and the id of the empty file beside the new table looked
+        like someone else's database (seen once in CI with two writers opening one new store).
+        """
+        outer = conn.in_transaction
+        if not outer:
+            conn.execute("BEGIN")
+        try:
+            app = conn.execute("PRAGMA application_id").fetchall()[0][0]
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        finally:
+            if not outer:
+                conn.execute("COMMIT")
         if app == 0 and not tables:
             return True
         if app != _APP_ID or "points" not in tables:

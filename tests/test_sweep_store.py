@@ -312,3 +312,29 @@ def test_kill_9_of_a_pool_sweep_leaves_no_process_behind(tmp_path, fn_from):
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_many_openers_of_one_new_store_all_see_a_sweep_store(tmp_path):
+    """Four connections opening one new store at once: none takes it for another program's database.
+
+    The store's id and its tables were once read in two read transactions; a creator committing in
+    between made an opener refuse the new store (the old code failed ~1 opener in 15 here).
+    """
+    import threading
+
+    for i in range(60):
+        path, gate, errors = tmp_path / f"s{i}.csv", threading.Barrier(4), []
+
+        def open_it(path=path, gate=gate, errors=errors):
+            gate.wait()
+            try:
+                assert SweepCache(path).load() == {}
+            except Exception as e:  # noqa: BLE001 - collected and shown below
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=open_it) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, (i, errors)
