@@ -198,3 +198,22 @@ def test_a_schedule_with_fixed_chunks_must_match_v():
     sp = split_stages(g, s, devices=["fast", "slow"], p=2, v=2, schedule="zbv")
     assert sp.costs.placement == (0, 1, 1, 0)  # the V: stage 2 back on rank 1, stage 3 on rank 0
     assert simulate(make_schedule("zbv", 2, 2, 4), costs=sp.costs).metrics["makespan_s"] > 0
+
+
+def test_ranks_move_off_a_device_that_cannot_run_the_graph_and_given_devices_never_do():
+    from hetsched.errors import UnsupportedOpError
+    from hetsched.io.resolve import resolve_graph, resolve_system
+    from hetsched.pipeline import default_devices, split_default
+
+    g, toy = resolve_graph("resnet50_train_b32"), resolve_system("toy")
+    assert default_devices(toy, 2) == ["gpu0", "fpga0"]
+    s = split_default(g, toy, p=2)
+    assert s.params["devices"] == ["gpu0", "gpu0"]
+    note = s.params["devices_note"]
+    assert note.startswith("fpga0 cannot run every op of") and "BatchNormalization_grad" in note
+    with pytest.raises(UnsupportedOpError, match="contiguous split"):
+        split_default(g, toy, p=2, devices=["gpu0", "fpga0"])  # the user's own choice is refused, not moved
+    # a machine whose default ranks split the graph keeps them, with no note
+    a100 = resolve_system("pipeline_a100_v100_u280")
+    s = split_default(g, a100, p=4)
+    assert s.params["devices"] == default_devices(a100, 4) and "devices_note" not in s.params

@@ -70,10 +70,12 @@ def test_a_machine_picked_in_one_tab_is_every_tabs_machine_and_each_recomputes(d
     ex_ = dash.panels["executor"]  # device ops on the machine's first accelerator; a copy engine per accelerator
     assert set(ex_.result.timeline["device"].dropna()) <= {"cpu0", "gpu0"} and set(ex_.sync_boxes) == {"gpu0", "tpu0"}
     assert ex_.control_widgets["pcie_Bps"].disabled  # the machine's own links price the copies
-    # the pipeline splits GPT-2 over the new machine's ranks: the TPU runs no backward op, so the split
-    # is refused with the reason (the last good result stays, greyed); the machine of a GPU works
+    # the pipeline splits GPT-2 over the new machine: the TPU runs no backward op, so no split over its
+    # default ranks exists; the ranks go to the GPU instead and the panel says why (a fallback, not a refusal)
     pl = dash.show("pipeline")
-    assert pl.machine().name == "gpu_tpu" and "no contiguous split puts every op on a device" in pl.message.value
+    assert pl.machine().name == "gpu_tpu" and pl.message.value == ""
+    assert set(pl.result.devices) == {"gpu0"} and "tpu0 cannot run every op of" in pl.result.note
+    assert "tpu0 cannot run every op of" in pl.summary.value
     pl.machine_bar.pick("cpu_gpu_fpga")
     pl.machine_bar.remove_device("fpga0")
     assert pl.message.value == "" and pl.result.system_name == "cpu_gpu_fpga (edited)"

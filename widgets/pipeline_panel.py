@@ -450,7 +450,7 @@ class PipelinePanel(Panel):
         key = (graph, graph.version, system, cost_key(self.cost), name, st.p, v, st.m, opts.get("grouping"), st.lockstep, cache, st.overhead_ms)
         run = self._runs.get(key)
         if run is None:
-            run = pp.simulate_model(graph, system, devices=pp.default_devices(system, st.p), p=st.p, v=v, m=st.m, schedule=name,
+            run = pp.simulate_model(graph, system, p=st.p, v=v, m=st.m, schedule=name,
                                     grouping=opts.get("grouping"), comm={"lockstep": st.lockstep}, cache=cache,
                                     overhead_s=st.overhead_ms * 1e-3, cost=self.cost, fit_memory=False)
             self._runs[key] = run
@@ -497,6 +497,9 @@ class PipelinePanel(Panel):
         graph, note = self._model_graph()
         system = self.machine()
         ra, rb = self._model_run(st.schedule, graph, system), self._model_run(st.schedule_b, graph, system)
+        moved = ra.split.params.get("devices_note")
+        if moved:  # a machine with a device that runs only some ops: the ranks went elsewhere (not a refusal)
+            note += f". Ranks moved: {moved}"
         over = ra.split.params.get("over_memory") or rb.split.params.get("over_memory")
         if over:  # a model too big for the machine: its fastest split, over memory, and why (not nothing)
             note += f". No split fits memory, so the fastest is shown anyway: {over}"

@@ -51,7 +51,7 @@ from .schedules import (
     MAX_ACTIONS,
 )
 from .simulate import P2P, PipelineResult, StageCosts, simulate, timeline_deps
-from .stages import DEFAULT_MODEL, ModelRun, StageSplit, default_devices, exhaustive_split, simulate_model, split_stages, stage_costs
+from .stages import DEFAULT_MODEL, ModelRun, StageSplit, default_devices, exhaustive_split, simulate_model, split_default, split_stages, stage_costs
 from .validate import dependencies, validate
 from .problem import bound_terms, lower_bound
 from .synth import SynthesisResult, exhaustive_synthesis, named_schedules, synthesize
@@ -69,7 +69,7 @@ __all__ = [
     "validate", "dependencies", "simulate", "StageCosts", "P2P", "PipelineResult", "timeline_deps",
     "cache_trace", "patent_parameters", "patent_queues", "compare", "send_interval", "peak_in_flight",
     "to_torch_csv", "from_torch_csv", "to_chrome_trace",
-    "stage_costs", "split_stages", "exhaustive_split", "StageSplit", "simulate_model", "ModelRun", "default_devices", "DEFAULT_MODEL",
+    "stage_costs", "split_stages", "split_default", "exhaustive_split", "StageSplit", "simulate_model", "ModelRun", "default_devices", "DEFAULT_MODEL",
     "synthesize", "SynthesisResult", "exhaustive_synthesis", "named_schedules", "lower_bound", "bound_terms",
     "compare_synthesis", "model_costs",
 ]

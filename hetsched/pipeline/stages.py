@@ -46,10 +46,11 @@ Examples
 
 from __future__ import annotations
 
+
 import itertools
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -725,22 +726,69 @@ def stage_costs(graph: OpGraph, system: System, *, devices: Sequence[str], p: in
     return split_stages(graph, system, devices=devices, p=p, v=v, schedule=schedule, m=m, cost=cost, units=units,
                         weight_copies=weight_copies, overhead_s=overhead_s, cuts=cuts).costs
 
-def default_devices(system: System, p: int) -> list[str]:
+def default_devices(system: System, p: int, graph: OpGraph | None = None) -> list[str]:
     """The device of each of ``p`` ranks: the system's own plan (``meta["pipeline_ranks"][p]``), else
     its devices other than the host in order, repeated when there are fewer than ``p``.
+
+    With ``graph``, only devices that run every op type of the graph (what :func:`split_default`
+    falls back to when no contiguous split exists on the plain answer, e.g. an FPGA that runs
+    only convolutions among the ranks of a training graph), as long as some device does; the
+    system's own plan is kept only if each of its devices runs them all.
 
     >>> from hetsched.io.resolve import resolve_system
     >>> default_devices(resolve_system("pipeline_a100_v100_u280"), 4)
     ['gpu0', 'gpu4', 'fpga0', 'gpu1']
     >>> default_devices(resolve_system("toy"), 3)
     ['gpu0', 'fpga0', 'gpu0']
+    >>> from hetsched.io.resolve import resolve_graph
+    >>> default_devices(resolve_system("toy"), 3, resolve_graph("resnet50_train_b32"))  # the FPGA has no backward ops
+    ['gpu0', 'gpu0', 'gpu0']
     """
+    types = None if graph is None else {graph.op(o).op_type for o in graph.ops}
+
+    def runs_all(d: str) -> bool:
+        return types is None or all(system.support.supports(d, t) for t in types)
+
     plan = (system.meta or {}).get("pipeline_ranks") or {}
     got = plan.get(p, plan.get(str(p)))
-    if got:
-        return [str(d) for d in got]
     pool = [d for d in system.compute_devices if d != system.host] or list(system.compute_devices)
+    able = [d for d in pool if runs_all(d)] or [d for d in system.compute_devices if runs_all(d)]
+    if got and (types is None or all(runs_all(str(d)) for d in got) or not able):
+        return [str(d) for d in got]
+    pool = able or pool
     return [pool[i % len(pool)] for i in range(p)]
+
+
+def split_default(graph: OpGraph, system: System, *, devices: Sequence[str] | None = None, p: int, **kw: Any) -> StageSplit:
+    """:func:`split_stages` over ``devices``, by default the machine's :func:`default_devices`.
+
+    When the default ranks admit no contiguous split because a device among them cannot run some
+    of the graph's ops (a documented fallback, not an error), the ranks go to the devices that run
+    every op type instead, and ``params["devices_note"]`` says why in plain words. Given
+    ``devices`` are never changed.
+
+    >>> from hetsched.io.resolve import resolve_graph, resolve_system
+    >>> s = split_default(resolve_graph("resnet50_train_b32"), resolve_system("toy"), p=2)
+    >>> s.params["devices"], s.params["devices_note"][:28]
+    (['gpu0', 'gpu0'], 'fpga0 cannot run every op of')
+    """
+    if devices is not None:
+        return split_stages(graph, system, devices=list(devices), p=p, **kw)
+    plain = default_devices(system, p)
+    try:
+        return split_stages(graph, system, devices=plain, p=p, **kw)
+    except UnsupportedOpError:
+        able = default_devices(system, p, graph)
+        if able == plain:
+            raise
+        split = split_stages(graph, system, devices=able, p=p, **kw)
+    left = sorted(set(plain) - set(able))
+    types = sorted({graph.op(o).op_type for o in graph.ops})
+    missing = {d: [t for t in types if not system.support.supports(d, t)] for d in left}
+    why = "; ".join(f"{d} has no {', '.join(ts[:3])}{' ...' if len(ts) > 3 else ''}" for d, ts in missing.items())
+    note = (f"{', '.join(left)} cannot run every op of {graph.name} ({why}), so no contiguous split over "
+            f"{', '.join(plain)} exists; the ranks are on {', '.join(able)}")
+    return replace(split, params={**split.params, "devices_note": note})
 
 
 @dataclass(frozen=True)
@@ -773,8 +821,7 @@ def simulate_model(graph: OpGraph | str | None = None, system: System | str | No
 
     g = resolve_graph(DEFAULT_MODEL["graph"] if graph is None else graph) if not isinstance(graph, OpGraph) else graph
     s = resolve_system(DEFAULT_MODEL["system"] if system is None else system) if not isinstance(system, System) else system
-    devs = list(devices) if devices is not None else default_devices(s, p)
     sched = make_schedule(schedule, p, v, m, **({"grouping": grouping} if grouping is not None else {}))
-    split = split_stages(g, s, devices=devs, p=p, v=sched.v, schedule=sched, cost=cost, units=units,
-                         weight_copies=weight_copies, overhead_s=overhead_s, fit_memory=fit_memory)
+    split = split_default(g, s, devices=devices, p=p, v=sched.v, schedule=sched, cost=cost, units=units,
+                          weight_copies=weight_copies, overhead_s=overhead_s, fit_memory=fit_memory)
     return ModelRun(split, simulate(sched, costs=split.costs, comm=comm, cache=cache))

@@ -49,11 +49,10 @@ def model_costs(graph: Any = None, system: Any = None, *, p: int = 4, v: int = 1
     from ..io.resolve import resolve_graph, resolve_system
     from ..system import System
     from .schedules import make_schedule
-    from .stages import DEFAULT_MODEL, default_devices, split_stages
+    from .stages import DEFAULT_MODEL, split_default
 
     g = graph if isinstance(graph, OpGraph) else resolve_graph(DEFAULT_MODEL["graph"] if graph is None else graph)
     s = system if isinstance(system, System) else resolve_system(DEFAULT_MODEL["system"] if system is None else system)
-    devs = list(devices) if devices is not None else default_devices(s, p)
     m = 4 * p if m is None else m
     style = placement or "loop"
     name = "1f1b" if v == 1 else ("zbv" if style == "v" else "interleaved_1f1b")
@@ -62,7 +61,7 @@ def model_costs(graph: Any = None, system: Any = None, *, p: int = 4, v: int = 1
     if style == "v" and v == 1:
         raise ScheduleError("the V placement needs v = 2", field="v")
     sched = make_schedule(name, p, v, m)
-    return split_stages(g, s, devices=devs, p=p, v=v, schedule=sched, **split_kw).costs
+    return split_default(g, s, devices=devices, p=p, v=v, schedule=sched, **split_kw).costs
 
 
 def compare_synthesis(costs: Any = None, *, p: int, v: int = 1, m: int, placement: str | None = None,

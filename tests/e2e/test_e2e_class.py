@@ -60,15 +60,10 @@ def test_presentation_layout_and_links(class_server, browser_context):
         for key, title in TABS.items():
             page.locator(".lm-TabBar-tab", has_text=title).first.click()
             page.wait_for_function("k => location.search.includes('tab=' + k)", arg=key, timeout=30_000)
-            if key == "pipeline":
-                # every tab schedules on the scenario's machine (issue 33): the Pipeline tab refuses to split the
-                # memory scenario's graph over it (a device that runs only some op types) and says so in the panel
-                page.wait_for_function("() => { const p = Array.from(document.querySelectorAll('.hetsched-panel'))"
-                                       ".find(e => e.offsetParent !== null); return p && p.querySelector('.hetsched-error') &&"
-                                       " p.innerText.includes('no contiguous split'); }", timeout=120_000)
-            else:
-                fig = _main_figure(page)
-                assert fig["top"] < 300, (key, fig)
+            # every tab schedules on the scenario's machine (issue 33); the Pipeline tab puts its ranks on the
+            # devices that run every op of its training graph when the machine's FPGA does not
+            fig = _main_figure(page)
+            assert fig["top"] < 300, (key, fig)
             assert page.url.endswith(f"?scenario=memory&tab={key}&layout=present"), page.url
         # the switch back to the full layout: the figure moves below the controls and explanations
         page.locator(".lm-TabBar-tab", has_text="Memory").first.click()

@@ -103,10 +103,9 @@ def test_every_tab_offline_and_quiet_the_machine_bar_busy_figures_and_refusals(v
     # every other tab on the edited machine, and the Calibration tab: all quiet
     for title in ("Graph", "Backends", "Pipeline", "Calibration"):
         p = _tab(page, title)
-        if title == "Pipeline":  # GPT-2's backward ops do not run on the TPU: a named refusal, the page works
-            page.wait_for_function("() => !document.querySelector('.hetsched-busy-badge')", timeout=120_000)
-        else:
-            _settled(page, p)
+        _settled(page, p)
+        if title == "Pipeline":  # GPT-2's backward ops do not run on the TPU: its ranks go to the GPU, and it says why
+            assert "tpu0 cannot run every op of" in p.inner_text()
         _quiet_page(page, title)
     cal = page.locator(PANEL).first
     assert "Measured against predicted, model by model" in cal.inner_text() and "resnet50" in cal.inner_text()
