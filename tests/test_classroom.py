@@ -154,6 +154,8 @@ def test_warm_pool_bounded_class_and_culling(tmp_path):
     sys.path.insert(0, str(E2E))
     from e2e_helpers import start_app
 
+    from hetsched.widgets.classroom import figure_url
+
     server = start_app(tmp_path, pool=1, max_students=1, wait_pool_s=240,
                        extra_args=["--MappingKernelManager.cull_idle_timeout=4", "--MappingKernelManager.cull_interval=1"])
     try:
@@ -162,6 +164,10 @@ def test_warm_pool_bounded_class_and_culling(tmp_path):
         code, _h, body = _get(server.base_url + "/")
         page_s = time.monotonic() - t
         assert code == 200 and b'"kernelId"' in body, server.log_tail()
+        # the head asks for plotly.js at once; the dashboard's page loads no plotly JupyterLab extension
+        head = body.split(b"</head>")[0]
+        assert b'rel="preload"' in head and b"__hetschedPlotlyEarly" in head and b"/hetsched/plotly.min.js?v=" in head
+        assert b"jupyterlab-plotly" not in body and b"anywidget" in body
         assert "page served by warm kernel" in server.log_tail(80)
         assert page_s < 30  # the warm kernel's notebook only hands out its prepared dashboard
         st = server.status()
@@ -171,6 +177,13 @@ def test_warm_pool_bounded_class_and_culling(tmp_path):
         # plotly.js from the server, cacheable and compressed, instead of through each kernel
         code, headers, js = _get(server.base_url + "/hetsched/plotly.min.js?v=1")
         assert code == 200 and headers.get("Content-Encoding") == "gzip" and "immutable" in headers["Cache-Control"]
+        # the figure's front-end module, once per page (each figure carries a two-line import of it)
+        from hetsched.widgets.figure import _ESM, figure_esm
+
+        url = figure_url("/")
+        code, headers, js = _get(server.base_url + url)
+        assert code == 200 and js.decode() == _ESM and "immutable" in headers["Cache-Control"]
+        assert url in figure_esm(url) and len(figure_esm(url)) < 300
         # the student (no page connected) goes idle and is culled; the pool kernel is kept
         deadline = time.monotonic() + 90
         while server.status()["students"] and time.monotonic() < deadline:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import html
+import json
 import os
 import time
 import uuid
@@ -43,9 +44,9 @@ from traitlets import Float, Int, Unicode
 from voila.app import Voila
 from voila.tornado.handler import TornadoVoilaHandler
 
-from .figure import PLOTLY_URL_ENV
+from .figure import FIGURE_URL_ENV, PLOTLY_URL_ENV
 
-__all__ = ["ClassKernelManager", "ClassroomVoila", "WARM_CODE", "full_page", "plotly_url", "main"]
+__all__ = ["ClassKernelManager", "ClassroomVoila", "WARM_CODE", "full_page", "plotly_url", "figure_url", "early_plotly", "main"]
 
 #: what a warm kernel runs before any student arrives. pandas imports pyarrow when it is installed
 #: (the ``dask`` extra) and keeps ~60 MB of it per kernel for nothing the dashboard uses: a dashboard
@@ -57,6 +58,9 @@ from hetsched.widgets.dashboard import prepare as _hetsched_prepare
 _hetsched_prepare()
 del _hetsched_prepare
 """
+
+#: JupyterLab extensions the dashboard's page does without (``hetsched app`` serving the dashboard)
+DASHBOARD_DENYLIST: tuple[str, ...] = ("jupyterlab-plotly",)
 
 #: the page a request being served sets, so that start_kernel knows which page wants a kernel
 _REQUEST: contextvars.ContextVar[dict | None] = contextvars.ContextVar("hetsched_request", default=None)
@@ -355,10 +359,50 @@ class ClassVoilaHandler(TornadoVoilaHandler):
         _ = self.xsrf_token
         notebook = self.notebook_path or path
         token = km.admit(notebook)
+        self._head_done = False
         try:
             await super().get(path)
         finally:
             km.finish_admission(token)
+
+    def write(self, chunk: Any) -> None:
+        # the page's <head> gets plotly.js on its way at once (see early_plotly); Voila streams the page,
+        # and the head is in its first chunk
+        if not getattr(self, "_head_done", True) and isinstance(chunk, str) and "</head>" in chunk:
+            self._head_done = True
+            url = plotly_url(self.base_url)
+            chunk = chunk.replace("</head>", early_plotly(url) + "</head>", 1)
+        super().write(chunk)
+
+
+def early_plotly(url: str) -> str:
+    """A script for the page's head that fetches and runs plotly.js at once, from ``url``.
+
+    Left to the first figure, plotly.js is asked for once the page has loaded its scripts, talked to
+    its kernel and rendered the widgets (~1.4 s into a page on this 2-core machine), and then takes
+    ~0.5 s to fetch and evaluate before the first draw. Fetched from the head (a preload) and run
+    once the page's own scripts have loaded, it is evaluated while the page waits for its kernel;
+    the figure widget takes the same promise
+    (``globalThis.__hetschedPlotlyEarly``) and falls back to its own ways if it fails.
+
+    >>> "__hetschedPlotlyEarly" in early_plotly("/hetsched/plotly.min.js?v=1")
+    True
+    """
+    src = html.escape(url, quote=True)
+    return (f'<link rel="preload" href="{src}" as="script">'
+            "<script>(function () { const g = globalThis;"
+            " g.__hetschedPlotlyEarly = new Promise(function (resolve, reject) {"
+            " const s = document.createElement('script'); s.async = true;"
+            # a UMD bundle: with an AMD loader on the page it would register itself there instead of as a global
+            " s.onload = function () { g.Plotly && g.Plotly.react ? resolve(g.Plotly) : reject(new Error('no Plotly')); };"
+            " s.onerror = function () { reject(new Error('plotly.js did not load')); };"
+            f" s.src = {json.dumps(url)};"
+            " const run = function () { const d = g.define; g.define = undefined; document.head.appendChild(s);"
+            " const back = function () { if (g.define === undefined) g.define = d; };"
+            " s.addEventListener('load', back); s.addEventListener('error', back); };"
+            # run once the page's own scripts have (they draw the page): then the page waits for its kernel
+            " if (document.readyState === 'complete') run(); else g.addEventListener('load', run); });"
+            " g.__hetschedPlotlyEarly.catch(function () {}); })();</script>")
 
 
 class PlotlyHandler(web.RequestHandler):
@@ -381,6 +425,29 @@ class PlotlyHandler(web.RequestHandler):
             self.finish(PlotlyHandler._gz)
         else:
             self.finish(plotly_js_gz(False))
+
+
+class FigureModuleHandler(web.RequestHandler):
+    """``/hetsched/figure.js?v=HASH``: the figure widget's front-end module, fetched and compiled once
+    per page instead of once per figure (:func:`hetsched.widgets.figure.figure_esm`)."""
+
+    def get(self) -> None:
+        from hetsched.widgets.figure import figure_js
+
+        self.set_header("Content-Type", "text/javascript; charset=utf-8")
+        self.set_header("Cache-Control", "public, max-age=31536000, immutable")
+        self.finish(figure_js())
+
+
+def figure_url(base_url: str) -> str:
+    """The URL (on the page's server) a page of ``hetsched app`` loads the figure module from.
+
+    >>> figure_url("/").startswith("/hetsched/figure.js?v=")
+    True
+    """
+    from hetsched.widgets.figure import figure_js_version
+
+    return url_path_join(base_url, "hetsched", "figure.js") + f"?v={figure_js_version()}"
 
 
 def plotly_url(base_url: str) -> str:
@@ -416,8 +483,14 @@ class ClassroomVoila(Voila):
 
     def initialize(self, argv: Any = None) -> None:
         super().initialize(argv)
+        vc = self.voila_configuration
         if "multi_kernel_manager_class" not in self.config.get("VoilaConfiguration", {}):
-            self.voila_configuration.multi_kernel_manager_class = ClassKernelManager
+            vc.multi_kernel_manager_class = ClassKernelManager
+        if (os.path.basename(self.notebook_path or "") == "dashboard.ipynb" and not vc.extension_denylist
+                and not vc.extension_allowlist):
+            # the dashboard draws with its own figure widget (hetsched.widgets.figure), never with plotly's
+            # JupyterLab extension, whose 4.8 MB bundle (plotly.js again) every page fetched and ran
+            vc.extension_denylist = list(DASHBOARD_DENYLIST)
 
     def init_settings(self) -> dict:
         settings = super().init_settings()
@@ -429,7 +502,7 @@ class ClassroomVoila(Voila):
                 nb = self.pool_notebook or "dashboard.ipynb"
             km.pool_notebook = nb
             km.pool_path = os.path.dirname(nb)
-            km.kernel_env = {PLOTLY_URL_ENV: plotly_url(self.base_url)}
+            km.kernel_env = {PLOTLY_URL_ENV: plotly_url(self.base_url), FIGURE_URL_ENV: figure_url(self.base_url)}
             from tornado.ioloop import IOLoop
 
             IOLoop.current().add_callback(km.start_pool)
@@ -442,7 +515,8 @@ class ClassroomVoila(Voila):
             # before Voila's catch-all page route
             handlers[0:0] = [(url_path_join(self.server_url, r"/hetsched/status"), StatusHandler,
                               {"kernel_manager": self.kernel_manager}),
-                             (url_path_join(self.server_url, r"/hetsched/plotly\.min\.js"), PlotlyHandler)]
+                             (url_path_join(self.server_url, r"/hetsched/plotly\.min\.js"), PlotlyHandler),
+                             (url_path_join(self.server_url, r"/hetsched/figure\.js"), FigureModuleHandler)]
         return handlers
 
 

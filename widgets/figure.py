@@ -45,6 +45,7 @@ the figure as shown (hover texts included), which is what headless tests look at
 from __future__ import annotations
 
 import gzip
+import json
 import math
 import os
 from importlib import resources
@@ -55,10 +56,12 @@ import numpy as np
 import traitlets
 
 __all__ = ["PlotlyView", "encode_figure", "decode_wire", "figure_dicts", "HOVER_INLINE_MAX", "plotly_js_gz",
-           "PLOTLY_URL_ENV"]
+           "PLOTLY_URL_ENV", "FIGURE_URL_ENV", "figure_esm", "figure_js", "figure_js_version"]
 
 #: environment variable naming the URL a page loads plotly.js from (set by ``hetsched app``'s kernel manager)
 PLOTLY_URL_ENV = "HETSCHED_PLOTLY_URL"
+#: where the page loads the figure's front-end module (``hetsched app`` sets it in its kernels; see figure_esm)
+FIGURE_URL_ENV = "HETSCHED_FIGURE_URL"
 #: Traces with more points than this keep their hover texts in the kernel (sent on hover).
 HOVER_INLINE_MAX = 300
 #: Lists of numbers shorter than this stay JSON (a buffer costs more than it saves).
@@ -79,7 +82,10 @@ function plotlyFor(model) {
   const g = globalThis;
   if (g.__hetschedPlotly) return g.__hetschedPlotly;
   const url = model.get("plotly_url");
-  g.__hetschedPlotly = url ? plotlyFromUrl(url).catch(() => plotlyFromKernel(model)) : plotlyFromKernel(model);
+  const own = () => url ? plotlyFromUrl(url).catch(() => plotlyFromKernel(model)) : plotlyFromKernel(model);
+  // `hetsched app`'s page asked for plotly.js in its head, before any widget existed
+  const early = g.__hetschedPlotlyEarly;
+  g.__hetschedPlotly = early ? early.catch(own) : own();
   return g.__hetschedPlotly;
 }
 
@@ -331,6 +337,39 @@ function render({ model, el }) {
 export default { render };
 """
 
+
+def figure_esm(url: str | None = None) -> str:
+    """The figure widget's front-end module as its widgets carry it.
+
+    Each anywidget carries its module in its state: 14.6 KB of it per figure, 25 figures in a
+    dashboard, sent in every page's first message and compiled once per figure. Served by
+    ``hetsched app`` (``url``, default the :data:`FIGURE_URL_ENV` its kernels get), a widget carries
+    a two-line module that imports the one the server serves, so a page fetches and compiles it once
+    (and a reload takes it from the browser's cache). Elsewhere: the module itself.
+
+    >>> len(figure_esm("/hetsched/figure.js?v=1")) < 300, figure_esm("") == _ESM
+    (True, True)
+    """
+    url = os.environ.get(FIGURE_URL_ENV, "") if url is None else url
+    if not url:
+        return _ESM
+    # anywidget imports a module given as text from a blob: URL, where a relative import has no base
+    return (f"const m = await import(new URL({json.dumps(url)}, globalThis.location.href).href);\n"
+            "export default m.default;\n")
+
+
+def figure_js() -> bytes:
+    """The figure widget's front-end module, as ``hetsched app`` serves it (see :func:`figure_esm`)."""
+    return _ESM.encode()
+
+
+def figure_js_version() -> str:
+    """A short hash of :func:`figure_js` (its URL names it, so a browser never runs a stale copy)."""
+    import hashlib
+
+    return hashlib.sha1(figure_js()).hexdigest()[:12]
+
+
 _CSS = """
 .hetsched-plot-host { position: relative; width: 100%; min-width: 0; }
 .hetsched-plot { width: 100%; }
@@ -537,7 +576,7 @@ class PlotlyView(anywidget.AnyWidget):
         How many new bases and how many patches were sent (for tests and benchmarks).
     """
 
-    _esm = _ESM
+    _esm = figure_esm()
     _css = _CSS
     spec = traitlets.Dict().tag(sync=True)
     edits = traitlets.Dict().tag(sync=True)
