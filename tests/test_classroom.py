@@ -411,3 +411,27 @@ def test_the_full_page_says_the_limit_and_retries_by_itself():
     import plotly
 
     assert plotly_url("/class/") == f"/class/hetsched/plotly.min.js?v={plotly.__version__}"
+
+
+def test_page_templates_are_compiled_once_per_server_not_once_per_page():
+    """Voila builds a Jinja environment per page; the classroom's shares compiled templates (issue 32)."""
+    import jinja2
+
+    from hetsched.widgets.classroom import SharedTemplateCode
+
+    cache = SharedTemplateCode()
+    source = {"page.html": "{% for x in xs %}<b>{{ x }}</b>{% endfor %}"}
+
+    def env(is_async: bool = False, src: dict = source) -> jinja2.Environment:
+        e = jinja2.Environment(loader=jinja2.DictLoader(src), enable_async=is_async, autoescape=True)
+        e.bytecode_cache = cache
+        return e
+
+    assert env().get_template("page.html").render(xs=[1, 2]) == "<b>1</b><b>2</b>"
+    second = env()
+    second.compile = None  # a second page's environment must not compile the template again
+    assert second.get_template("page.html").render(xs=[3]) == "<b>3</b>"
+    # async pages get their own compiled code; an edited template is compiled anew
+    assert env(True).get_template("page.html") is not None
+    edited = env(src={"page.html": "<i>{{ xs | length }}</i>"})
+    assert edited.get_template("page.html").render(xs=[1, 2, 3]) == "<i>3</i>"

@@ -30,8 +30,10 @@ def class_server(tmp_path_factory, browser_context):
 
 
 def _main_figure(page, timeout_s: float = 120.0) -> dict:
-    page.wait_for_function(f"() => ({_MAIN})() !== null", timeout=timeout_s * 1000)
-    return page.evaluate(_MAIN)
+    """The visible tab's main figure, once drawn. The page can swap tabs between a wait and a reading
+    (a link applied after the first tab drew), so both happen in one call in the page."""
+    handle = page.wait_for_function(f"() => ({_MAIN})()", timeout=timeout_s * 1000)
+    return handle.json_value()
 
 
 def _students_gone(server, timeout_s: float = 30.0) -> None:
@@ -46,6 +48,9 @@ def test_presentation_layout_and_links(class_server, browser_context):
     page.set_viewport_size({"width": 1280, "height": 720})
     try:
         page.goto(class_server.base_url + "/?scenario=memory&tab=memory&layout=present", wait_until="commit")
+        # the link is applied once the page has sent its address: the Memory tab shown, then its figure
+        page.wait_for_function("() => { const t = document.querySelector('.lm-TabBar-tab.lm-mod-current');"
+                               " return t && t.innerText.trim() === 'Memory'; }", timeout=120_000)
         first = _main_figure(page)
         picker = page.locator(".widget-dropdown", has_text="scenario").locator("select").first
         assert "Orders whose peaks differ" in picker.locator("option:checked").inner_text().replace("\xa0", " ")
