@@ -435,3 +435,32 @@ def test_page_templates_are_compiled_once_per_server_not_once_per_page():
     assert env(True).get_template("page.html") is not None
     edited = env(src={"page.html": "<i>{{ xs | length }}</i>"})
     assert edited.get_template("page.html").render(xs=[1, 2, 3]) == "<i>3</i>"
+
+
+def test_pages_connect_to_their_kernel_without_waiting_for_silence():
+    """The classroom's kernel client: ready once the kernel answered and IOPub is connected (issue 32)."""
+    import asyncio
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    from hetsched.widgets.classroom import ClassroomVoila, PageKernelClient
+
+    app = ClassroomVoila()
+    app.initialize([str(Path(__file__).resolve().parents[1] / "notebooks" / "dashboard.ipynb"), "--no-browser"])
+    assert app.config.KernelManager.client_class == "hetsched.widgets.classroom.PageKernelClient"
+
+    async def run() -> dict:
+        km = AsyncKernelManager(client_class="hetsched.widgets.classroom.PageKernelClient")
+        await km.start_kernel()
+        kc = km.client()
+        try:
+            assert isinstance(kc, PageKernelClient)
+            kc.start_channels()
+            await kc.wait_for_ready(timeout=60)
+            reply = await kc.execute_interactive("x = 6 * 7", timeout=30)
+            return reply["content"]
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel(now=True)
+
+    assert asyncio.run(run())["status"] == "ok"

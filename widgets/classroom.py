@@ -37,6 +37,9 @@ import time
 import uuid
 from typing import Any
 
+from queue import Empty
+
+from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
 from jupyter_server.utils import url_path_join
 from tornado import web
@@ -475,6 +478,48 @@ class StatusHandler(web.RequestHandler):
         self.finish(self.km.status())
 
 
+class PageKernelClient(AsyncKernelClient):
+    """The kernel client Voila's page renderer connects to a student's kernel with.
+
+    jupyter_client's ``wait_for_ready`` ends by draining the kernel's IOPub messages until none
+    arrived for 0.2 s: every page waited 0.2 s in the server for nothing before its notebook ran
+    (a warm kernel is idle; its page's first bytes came 0.2 s late, issue 32). This one asks for
+    the kernel's info as jupyter_client does, takes the kernel's IOPub status for that request as
+    proof that IOPub is connected, and drains what is already queued with a short quiet period.
+    Replies are matched to their requests by message id, so a late stray message is ignored
+    wherever it arrives.
+    """
+
+    #: how long IOPub must stay silent for the drain to end (the socket is local)
+    iopub_quiet_s = 0.02
+
+    async def wait_for_ready(self, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (60.0 if timeout is None else timeout)
+        while True:
+            request = self.kernel_info()
+            try:
+                reply = await self.shell_channel.get_msg(timeout=1)
+            except Empty:
+                reply = None
+            if reply is not None and reply.get("parent_header", {}).get("msg_id") == request:
+                try:
+                    await self.iopub_channel.get_msg(timeout=0.2)  # IOPub connected (else ask again)
+                except Empty:
+                    pass
+                else:
+                    self._handle_kernel_info_reply(reply)
+                    break
+            if not await self.is_alive():
+                raise RuntimeError("the kernel died before it answered kernel_info")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the kernel did not answer kernel_info within {timeout} s")
+        while True:
+            try:
+                await self.iopub_channel.get_msg(timeout=self.iopub_quiet_s)
+            except Empty:
+                return
+
+
 class SharedTemplateCode(BytecodeCache):
     """Compiled page templates kept across a server's requests.
 
@@ -523,6 +568,9 @@ class ClassroomVoila(Voila):
         # the pages' renderer builds its exporter by this name (voila 0.5): one shared template cache
         voila_renderer.VoilaExporter = _PageExporter
         vc = self.voila_configuration
+        if "client_class" not in self.config.get("KernelManager", {}):
+            # every kernel manager of this server (the pool's and the pages') connects with it
+            self.config.KernelManager.client_class = f"{__name__}.PageKernelClient"
         if "multi_kernel_manager_class" not in self.config.get("VoilaConfiguration", {}):
             vc.multi_kernel_manager_class = ClassKernelManager
         if (os.path.basename(self.notebook_path or "") == "dashboard.ipynb" and not vc.extension_denylist
