@@ -377,7 +377,9 @@ class ClassVoilaHandler(TornadoVoilaHandler):
         if not getattr(self, "_head_done", True) and isinstance(chunk, str) and "</head>" in chunk:
             self._head_done = True
             url = plotly_url(self.base_url)
-            chunk = chunk.replace("</head>", early_plotly(url) + "</head>", 1)
+            # the figure module too: compiled before the first figure asks for it (figure_esm)
+            module = html.escape(figure_url(self.base_url), quote=True)
+            chunk = chunk.replace("</head>", early_plotly(url) + f'<link rel="modulepreload" href="{module}">' + "</head>", 1)
         super().write(chunk)
 
 
