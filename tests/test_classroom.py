@@ -31,14 +31,14 @@ def test_app_command_sets_the_pool_the_class_and_the_culling():
         app_command(pool=-1)
 
 
-def _run_async(main) -> None:
-    """``asyncio.run(main())`` in a thread of its own: in the whole suite the browser tests' Playwright
-    (sync API, a session fixture) keeps an event loop running in the main thread."""
+def _run_async(main):
+    """``asyncio.run(main())`` in a thread of its own (its result): in the whole suite the browser tests'
+    Playwright (sync API, a session fixture) keeps an event loop running in the main thread."""
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1) as ex:
-        ex.submit(asyncio.run, main()).result()
+        return ex.submit(asyncio.run, main()).result()
 
 
 def test_the_class_size_follows_the_memory_and_the_help_says_how_to_serve_a_class():
@@ -439,8 +439,6 @@ def test_page_templates_are_compiled_once_per_server_not_once_per_page():
 
 def test_pages_connect_to_their_kernel_without_waiting_for_silence():
     """The classroom's kernel client: ready once the kernel answered and IOPub is connected (issue 32)."""
-    import asyncio
-
     from jupyter_client.manager import AsyncKernelManager
 
     from hetsched.widgets.classroom import ClassroomVoila, PageKernelClient
@@ -463,4 +461,4 @@ def test_pages_connect_to_their_kernel_without_waiting_for_silence():
             kc.stop_channels()
             await km.shutdown_kernel(now=True)
 
-    assert asyncio.run(run())["status"] == "ok"
+    assert _run_async(run)["status"] == "ok"
