@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Mapping
 from typing import Any, Iterable
 
 import ipywidgets as W
@@ -44,7 +45,14 @@ import hetsched as hs
 from .address import PageAddress
 from .base import PAGE_LAYOUTS, Session, error_html
 
-__all__ = ["Dashboard", "PANELS", "prepare"]
+__all__ = ["Dashboard", "LazyPanels", "PANELS", "prepare"]
+
+#: seconds after its page is up that a dashboard builds its hidden tabs' panels (Dashboard.build_hidden):
+#: after the page's first figure is drawn, before a student's first tab switch
+HIDDEN_BUILD_DELAY_S = 1.5
+
+#: the dashboard's CSS class once every tab's panel is built (LazyPanels)
+ALL_BUILT_CLASS = "hetsched-tabs-built"
 
 #: tab key -> (title, module, class); the order of the tabs
 PANELS: dict[str, tuple[str, str, str]] = {
@@ -57,6 +65,65 @@ PANELS: dict[str, tuple[str, str, str]] = {
     "executor": ("Executor", "executor_panel", "ExecutorPanel"),
     "calibration": ("Calibration", "calibration_panel", "CalibrationPanel"),
 }
+
+
+class LazyPanels(Mapping):
+    """The dashboard's tab key -> panel, each panel built when first asked for.
+
+    ``panels[key]`` builds the tab's panel (laid out as the page is), puts it in its tab's holder
+    and, if its tab is shown, activates it; iterating, ``in`` and ``len`` build
+    nothing; :meth:`built` is the panel if it exists. A tab whose panel cannot be built shows why
+    instead (one broken tab must not take the app down).
+    """
+
+    def __init__(self, dashboard: "Dashboard", keys: list[str]) -> None:
+        self._dashboard = dashboard
+        self._keys = list(keys)
+        self._built: dict[str, Any] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        panel = self._built.get(key)
+        if panel is None:
+            if key not in self._keys:
+                raise KeyError(key)
+            panel = self._built[key] = self._build(key)
+        return panel
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def built(self, key: str) -> Any:
+        """The panel of tab ``key`` if it was built, else ``None`` (builds nothing)."""
+        return self._built.get(key)
+
+    def _build(self, key: str) -> Any:
+        d = self._dashboard
+        i = self._keys.index(key)
+        title, mod, cls = PANELS[key]
+        try:
+            panel_cls = getattr(importlib.import_module(f".{mod}", __package__), cls)
+            panel = panel_cls(session=d.session, active=False)
+            if d.page_layout != "full" and hasattr(panel, "set_page_layout"):
+                panel.set_page_layout(d.page_layout)
+        except Exception as e:  # noqa: BLE001 - one broken tab must not take the app down
+            panel = W.HTML(error_html(hs.errors.HetschedError(f"{cls} is not available: {type(e).__name__}: {e}")))
+        # into the tab's holder: the tab bar's children stay as they are (a tab bar given a new child
+        # re-selects a tab in the page, which the page then sends back as the selected tab)
+        d.tabs.children[i].children = (panel,)
+        # computed only once it is in its tab: the page shows "computing ..." where its figures will be
+        # while it computes, not an empty tab
+        self._built[key] = panel
+        if len(self._built) == len(self._keys):  # what a page (and a browser test) can wait for
+            d.add_class(ALL_BUILT_CLASS)
+        if i == (d.tabs.selected_index or 0) and hasattr(panel, "activate"):
+            panel.activate()
+        return panel
 
 
 class Dashboard(W.VBox):
@@ -94,26 +161,20 @@ class Dashboard(W.VBox):
         if unknown:
             raise hs.errors.UnknownNameError(f"unknown dashboard tab(s) {unknown}; choose from {list(PANELS)}",
                                              field="tabs")
-        self.panels: dict[str, Any] = {}
-        self.titles: list[str] = []
-        children = []
-        for i, key in enumerate(keys):
-            title, mod, cls = PANELS[key]
-            try:
-                panel_cls = getattr(importlib.import_module(f".{mod}", __package__), cls)
-                # only the first tab computes now; the others when first shown (and when shown again
-                # after their inputs changed): loading a graph must not recompute hidden panels
-                panel = panel_cls(session=self.session, active=(i == 0))
-                if key == "graph" and graph is not None:
-                    panel.load(graph)
-            except Exception as e:  # one broken tab must not take the app down
-                panel = W.HTML(error_html(hs.errors.HetschedError(f"{cls} is not available: {type(e).__name__}: {e}")))
-            self.panels[key] = panel
-            self.titles.append(title)
-            children.append(panel)
+        self.titles = [PANELS[k][0] for k in keys]
+        self.page_layout = "full"
+        # only the first tab's panel is built now; another's when first shown or asked for
+        # (``panels[key]``), or by build_hidden() once the page is up: a page's first message carries
+        # the state of every widget that exists (the hidden tabs' ~1250 of ~1350), so building them
+        # after the first plot took ~0.3 s off it in Chromium (issue 32)
+        self.panels = LazyPanels(self, keys)
+        self.tabs = W.Tab(children=[W.VBox(layout=W.Layout(width="100%")) for _ in keys])
+        if keys:
+            first = self.panels[keys[0]]
+            if keys[0] == "graph" and graph is not None and hasattr(first, "load"):
+                first.load(graph)
         if graph is not None and "graph" not in self.panels:
             self.session.graph = graph
-        self.tabs = W.Tab(children=children)
         self.tabs.titles = tuple(PANELS[k][0] for k in keys)
         self.tabs.observe(self._on_tab, names="selected_index")
         options = [("each tab's own example", "")] + [(f"{sc.title} ({PANELS[sc.tab][0]} tab)", k)
@@ -125,7 +186,6 @@ class Dashboard(W.VBox):
                             "to show. Pick a scenario, or load your own graph in the Graph tab: every tab then schedules "
                             "it. Each tab's machine bar picks or edits the machine every tab schedules on. A tab computes "
                             "when it is shown.</div>")
-        self.page_layout = "full"
         self.layout_switch = W.ToggleButtons(options=[("full layout", "full"), ("presentation", "present")],
                                              value="full", style={"button_width": "110px"},
                                              tooltips=["every control and explanation",
@@ -136,7 +196,7 @@ class Dashboard(W.VBox):
         self.layout_switch.observe(lambda ch: self.set_page_layout(ch["new"]), names="value")
         # the page's address: a link opens a scenario, tab and layout; the address bar follows the view
         self.address = PageAddress()
-        self.address.observe(lambda ch: self.apply_query(ch["new"]), names="query")
+        self.address.observe(self._on_page, names="query")
         self.link = W.HTML()
         self.link_message = W.HTML()
         self.header = W.HBox([self.scenario, self.layout_switch, self.link, self.address, self.page_style],
@@ -187,14 +247,56 @@ class Dashboard(W.VBox):
         return shown
 
     def _on_tab(self, change: dict) -> None:
-        """Show one tab: it recomputes if its inputs changed while hidden; the others stop computing."""
-        for i, panel in enumerate(self.tabs.children):
+        """Show one tab (its panel built if it was not): it recomputes if its inputs changed while
+        hidden; the others stop computing."""
+        keys = list(self.panels)
+        new = change["new"]
+        if new is not None and 0 <= new < len(keys):
+            self.panels[keys[new]]  # noqa: B018 - built (active) on first show
+        for i, key in enumerate(keys):
+            panel = self.panels.built(key)
             if not hasattr(panel, "activate"):
                 continue
-            if i == change["new"]:
+            if i == new:
                 panel.activate()
             else:
                 panel.deactivate()
+
+    def build_hidden(self, *, delay_s: float | None = None, gap_s: float = 0.2) -> None:
+        """Build the panels of the tabs not shown yet (each inactive: it computes when shown).
+
+        With ``delay_s``, in the kernel's event loop: after ``delay_s``, one panel every ``gap_s``,
+        so that clicks in between are answered (what the dashboard does once its page is up, so
+        that a first tab switch finds its panel's widgets in the page already). Without a running
+        event loop (a script, a test) they are built now.
+
+        >>> d = Dashboard(tabs=("graph", "memory")); d.panels.built("memory") is None
+        True
+        >>> d.build_hidden(); d.panels.built("memory").result is None
+        True
+        """
+        todo = [k for k in self.panels if self.panels.built(k) is None]
+        if not todo:
+            return
+        loop = None
+        if delay_s is not None:
+            import asyncio
+
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = None
+        if loop is None:
+            for k in todo:
+                self.panels[k]  # noqa: B018
+            return
+
+        def one(rest: list[str]) -> None:
+            if rest:
+                self.panels[rest[0]]  # noqa: B018
+                loop.call_later(gap_s, one, rest[1:])
+
+        loop.call_later(delay_s, one, todo)
 
     def show(self, key: str) -> Any:
         """Select the tab ``key`` (what a click on its title does) and return its panel.
@@ -226,10 +328,11 @@ class Dashboard(W.VBox):
         first, its controls in one row, the explanations folded; :meth:`Panel.set_page_layout`)."""
         if name not in PAGE_LAYOUTS:
             raise hs.errors.UnknownNameError(f"no page layout {name!r}; choose from {list(PAGE_LAYOUTS)}", field="layout")
-        for panel in self.panels.values():
+        self.page_layout = name  # a panel built later takes it (LazyPanels)
+        for key in self.panels:
+            panel = self.panels.built(key)
             if hasattr(panel, "set_page_layout"):
                 panel.set_page_layout(name)
-        self.page_layout = name
         self.intro.layout.display = "none" if name == "present" else None
         self.page_style.value = _PRESENT_CSS if name == "present" else ""
         if self.layout_switch.value != name:
@@ -268,6 +371,12 @@ class Dashboard(W.VBox):
         self.link_message.value = (error_html(hs.errors.HetschedError("this link asked for what is not here: "
                                                                       + "; ".join(problems))) if problems else "")
         return applied
+
+    def _on_page(self, change: dict) -> None:
+        # the page is up (it sent its address): open what its link asks for, then build the hidden
+        # tabs' panels while the student reads the first one
+        self.apply_query(change["new"])
+        self.build_hidden(delay_s=HIDDEN_BUILD_DELAY_S)
 
     def link_query(self) -> str:
         """The query string of a link to what is shown now (scenario, tab, layout)."""
