@@ -181,7 +181,6 @@ def main(argv: list[str] | None = None) -> int:
                     page.wait_for_function("() => (window.__hetschedDraws || 0) >= 1", timeout=args.timeout * 1000)
                     print(f"page loaded in {time.monotonic() - t:.1f} s", flush=True)
                     page.wait_for_timeout(1500)
-                    page.wait_for_selector(".hetsched-dashboard.hetsched-tabs-built", state="attached", timeout=args.timeout * 1000)
                     run_pass(page, ws, graph, names, mach, raw, args.timeout)
                     page.close()
             ctx.close()

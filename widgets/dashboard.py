@@ -47,10 +47,6 @@ from .base import PAGE_LAYOUTS, Session, error_html
 
 __all__ = ["Dashboard", "LazyPanels", "PANELS", "prepare"]
 
-#: seconds after its page is up that a dashboard builds its hidden tabs' panels (Dashboard.build_hidden):
-#: after the page's first figure is drawn, before a student's first tab switch
-HIDDEN_BUILD_DELAY_S = 1.5
-
 #: the dashboard's CSS class once every tab's panel is built (LazyPanels)
 ALL_BUILT_CLASS = "hetsched-tabs-built"
 
@@ -163,10 +159,9 @@ class Dashboard(W.VBox):
                                              field="tabs")
         self.titles = [PANELS[k][0] for k in keys]
         self.page_layout = "full"
-        # only the first tab's panel is built now; another's when first shown or asked for
-        # (``panels[key]``), or by build_hidden() once the page is up: a page's first message carries
-        # the state of every widget that exists (the hidden tabs' ~1250 of ~1350), so building them
-        # after the first plot took ~0.3 s off it in Chromium (issue 32)
+        # only the first tab's panel is built now; another's when its tab is first shown or it is asked
+        # for (``panels[key]``, build_hidden()): a page's first message carries the state of every widget
+        # that exists, and the hidden tabs held ~1250 of ~1350 (issue 32)
         self.panels = LazyPanels(self, keys)
         self.tabs = W.Tab(children=[W.VBox(layout=W.Layout(width="100%")) for _ in keys])
         if keys:
@@ -266,9 +261,10 @@ class Dashboard(W.VBox):
         """Build the panels of the tabs not shown yet (each inactive: it computes when shown).
 
         With ``delay_s``, in the kernel's event loop: after ``delay_s``, one panel every ``gap_s``,
-        so that clicks in between are answered (what the dashboard does once its page is up, so
-        that a first tab switch finds its panel's widgets in the page already). Without a running
-        event loop (a script, a test) they are built now.
+        so that clicks in between are answered. Without a running event loop (a script, a test)
+        they are built now. The dashboard itself builds a panel when its tab is first shown; this
+        is for a notebook that wants every tab ready (a page of one student can afford it, a class
+        of thirty pages at once cannot: see ``_on_page``).
 
         >>> d = Dashboard(tabs=("graph", "memory")); d.panels.built("memory") is None
         True
@@ -373,10 +369,11 @@ class Dashboard(W.VBox):
         return applied
 
     def _on_page(self, change: dict) -> None:
-        # the page is up (it sent its address): open what its link asks for, then build the hidden
-        # tabs' panels while the student reads the first one
+        # the page is up (it sent its address): open what its link asks for. The hidden tabs' panels
+        # are not built now: thirty pages building ~1250 widgets each at once sent ~37k messages
+        # through the server while the class clicked (step p95 1.8 s, a scenario pick 15.7 s in the
+        # class benchmark); each is built when its tab is first shown
         self.apply_query(change["new"])
-        self.build_hidden(delay_s=HIDDEN_BUILD_DELAY_S)
 
     def link_query(self) -> str:
         """The query string of a link to what is shown now (scenario, tab, layout)."""
@@ -423,6 +420,8 @@ def prepare(**kw: Any) -> Dashboard:
     from .figure import PLOTLY_URL_ENV, plotly_js_gz
 
     d = Dashboard(**kw)
+    for _title, mod, _cls in PANELS.values():  # the hidden tabs' code, so that a first show only builds
+        importlib.import_module(f".{mod}", __package__)
     if not os.environ.get(PLOTLY_URL_ENV):  # else the page takes plotly.js from the server, not the kernel
         plotly_js_gz()  # what the page's first figure asks for, compressed now rather than while a student waits
     _PREPARED.append((dict(kw), d))

@@ -145,11 +145,6 @@ def voila_page(voila_server, browser_context, request):
                         pytrace=False)
         # Voila's frontend mounts outputs (and widgets) after the load event.
         page.wait_for_load_state("networkidle", timeout=PAGE_TIMEOUT_S * 1000)
-        if notebook == "dashboard":
-            # the dashboard builds its hidden tabs' panels once the page is up (Dashboard.build_hidden):
-            # their widgets reach the page then, not in the middle of a test's measured click
-            page.wait_for_selector(".hetsched-dashboard.hetsched-tabs-built", state="attached",
-                                   timeout=PAGE_TIMEOUT_S * 1000)
         return page
 
     yield open_page
