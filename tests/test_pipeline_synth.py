@@ -218,7 +218,11 @@ def test_milp_time_limit_returns_the_best_found_with_its_gap():
     # closes in that time depends on the load, so the gap is only required to be stated and in (0, 1).
     r = synthesize(c, p=4, v=2, m=8, method="milp", time_limit_s=1)
     assert r.status == "time_limit" and r.milp.status == "feasible" and not r.milp.proven
-    assert 0 < r.gap < 1 and r.bound < r.metrics["makespan_s"] and r.bound == pytest.approx(r.milp.bound)
+    assert 0 < r.gap < 1 and r.bound < r.metrics["makespan_s"]
+    # the MILP's dual bound where HiGHS reported one within the limit (on a loaded machine it may not have:
+    # then the analytic bound stands, as documented); never a bound below the one the MILP proved
+    if r.milp.bound is not None:
+        assert r.bound >= min(r.milp.bound, r.metrics["makespan_s"]) - 1e-12
     assert r.metrics["makespan_s"] <= r.metrics["best_named_makespan_s"]
     assert r.steps[-1].data["status"] == "time_limit" and "gap" in r.steps[-1].reason
     assert r.metrics["solve_s"] < 10
