@@ -47,9 +47,6 @@ from .base import PAGE_LAYOUTS, Session, error_html
 
 __all__ = ["Dashboard", "LazyPanels", "PANELS", "prepare"]
 
-#: the dashboard's CSS class once every tab's panel is built (LazyPanels)
-ALL_BUILT_CLASS = "hetsched-tabs-built"
-
 #: tab key -> (title, module, class); the order of the tabs
 PANELS: dict[str, tuple[str, str, str]] = {
     "graph": ("Graph", "graph_panel", "GraphPanel"),
@@ -115,8 +112,6 @@ class LazyPanels(Mapping):
         # computed only once it is in its tab: the page shows "computing ..." where its figures will be
         # while it computes, not an empty tab
         self._built[key] = panel
-        if len(self._built) == len(self._keys):  # what a page (and a browser test) can wait for
-            d.add_class(ALL_BUILT_CLASS)
         if i == (d.tabs.selected_index or 0) and hasattr(panel, "activate"):
             panel.activate()
         return panel
@@ -257,42 +252,18 @@ class Dashboard(W.VBox):
             else:
                 panel.deactivate()
 
-    def build_hidden(self, *, delay_s: float | None = None, gap_s: float = 0.2) -> None:
-        """Build the panels of the tabs not shown yet (each inactive: it computes when shown).
-
-        With ``delay_s``, in the kernel's event loop: after ``delay_s``, one panel every ``gap_s``,
-        so that clicks in between are answered. Without a running event loop (a script, a test)
-        they are built now. The dashboard itself builds a panel when its tab is first shown; this
-        is for a notebook that wants every tab ready (a page of one student can afford it, a class
-        of thirty pages at once cannot: see ``_on_page``).
+    def build_hidden(self) -> None:
+        """Build the panels of the tabs not shown yet, each inactive (it computes when shown): for a
+        notebook that wants every tab ready. The dashboard itself builds a panel when its tab is first
+        shown; a class of thirty pages building theirs at once cannot afford more (see ``_on_page``).
 
         >>> d = Dashboard(tabs=("graph", "memory")); d.panels.built("memory") is None
         True
         >>> d.build_hidden(); d.panels.built("memory").result is None
         True
         """
-        todo = [k for k in self.panels if self.panels.built(k) is None]
-        if not todo:
-            return
-        loop = None
-        if delay_s is not None:
-            import asyncio
-
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                loop = None
-        if loop is None:
-            for k in todo:
-                self.panels[k]  # noqa: B018
-            return
-
-        def one(rest: list[str]) -> None:
-            if rest:
-                self.panels[rest[0]]  # noqa: B018
-                loop.call_later(gap_s, one, rest[1:])
-
-        loop.call_later(delay_s, one, todo)
+        for key in self.panels:
+            self.panels[key]  # noqa: B018 - builds it
 
     def show(self, key: str) -> Any:
         """Select the tab ``key`` (what a click on its title does) and return its panel.
