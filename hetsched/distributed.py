@@ -15,13 +15,20 @@ measures, on this machine, what those messages and a real pipelined run cost:
   :class:`~hetsched.pipeline.P2P` (a lone message costs the ping-pong time: ``latency_s`` is the
   rest of the one-way intercept, ``overhead_s`` the per-message part), :meth:`P2PCalibration.link`
   the :class:`~hetsched.system.Link` a system YAML carries (``attrs["overhead_s"]``);
+* the same harness measures a **late receive** (``metrics["late_recv_s"]``): gloo moves a message
+  only once its receive is posted (a rendezvous), and torch's GPipe and 1F1B post a receive just
+  before the stage needs it, when the sender has long moved on to its next computation; the data
+  then waits for the sender's communication thread to get a core that its compute holds. A
+  back-to-back ping-pong never sees this; on this 2-core VM it costs about 1 ms per late receive
+  on average (a median near the one-way time, a p90 of 3 ms);
 * :func:`measure_pipeline` runs a real ``torch.distributed.pipelining`` schedule (GPipe, 1F1B,
   interleaved 1F1B, the zero-bubble schedules torch runs on CPU) of a model split into stages on
   ``p`` local ranks and returns the measured step time, each stage's forward and backward time
-  measured alone, the per-action runtime overhead of torch's schedule loop, and torch's own action
-  order (:func:`schedule_of`): what :func:`predict_pipeline` feeds the simulator with, so that the
-  simulated makespan and the real one can be set side by side (``bench/bench_calibration.py
-  --only pipeline``).
+  measured alone, how fast a rank computes while ``n`` ranks compute at once (:func:`corun_speed`),
+  torch's own action order (:func:`schedule_of`) and its runtime list with sends and receives
+  (where each receive is posted: :func:`receive_posts`): what :func:`predict_pipeline` feeds the
+  simulator with, so that the simulated makespan and the real one can be set side by side
+  (``bench/bench_calibration.py --only pipeline``).
 
 Every rank runs ``threads`` torch threads (default 1). Ranks beyond the machine's cores share them:
 the measured run then includes that sharing; :func:`predict_pipeline` says so (``cores``).
@@ -53,7 +60,7 @@ from .timeline import make_timeline
 
 __all__ = ["run_ranks", "measure_p2p", "fit_link", "P2PCalibration", "DEFAULT_P2P_SIZES",
            "measure_pipeline", "PipelineRun", "predict_pipeline", "shared_cores_makespan", "schedule_of", "TORCH_SCHEDULES",
-           "mlp_stages"]
+           "mlp_stages", "corun_speed", "receive_posts"]
 
 #: Message sizes of the sweep: 4 B to 16 MiB, every power of 4.
 DEFAULT_P2P_SIZES: tuple[int, ...] = tuple(4 ** k for k in range(1, 13))
@@ -120,7 +127,8 @@ def run_ranks(fn: Callable, world: int, *args: Any, threads: int = 1, timeout_s:
 
 
 # ---------------------------------------------------------------------------- the link
-def _p2p_worker(rank: int, world: int, sizes: Sequence[int], repeats: int, stream: int) -> dict:
+def _p2p_worker(rank: int, world: int, sizes: Sequence[int], repeats: int, stream: int, late_sizes: Sequence[int],
+                late_repeats: int, lag_s: float, busy_s: float) -> dict:
     import torch
     import torch.distributed as dist
 
@@ -161,7 +169,35 @@ def _p2p_worker(rank: int, world: int, sizes: Sequence[int], repeats: int, strea
                 per.append(time.perf_counter() - t0)
         # k messages back to back plus one 1-byte acknowledgement (about the smallest ping-pong)
         out["stream"].append(max(0.0, statistics.median(per) - out["pingpong"][0]) / stream)
+    # a late receive: rank 0 sends and goes on computing for busy_s; rank 1 computes for lag_s (the
+    # message is long there) and then receives. gloo moves the data only once the receive is posted
+    # (a rendezvous), and the sender's communication thread must then get a core its compute holds.
+    out["late"] = []
+    a = torch.randn(128, 128)
+    for n in late_sizes:
+        x = torch.zeros(int(n), dtype=torch.uint8)
+        blocks = []
+        for i in range(late_repeats + 2):
+            dist.barrier()
+            if rank == 0:
+                w = dist.isend(x, peer)
+                _compute(a, busy_s)
+                w.wait()
+            else:
+                _compute(a, lag_s)
+                t0 = time.perf_counter()
+                dist.irecv(x, peer).wait()
+                if i >= 2:
+                    blocks.append(time.perf_counter() - t0)
+        out["late"].append(blocks)
     return out
+
+
+def _compute(a: Any, seconds: float) -> None:
+    """Keep a core busy with small matrix products for ``seconds`` (a rank computing, not sleeping)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        a @ a
 
 
 def fit_link(sizes: Sequence[float], times: Sequence[float]) -> tuple[float, float]:
@@ -200,21 +236,27 @@ class P2PCalibration(Result):
     metrics : dict
         ``latency_s``, ``bandwidth_Bps`` (the ping-pong fit), ``overhead_s`` (the stream's
         intercept, at most the latency), ``stream_bandwidth_Bps``, ``max_rel_error`` (of the
-        ping-pong fit over the sweep), ``threads``, ``load_1min``.
+        ping-pong fit over the sweep), ``late_recv_s`` (what a receive posted after a busy sender's
+        send blocks on average beyond the fitted one-way time), ``threads``, ``load_1min``.
+    late : DataFrame
+        Per size received late: ``size_bytes``, ``median_s``, ``mean_s``, ``p90_s``, ``max_s`` of
+        the receiver's block, ``over_500us`` (the share that blocked over 0.5 ms).
     """
 
     points: pd.DataFrame = field(default_factory=pd.DataFrame)
+    late: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def link(self, src: str = "rank0", dst: str = "rank1") -> Link:
         """The measured link between two devices (``attrs``: ``overhead_s`` and where it came from)."""
         m = self.metrics
         bw = m["bandwidth_Bps"] if math.isfinite(m["bandwidth_Bps"]) else 1e18
-        return Link(src, dst, bw, m["latency_s"], attrs={"overhead_s": m["overhead_s"],
+        return Link(src, dst, bw, m["latency_s"], attrs={"overhead_s": m["overhead_s"], "late_recv_s": m.get("late_recv_s", 0.0),
                                                         "source": "hetsched.distributed.measure_p2p (gloo ping-pong)"})
 
     def p2p(self, *, lockstep: bool = False):
         """The pipeline simulator's :class:`~hetsched.pipeline.P2P`: a lone message costs the fitted
-        ping-pong time, of which ``overhead_s`` is the per-message part."""
+        ping-pong time, of which ``overhead_s`` is the per-message part (a late receive's extra,
+        ``metrics["late_recv_s"]``, is :func:`predict_pipeline`'s ``late_recv_s``)."""
         from .pipeline import P2P
 
         m = self.metrics
@@ -223,12 +265,24 @@ class P2PCalibration(Result):
 
 
 def measure_p2p(sizes: Sequence[int] = DEFAULT_P2P_SIZES, *, repeats: int = 20, stream: int = 8, threads: int = 1,
-                timeout_s: float = 600) -> P2PCalibration:
+                late_sizes: Sequence[int] = (4096, 65536, 1 << 20), late_repeats: int = 60, lag_s: float = 1e-3,
+                busy_s: float = 4e-3, timeout_s: float = 600) -> P2PCalibration:
     """Measure the gloo link between two local processes (see the module notes).
 
-    >>> c = measure_p2p([4, 4096, 65536], repeats=3, stream=2)
+    Besides the ping-pong and the stream, each of ``late_sizes`` is received ``late_repeats`` times
+    **late**: the sender sends and goes on computing for ``busy_s``; the receiver computes for
+    ``lag_s`` and only then receives, as torch's GPipe and 1F1B do (a receive is posted just before
+    the stage needs it). gloo moves the data only once the receive is posted, and then the sender's
+    communication thread needs a core that its own compute holds: the receiver's **mean** block
+    less the fitted one-way time is ``metrics["late_recv_s"]``. It is heavy-tailed (on this VM: a
+    median near the one-way time, a p90 of several milliseconds, when the scheduler leaves that
+    thread behind the compute), so a pipeline pays it on average, not at the median.
+
+    >>> c = measure_p2p([4, 4096, 65536], repeats=3, stream=2, late_sizes=[4096], late_repeats=3)
     >>> c.metrics["latency_s"] > 0 and c.metrics["bandwidth_Bps"] > 0, len(c.points)
     (True, 3)
+    >>> c.metrics["late_recv_s"] >= 0, list(c.late["size_bytes"])
+    (True, [4096])
     """
     sizes = [int(s) for s in sizes]
     if len(sizes) < 2 or any(s < 1 for s in sizes):
@@ -237,7 +291,13 @@ def measure_p2p(sizes: Sequence[int] = DEFAULT_P2P_SIZES, *, repeats: int = 20, 
         raise HetschedError("repeats and stream must be >= 1", field="repeats")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     t0 = time.perf_counter()
-    res = run_ranks(_p2p_worker, 2, sizes, repeats, stream, threads=threads, timeout_s=timeout_s)[0]
+    late_sizes = [int(b) for b in late_sizes]
+    if any(b < 1 for b in late_sizes) or (late_sizes and late_repeats < 1) or not (0 <= lag_s < 1 and 0 <= busy_s < 1):
+        raise HetschedError("late_sizes must be positive byte counts, late_repeats >= 1, 0 <= lag_s, busy_s < 1",
+                            field="late_sizes")
+    both = run_ranks(_p2p_worker, 2, sizes, repeats, stream, late_sizes, int(late_repeats), float(lag_s), float(busy_s),
+                     threads=threads, timeout_s=timeout_s)
+    res = both[0]
     pp, st = np.asarray(res["pingpong"]), np.asarray(res["stream"])
     lat, bw = fit_link(sizes, pp)
     ok = st > 0
@@ -248,17 +308,35 @@ def measure_p2p(sizes: Sequence[int] = DEFAULT_P2P_SIZES, *, repeats: int = 20, 
     points = pd.DataFrame({"size_bytes": sizes, "pingpong_s": pp, "stream_s": st, "fitted_pingpong_s": fitted,
                            "fitted_stream_s": s_lat + n / s_bw})
     err = float(np.max(np.abs(fitted / pp - 1)))
+    late = [np.asarray(d, float) for d in both[1]["late"]]
+    extra = [float(np.mean(d)) - (lat + b / bw) for b, d in zip(late_sizes, late)]
+    late_recv = max(0.0, float(np.mean(extra))) if extra else 0.0
     steps = StepLog()
     steps.add("pingpong", f"{len(sizes)} sizes", after=lat, accepted=True,
               reason=f"ping-pong over gloo, {sizes[0]} B to {sizes[-1] / 2**20:.3g} MiB: latency {lat * 1e6:.1f} us, "
                      f"bandwidth {bw / 1e9:.2f} GB/s (worst fit error {err:.0%})")
     steps.add("stream", f"{stream} messages back to back", after=over, accepted=True,
               reason=f"stream of {stream}: per-message overhead {over * 1e6:.1f} us, bandwidth {s_bw / 1e9:.2f} GB/s")
+    if late:
+        alll = np.concatenate(late)
+        steps.add("late", f"{len(late_sizes)} sizes x {late_repeats} received late from a busy sender", after=late_recv,
+                  accepted=True,
+                  reason=f"a late receive blocks {late_recv * 1e6:.0f} us beyond the fitted one-way time on average "
+                         f"(median {float(np.median(alll)) * 1e6:.0f} us, mean {float(np.mean(alll)) * 1e6:.0f} us, "
+                         f"{float(np.mean(alll > 5e-4)):.0%} over 0.5 ms)")
+    late_pts = pd.DataFrame({"size_bytes": late_sizes,
+                             "median_s": [float(np.median(d)) for d in late],
+                             "mean_s": [float(np.mean(d)) for d in late],
+                             "p90_s": [float(np.quantile(d, 0.9)) for d in late],
+                             "max_s": [float(np.max(d)) for d in late],
+                             "over_500us": [float(np.mean(d > 5e-4)) for d in late]})
     metrics = {"latency_s": lat, "bandwidth_Bps": bw, "overhead_s": over, "stream_bandwidth_Bps": s_bw,
-               "max_rel_error": err, "threads": float(threads), "load_1min": load,
+               "max_rel_error": err, "late_recv_s": late_recv, "threads": float(threads), "load_1min": load,
                "duration_s": time.perf_counter() - t0}
-    return P2PCalibration(points=points, metrics=metrics, steps=steps, timeline=make_timeline([]),
-                          params={"sizes": sizes, "repeats": repeats, "stream": stream, "threads": threads})
+    return P2PCalibration(points=points, late=late_pts, metrics=metrics, steps=steps, timeline=make_timeline([]),
+                          params={"sizes": sizes, "repeats": repeats, "stream": stream, "threads": threads,
+                                  "late_sizes": late_sizes, "late_repeats": late_repeats, "lag_s": lag_s,
+                                  "busy_s": busy_s})
 
 
 # ---------------------------------------------------------------------------- real pipelines
@@ -300,12 +378,27 @@ def _loss(out, target):
 
 
 def _time_stage(mod: Any, x: Any, last: bool, repeats: int) -> dict[str, float]:
-    """Forward, full backward and input-gradient time of one stage alone (medians); the weight
-    gradient's is the rest of the backward."""
+    """Forward, full backward, and a split backward's input- and weight-gradient halves of one stage
+    alone (medians).
+
+    The split is timed with the functions torch's zero-bubble schedules run
+    (``stage_backward_input``, then ``stage_backward_weight`` from the saved intermediates): their
+    two halves cost more than one full backward (on this MLP, ~25 % more), which a split timed as
+    ``autograd.grad`` over the input plus "the rest" would miss. Where that private torch module is
+    missing, the input half is ``autograd.grad`` over the input and the weight half the rest.
+
+    The weight gradients accumulate over the repeats, as they do over a step's micro-batches: a
+    backward that allocated them afresh each time would time page faults on new memory (for a
+    16-layer stage of this MLP, 10.2 ms instead of 7.6 ms per backward) that the pipeline pays once.
+    """
     import torch
 
-    params = [p for p in mod.parameters()]
-    f, b, i_ = [], [], []
+    try:
+        from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
+    except ImportError:  # an older or newer torch without them: the approximate split
+        stage_backward_input = stage_backward_weight = None
+
+    f, b, i_, w_ = [], [], [], []
     for k in range(repeats + 1):
         xi = x.detach().requires_grad_(True)
         t0 = time.perf_counter()
@@ -316,20 +409,25 @@ def _time_stage(mod: Any, x: Any, last: bool, repeats: int) -> dict[str, float]:
         g = None if last else torch.ones_like(out)
         torch.autograd.backward(out, g)
         t2 = time.perf_counter()
+        xi = x.detach().requires_grad_(True)
         out = mod(xi)
         if last:
             out = _loss(out, torch.zeros_like(out))
         t3 = time.perf_counter()
-        torch.autograd.grad(out, [xi], g)
-        t4 = time.perf_counter()
+        if stage_backward_input is not None:
+            _, groups = stage_backward_input([out], None if g is None else [g], [xi], mod.parameters())
+            t4 = time.perf_counter()
+            stage_backward_weight(mod.parameters(), groups)
+            t5 = time.perf_counter()
+        else:
+            torch.autograd.grad(out, [xi], g)
+            t4 = t5 = time.perf_counter()
         if k:
-            f.append(t1 - t0), b.append(t2 - t1), i_.append(t4 - t3)
-        for q in params:
-            q.grad = None
-    # the weight gradient alone (autograd.grad over the parameters) recomputes the input gradients it
-    # needs on the way: what a split backward's W adds is the full backward less its I
+            f.append(t1 - t0), b.append(t2 - t1), i_.append(t4 - t3), w_.append(t5 - t4)
     fb, fi = statistics.median(b), statistics.median(i_)
-    return {"f_s": statistics.median(f), "b_s": fb, "i_s": min(fi, fb), "w_s": max(fb - fi, 0.0)}
+    if stage_backward_input is None:
+        return {"f_s": statistics.median(f), "b_s": fb, "i_s": min(fi, fb), "w_s": max(fb - fi, 0.0)}
+    return {"f_s": statistics.median(f), "b_s": fb, "i_s": fi, "w_s": statistics.median(w_)}
 
 
 def _pipeline_worker(rank: int, world: int, spec: dict) -> dict:
@@ -376,12 +474,61 @@ def _pipeline_worker(rank: int, world: int, spec: dict) -> dict:
     po = getattr(sched, "pipeline_order", None) if isinstance(sched, S.PipelineScheduleMulti) else None
     if po is not None:
         order = [",".join("" if a is None else str(a) for a in po[r]) for r in range(p)]
+    # the runtime's own list with its sends and receives (where each receive is posted)
+    pc = getattr(sched, "pipeline_order_with_comms", None) or None
+    comms = None if pc is None else [str(a) for a in pc.get(rank, [])]
     stage_times = {}
     for r in range(world):  # one rank at a time: each stage timed alone on the machine, as the simulator prices it
         if r == rank:
             stage_times = {s: _time_stage(mods[s], example, s == n_stages - 1, spec["stage_repeats"]) for s in ids}
         dist.barrier()
-    return {"times": times, "order": order, "stage_times": {str(k): v for k, v in stage_times.items()}}
+    # how fast a rank computes while n ranks compute at once (n = 1 .. world): ranks 0..n-1 run their
+    # first stage's forward + backward for the same wall time together, the others wait
+    corun = {}
+    for n in range(1, world + 1):
+        alone = range(world) if n == 1 else [None]
+        for r in alone:
+            dist.barrier()
+            if (n == 1 and r == rank) or (n > 1 and rank < n):
+                corun[n] = _fb_loop(mods[ids[0]], example, ids[0] == n_stages - 1, spec["corun_s"])
+        dist.barrier()
+    return {"times": times, "order": order, "comms": comms, "stage_times": {str(k): v for k, v in stage_times.items()},
+            "corun": {str(k): v for k, v in corun.items()}}
+
+
+def _fb_loop(mod: Any, x: Any, last: bool, seconds: float) -> float:
+    """Forward + backward time of ``mod`` over ``seconds`` of repeats (at least 4), as wall time
+    per repeat: with more ranks than cores the operating system slices time, and a median would
+    pick the repeats that ran while the others waited."""
+    import torch
+
+    n, t_first, end = 0, 0.0, time.perf_counter() + seconds
+    while n < 4 or time.perf_counter() < end:
+        xi = x.detach().requires_grad_(True)
+        out = mod(xi)
+        if last:
+            out = _loss(out, torch.zeros_like(out))
+        torch.autograd.backward(out, None if last else torch.ones_like(out))
+        n += 1
+        if n == 1:  # the first repeat warms up (and allocates the gradients): not counted
+            t_first = time.perf_counter()
+    return (time.perf_counter() - t_first) / (n - 1)
+
+
+def corun_speed(corun: Sequence[Mapping[str, float]]) -> tuple[float, ...]:
+    """Speed of a computing rank while ``n`` ranks compute at once, ``n = 1 .. world``: the median
+    over the ranks that ran of (time alone / time together); ``corun[r][str(n)]`` is rank ``r``'s
+    median forward + backward time with ``n`` ranks computing.
+
+    >>> corun_speed([{"1": 1.0, "2": 1.25}, {"1": 2.0, "2": 2.5}])
+    (1.0, 0.8)
+    """
+    world = len(corun)
+    out = [1.0]
+    for n in range(2, world + 1):
+        ratios = [c["1"] / c[str(n)] for c in corun[:n] if c.get(str(n), 0) > 0 and c.get("1", 0) > 0]
+        out.append(float(statistics.median(ratios)) if ratios else 1.0)
+    return tuple(out)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -396,6 +543,12 @@ class PipelineRun(Result):
         Per global stage: ``stage, rank, f_s, b_s, i_s, w_s`` measured alone on its rank (median).
     order : list of str or None
         torch's own action order per rank (compute-only CSV rows), when the schedule has one.
+    comms : list of list of str or None
+        Per rank, the runtime's action list with its sends and receives (torch's
+        ``pipeline_order_with_comms``: where each receive is posted), for the multi-stage schedules.
+    speed : tuple of float
+        ``speed[n - 1]``: how fast a rank computes while ``n`` ranks compute at once, against
+        alone (:func:`corun_speed`; shared caches and memory, and more ranks than cores).
     metrics : dict
         ``step_s`` (median), ``step_min_s``, ``step_max_s``, ``p``, ``v``, ``m``, ``activation_bytes``,
         ``threads``, ``load_1min``, ``cores`` (of this machine).
@@ -404,6 +557,8 @@ class PipelineRun(Result):
     step_s: tuple = ()
     stages: pd.DataFrame = field(default_factory=pd.DataFrame)
     order: Any = None
+    speed: tuple = ()
+    comms: Any = None
 
     def schedule(self):
         """The hetsched :class:`~hetsched.pipeline.Schedule` of this run (torch's own order)."""
@@ -424,7 +579,7 @@ def schedule_of(name: str, p: int, v: int, m: int, order: Sequence[str] | None =
 
 def measure_pipeline(schedule: str = "1f1b", p: int = 2, *, v: int = 1, m: int = 8, microbatch: int = 32,
                      width: int = 512, layers: int = 16, steps: int = 5, warmup: int = 2, stage_repeats: int = 5,
-                     threads: int = 1, seed: int = 0, timeout_s: float = 600) -> PipelineRun:
+                     threads: int = 1, seed: int = 0, corun_s: float = 0.3, timeout_s: float = 600) -> PipelineRun:
     """Run ``schedule`` for real on ``p`` local ranks (gloo) and measure it (see the module notes).
 
     The model is :func:`mlp_stages` split into ``p * v`` stages; each step pushes ``m``
@@ -438,7 +593,7 @@ def measure_pipeline(schedule: str = "1f1b", p: int = 2, *, v: int = 1, m: int =
         raise HetschedError(f"{schedule} runs two stages per rank in a V (v=2), not v={v}", field="v")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     spec = {"schedule": schedule, "v": v, "m": m, "microbatch": microbatch, "width": width, "layers": layers,
-            "steps": steps, "warmup": warmup, "stage_repeats": stage_repeats, "seed": seed}
+            "steps": steps, "warmup": warmup, "stage_repeats": stage_repeats, "seed": seed, "corun_s": float(corun_s)}
     res = run_ranks(_pipeline_worker, p, spec, threads=threads, timeout_s=timeout_s)
     steps_s = [max(r["times"][k] for r in res) for k in range(steps)]
     rows = [{"stage": int(s), "rank": r, **t} for r, out in enumerate(res) for s, t in out["stage_times"].items()]
@@ -450,12 +605,17 @@ def measure_pipeline(schedule: str = "1f1b", p: int = 2, *, v: int = 1, m: int =
     steps_log.add("run", f"{schedule} p={p} v={v} m={m}", after=metrics["step_s"], accepted=True,
                   reason=f"torch.distributed.pipelining {TORCH_SCHEDULES[schedule][0]} on {p} gloo ranks: step "
                          f"{metrics['step_s'] * 1e3:.1f} ms (median of {steps}; {min(steps_s) * 1e3:.1f}-{max(steps_s) * 1e3:.1f})")
-    return PipelineRun(step_s=tuple(steps_s), stages=stages, order=res[0]["order"], metrics=metrics, steps=steps_log,
+    speed = corun_speed([r["corun"] for r in res])
+    comms = [r["comms"] for r in res] if all(r.get("comms") is not None for r in res) else None
+    return PipelineRun(step_s=tuple(steps_s), stages=stages, order=res[0]["order"], speed=speed, comms=comms,
+                       metrics=metrics,
+                       steps=steps_log,
                        timeline=make_timeline([]), params={**spec, "p": p, "threads": threads})
 
 
 def predict_pipeline(run: PipelineRun, *, comm: Any = None, overhead_s: float = 0.0, stage_times: pd.DataFrame | None = None,
-                     cores: int | None = None) -> dict[str, Any]:
+                     cores: int | None = None, speed: Sequence[float] | None = None,
+                     late_recv_s: float = 0.0) -> dict[str, Any]:
     """The simulated makespan of ``run``'s schedule (torch's own order), to set against
     ``run.metrics["step_s"]``.
 
@@ -466,6 +626,14 @@ def predict_pipeline(run: PipelineRun, *, comm: Any = None, overhead_s: float = 
     :func:`hetsched.pipeline.simulate`'s, a rank per core. With more ranks than cores -- 4 ranks on
     this 2-core machine -- the ranks share the cores: :func:`shared_cores_makespan` runs the same
     priced actions with every running action slowed to ``cores / running`` of its speed.
+
+    ``speed`` (``speed[n - 1]``: how fast a rank computes while ``n`` compute at once, e.g. the
+    run's measured :attr:`PipelineRun.speed`) replaces both: the actions run under
+    :func:`shared_cores_makespan` at the measured speeds, which include what ranks sharing caches,
+    memory bandwidth and (beyond the cores) the cores themselves cost each other. ``late_recv_s``
+    (:attr:`P2PCalibration.metrics`) prices gloo's late receives where torch's runtime posts them
+    (:func:`receive_posts`, :func:`shared_cores_makespan`); with more ranks than cores, every
+    receive.
 
     Returns ``{"makespan_s", "model", "result"}`` (``result``: the ``PipelineResult`` of the
     simulator, also given when the cores are shared, for its timeline at full speed).
@@ -482,14 +650,82 @@ def predict_pipeline(run: PipelineRun, *, comm: Any = None, overhead_s: float = 
     res = simulate(sched, costs=costs, comm=comm)
     if cores is None:
         cores = max(1, int(run.metrics.get("cores", os.cpu_count() or 1)) // max(1, int(run.metrics.get("threads", 1))))
+    over = run.metrics["p"] > cores
+    late = (f", {'every' if over else 'late'} receive +{late_recv_s * 1e6:.0f} us") if late_recv_s else ""
+    if speed is not None and len(speed):
+        mk = shared_cores_makespan(sched, costs, comm, cores, speed=speed, late_recv_s=late_recv_s,
+                                   posts=receive_posts(sched, run.comms), all_late=over)
+        return {"makespan_s": mk, "model": f"{run.metrics['p']} ranks at the measured co-run speeds "
+                f"({', '.join(f'{x:.2f}' for x in speed[1:])}){late}", "result": res}
+    if late_recv_s:
+        mk = shared_cores_makespan(sched, costs, comm, cores, late_recv_s=late_recv_s, posts=receive_posts(sched, run.comms),
+                                   all_late=over)
+        return {"makespan_s": mk, "model": f"{run.metrics['p']} ranks sharing {cores} core(s){late}", "result": res}
     if run.metrics["p"] <= cores:
         return {"makespan_s": float(res.metrics["makespan_s"]), "model": "simulate (a core per rank)", "result": res}
     mk = shared_cores_makespan(sched, costs, comm, cores)
     return {"makespan_s": mk, "model": f"{run.metrics['p']} ranks sharing {cores} core(s)", "result": res}
 
 
-def shared_cores_makespan(schedule: Any, costs: Any, comm: Any, cores: int) -> float:
+def receive_posts(schedule: Any, comms: Sequence[Sequence[str]] | None) -> np.ndarray:
+    """For every action, the action on its rank after which its cross-rank input's receive is posted
+    (``-1``: at the step's start): the previous action on the rank (torch's GPipe and 1F1B receive
+    just before they compute), or where torch's runtime list with comms (:attr:`PipelineRun.comms`,
+    one list of action strings such as ``"1RECV_F3"`` per rank) places the ``RECV``.
+
+    >>> from hetsched.pipeline import one_f_one_b
+    >>> s = one_f_one_b(2, 2)                     # rank 1: F0 B0 F1 B1
+    >>> receive_posts(s, None).tolist()[4:]
+    [-1, 4, 5, 6]
+    >>> receive_posts(s, [["0F0", "0F1", "0RECV_B0", "0B0", "0RECV_B1", "0B1"],
+    ...                  ["1RECV_F0", "1RECV_F1", "1F0", "1B0", "1F1", "1B1"]]).tolist()[4:]
+    [-1, 4, -1, 6]
+    """
+    import re
+
+    n = schedule.n_actions
+    post = np.arange(n) - 1
+    post[np.asarray(schedule.offsets[:-1], np.int64)[np.diff(schedule.offsets) > 0]] = -1
+    if not comms:
+        return post
+    kinds = {"F": 0, "B": 1, "I": 2, "W": 3}
+    pat = re.compile(r"^(\d+)(F|I|B|W|SEND_F|RECV_F|SEND_B|RECV_B)(\d*)$")
+    for r in range(min(schedule.p, len(comms))):
+        lo, hi = int(schedule.offsets[r]), int(schedule.offsets[r + 1])
+        where = {(int(schedule.kind[a]), int(schedule.stage[a]), int(schedule.microbatch[a])): a for a in range(lo, hi)}
+        last = -1
+        for tok in comms[r]:
+            mt = pat.match(str(tok))
+            if not mt or not mt.group(3):
+                continue  # an action the simulator does not model (unshard, reduce-grad...)
+            st, kind, mb = int(mt.group(1)), mt.group(2), int(mt.group(3))
+            if kind in kinds:
+                last = where.get((kinds[kind], st, mb), last)
+            elif kind == "RECV_F" and (0, st, mb) in where:
+                post[where[(0, st, mb)]] = last
+            elif kind == "RECV_B":
+                for k in (1, 2):  # the full backward, or the input-gradient half of a split one
+                    if (k, st, mb) in where:
+                        post[where[(k, st, mb)]] = last
+    return post
+
+
+def shared_cores_makespan(schedule: Any, costs: Any, comm: Any, cores: int, *, speed: Sequence[float] | None = None,
+                          late_recv_s: float = 0.0, posts: np.ndarray | None = None, all_late: bool = False) -> float:
     """Makespan of ``schedule`` when its ranks share ``cores`` processors (processor sharing).
+
+    ``speed`` (``speed[n - 1]`` for ``n`` running actions, measured: :func:`corun_speed`) replaces
+    the ideal ``min(1, cores / n)``; beyond its length the last entry's total throughput is shared.
+
+    ``late_recv_s`` models gloo's rendezvous: a receive is posted after the action ``posts[a]``
+    (:func:`receive_posts`; default: just before the action that needs the message, as torch's
+    GPipe and 1F1B do). When the message was sent before the receive is posted (the sender has
+    moved on to computing), it arrives ``late_recv_s`` after the message time counted from the
+    post (:attr:`P2PCalibration.metrics` ``late_recv_s``: gloo moves the data only once the
+    receive is posted, and the sender's communication thread then waits for a core); when the
+    receive was first, it arrives the message time after the send. ``all_late`` charges every
+    cross-rank receive ``late_recv_s`` (more ranks than cores: a woken receiver waits for a core as
+    well).
 
     The actions are priced as :func:`hetsched.pipeline.simulate` prices them
     (:func:`~hetsched.pipeline.simulate.price_actions`: durations, message times); each rank runs its
@@ -504,6 +740,13 @@ def shared_cores_makespan(schedule: Any, costs: Any, comm: Any, cores: int) -> f
     True
     >>> shared_cores_makespan(s, c, None, 1)   # one core: all the work, one action at a time
     12.0
+    >>> shared_cores_makespan(s, c, None, 1, speed=[1.0, 0.5])   # measured: two at once, each at half speed
+    12.0
+    >>> s, c = gpipe(2, 2), StageCosts(f_s=[1.0, 2.0], b_s=2.0)   # rank 1 receives F1 after rank 0 sent it
+    >>> shared_cores_makespan(s, c, None, 2), shared_cores_makespan(s, c, None, 2, late_recv_s=0.5)
+    (11.0, 11.5)
+    >>> shared_cores_makespan(s, c, None, 2, late_recv_s=0.5, all_late=True)   # all four receives pay it
+    13.0
     """
     from .pipeline import P2P
     from .pipeline.simulate import price_actions
@@ -513,13 +756,20 @@ def shared_cores_makespan(schedule: Any, costs: Any, comm: Any, cores: int) -> f
     dep, dur, src, dst, _, tt = price_actions(schedule, c, link)
     delay = np.zeros(schedule.n_actions)  # message time from the producer's end to the consumer
     delay[dst] = tt
+    cross = np.zeros(schedule.n_actions, bool)
+    cross[dst] = True
+    if not (0 <= float(late_recv_s) < math.inf):
+        raise HetschedError(f"late_recv_s must be a finite time >= 0, got {late_recv_s!r}", field="late_recv_s")
     p = schedule.p
     nxt = [int(schedule.offsets[r]) for r in range(p)]
     end_of = [int(schedule.offsets[r + 1]) for r in range(p)]
     done = np.full(schedule.n_actions, np.nan)
     running: dict[int, float] = {}  # action -> remaining full-speed seconds
+    post = receive_posts(schedule, None) if posts is None else np.asarray(posts, np.int64)
     now = 0.0
     cores = max(1, int(cores))
+    if speed is not None and (not len(speed) or any(not (0 < float(x) <= 10) for x in speed)):
+        raise HetschedError(f"speed must be positive factors per number of running ranks, got {list(speed)!r}", field="speed")
     while any(nxt[r] < end_of[r] for r in range(p)) or running:
         busy = {int(schedule.rank[a]) for a in running}
         arrivals = []
@@ -530,7 +780,12 @@ def shared_cores_makespan(schedule: Any, costs: Any, comm: Any, cores: int) -> f
             d = dep[a]
             if d >= 0 and np.isnan(done[d]):
                 continue  # its producer has not run yet
-            at = 0.0 if d < 0 else done[d] + delay[a]
+            if d < 0:
+                at = 0.0
+            elif cross[a] and late_recv_s and ((t_post := (0.0 if post[a] < 0 else done[post[a]])) > done[d] or all_late):
+                at = max(t_post, done[d]) + delay[a] + late_recv_s  # received late: the rendezvous waits for the sender
+            else:
+                at = done[d] + delay[a]
             if at <= now + 1e-15:
                 running[a] = float(dur[a])
                 nxt[r] += 1
@@ -541,7 +796,12 @@ def shared_cores_makespan(schedule: Any, costs: Any, comm: Any, cores: int) -> f
                 raise HetschedError("the schedule deadlocks under processor sharing", field="schedule")
             now = min(arrivals)
             continue
-        rate = min(1.0, cores / len(running))
+        n_run = len(running)
+        if speed:
+            k = min(n_run, len(speed))
+            rate = float(speed[k - 1]) * k / n_run
+        else:
+            rate = min(1.0, cores / n_run)
         dt = min(rem / rate for rem in running.values())
         if arrivals:
             dt = min(dt, min(arrivals) - now)
