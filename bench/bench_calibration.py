@@ -629,7 +629,7 @@ def _p2p(a):
     from hetsched.distributed import measure_p2p
 
     if "c" not in _P2P:
-        _P2P["c"] = measure_p2p(repeats=5 if a.quick else 30, late_repeats=10 if a.quick else 150)
+        _P2P["c"] = measure_p2p(repeats=5 if a.quick else 30, late_repeats=10 if a.quick else 150, late_worlds=(2, 4))
     return _P2P["c"]
 
 
@@ -655,15 +655,18 @@ def part_comm(a) -> tuple[list[str], bool]:
              f"gloo moves a message only once the receiver has posted its receive. torch's GPipe and 1F1B post it just "
              f"before the stage needs the message, when the sender has long sent it and gone on computing. Measured: the "
              f"sender sends and computes for {c.params['busy_s'] * 1e3:g} ms; the receiver computes for "
-             f"{c.params['lag_s'] * 1e3:g} ms and then receives ({c.params['late_repeats']} times per size); the table "
-             "gives how long the receive blocks.", "",
-             bl.table(["bytes", "median", "mean", "p90", "max", "over 0.5 ms"],
-                      [[int(r.size_bytes), bl.fmt_s(r.median_s), bl.fmt_s(r.mean_s), bl.fmt_s(r.p90_s), bl.fmt_s(r.max_s),
-                        f"{r.over_500us:.0%}"] for r in c.late.itertuples()]), "",
+             f"{c.params['lag_s'] * 1e3:g} ms and then receives ({c.params['late_repeats']} times per size), with 2 "
+             f"ranks (one pair) and with 4 (two pairs at once, more ranks than this machine's {os.cpu_count()} cores); "
+             "the table gives how long the receive blocks.", "",
+             bl.table(["ranks", "bytes", "median", "mean", "p90", "max", "over 0.5 ms"],
+                      [[int(r.ranks), int(r.size_bytes), bl.fmt_s(r.median_s), bl.fmt_s(r.mean_s), bl.fmt_s(r.p90_s),
+                        bl.fmt_s(r.max_s), f"{r.over_500us:.0%}"] for r in c.late.itertuples()]), "",
              f"A late receive blocks **{m['late_recv_s'] * 1e6:.0f} us** beyond the fitted one-way time on average "
-             "(`late_recv_s`). The median is near the one-way time. The mean is not: the data waits for the sender's "
-             "communication thread, and the scheduler sometimes leaves that thread behind the sender's compute for "
-             "milliseconds. A pipeline pays the mean, once per late receive."]
+             f"with 2 ranks (`late_recv_s`), **{c.late_recv(4) * 1e6:.0f} us** with 4 (`late_recv_4_s`), against a "
+             f"{m['latency_s'] * 1e6:.0f} us ping-pong. It is heavy-tailed: some receives "
+             "take about the one-way time, others wait for milliseconds, until the scheduler gives the sender's "
+             "communication thread the core that the sender's compute holds. A pipeline pays the mean, once per late "
+             "receive."]
     return lines, True
 
 
@@ -672,7 +675,6 @@ def part_pipeline(a) -> tuple[list[str], bool]:
 
     c = _p2p(a)
     comm = c.p2p()
-    late = float(c.metrics["late_recv_s"])
     kw = dict(m=8, microbatch=32, width=512, layers=16, steps=3 if a.quick else 9, warmup=2,
               stage_repeats=3 if a.quick else 9)
     loads = [_load()]
@@ -703,7 +705,7 @@ def part_pipeline(a) -> tuple[list[str], bool]:
             bare = predict_pipeline(run)["makespan_s"]
             linked = predict_pipeline(run, comm=comm, overhead_s=ovh)["makespan_s"]
             corun = predict_pipeline(run, comm=comm, overhead_s=ovh, speed=run.speed)["makespan_s"]
-            pred = predict_pipeline(run, comm=comm, overhead_s=ovh, speed=run.speed, late_recv_s=late)
+            pred = predict_pipeline(run, comm=comm, overhead_s=ovh, speed=run.speed, late_recv_s=c.late_recv(p))
             ratio = pred["makespan_s"] / real
             ok = abs(ratio - 1) <= TARGETS["pipeline"]
             ok_all &= ok
@@ -729,7 +731,8 @@ def part_pipeline(a) -> tuple[list[str], bool]:
              "3. **+ co-run**: every action runs at the speed measured for a rank while `n` ranks compute at once "
              "(`PipelineRun.speed`, the column 'speed, 2..p at once': shared caches and memory; beyond the "
              f"{os.cpu_count()} cores, the cores too);",
-             f"4. **predicted**: gloo's late receives, {late * 1e6:.0f} us each (the comm page), where torch's runtime "
+             f"4. **predicted**: gloo's late receives, {c.late_recv(2) * 1e6:.0f} us each with 2 ranks and "
+             f"{c.late_recv(4) * 1e6:.0f} us with 4 (the comm page), where torch's runtime "
              "posts the receive after the message was sent (`receive_posts`: just before the stage for GPipe and 1F1B, "
              "where torch's runtime list puts the `RECV` for the others); with more ranks than cores, every receive.", "",
              "Every input of the prediction is measured apart from the runs it predicts (the link and the late "

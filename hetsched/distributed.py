@@ -19,8 +19,9 @@ measures, on this machine, what those messages and a real pipelined run cost:
   only once its receive is posted (a rendezvous), and torch's GPipe and 1F1B post a receive just
   before the stage needs it, when the sender has long moved on to its next computation; the data
   then waits for the sender's communication thread to get a core that its compute holds. A
-  back-to-back ping-pong never sees this; on this 2-core VM it costs about 1 ms per late receive
-  on average (a median near the one-way time, a p90 of 3 ms);
+  back-to-back ping-pong never sees this; on this 2-core VM it costs about 1-1.5 ms per late
+  receive on average against a 60-75 us ping-pong (heavy-tailed: some take the one-way time,
+  others several milliseconds);
 * :func:`measure_pipeline` runs a real ``torch.distributed.pipelining`` schedule (GPipe, 1F1B,
   interleaved 1F1B, the zero-bubble schedules torch runs on CPU) of a model split into stages on
   ``p`` local ranks and returns the measured step time, each stage's forward and backward time
@@ -127,8 +128,7 @@ def run_ranks(fn: Callable, world: int, *args: Any, threads: int = 1, timeout_s:
 
 
 # ---------------------------------------------------------------------------- the link
-def _p2p_worker(rank: int, world: int, sizes: Sequence[int], repeats: int, stream: int, late_sizes: Sequence[int],
-                late_repeats: int, lag_s: float, busy_s: float) -> dict:
+def _p2p_worker(rank: int, world: int, sizes: Sequence[int], repeats: int, stream: int) -> dict:
     import torch
     import torch.distributed as dist
 
@@ -169,17 +169,27 @@ def _p2p_worker(rank: int, world: int, sizes: Sequence[int], repeats: int, strea
                 per.append(time.perf_counter() - t0)
         # k messages back to back plus one 1-byte acknowledgement (about the smallest ping-pong)
         out["stream"].append(max(0.0, statistics.median(per) - out["pingpong"][0]) / stream)
-    # a late receive: rank 0 sends and goes on computing for busy_s; rank 1 computes for lag_s (the
-    # message is long there) and then receives. gloo moves the data only once the receive is posted
-    # (a rendezvous), and the sender's communication thread must then get a core its compute holds.
-    out["late"] = []
+    return out
+
+
+def _late_worker(rank: int, world: int, sizes: Sequence[int], repeats: int, lag_s: float, busy_s: float) -> list:
+    """Late receives between pairs of ranks (0 -> 1, 2 -> 3, ...), all pairs at once: each even rank
+    sends and goes on computing for ``busy_s``; its odd peer computes for ``lag_s`` (the message is
+    long there) and then receives. gloo moves the data only once the receive is posted (a
+    rendezvous), and the sender's communication thread must then get a core its compute holds.
+    Returns the odd ranks' block times per size."""
+    import torch
+    import torch.distributed as dist
+
     a = torch.randn(128, 128)
-    for n in late_sizes:
+    out = []
+    peer = rank + 1 if rank % 2 == 0 else rank - 1
+    for n in sizes:
         x = torch.zeros(int(n), dtype=torch.uint8)
         blocks = []
-        for i in range(late_repeats + 2):
+        for i in range(repeats + 2):
             dist.barrier()
-            if rank == 0:
+            if rank % 2 == 0:
                 w = dist.isend(x, peer)
                 _compute(a, busy_s)
                 w.wait()
@@ -189,7 +199,7 @@ def _p2p_worker(rank: int, world: int, sizes: Sequence[int], repeats: int, strea
                 dist.irecv(x, peer).wait()
                 if i >= 2:
                     blocks.append(time.perf_counter() - t0)
-        out["late"].append(blocks)
+        out.append(blocks)
     return out
 
 
@@ -239,8 +249,8 @@ class P2PCalibration(Result):
         ping-pong fit over the sweep), ``late_recv_s`` (what a receive posted after a busy sender's
         send blocks on average beyond the fitted one-way time), ``threads``, ``load_1min``.
     late : DataFrame
-        Per size received late: ``size_bytes``, ``median_s``, ``mean_s``, ``p90_s``, ``max_s`` of
-        the receiver's block, ``over_500us`` (the share that blocked over 0.5 ms).
+        Per rank count and size received late: ``ranks``, ``size_bytes``, ``median_s``, ``mean_s``,
+        ``p90_s``, ``max_s`` of the receiver's block, ``over_500us`` (the share over 0.5 ms).
     """
 
     points: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -252,6 +262,22 @@ class P2PCalibration(Result):
         bw = m["bandwidth_Bps"] if math.isfinite(m["bandwidth_Bps"]) else 1e18
         return Link(src, dst, bw, m["latency_s"], attrs={"overhead_s": m["overhead_s"], "late_recv_s": m.get("late_recv_s", 0.0),
                                                         "source": "hetsched.distributed.measure_p2p (gloo ping-pong)"})
+
+    def late_recv(self, ranks: int = 2) -> float:
+        """What a late receive costs with ``ranks`` ranks running: the measurement at the largest
+        rank count up to ``ranks`` (``late_recv_s`` for 2).
+
+        >>> c = P2PCalibration(metrics={"late_recv_s": 1e-3, "late_recv_4_s": 3e-3})
+        >>> c.late_recv(2), c.late_recv(3), c.late_recv(8)
+        (0.001, 0.001, 0.003)
+        """
+        m = self.metrics
+        by = {2: float(m.get("late_recv_s", 0.0))}
+        for k, val in m.items():
+            if k.startswith("late_recv_") and k.endswith("_s") and k[10:-2].isdigit():
+                by[int(k[10:-2])] = float(val)
+        fits = [w for w in by if w <= max(2, int(ranks))]
+        return by[max(fits)]
 
     def p2p(self, *, lockstep: bool = False):
         """The pipeline simulator's :class:`~hetsched.pipeline.P2P`: a lone message costs the fitted
@@ -266,7 +292,7 @@ class P2PCalibration(Result):
 
 def measure_p2p(sizes: Sequence[int] = DEFAULT_P2P_SIZES, *, repeats: int = 20, stream: int = 8, threads: int = 1,
                 late_sizes: Sequence[int] = (4096, 65536, 1 << 20), late_repeats: int = 60, lag_s: float = 1e-3,
-                busy_s: float = 4e-3, timeout_s: float = 600) -> P2PCalibration:
+                busy_s: float = 4e-3, late_worlds: Sequence[int] = (2,), timeout_s: float = 600) -> P2PCalibration:
     """Measure the gloo link between two local processes (see the module notes).
 
     Besides the ping-pong and the stream, each of ``late_sizes`` is received ``late_repeats`` times
@@ -274,9 +300,11 @@ def measure_p2p(sizes: Sequence[int] = DEFAULT_P2P_SIZES, *, repeats: int = 20, 
     ``lag_s`` and only then receives, as torch's GPipe and 1F1B do (a receive is posted just before
     the stage needs it). gloo moves the data only once the receive is posted, and then the sender's
     communication thread needs a core that its own compute holds: the receiver's **mean** block
-    less the fitted one-way time is ``metrics["late_recv_s"]``. It is heavy-tailed (on this VM: a
-    median near the one-way time, a p90 of several milliseconds, when the scheduler leaves that
-    thread behind the compute), so a pipeline pays it on average, not at the median.
+    less the fitted one-way time is ``metrics["late_recv_s"]``. It is heavy-tailed (on this VM:
+    some receives take the one-way time, others a few milliseconds, when the scheduler leaves that
+    thread behind the compute), so a pipeline pays it on average, not at the median. Each even
+    count in ``late_worlds`` beyond 2 repeats it with that many ranks, in pairs at once
+    (``metrics["late_recv_<n>_s"]``): with more ranks than cores it grows (:meth:`P2PCalibration.late_recv`).
 
     >>> c = measure_p2p([4, 4096, 65536], repeats=3, stream=2, late_sizes=[4096], late_repeats=3)
     >>> c.metrics["latency_s"] > 0 and c.metrics["bandwidth_Bps"] > 0, len(c.points)
@@ -295,9 +323,16 @@ def measure_p2p(sizes: Sequence[int] = DEFAULT_P2P_SIZES, *, repeats: int = 20, 
     if any(b < 1 for b in late_sizes) or (late_sizes and late_repeats < 1) or not (0 <= lag_s < 1 and 0 <= busy_s < 1):
         raise HetschedError("late_sizes must be positive byte counts, late_repeats >= 1, 0 <= lag_s, busy_s < 1",
                             field="late_sizes")
-    both = run_ranks(_p2p_worker, 2, sizes, repeats, stream, late_sizes, int(late_repeats), float(lag_s), float(busy_s),
-                     threads=threads, timeout_s=timeout_s)
-    res = both[0]
+    worlds = sorted({2, *(int(w) for w in late_worlds)})
+    if any(w < 2 or w % 2 for w in worlds):
+        raise HetschedError(f"late_worlds must be even rank counts >= 2, got {list(late_worlds)!r}", field="late_worlds")
+    res = run_ranks(_p2p_worker, 2, sizes, repeats, stream, threads=threads, timeout_s=timeout_s)[0]
+    lates = {}
+    for w in worlds if late_sizes else ():
+        per_rank = run_ranks(_late_worker, w, late_sizes, int(late_repeats), float(lag_s), float(busy_s), threads=threads,
+                             timeout_s=timeout_s)
+        lates[w] = [np.concatenate([np.asarray(per_rank[r][k], float) for r in range(1, w, 2)])
+                    for k in range(len(late_sizes))]
     pp, st = np.asarray(res["pingpong"]), np.asarray(res["stream"])
     lat, bw = fit_link(sizes, pp)
     ok = st > 0
@@ -308,9 +343,10 @@ def measure_p2p(sizes: Sequence[int] = DEFAULT_P2P_SIZES, *, repeats: int = 20, 
     points = pd.DataFrame({"size_bytes": sizes, "pingpong_s": pp, "stream_s": st, "fitted_pingpong_s": fitted,
                            "fitted_stream_s": s_lat + n / s_bw})
     err = float(np.max(np.abs(fitted / pp - 1)))
-    late = [np.asarray(d, float) for d in both[1]["late"]]
-    extra = [float(np.mean(d)) - (lat + b / bw) for b, d in zip(late_sizes, late)]
-    late_recv = max(0.0, float(np.mean(extra))) if extra else 0.0
+    late_by = {w: max(0.0, float(np.mean([float(np.mean(d)) - (lat + b / bw) for b, d in zip(late_sizes, ds)])))
+               for w, ds in lates.items()}
+    late = lates.get(2, [])
+    late_recv = late_by.get(2, 0.0)
     steps = StepLog()
     steps.add("pingpong", f"{len(sizes)} sizes", after=lat, accepted=True,
               reason=f"ping-pong over gloo, {sizes[0]} B to {sizes[-1] / 2**20:.3g} MiB: latency {lat * 1e6:.1f} us, "
@@ -324,19 +360,20 @@ def measure_p2p(sizes: Sequence[int] = DEFAULT_P2P_SIZES, *, repeats: int = 20, 
                   reason=f"a late receive blocks {late_recv * 1e6:.0f} us beyond the fitted one-way time on average "
                          f"(median {float(np.median(alll)) * 1e6:.0f} us, mean {float(np.mean(alll)) * 1e6:.0f} us, "
                          f"{float(np.mean(alll > 5e-4)):.0%} over 0.5 ms)")
-    late_pts = pd.DataFrame({"size_bytes": late_sizes,
-                             "median_s": [float(np.median(d)) for d in late],
-                             "mean_s": [float(np.mean(d)) for d in late],
-                             "p90_s": [float(np.quantile(d, 0.9)) for d in late],
-                             "max_s": [float(np.max(d)) for d in late],
-                             "over_500us": [float(np.mean(d > 5e-4)) for d in late]})
+    late_pts = pd.DataFrame([{"ranks": w, "size_bytes": b, "median_s": float(np.median(d)), "mean_s": float(np.mean(d)),
+                              "p90_s": float(np.quantile(d, 0.9)), "max_s": float(np.max(d)),
+                              "over_500us": float(np.mean(d > 5e-4))}
+                             for w, ds in lates.items() for b, d in zip(late_sizes, ds)],
+                            columns=["ranks", "size_bytes", "median_s", "mean_s", "p90_s", "max_s", "over_500us"])
     metrics = {"latency_s": lat, "bandwidth_Bps": bw, "overhead_s": over, "stream_bandwidth_Bps": s_bw,
-               "max_rel_error": err, "late_recv_s": late_recv, "threads": float(threads), "load_1min": load,
+               "max_rel_error": err, "late_recv_s": late_recv,
+               **{f"late_recv_{w}_s": v for w, v in late_by.items() if w != 2},
+               "threads": float(threads), "load_1min": load,
                "duration_s": time.perf_counter() - t0}
     return P2PCalibration(points=points, late=late_pts, metrics=metrics, steps=steps, timeline=make_timeline([]),
                           params={"sizes": sizes, "repeats": repeats, "stream": stream, "threads": threads,
                                   "late_sizes": late_sizes, "late_repeats": late_repeats, "lag_s": lag_s,
-                                  "busy_s": busy_s})
+                                  "busy_s": busy_s, "late_worlds": worlds})
 
 
 # ---------------------------------------------------------------------------- real pipelines

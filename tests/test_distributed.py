@@ -94,6 +94,17 @@ def test_a_late_receive_costs_only_where_the_message_waited_for_it():
     assert e.value.field == "speed"
 
 
+def test_late_receive_rank_counts_are_checked_and_looked_up():
+    from hetsched.distributed import P2PCalibration, measure_p2p
+
+    with pytest.raises(HetschedError) as e:
+        measure_p2p([4, 64], late_worlds=(3,))
+    assert e.value.field == "late_worlds"
+    c = P2PCalibration(metrics={"late_recv_s": 1e-3, "late_recv_4_s": 2e-3, "late_recv_8_s": 5e-3})
+    assert [c.late_recv(p) for p in (1, 2, 4, 6, 8, 16)] == [1e-3, 1e-3, 2e-3, 2e-3, 5e-3, 5e-3]
+    assert P2PCalibration(metrics={}).late_recv(4) == 0.0
+
+
 def test_measured_corun_speeds_slow_the_shared_actions():
     from hetsched.distributed import corun_speed
 
