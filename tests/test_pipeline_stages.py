@@ -217,3 +217,19 @@ def test_ranks_move_off_a_device_that_cannot_run_the_graph_and_given_devices_nev
     a100 = resolve_system("pipeline_a100_v100_u280")
     s = split_default(g, a100, p=4)
     assert s.params["devices"] == default_devices(a100, 4) and "devices_note" not in s.params
+
+
+def test_graph_units_are_remembered_until_the_graph_changes():
+    from hetsched.io.generators import chain
+    from hetsched.io.systems import toy_system
+    from hetsched.pipeline.stages import _saved_matrix, graph_units
+
+    g, s = chain(6), toy_system()
+    u = graph_units(g, s, ["gpu0"])
+    assert graph_units(g, s, ["gpu0"]) is u  # the dashboard's two schedules price the graph once
+    assert graph_units(g, s, ["gpu0"], units="layer") is not u
+    m = _saved_matrix(u)
+    assert _saved_matrix(u) is m and not m.flags.writeable
+    t = next(iter(g.tensors))
+    g.set_tensor(t, size_bytes=g.tensor(t).size_bytes * 2)
+    assert graph_units(g, s, ["gpu0"]) is not u  # an edit in place is a new version

@@ -46,6 +46,8 @@ Examples
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 
 import itertools
 import math
@@ -146,9 +148,20 @@ def _is_training(g: OpGraph) -> bool:
 MAX_UNITS = 1024
 
 
+#: the last few graph_units answers (and their saved-activation matrices): a split is asked for several
+#: times of one graph (a dashboard tab compares two schedules, a sweep tries many p), and pricing every
+#: unit of a 1k-op graph costs ~50 ms each time
+_UNITS_CACHE: "OrderedDict[Any, GraphUnits]" = OrderedDict()
+_SAVED_CACHE: "OrderedDict[int, tuple[GraphUnits, np.ndarray]]" = OrderedDict()
+_CACHE_SIZE = 4
+
+
 def graph_units(graph: OpGraph, system: System, devices: Sequence[str], *, cost: CostModel | None = None, units: str = "op",
                 max_units: int | None = MAX_UNITS) -> GraphUnits:
     """Cut ``graph`` into a chain of units and price every unit on every device in ``devices``.
+
+    The answer is remembered for the same graph (and version: an edit in place is a new one),
+    system, devices, cost and units; it is read-only.
 
     ``units="op"``: one unit per forward op (topological order); ``"layer"``: consecutive forward
     ops sharing a name prefix (``h3.attn.scores`` -> ``h3``) form one unit (coarser, for exhaustive
@@ -160,6 +173,26 @@ def graph_units(graph: OpGraph, system: System, devices: Sequence[str], *, cost:
     >>> u.n, u.ops[0]
     (4, ['op0', 'op0.grad'])
     """
+    from ..cost import cost_key
+
+    try:
+        key = (graph, getattr(graph, "version", None), system, tuple(devices), cost_key(cost), units, max_units)
+        hash(key)
+    except TypeError:  # something unhashable (a cost made on the fly): not remembered
+        key = None
+    if key is not None and key in _UNITS_CACHE:
+        _UNITS_CACHE.move_to_end(key)
+        return _UNITS_CACHE[key]
+    u = _graph_units(graph, system, devices, cost=cost, units=units, max_units=max_units)
+    if key is not None:
+        _UNITS_CACHE[key] = u
+        while len(_UNITS_CACHE) > _CACHE_SIZE:
+            _UNITS_CACHE.popitem(last=False)
+    return u
+
+
+def _graph_units(graph: OpGraph, system: System, devices: Sequence[str], *, cost: CostModel | None, units: str,
+                 max_units: int | None) -> GraphUnits:
     if units not in ("op", "layer"):
         raise HetschedError(f"units must be 'op' or 'layer', got {units!r}", field="units")
     if not _is_training(graph):
@@ -356,7 +389,20 @@ def _resolve_schedule(schedule: Any, p: int, v: int, m: int | None) -> Schedule:
 
 
 def _saved_matrix(u: GraphUnits) -> np.ndarray:
-    """``M[i, j]``: bytes of distinct saved activations of units ``i..j-1`` (one sweep per start)."""
+    """``M[i, j]``: bytes of distinct saved activations of units ``i..j-1`` (one sweep per start;
+    remembered with the units, read-only)."""
+    hit = _SAVED_CACHE.get(id(u))
+    if hit is not None and hit[0] is u:
+        return hit[1]
+    M = _saved_sweep(u)
+    M.flags.writeable = False
+    _SAVED_CACHE[id(u)] = (u, M)
+    while len(_SAVED_CACHE) > _CACHE_SIZE:
+        _SAVED_CACHE.popitem(last=False)
+    return M
+
+
+def _saved_sweep(u: GraphUnits) -> np.ndarray:
     n = u.n
     M = np.zeros((n + 1, n + 1))
     for i in range(n):
