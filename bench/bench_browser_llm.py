@@ -100,9 +100,10 @@ def run_pass(page, ws: WsCounter, graph: Path, names: list[str], machine: str, r
     page.wait_for_timeout(300)
     ws.mark()
     t0 = page.evaluate("() => performance.now()")
-    # the upload widget's file input is not in the page: answer the file chooser its button opens
+    # the upload widget's file input is not in the page: answer the file chooser its button opens (the
+    # graph's upload, not the machine bar's "load YAML" one before it)
     with page.expect_file_chooser() as chooser:
-        panel.locator(".widget-upload").first.click()
+        panel.locator(".widget-upload").filter(has_not_text="YAML").first.click()
     chooser.value.set_files(str(graph))
     page.wait_for_function(f"() => /{graph.stem[:20]}|llama/i.test(({_VISIBLE}).innerText)", timeout=timeout_s * 1000)
     wait = _quiet_ready(page, ws, t0, timeout_s)

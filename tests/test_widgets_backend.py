@@ -507,7 +507,11 @@ def test_follows_the_session_once_a_graph_is_loaded():
     session = Session()
     session.system = hs.toy_system()
     p = BackendPanel(session=session)
-    assert p.state.setup == "example" and p.result.partition.graph.name == "merge_outcomes"
+    # built after a machine was chosen (a dashboard builds a tab on its first show): it follows the
+    # session already, on the example's graph until a graph is loaded
+    assert p.state.setup == "loaded" and p.result.partition.graph.name == "merge_outcomes"
+    assert p.system().name == "toy"
+    assert BackendPanel(session=Session()).state.setup == "example"  # nothing chosen: its own example
     n = p.n_updates
     session.graph = chain(4)
     assert p.state.setup == "loaded" and p.n_updates == n + 1  # one recompute

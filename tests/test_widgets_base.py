@@ -249,6 +249,26 @@ def test_dashboard_shares_one_session():
     assert set(d.show("memory").result.order) == set(d.session.graph.ops) and not memory.stale
 
 
+def test_a_tab_first_shown_after_a_load_shows_the_loaded_graph():
+    """The dashboard builds a tab's panel on its first show: a tab built after the user loaded a graph
+    must start on it, as a tab built before followed it (the Backends tab used to open on its example)."""
+    d = Dashboard()
+    gp = d.panels["graph"]
+    gp.state.source = "generator"
+    gp.state.generator = "fork_join"
+    g = d.session.graph
+    assert d.panels.built("backends") is None and d.panels.built("mapping") is None
+    backends = d.show("backends")
+    assert backends.state.setup == "loaded" and backends.graph is g
+    assert set(backends.result.partition.assignment) == set(g.ops)
+    assert d.show("mapping").result.graph is g
+    assert set(d.show("executor").result.op_end_s) == set(g.ops)
+    assert set(d.show("memory").result.order) == set(g.ops)
+    # with nothing loaded, a tab opens on its own example, as before
+    fresh = Dashboard()
+    assert fresh.show("backends").state.setup == "example"
+
+
 def test_dashboard_rejects_unknown_tab():
     with pytest.raises(hs.errors.UnknownNameError):
         Dashboard(tabs=["nope"])

@@ -263,6 +263,10 @@ class BackendPanel(BlockDrawing, Panel):
         pinned = graph is not None or system is not None
         if pinned:
             state.setup = "loaded"
+        elif session is not None and (session.graph is not None or session.system is not None):
+            # built after a graph or machine was loaded (a dashboard builds a tab on its first show):
+            # start where a panel built before would have followed to (_on_session)
+            state.setup = "loaded"
         style = {"description_width": "initial"}
         setup = W.Dropdown(options=[(("the given graph and system" if pinned and k == "loaded" else t), k)
                                     for k, t in SETUPS.items()],
