@@ -414,7 +414,7 @@ def _loss(out, target):
     return torch.nn.functional.mse_loss(out, target)
 
 
-def _time_stage(mod: Any, x: Any, last: bool, repeats: int) -> dict[str, float]:
+def _time_stage(mod: Any, x: Any, last: bool, repeats: int, w_gap: int = 0) -> dict[str, float]:
     """Forward, full backward, and a split backward's input- and weight-gradient halves of one stage
     alone (medians).
 
@@ -427,6 +427,10 @@ def _time_stage(mod: Any, x: Any, last: bool, repeats: int) -> dict[str, float]:
     The weight gradients accumulate over the repeats, as they do over a step's micro-batches: a
     backward that allocated them afresh each time would time page faults on new memory (for a
     16-layer stage of this MLP, 10.2 ms instead of 7.6 ms per backward) that the pipeline pays once.
+
+    ``w_gap``: the weight half is timed after ``w_gap`` other micro-batches' forward and input
+    half, as a zero-bubble schedule runs it (:func:`_w_gap`): by then its saved intermediates are
+    out of the caches, and on this MLP a weight half takes ~2x its time right after its input half.
     """
     import torch
 
@@ -454,13 +458,25 @@ def _time_stage(mod: Any, x: Any, last: bool, repeats: int) -> dict[str, float]:
         if stage_backward_input is not None:
             _, groups = stage_backward_input([out], None if g is None else [g], [xi], mod.parameters())
             t4 = time.perf_counter()
+            others = []
+            for _ in range(w_gap):  # what the schedule runs between this micro-batch's I and its W
+                xo = x.detach().clone().requires_grad_(True)
+                oo = mod(xo)
+                if last:
+                    oo = _loss(oo, torch.zeros_like(oo))
+                others.append(stage_backward_input([oo], None if g is None else [torch.ones_like(oo)], [xo],
+                                                   mod.parameters())[1])
+            t4b = time.perf_counter()
             stage_backward_weight(mod.parameters(), groups)
             t5 = time.perf_counter()
+            for og in others:
+                stage_backward_weight(mod.parameters(), og)
+            i_t, w_t = t4 - t3, t5 - t4b  # W alone: from after the others' work to its end
         else:
             torch.autograd.grad(out, [xi], g)
-            t4 = t5 = time.perf_counter()
+            i_t, w_t = time.perf_counter() - t3, 0.0
         if k:
-            f.append(t1 - t0), b.append(t2 - t1), i_.append(t4 - t3), w_.append(t5 - t4)
+            f.append(t1 - t0), b.append(t2 - t1), i_.append(i_t), w_.append(w_t)
     fb, fi = statistics.median(b), statistics.median(i_)
     if stage_backward_input is None:
         return {"f_s": statistics.median(f), "b_s": fb, "i_s": min(fi, fb), "w_s": max(fb - fi, 0.0)}
@@ -514,10 +530,11 @@ def _pipeline_worker(rank: int, world: int, spec: dict) -> dict:
     # the runtime's own list with its sends and receives (where each receive is posted)
     pc = getattr(sched, "pipeline_order_with_comms", None) or None
     comms = None if pc is None else [str(a) for a in pc.get(rank, [])]
+    gap = _w_gap(po[rank]) if po is not None and TORCH_SCHEDULES[spec["schedule"]][2] else 0
     stage_times = {}
     for r in range(world):  # one rank at a time: each stage timed alone on the machine, as the simulator prices it
         if r == rank:
-            stage_times = {s: _time_stage(mods[s], example, s == n_stages - 1, spec["stage_repeats"]) for s in ids}
+            stage_times = {s: _time_stage(mods[s], example, s == n_stages - 1, spec["stage_repeats"], gap) for s in ids}
         dist.barrier()
     # how fast a rank computes while n ranks compute at once (n = 1 .. world): ranks 0..n-1 run their
     # first stage's forward + backward for the same wall time together, the others wait
@@ -531,6 +548,26 @@ def _pipeline_worker(rank: int, world: int, spec: dict) -> dict:
         dist.barrier()
     return {"times": times, "order": order, "comms": comms, "stage_times": {str(k): v for k, v in stage_times.items()},
             "corun": {str(k): v for k, v in corun.items()}}
+
+
+def _w_gap(actions: Sequence[Any]) -> int:
+    """Median number of micro-batches whose input half a rank runs between a micro-batch's input
+    half (``I``) and its weight half (``W``), from the rank's action list (torch ``_Action``s or
+    strings such as ``"0I3"``); 0 with no split backward.
+
+    >>> _w_gap(["0F0", "0F1", "0I0", "0I1", "0W0", "0I2", "0W1", "0W2"])
+    1
+    """
+    import re
+
+    pat = re.compile(r"^(\d+)(F|I|W|B)(\d+)$")
+    seq = [m.groups() for a in actions if a is not None and (m := pat.match(str(a)))]
+    where_i = {(st, mb): k for k, (st, kind, mb) in enumerate(seq) if kind == "I"}
+    gaps = []
+    for k, (st, kind, mb) in enumerate(seq):
+        if kind == "W" and (st, mb) in where_i:
+            gaps.append(sum(1 for _s, kd, _m in seq[where_i[(st, mb)] + 1:k] if kd == "I"))
+    return int(statistics.median(gaps)) if gaps else 0
 
 
 def _fb_loop(mod: Any, x: Any, last: bool, seconds: float) -> float:
