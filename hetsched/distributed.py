@@ -19,8 +19,8 @@ measures, on this machine, what those messages and a real pipelined run cost:
   only once its receive is posted (a rendezvous), and torch's GPipe and 1F1B post a receive just
   before the stage needs it, when the sender has long moved on to its next computation; the data
   then waits for the sender's communication thread to get a core that its compute holds. A
-  back-to-back ping-pong never sees this; on this 2-core VM it costs about 1-1.5 ms per late
-  receive on average against a 60-75 us ping-pong (heavy-tailed: some take the one-way time,
+  back-to-back ping-pong never sees this; on this 2-core VM it costs about 0.8-1.3 ms per late
+  receive on average (2 ms with 4 ranks) against a 55-75 us ping-pong (heavy-tailed: some take the one-way time,
   others several milliseconds);
 * :func:`measure_pipeline` runs a real ``torch.distributed.pipelining`` schedule (GPipe, 1F1B,
   interleaved 1F1B, the zero-bubble schedules torch runs on CPU) of a model split into stages on
@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import statistics
 import tempfile
 import time
@@ -345,7 +346,6 @@ def measure_p2p(sizes: Sequence[int] = DEFAULT_P2P_SIZES, *, repeats: int = 20, 
     err = float(np.max(np.abs(fitted / pp - 1)))
     late_by = {w: max(0.0, float(np.mean([float(np.mean(d)) - (lat + b / bw) for b, d in zip(late_sizes, ds)])))
                for w, ds in lates.items()}
-    late = lates.get(2, [])
     late_recv = late_by.get(2, 0.0)
     steps = StepLog()
     steps.add("pingpong", f"{len(sizes)} sizes", after=lat, accepted=True,
@@ -353,13 +353,13 @@ def measure_p2p(sizes: Sequence[int] = DEFAULT_P2P_SIZES, *, repeats: int = 20, 
                      f"bandwidth {bw / 1e9:.2f} GB/s (worst fit error {err:.0%})")
     steps.add("stream", f"{stream} messages back to back", after=over, accepted=True,
               reason=f"stream of {stream}: per-message overhead {over * 1e6:.1f} us, bandwidth {s_bw / 1e9:.2f} GB/s")
-    if late:
-        alll = np.concatenate(late)
-        steps.add("late", f"{len(late_sizes)} sizes x {late_repeats} received late from a busy sender", after=late_recv,
-                  accepted=True,
-                  reason=f"a late receive blocks {late_recv * 1e6:.0f} us beyond the fitted one-way time on average "
-                         f"(median {float(np.median(alll)) * 1e6:.0f} us, mean {float(np.mean(alll)) * 1e6:.0f} us, "
-                         f"{float(np.mean(alll > 5e-4)):.0%} over 0.5 ms)")
+    for w, ds in lates.items():
+        alll = np.concatenate(ds)
+        steps.add("late", f"{len(late_sizes)} sizes x {late_repeats} received late from a busy sender, {w} ranks",
+                  after=late_by[w], accepted=True,
+                  reason=f"with {w} ranks a late receive blocks {late_by[w] * 1e6:.0f} us beyond the fitted one-way "
+                         f"time on average (median {float(np.median(alll)) * 1e6:.0f} us, mean "
+                         f"{float(np.mean(alll)) * 1e6:.0f} us, {float(np.mean(alll > 5e-4)):.0%} over 0.5 ms)")
     late_pts = pd.DataFrame([{"ranks": w, "size_bytes": b, "median_s": float(np.median(d)), "mean_s": float(np.mean(d)),
                               "p90_s": float(np.quantile(d, 0.9)), "max_s": float(np.max(d)),
                               "over_500us": float(np.mean(d > 5e-4))}
@@ -430,7 +430,7 @@ def _time_stage(mod: Any, x: Any, last: bool, repeats: int, w_gap: int = 0) -> d
 
     ``w_gap``: the weight half is timed after ``w_gap`` other micro-batches' forward and input
     half, as a zero-bubble schedule runs it (:func:`_w_gap`): by then its saved intermediates are
-    out of the caches, and on this MLP a weight half takes ~2x its time right after its input half.
+    out of the caches, and on this MLP a weight half takes 1.2-2x its time right after its input half.
     """
     import torch
 
@@ -550,6 +550,17 @@ def _pipeline_worker(rank: int, world: int, spec: dict) -> dict:
             "corun": {str(k): v for k, v in corun.items()}}
 
 
+#: torch's action strings: ``<stage><kind><micro-batch>`` (``1F3``, ``0RECV_B2``)
+_ACTION = re.compile(r"^(\d+)(F|I|B|W|SEND_F|RECV_F|SEND_B|RECV_B)(\d+)$")
+
+
+def _actions(tokens: Sequence[Any]) -> list[tuple[int, str, int]]:
+    """``(stage, kind, micro-batch)`` of each of torch's actions (``_Action`` or its string) the
+    simulator models; the others (unshard, reduce-grad, ``None`` slots) are left out."""
+    return [(int(m.group(1)), m.group(2), int(m.group(3))) for t in tokens
+            if t is not None and (m := _ACTION.match(str(t)))]
+
+
 def _w_gap(actions: Sequence[Any]) -> int:
     """Median number of micro-batches whose input half a rank runs between a micro-batch's input
     half (``I``) and its weight half (``W``), from the rank's action list (torch ``_Action``s or
@@ -558,10 +569,7 @@ def _w_gap(actions: Sequence[Any]) -> int:
     >>> _w_gap(["0F0", "0F1", "0I0", "0I1", "0W0", "0I2", "0W1", "0W2"])
     1
     """
-    import re
-
-    pat = re.compile(r"^(\d+)(F|I|W|B)(\d+)$")
-    seq = [m.groups() for a in actions if a is not None and (m := pat.match(str(a)))]
+    seq = [a for a in _actions(actions) if a[1] in ("F", "I", "W", "B")]
     where_i = {(st, mb): k for k, (st, kind, mb) in enumerate(seq) if kind == "I"}
     gaps = []
     for k, (st, kind, mb) in enumerate(seq):
@@ -592,7 +600,7 @@ def _fb_loop(mod: Any, x: Any, last: bool, seconds: float) -> float:
 def corun_speed(corun: Sequence[Mapping[str, float]]) -> tuple[float, ...]:
     """Speed of a computing rank while ``n`` ranks compute at once, ``n = 1 .. world``: the median
     over the ranks that ran of (time alone / time together); ``corun[r][str(n)]`` is rank ``r``'s
-    median forward + backward time with ``n`` ranks computing.
+    forward + backward time (wall time per repeat) with ``n`` ranks computing.
 
     >>> corun_speed([{"1": 1.0, "2": 1.25}, {"1": 2.0, "2": 2.5}])
     (1.0, 0.8)
@@ -755,24 +763,17 @@ def receive_posts(schedule: Any, comms: Sequence[Sequence[str]] | None) -> np.nd
     ...                  ["1RECV_F0", "1RECV_F1", "1F0", "1B0", "1F1", "1B1"]]).tolist()[4:]
     [-1, 4, -1, 6]
     """
-    import re
-
     n = schedule.n_actions
     post = np.arange(n) - 1
     post[np.asarray(schedule.offsets[:-1], np.int64)[np.diff(schedule.offsets) > 0]] = -1
     if not comms:
         return post
     kinds = {"F": 0, "B": 1, "I": 2, "W": 3}
-    pat = re.compile(r"^(\d+)(F|I|B|W|SEND_F|RECV_F|SEND_B|RECV_B)(\d*)$")
     for r in range(min(schedule.p, len(comms))):
         lo, hi = int(schedule.offsets[r]), int(schedule.offsets[r + 1])
         where = {(int(schedule.kind[a]), int(schedule.stage[a]), int(schedule.microbatch[a])): a for a in range(lo, hi)}
         last = -1
-        for tok in comms[r]:
-            mt = pat.match(str(tok))
-            if not mt or not mt.group(3):
-                continue  # an action the simulator does not model (unshard, reduce-grad...)
-            st, kind, mb = int(mt.group(1)), mt.group(2), int(mt.group(3))
+        for st, kind, mb in _actions(comms[r]):
             if kind in kinds:
                 last = where.get((kinds[kind], st, mb), last)
             elif kind == "RECV_F" and (0, st, mb) in where:
@@ -839,7 +840,11 @@ def shared_cores_makespan(schedule: Any, costs: Any, comm: Any, cores: int, *, s
     end_of = [int(schedule.offsets[r + 1]) for r in range(p)]
     done = np.full(schedule.n_actions, np.nan)
     running: dict[int, float] = {}  # action -> remaining full-speed seconds
-    post = receive_posts(schedule, None) if posts is None else np.asarray(posts, np.int64)
+    post = receive_posts(schedule, None) if posts is None else np.asarray(posts)
+    if post.shape != (schedule.n_actions,) or not np.issubdtype(post.dtype, np.integer) or \
+            ((post < -1) | (post >= np.arange(schedule.n_actions))).any():
+        raise HetschedError(f"posts must give, for each of the {schedule.n_actions} actions, an earlier action's index "
+                            "or -1 (receive_posts)", field="posts")
     now = 0.0
     cores = max(1, int(cores))
     if speed is not None and (not len(speed) or any(not (0 < float(x) <= 10) for x in speed)):

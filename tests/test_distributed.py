@@ -89,6 +89,10 @@ def test_a_late_receive_costs_only_where_the_message_waited_for_it():
     with pytest.raises(HetschedError) as e:
         shared_cores_makespan(s, c, comm, 3, late_recv_s=-1.0)
     assert e.value.field == "late_recv_s"
+    for bad in (post[:-1], post + 1, np.full(s.n_actions, -2), post.astype(float)):  # short, not earlier, below -1, floats
+        with pytest.raises(HetschedError) as e:
+            shared_cores_makespan(s, c, comm, 3, late_recv_s=0.3, posts=bad)
+        assert e.value.field == "posts"
     with pytest.raises(HetschedError) as e:
         shared_cores_makespan(s, c, comm, 3, speed=[1.0, 0.0])
     assert e.value.field == "speed"

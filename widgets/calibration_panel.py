@@ -32,7 +32,6 @@ True
 from __future__ import annotations
 
 import functools
-
 import html
 from typing import Any, Mapping
 
@@ -73,7 +72,6 @@ def _link_choice(state: traitlets.HasTraits, name: str, ctl: W.Dropdown) -> None
     ctl.observe(to_state, names="value")
 
 
-
 @functools.lru_cache(maxsize=1)
 def bundled_measurement() -> Any:
     """The shipped measurement, read once per kernel (:func:`hetsched.io.measured.load_measurement`;
@@ -82,6 +80,7 @@ def bundled_measurement() -> Any:
     from hetsched.io.measured import load_measurement
 
     return load_measurement()
+
 
 class CalibrationState(traitlets.HasTraits):
     measurement = traitlets.Unicode("")  # which measurement (the shipped one, this machine now, or the given runs)

@@ -46,12 +46,10 @@ Examples
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
-
 import itertools
 import math
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
