@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 import time
 
 import networkx as nx
@@ -67,7 +68,11 @@ def test_ilp_timeout_falls_back_within_the_limit():
     assert took < 1.0 + 4.0  # warm-start heuristic + 1 s limit + grace, even on a loaded machine
 
 
-def test_cbc_overshoot_is_cut_by_the_parent():
+def test_cbc_overshoot_is_cut_by_the_parent(tmp_path, monkeypatch):
+    # pulp puts CBC's files in $TMPDIR; the fix puts them in a directory of its own under it
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("TMP", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     g = gen.layered(10, 8, seed=4)
     t0 = time.perf_counter()
     h = optimize_order(g, method="heuristic")
@@ -79,6 +84,8 @@ def test_cbc_overshoot_is_cut_by_the_parent():
     assert r.status in ("fallback", "feasible")
     assert r.peak_bytes <= h.peak_bytes
     assert t_h >= 0
+    # the killed CBC's model and start files (7 MB each) are gone with it
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_auto_reports_its_path():

@@ -24,6 +24,8 @@ import math
 import multiprocessing as mp
 import os
 import signal
+import shutil
+import tempfile
 import time
 import warnings
 from functools import partial, reduce
@@ -232,7 +234,8 @@ def _solver(name: str, time_limit_s: float, gap_abs: float, warm: bool):
     raise HetschedError(f"unknown solver {name!r}; choose one of {SOLVERS}", field="solver")
 
 
-def _child(conn, d: dict[str, Any], formulation: str, solver: str, time_limit_s: float, warm_order, ub_bytes) -> None:
+def _child(conn, d: dict[str, Any], formulation: str, solver: str, time_limit_s: float, warm_order, ub_bytes,
+           tmp_dir: str | None = None) -> None:
     """Runs in a child process: build, solve, send back the order and what the solver said."""
     try:
         # own process group, so that killing it also stops a CBC executable it started
@@ -255,6 +258,10 @@ def _child(conn, d: dict[str, Any], formulation: str, solver: str, time_limit_s:
         t_build = time.perf_counter() - t0
         gap_abs = 0.5 * d["gcd"] / d["scale"]  # two distinct peaks differ by at least the gcd of the sizes
         slv = _solver(solver, max(0.05, time_limit_s - t_build), gap_abs, warm_order is not None)
+        if tmp_dir is not None and hasattr(slv, "tmpDir"):
+            # CBC's model and start files (7 MB on a 10x8 layered graph) go where the parent can remove
+            # them: a child killed at the time limit never reaches pulp's own clean-up
+            slv.tmpDir = tmp_dir
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             prob.solve(slv)
@@ -371,8 +378,9 @@ def order_ilp(
 
     ctx = mp.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
+    tmp_dir = tempfile.mkdtemp(prefix="hetsched-ilp-")
     proc = ctx.Process(target=_child, args=(send, _payload(m), formulation, solver, time_limit_s, warm_arr,
-                                            None if warm_peak is None else float(warm_peak)), daemon=True)
+                                            None if warm_peak is None else float(warm_peak), tmp_dir), daemon=True)
     proc.start()
     send.close()
     remaining = time_limit_s + GRACE_S - (time.perf_counter() - t0)
@@ -390,6 +398,7 @@ def order_ilp(
             proc.kill()
     proc.join(1.0)
     recv.close()
+    shutil.rmtree(tmp_dir, ignore_errors=True)
 
     def fallback_result(ilp: SolverRun, why: str, bound: float | None = None) -> OrderResult:
         return make_result(m, fallback, method=f"{method}->fallback:{fb_name}", status="fallback", t0=t0, lb=lb,
