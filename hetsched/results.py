@@ -361,6 +361,31 @@ class Result:
         object.__setattr__(self, "steps", steps if isinstance(steps, LazySteps) else tuple(steps))
         object.__setattr__(self, "initial_state", MappingProxyType(dict(self.initial_state)))
 
+    # ---------------------------------------------------------------- pickling
+    # A result travels between processes (a sweep's workers, a cache on disk): its read-only
+    # mappings go as dicts and come back read-only; a lazily built timeline or step log (which may
+    # close over a local function) goes as what it builds.
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        proxies = [k for k, v in state.items() if isinstance(v, MappingProxyType)]
+        for k in proxies:
+            state[k] = dict(state[k])
+        if "_timeline_value" in state:
+            state["_timeline_value"] = self.timeline
+        steps = state.get("steps")
+        if isinstance(steps, LazySteps) and steps._raw is None:
+            state["steps"] = LazySteps([tuple(dict(v) if isinstance(v, MappingProxyType) else v
+                                              for v in (s.action, s.subject, s.before, s.after, s.accepted, s.reason,
+                                                        s.delta, s.data)) for s in steps])
+        state["__proxies__"] = proxies
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        for k in state.pop("__proxies__", ()):
+            state[k] = MappingProxyType(state[k])
+        self.__dict__.update(state)
+
     @property
     def n_steps(self) -> int:
         return len(self.steps)

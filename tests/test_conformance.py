@@ -13,9 +13,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import pickle
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from hetsched.cost import RooflineCost
@@ -287,6 +289,26 @@ def test_shape(name):
         s = r.steps[k]
         assert s.index == k and isinstance(s.action, str) and isinstance(s.reason, str) and s.reason
     assert r.steps_frame().shape == (n, 7)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_pickles(name):
+    """A result crosses processes (a sweep's workers, a cache on disk) and comes back the same and
+    still frozen: metrics, params, timeline, steps and the replayed state."""
+    r = CASES[name].make()  # fresh: its timeline and steps may still be lazy
+    q = pickle.loads(pickle.dumps(r))
+    assert type(q) is type(r)
+    assert dict(q.metrics) == dict(r.metrics) and q.params == r.params
+    with pytest.raises(TypeError):
+        q.metrics["x"] = 1.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        q.metrics = {}
+    pd.testing.assert_frame_equal(q.timeline, r.timeline)
+    assert q.n_steps == r.n_steps and q.steps_frame()[["action", "subject", "accepted"]].equals(
+        r.steps_frame()[["action", "subject", "accepted"]])
+    for k in sorted({-1, q.n_steps // 2, q.n_steps - 1}):
+        if k < q.n_steps:
+            assert q.replay(k) == r.replay(k)
 
 
 # ---------------------------------------------------------------- one log, one replay
