@@ -18,7 +18,9 @@ What an op moves (:meth:`RooflineCost.traffic_bytes`), measured against real run
 * a **view** (``Reshape``, ``Flatten``, ``Squeeze``, ``Unsqueeze``, or any op whose outputs are all
   aliases: torch's ``permute``/``expand``/``slice``/``split``) and an inference-mode ``Dropout``
   (identity) move nothing: they cost the launch overhead only -- unless the op is marked
-  ``attrs["copies"]`` (torch's ``reshape`` of a non-contiguous tensor copies it);
+  ``attrs["copies"]`` (torch's ``reshape`` of a non-contiguous tensor copies it) or
+  ``attrs["inplace"]`` (``relu_``, ``add_``: the output aliases the input, the op still reads and
+  writes it);
 * a **gather** (``Gather``, an embedding lookup) reads the rows it returns, not its whole table:
   ``indices + 2 x output`` bytes, whatever its ``weight_bytes``;
 * every other op moves its inputs, its outputs and its weights.
@@ -236,7 +238,7 @@ class RooflineCost:
         if bound:
             ts = g._tensors
             outs = [x for x in g._outputs.get(o.name, ()) if not (ts[x].attrs and ts[x].attrs.get("kind") == "workspace")]
-            if outs and all(ts[x].alias_of is not None for x in outs):
+            if outs and all(ts[x].alias_of is not None for x in outs) and not o.attrs.get("inplace"):
                 return 0.0, True  # every output shares its input's storage: nothing is copied
         if t in GATHER_OP_TYPES:
             if bound and not o.weight_bytes:

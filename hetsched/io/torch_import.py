@@ -20,7 +20,9 @@
 * outputs that share storage with an input (per torch's fake tensors: ``view``, ``permute``,
   ``expand``, ``slice``, a ``reshape`` of a contiguous tensor...) have ``alias_of`` that input; a
   view-type op that has to copy (``reshape`` of a non-contiguous tensor) gets
-  ``attrs["copies"] = True`` and is priced as the copy it is;
+  ``attrs["copies"] = True`` and is priced as the copy it is; an in-place op (``relu_``, ``add_``)
+  writes its input's storage (``alias_of`` it) and gets ``attrs["inplace"] = True``: it does its
+  work, it is no view;
 * run-time assertions, shape queries and mode switches are dropped (:data:`DROPPED`, with the
   reason in ``meta["dropped_ops"]``); ATen ops with no rule are kept as ``aten.<name>`` with
   ``flops=0`` and one warning lists them;
@@ -842,6 +844,9 @@ def _import_program(ep: Any, label: str, notes: Mapping[str, Any], workspace: Ma
         own = [w for w in keys if w not in owner]
         shared = [w for w in keys if w in owner]
         attrs: dict[str, Any] = {"aten": str(node.target)}
+        if packet.endswith("_") and not packet.startswith("_") and packet[:-1] not in _VIEWS and typ != "Dropout":
+            # relu_, add_, hardswish_: the output is the input's storage, but the op reads and writes it
+            attrs["inplace"] = True
         if macs:
             attrs["macs"] = int(macs)
         if keys:
