@@ -696,32 +696,41 @@ def part_pipeline(a) -> tuple[list[str], bool]:
             ovh = ovhs[name]
             loads.append(_load())
             try:
+                # gloo's communication CPU per message end, from the same schedule on as many ranks
+                # with the tiny model (its steps are nearly all communication)
+                tiny = measure_pipeline(name, p, v=v, m=m, microbatch=1, width=16, layers=2 * p * v, steps=15, warmup=3,
+                                        stage_repeats=3, corun_s=0.05)
                 run = measure_pipeline(name, p, v=v, **kw)
             except Exception as e:  # a schedule torch cannot run here: say so, do not hide it
-                rows.append([name, p, v, "-", "-", "-", "-", "-", "-", "-", "-", f"torch failed: {str(e)[:80]}"])
+                rows.append([name, p, v, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", f"torch failed: {str(e)[:80]}"])
                 ok_all = False
                 continue
             real = run.metrics["step_s"]
+            cpu = tiny.metrics["comm_cpu_per_message_s"]
             bare = predict_pipeline(run)["makespan_s"]
             linked = predict_pipeline(run, comm=comm, overhead_s=ovh)["makespan_s"]
             corun = predict_pipeline(run, comm=comm, overhead_s=ovh, speed=run.speed)["makespan_s"]
-            pred = predict_pipeline(run, comm=comm, overhead_s=ovh, speed=run.speed, late_recv_s=c.late_recv(p))
+            late = predict_pipeline(run, comm=comm, overhead_s=ovh, speed=run.speed, late_recv_s=c.late_recv(p))["makespan_s"]
+            pred = predict_pipeline(run, comm=comm, overhead_s=ovh, speed=run.speed, late_recv_s=c.late_recv(p),
+                                    comm_cpu_s=cpu)
             ratio = pred["makespan_s"] / real
             ok = abs(ratio - 1) <= TARGETS["pipeline"]
             ok_all &= ok
             rows.append([name, p, v, bl.fmt_s(real), f"{bl.fmt_s(run.metrics['step_min_s'])}-{bl.fmt_s(run.metrics['step_max_s'])}",
                          bl.fmt_s(pred["makespan_s"]), _fmt(ratio), _fmt(bare / real), _fmt(linked / real), _fmt(corun / real),
-                         ", ".join(f"{x:.2f}" for x in run.speed[1:]), bl.verdict(ok)])
+                         _fmt(late / real), ", ".join(f"{x:.2f}" for x in run.speed[1:]),
+                         f"{cpu * 1e6:.0f} us", f"{run.metrics['comm_cpu_per_message_s'] * 1e6:.0f} us", bl.verdict(ok)])
             print(f"pipeline {name} p={p} v={v}: real {real * 1e3:.1f} ms predicted {pred['makespan_s'] * 1e3:.1f} ms "
-                  f"({ratio:.3f}; bare {bare / real:.3f}, +link {linked / real:.3f}, +co-run {corun / real:.3f}) "
-                  f"load {loads[-1]:.1f}", flush=True)
+                  f"({ratio:.3f}; bare {bare / real:.3f}, +link {linked / real:.3f}, +co-run {corun / real:.3f}, "
+                  f"+late {late / real:.3f}; comm CPU/msg end tiny {cpu * 1e6:.0f} us, this run "
+                  f"{run.metrics['comm_cpu_per_message_s'] * 1e6:.0f} us) load {loads[-1]:.1f}", flush=True)
     lines = ["# Pipeline makespans: the simulator against real torch.distributed.pipelining runs (issue 30)", "",
              f"Command: `{bl.command_line()}`", f"Machine: {bl.machine_line()}", "",
              f"**Load**: {_load_note(loads)}.", "",
              f"Model: {kw['layers']} blocks of `Linear({kw['width']}, {kw['width']})` + ReLU split into `p x v` equal stages, "
              f"{m} micro-batches of {kw['microbatch']} rows, MSE loss; one torch thread per rank, gloo on local processes "
              f"(`hetsched.distributed.measure_pipeline`); real = median of {kw['steps']} steps, each from a barrier to a "
-             "barrier. Predicted (`predict_pipeline`), built up in four steps, each a column:", "",
+             "barrier. Predicted (`predict_pipeline`), built up in five steps, each a column:", "",
              "1. **bare**: torch's own action order (the multi-stage schedules' `pipeline_order`; GPipe and 1F1B are "
              "hetsched's equal ones) with each stage's forward / backward / input- and weight-gradient time measured alone "
              "on its rank (gradients accumulating, as over a step's micro-batches);",
@@ -731,15 +740,21 @@ def part_pipeline(a) -> tuple[list[str], bool]:
              "3. **+ co-run**: every action runs at the speed measured for a rank while `n` ranks compute at once "
              "(`PipelineRun.speed`, the column 'speed, 2..p at once': shared caches and memory; beyond the "
              f"{os.cpu_count()} cores, the cores too);",
-             f"4. **predicted**: gloo's late receives, {c.late_recv(2) * 1e6:.0f} us each with 2 ranks and "
+             f"4. **+ late receives**: gloo's late receives, {c.late_recv(2) * 1e6:.0f} us each with 2 ranks and "
              f"{c.late_recv(4) * 1e6:.0f} us with 4 (the comm page), where torch's runtime "
              "posts the receive after the message was sent (`receive_posts`: just before the stage for GPipe and 1F1B, "
-             "where torch's runtime list puts the `RECV` for the others); with more ranks than cores, every receive.", "",
+             "where torch's runtime list puts the `RECV` for the others); with more ranks than cores, every receive;",
+             "5. **predicted**: the CPU gloo's communication threads spend on each end of a cross-rank message, taken "
+             "from the cores the ranks compute on (`comm_cpu_s`; column 'comm CPU per message end, tiny'): measured "
+             "on the same schedule and rank count with the tiny model (width 16, one row), as the ranks' CPU time "
+             "beyond the thread running the schedule (`PipelineRun.metrics['comm_cpu_per_message_s']`). The column "
+             "'this run' is the same measure in the predicted run, shown, not used.", "",
              "Every input of the prediction is measured apart from the runs it predicts (the link and the late "
-             "receive in their own processes; the overhead on 1 rank and another model; the stages and the co-run "
-             "speeds alone after the timed steps).", "",
+             "receive in their own processes; the overhead on 1 rank and the communication CPU on p ranks with another "
+             "model; the stages and the co-run speeds alone after the timed steps).", "",
              bl.table(["schedule", "ranks", "v", "real step", "real min-max", "predicted", "ratio", "bare", "+ link, overhead",
-                       "+ co-run", "speed, 2..p at once", "result"], rows), "",
+                       "+ co-run", "+ late receives", "speed, 2..p at once", "comm CPU per message end, tiny",
+                       "this run", "result"], rows), "",
              f"Limit: predicted within {TARGETS['pipeline']:.0%} of the real step."]
     return lines, ok_all
 

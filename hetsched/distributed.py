@@ -62,7 +62,7 @@ from .timeline import make_timeline
 
 __all__ = ["run_ranks", "measure_p2p", "fit_link", "P2PCalibration", "DEFAULT_P2P_SIZES",
            "measure_pipeline", "PipelineRun", "predict_pipeline", "shared_cores_makespan", "schedule_of", "TORCH_SCHEDULES",
-           "mlp_stages", "corun_speed", "receive_posts"]
+           "mlp_stages", "corun_speed", "receive_posts", "cross_messages"]
 
 #: Message sizes of the sweep: 4 B to 16 MiB, every power of 4.
 DEFAULT_P2P_SIZES: tuple[int, ...] = tuple(4 ** k for k in range(1, 13))
@@ -483,6 +483,14 @@ def _time_stage(mod: Any, x: Any, last: bool, repeats: int, w_gap: int = 0) -> d
     return {"f_s": statistics.median(f), "b_s": fb, "i_s": fi, "w_s": statistics.median(w_)}
 
 
+def _process_cpu_s() -> float:
+    """CPU seconds of every thread of this process so far (user + system)."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 def _pipeline_worker(rank: int, world: int, spec: dict) -> dict:
     import torch
     import torch.distributed as dist
@@ -512,14 +520,16 @@ def _pipeline_worker(rank: int, world: int, spec: dict) -> dict:
         args = (x,) if first else ()
         sched.step(*args, **kw)
 
-    times = []
+    times, others = [], []
     for k in range(spec["warmup"] + spec["steps"]):
         dist.barrier()
-        t0 = time.perf_counter()
+        c0, t0 = _process_cpu_s() - time.thread_time(), time.perf_counter()
         step()
+        c1 = _process_cpu_s() - time.thread_time()
         dist.barrier()  # the step ends when the last rank is done
         if k >= spec["warmup"]:
             times.append(time.perf_counter() - t0)
+            others.append(c1 - c0)
     order = None
     # a multi-stage schedule's own order; the single-stage ones (GPipe, 1F1B) are hetsched's equal
     # schedules (torch's golden grid; their ``pipeline_order`` is only a sketch that may name
@@ -546,7 +556,8 @@ def _pipeline_worker(rank: int, world: int, spec: dict) -> dict:
             if (n == 1 and r == rank) or (n > 1 and rank < n):
                 corun[n] = _fb_loop(mods[ids[0]], example, ids[0] == n_stages - 1, spec["corun_s"])
         dist.barrier()
-    return {"times": times, "order": order, "comms": comms, "stage_times": {str(k): v for k, v in stage_times.items()},
+    return {"times": times, "other_cpu": others, "order": order, "comms": comms,
+            "stage_times": {str(k): v for k, v in stage_times.items()},
             "corun": {str(k): v for k, v in corun.items()}}
 
 
@@ -633,7 +644,10 @@ class PipelineRun(Result):
         alone (:func:`corun_speed`; shared caches and memory, and more ranks than cores).
     metrics : dict
         ``step_s`` (median), ``step_min_s``, ``step_max_s``, ``p``, ``v``, ``m``, ``activation_bytes``,
-        ``threads``, ``load_1min``, ``cores`` (of this machine).
+        ``threads``, ``load_1min``, ``cores`` (of this machine); ``comm_cpu_s``: the CPU time the
+        ranks' threads other than the one running the schedule (gloo's communication threads) spent
+        in a step, all ranks together (median over the steps), ``messages``: the step's cross-rank
+        messages, ``comm_cpu_per_message_s``: ``comm_cpu_s`` per end of a message.
     """
 
     step_s: tuple = ()
@@ -689,6 +703,18 @@ def measure_pipeline(schedule: str = "1f1b", p: int = 2, *, v: int = 1, m: int =
                          f"{metrics['step_s'] * 1e3:.1f} ms (median of {steps}; {min(steps_s) * 1e3:.1f}-{max(steps_s) * 1e3:.1f})")
     speed = corun_speed([r["corun"] for r in res])
     comms = [r["comms"] for r in res] if all(r.get("comms") is not None for r in res) else None
+    # the CPU the ranks' other threads (gloo's communication threads) spent per step, all ranks
+    # together, and per end of a cross-rank message
+    other = [sum(r["other_cpu"][k] for r in res) for k in range(steps)]
+    metrics["comm_cpu_s"] = float(statistics.median(other))
+    sched = schedule_of(schedule, p, v, m, res[0]["order"])
+    msgs = cross_messages(sched)
+    metrics["messages"] = float(msgs)
+    metrics["comm_cpu_per_message_s"] = metrics["comm_cpu_s"] / (2 * msgs) if msgs else 0.0
+    steps_log.add("comm_cpu", f"{schedule} p={p}", after=metrics["comm_cpu_s"], accepted=True,
+                  reason=f"the ranks' communication threads: {metrics['comm_cpu_s'] * 1e3:.1f} ms of CPU a step "
+                         f"(median), {metrics['comm_cpu_per_message_s'] * 1e6:.0f} us per end of each of its {msgs} "
+                         "cross-rank messages")
     return PipelineRun(step_s=tuple(steps_s), stages=stages, order=res[0]["order"], speed=speed, comms=comms,
                        metrics=metrics,
                        steps=steps_log,
@@ -697,7 +723,7 @@ def measure_pipeline(schedule: str = "1f1b", p: int = 2, *, v: int = 1, m: int =
 
 def predict_pipeline(run: PipelineRun, *, comm: Any = None, overhead_s: float = 0.0, stage_times: pd.DataFrame | None = None,
                      cores: int | None = None, speed: Sequence[float] | None = None,
-                     late_recv_s: float = 0.0) -> dict[str, Any]:
+                     late_recv_s: float = 0.0, comm_cpu_s: float = 0.0) -> dict[str, Any]:
     """The simulated makespan of ``run``'s schedule (torch's own order), to set against
     ``run.metrics["step_s"]``.
 
@@ -715,7 +741,9 @@ def predict_pipeline(run: PipelineRun, *, comm: Any = None, overhead_s: float = 
     memory bandwidth and (beyond the cores) the cores themselves cost each other. ``late_recv_s``
     (:attr:`P2PCalibration.metrics`) prices gloo's late receives where torch's runtime posts them
     (:func:`receive_posts`, :func:`shared_cores_makespan`); with more ranks than cores, every
-    receive.
+    receive. ``comm_cpu_s`` (e.g. ``comm_cpu_per_message_s`` of a tiny run of the same schedule on
+    as many ranks) is the CPU each end of a cross-rank message costs gloo's communication threads,
+    taken from the cores the ranks compute on (:func:`shared_cores_makespan`).
 
     Returns ``{"makespan_s", "model", "result"}`` (``result``: the ``PipelineResult`` of the
     simulator, also given when the cores are shared, for its timeline at full speed).
@@ -734,19 +762,36 @@ def predict_pipeline(run: PipelineRun, *, comm: Any = None, overhead_s: float = 
         cores = max(1, int(run.metrics.get("cores", os.cpu_count() or 1)) // max(1, int(run.metrics.get("threads", 1))))
     over = run.metrics["p"] > cores
     late = (f", {'every' if over else 'late'} receive +{late_recv_s * 1e6:.0f} us") if late_recv_s else ""
+    if comm_cpu_s:
+        late += f", {comm_cpu_s * 1e6:.0f} us of communication CPU per message end"
     if speed is not None and len(speed):
         mk = shared_cores_makespan(sched, costs, comm, cores, speed=speed, late_recv_s=late_recv_s,
-                                   posts=receive_posts(sched, run.comms), all_late=over)
+                                   posts=receive_posts(sched, run.comms), all_late=over, comm_cpu_s=comm_cpu_s)
         return {"makespan_s": mk, "model": f"{run.metrics['p']} ranks at the measured co-run speeds "
                 f"({', '.join(f'{x:.2f}' for x in speed[1:])}){late}", "result": res}
-    if late_recv_s:
+    if late_recv_s or comm_cpu_s:
         mk = shared_cores_makespan(sched, costs, comm, cores, late_recv_s=late_recv_s, posts=receive_posts(sched, run.comms),
-                                   all_late=over)
+                                   all_late=over, comm_cpu_s=comm_cpu_s)
         return {"makespan_s": mk, "model": f"{run.metrics['p']} ranks sharing {cores} core(s){late}", "result": res}
     if run.metrics["p"] <= cores:
         return {"makespan_s": float(res.metrics["makespan_s"]), "model": "simulate (a core per rank)", "result": res}
     mk = shared_cores_makespan(sched, costs, comm, cores)
     return {"makespan_s": mk, "model": f"{run.metrics['p']} ranks sharing {cores} core(s)", "result": res}
+
+
+def cross_messages(schedule: Any) -> int:
+    """The messages between ranks in one step of ``schedule``: actions whose input another rank's
+    action produced (a forward's activation, a backward's gradient).
+
+    >>> from hetsched.pipeline import gpipe
+    >>> cross_messages(gpipe(2, 4)), cross_messages(gpipe(4, 4))   # 4 forwards and 4 backwards per boundary
+    (8, 24)
+    """
+    from .pipeline.deps import checked_dependencies
+
+    dep = checked_dependencies(schedule)
+    has = dep >= 0
+    return int((schedule.rank[dep[has]] != schedule.rank[has]).sum())
 
 
 def receive_posts(schedule: Any, comms: Sequence[Sequence[str]] | None) -> np.ndarray:
@@ -786,7 +831,8 @@ def receive_posts(schedule: Any, comms: Sequence[Sequence[str]] | None) -> np.nd
 
 
 def shared_cores_makespan(schedule: Any, costs: Any, comm: Any, cores: int, *, speed: Sequence[float] | None = None,
-                          late_recv_s: float = 0.0, posts: np.ndarray | None = None, all_late: bool = False) -> float:
+                          late_recv_s: float = 0.0, posts: np.ndarray | None = None, all_late: bool = False,
+                          comm_cpu_s: float = 0.0) -> float:
     """Makespan of ``schedule`` when its ranks share ``cores`` processors (processor sharing).
 
     ``speed`` (``speed[n - 1]`` for ``n`` running actions, measured: :func:`corun_speed`) replaces
@@ -801,6 +847,12 @@ def shared_cores_makespan(schedule: Any, costs: Any, comm: Any, cores: int, *, s
     receive was first, it arrives the message time after the send. ``all_late`` charges every
     cross-rank receive ``late_recv_s`` (more ranks than cores: a woken receiver waits for a core as
     well).
+
+    ``comm_cpu_s`` is the CPU time a message costs at each of its two ends (gloo's communication
+    threads, :attr:`PipelineRun.metrics` ``comm_cpu_per_message_s``): when a cross-rank message is
+    sent, two jobs of that length join the running actions. They hold no rank and gate nothing,
+    but they take their share of the cores: on a machine with as many ranks as cores, every
+    message slows the compute running at that moment.
 
     The actions are priced as :func:`hetsched.pipeline.simulate` prices them
     (:func:`~hetsched.pipeline.simulate.price_actions`: durations, message times); each rank runs its
@@ -822,6 +874,9 @@ def shared_cores_makespan(schedule: Any, costs: Any, comm: Any, cores: int, *, s
     (11.0, 11.5)
     >>> shared_cores_makespan(s, c, None, 2, late_recv_s=0.5, all_late=True)   # all four receives pay it
     13.0
+    >>> s, c = gpipe(2, 1), StageCosts(f_s=1.0, b_s=1.0)   # F0 B0 on rank 0, F1 B1 on rank 1: 2 messages
+    >>> shared_cores_makespan(s, c, None, 2), shared_cores_makespan(s, c, None, 1, comm_cpu_s=0.25)
+    (4.0, 5.0)
     """
     from .pipeline import P2P
     from .pipeline.simulate import price_actions
@@ -835,6 +890,10 @@ def shared_cores_makespan(schedule: Any, costs: Any, comm: Any, cores: int, *, s
     cross[dst] = True
     if not (0 <= float(late_recv_s) < math.inf):
         raise HetschedError(f"late_recv_s must be a finite time >= 0, got {late_recv_s!r}", field="late_recv_s")
+    if not (0 <= float(comm_cpu_s) < math.inf):
+        raise HetschedError(f"comm_cpu_s must be a finite time >= 0, got {comm_cpu_s!r}", field="comm_cpu_s")
+    sends = set(int(x) for x in src) if comm_cpu_s else set()  # producers of cross-rank messages
+    background: list[float] = []  # remaining CPU seconds of the messages' communication jobs
     p = schedule.p
     nxt = [int(schedule.offsets[r]) for r in range(p)]
     end_of = [int(schedule.offsets[r + 1]) for r in range(p)]
@@ -873,21 +932,34 @@ def shared_cores_makespan(schedule: Any, costs: Any, comm: Any, cores: int, *, s
         if not running:
             if not arrivals:
                 raise HetschedError("the schedule deadlocks under processor sharing", field="schedule")
+            if background:  # the communication jobs run on while every rank waits
+                idle = min(1.0, cores / len(background))
+                step = min(arrivals) - now
+                background = [rem - step * idle for rem in background if rem - step * idle > 1e-12]
             now = min(arrivals)
             continue
-        n_run = len(running)
+        n_run, n_bg = len(running), len(background)
         if speed:
             k = min(n_run, len(speed))
             rate = float(speed[k - 1]) * k / n_run
         else:
             rate = min(1.0, cores / n_run)
+        # the communication jobs take their share of the cores: what a computing rank keeps of the
+        # share it had without them (the measured speeds already hold the ranks' own sharing)
+        share = min(1.0, cores / (n_run + n_bg))
+        rate *= share / min(1.0, cores / n_run)
         dt = min(rem / rate for rem in running.values())
+        if background:
+            dt = min(dt, min(background) / share)
         if arrivals:
             dt = min(dt, min(arrivals) - now)
         now += dt
+        background = [rem - dt * share for rem in background if rem - dt * share > 1e-12]
         for a in list(running):
             running[a] -= dt * rate
             if running[a] <= 1e-12:
                 done[a] = now
                 del running[a]
+                if a in sends:
+                    background += [float(comm_cpu_s)] * 2
     return float(np.nanmax(done)) if schedule.n_actions else 0.0

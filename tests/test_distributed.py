@@ -98,6 +98,26 @@ def test_a_late_receive_costs_only_where_the_message_waited_for_it():
     assert e.value.field == "speed"
 
 
+def test_communication_cpu_takes_the_cores_only_when_they_are_busy():
+    from hetsched.distributed import cross_messages
+
+    s, c = gpipe(2, 4), StageCosts(f_s=1.0, b_s=2.0)
+    msgs = cross_messages(s)
+    assert msgs == 8
+    base = shared_cores_makespan(s, c, None, 2)
+    cpu = shared_cores_makespan(s, c, None, 2, comm_cpu_s=0.2)
+    # more ranks' worth of work than cores: the jobs cost at most their CPU time over the cores
+    assert base < cpu <= base + 2 * msgs * 0.2 / 2 + 1e-9
+    # one core: every second of communication CPU is a second of the step
+    one = shared_cores_makespan(s, c, None, 1)
+    assert shared_cores_makespan(s, c, None, 1, comm_cpu_s=0.2) == pytest.approx(one + 2 * msgs * 0.2, rel=1e-9)
+    # spare cores run the jobs for free
+    assert shared_cores_makespan(s, c, None, 8, comm_cpu_s=0.2) == pytest.approx(base, rel=1e-9)
+    with pytest.raises(HetschedError) as e:
+        shared_cores_makespan(s, c, None, 2, comm_cpu_s=-1.0)
+    assert e.value.field == "comm_cpu_s"
+
+
 def test_late_receive_rank_counts_are_checked_and_looked_up():
     from hetsched.distributed import P2PCalibration, measure_p2p
 
@@ -149,6 +169,13 @@ def test_a_real_pipeline_run_and_its_prediction():
     assert run.comms is not None and len(run.comms) == 2 and any("RECV_F" in a for a in run.comms[1])
     full = predict_pipeline(run, comm=P2P(latency_s=1e-4), overhead_s=1e-4, speed=run.speed, late_recv_s=1e-3)
     assert full["makespan_s"] > 0 and "co-run" in full["model"] and "receive" in full["model"]
+    # the CPU of the ranks' communication threads, per step and per end of each cross-rank message
+    assert run.metrics["messages"] == 12  # 3 stage boundaries, 2 micro-batches, forward and backward
+    assert run.metrics["comm_cpu_s"] >= 0
+    assert run.metrics["comm_cpu_per_message_s"] == pytest.approx(run.metrics["comm_cpu_s"] / 24)
+    more = predict_pipeline(run, comm=P2P(latency_s=1e-4), overhead_s=1e-4, speed=run.speed, late_recv_s=1e-3,
+                            comm_cpu_s=1e-3)
+    assert more["makespan_s"] >= full["makespan_s"] and "communication CPU" in more["model"]
     with pytest.raises(HetschedError) as e:
         measure_pipeline("1f1b", 2, v=2)
     assert e.value.field == "v"
