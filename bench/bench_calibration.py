@@ -675,68 +675,77 @@ def part_pipeline(a) -> tuple[list[str], bool]:
 
     c = _p2p(a)
     comm = c.p2p()
-    kw = dict(m=8, microbatch=32, width=512, layers=16, steps=3 if a.quick else 9, warmup=2,
-              stage_repeats=3 if a.quick else 9)
+    # two models: the one the model was built on, and one with 4x less compute per action and twice
+    # the micro-batches (a prediction that holds on one input only is tuned to it)
+    configs = [dict(m=8, microbatch=32, width=512, layers=16), dict(m=16, microbatch=64, width=256, layers=8)]
     loads = [_load()]
-    m = kw["m"]
-    # torch's per-action runtime cost, per schedule: the same schedule on 1 rank with a tiny model
-    # (width 16, one row: compute is next to nothing), less its stages timed alone
-    ovhs = {}
-    for name, (cls, style, split) in TORCH_SCHEDULES.items():
-        v = 1 if cls in ("ScheduleGPipe", "Schedule1F1B") else 2
-        tiny = measure_pipeline(name, 1, v=v, m=m, microbatch=1, width=16, layers=2 * v, steps=11, warmup=3,
-                                stage_repeats=9, corun_s=0.05)
-        st = tiny.stages
-        work = m * float((st["f_s"] + (st["i_s"] + st["w_s"] if split else st["b_s"])).sum())
-        ovhs[name] = max(0.0, (tiny.metrics["step_s"] - work) / (m * v * (3 if split else 2)))
-    rows, ok_all = [], True
-    for p in (2, 4):
+    rows, ok_all, ovh_lines = [], True, []
+    for cfg in configs:
+        kw = dict(cfg, steps=3 if a.quick else 9, warmup=2, stage_repeats=3 if a.quick else 9)
+        m = kw["m"]
+        label = f"{kw['layers']}x{kw['width']}, m={m}x{kw['microbatch']}"
+        # torch's per-action runtime cost, per schedule: the same schedule on 1 rank with a tiny model
+        # (width 16, one row: compute is next to nothing), less its stages timed alone
+        ovhs = {}
         for name, (cls, style, split) in TORCH_SCHEDULES.items():
             v = 1 if cls in ("ScheduleGPipe", "Schedule1F1B") else 2
-            ovh = ovhs[name]
-            loads.append(_load())
-            try:
-                # gloo's communication CPU per message end, from the same schedule on as many ranks
-                # with the tiny model (its steps are nearly all communication)
-                tiny = measure_pipeline(name, p, v=v, m=m, microbatch=1, width=16, layers=2 * p * v, steps=15, warmup=3,
-                                        stage_repeats=3, corun_s=0.05)
-                run = measure_pipeline(name, p, v=v, **kw)
-            except Exception as e:  # a schedule torch cannot run here: say so, do not hide it
-                rows.append([name, p, v, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", f"torch failed: {str(e)[:80]}"])
-                ok_all = False
-                continue
-            real = run.metrics["step_s"]
-            cpu = tiny.metrics["comm_cpu_per_message_s"]
-            bare = predict_pipeline(run)["makespan_s"]
-            linked = predict_pipeline(run, comm=comm, overhead_s=ovh)["makespan_s"]
-            corun = predict_pipeline(run, comm=comm, overhead_s=ovh, speed=run.speed)["makespan_s"]
-            late = predict_pipeline(run, comm=comm, overhead_s=ovh, speed=run.speed, late_recv_s=c.late_recv(p))["makespan_s"]
-            pred = predict_pipeline(run, comm=comm, overhead_s=ovh, speed=run.speed, late_recv_s=c.late_recv(p),
-                                    comm_cpu_s=cpu)
-            ratio = pred["makespan_s"] / real
-            ok = abs(ratio - 1) <= TARGETS["pipeline"]
-            ok_all &= ok
-            rows.append([name, p, v, bl.fmt_s(real), f"{bl.fmt_s(run.metrics['step_min_s'])}-{bl.fmt_s(run.metrics['step_max_s'])}",
-                         bl.fmt_s(pred["makespan_s"]), _fmt(ratio), _fmt(bare / real), _fmt(linked / real), _fmt(corun / real),
-                         _fmt(late / real), ", ".join(f"{x:.2f}" for x in run.speed[1:]),
-                         f"{cpu * 1e6:.0f} us", f"{run.metrics['comm_cpu_per_message_s'] * 1e6:.0f} us", bl.verdict(ok)])
-            print(f"pipeline {name} p={p} v={v}: real {real * 1e3:.1f} ms predicted {pred['makespan_s'] * 1e3:.1f} ms "
-                  f"({ratio:.3f}; bare {bare / real:.3f}, +link {linked / real:.3f}, +co-run {corun / real:.3f}, "
-                  f"+late {late / real:.3f}; comm CPU/msg end tiny {cpu * 1e6:.0f} us, this run "
-                  f"{run.metrics['comm_cpu_per_message_s'] * 1e6:.0f} us) load {loads[-1]:.1f}", flush=True)
+            tiny = measure_pipeline(name, 1, v=v, m=m, microbatch=1, width=16, layers=2 * v, steps=11, warmup=3,
+                                    stage_repeats=9, corun_s=0.05)
+            st = tiny.stages
+            work = m * float((st["f_s"] + (st["i_s"] + st["w_s"] if split else st["b_s"])).sum())
+            ovhs[name] = max(0.0, (tiny.metrics["step_s"] - work) / (m * v * (3 if split else 2)))
+        ovh_lines.append(f"{label}: " + ", ".join(f"{k} {v * 1e6:.0f} us" for k, v in ovhs.items()))
+        for p in (2, 4):
+            for name, (cls, style, split) in TORCH_SCHEDULES.items():
+                v = 1 if cls in ("ScheduleGPipe", "Schedule1F1B") else 2
+                ovh = ovhs[name]
+                loads.append(_load())
+                try:
+                    # gloo's communication CPU per message end, from the same schedule on as many ranks
+                    # with the tiny model (its steps are nearly all communication)
+                    tiny = measure_pipeline(name, p, v=v, m=m, microbatch=1, width=16, layers=2 * p * v, steps=15,
+                                            warmup=3, stage_repeats=3, corun_s=0.05)
+                    run = measure_pipeline(name, p, v=v, **kw)
+                except Exception as e:  # a schedule torch cannot run here: say so, do not hide it
+                    rows.append([label, name, p, v, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
+                                 f"torch failed: {str(e)[:80]}"])
+                    ok_all = False
+                    continue
+                real = run.metrics["step_s"]
+                cpu = tiny.metrics["comm_cpu_per_message_s"]
+                bare = predict_pipeline(run)["makespan_s"]
+                linked = predict_pipeline(run, comm=comm, overhead_s=ovh)["makespan_s"]
+                corun = predict_pipeline(run, comm=comm, overhead_s=ovh, speed=run.speed)["makespan_s"]
+                late = predict_pipeline(run, comm=comm, overhead_s=ovh, speed=run.speed,
+                                        late_recv_s=c.late_recv(p))["makespan_s"]
+                pred = predict_pipeline(run, comm=comm, overhead_s=ovh, speed=run.speed, late_recv_s=c.late_recv(p),
+                                        comm_cpu_s=cpu)
+                ratio = pred["makespan_s"] / real
+                ok = abs(ratio - 1) <= TARGETS["pipeline"]
+                ok_all &= ok
+                rows.append([label, name, p, v, bl.fmt_s(real),
+                             f"{bl.fmt_s(run.metrics['step_min_s'])}-{bl.fmt_s(run.metrics['step_max_s'])}",
+                             bl.fmt_s(pred["makespan_s"]), _fmt(ratio), _fmt(bare / real), _fmt(linked / real),
+                             _fmt(corun / real), _fmt(late / real), ", ".join(f"{x:.2f}" for x in run.speed[1:]),
+                             f"{cpu * 1e6:.0f} us", f"{run.metrics['comm_cpu_per_message_s'] * 1e6:.0f} us", bl.verdict(ok)])
+                print(f"pipeline [{label}] {name} p={p} v={v}: real {real * 1e3:.1f} ms predicted "
+                      f"{pred['makespan_s'] * 1e3:.1f} ms ({ratio:.3f}; bare {bare / real:.3f}, +link {linked / real:.3f}, "
+                      f"+co-run {corun / real:.3f}, +late {late / real:.3f}; comm CPU/msg end tiny {cpu * 1e6:.0f} us, "
+                      f"this run {run.metrics['comm_cpu_per_message_s'] * 1e6:.0f} us) load {loads[-1]:.1f}", flush=True)
     lines = ["# Pipeline makespans: the simulator against real torch.distributed.pipelining runs (issue 30)", "",
              f"Command: `{bl.command_line()}`", f"Machine: {bl.machine_line()}", "",
              f"**Load**: {_load_note(loads)}.", "",
-             f"Model: {kw['layers']} blocks of `Linear({kw['width']}, {kw['width']})` + ReLU split into `p x v` equal stages, "
-             f"{m} micro-batches of {kw['microbatch']} rows, MSE loss; one torch thread per rank, gloo on local processes "
-             f"(`hetsched.distributed.measure_pipeline`); real = median of {kw['steps']} steps, each from a barrier to a "
+             "Models: blocks of `Linear(w, w)` + ReLU split into `p x v` equal stages, micro-batches of rows, MSE loss "
+             "(column 'model': blocks x width, micro-batches x rows): the model this page was first built on and one "
+             "with 4x less compute per action and twice the micro-batches; one torch thread per rank, gloo on local "
+             f"processes (`hetsched.distributed.measure_pipeline`); real = median of {3 if a.quick else 9} steps, each from a barrier to a "
              "barrier. Predicted (`predict_pipeline`), built up in five steps, each a column:", "",
              "1. **bare**: torch's own action order (the multi-stage schedules' `pipeline_order`; GPipe and 1F1B are "
              "hetsched's equal ones) with each stage's forward / backward / input- and weight-gradient time measured alone "
              "on its rank (gradients accumulating, as over a step's micro-batches);",
              f"2. **+ link, overhead**: the fitted gloo link (`{comm}`) and the per-action overhead of torch's "
              "runtime, from the same schedule on 1 rank with a tiny model (width 16, one row), less its stages timed "
-             f"alone: {', '.join(f'{k} {v * 1e6:.0f} us' for k, v in ovhs.items())};",
+             f"alone: {'; '.join(ovh_lines)};",
              "3. **+ co-run**: every action runs at the speed measured for a rank while `n` ranks compute at once "
              "(`PipelineRun.speed`, the column 'speed, 2..p at once': shared caches and memory; beyond the "
              f"{os.cpu_count()} cores, the cores too);",
@@ -752,7 +761,7 @@ def part_pipeline(a) -> tuple[list[str], bool]:
              "Every input of the prediction is measured apart from the runs it predicts (the link and the late "
              "receive in their own processes; the overhead on 1 rank and the communication CPU on p ranks with another "
              "model; the stages and the co-run speeds alone after the timed steps).", "",
-             bl.table(["schedule", "ranks", "v", "real step", "real min-max", "predicted", "ratio", "bare", "+ link, overhead",
+             bl.table(["model", "schedule", "ranks", "v", "real step", "real min-max", "predicted", "ratio", "bare", "+ link, overhead",
                        "+ co-run", "+ late receives", "speed, 2..p at once", "comm CPU per message end, tiny",
                        "this run", "result"], rows), "",
              f"Limit: predicted within {TARGETS['pipeline']:.0%} of the real step."]
