@@ -564,22 +564,6 @@ def _sweep_callable(sp: dict, dev: str) -> tuple[Callable[[], Any], Callable[[],
     raise HetschedError(f"unknown sweep kind {kind!r}")  # pragma: no cover
 
 
-def _tiny_spec(sp: Mapping[str, Any]) -> dict[str, Any]:
-    """The same sweep op on tiny inputs of its own (what :func:`_profile_sweep` runs to warm the op's
-    code path without touching the timed op's data).
-
-    >>> _tiny_spec({"kind": "conv", "b": 4, "c": 384, "h": 56, "k": 3, "co": 384, "groups": 384})
-    {'kind': 'conv', 'b': 1, 'c': 8, 'h': 4, 'k': 3, 'co': 8, 'groups': 8}
-    """
-    tiny = {"n": 64, "hw": 4, "b": 1, "c": 8, "co": 8, "h": 4, "m": 4, "s": 4, "d": 8}
-    out = {k: (tiny.get(k, v) if k not in ("kind", "fn") else v) for k, v in sp.items()}
-    if sp.get("kind") == "linear":
-        out.update(k=8, n=8)
-    if sp.get("groups", 1) > 1:
-        out["groups"] = out["c"]  # depthwise stays depthwise
-    return out
-
-
 def _profile_sweep(g: OpGraph, specs: Mapping[str, dict], dev: str, repeats: int, stat: str,
                    clock: str = "profiler") -> dict[str, float]:
     """``{sweep op: seconds}``: by the profiler (annotations matched by :func:`load_profile`) or a clock."""
@@ -589,7 +573,6 @@ def _profile_sweep(g: OpGraph, specs: Mapping[str, dict], dev: str, repeats: int
     from .io.profile import load_profile
 
     calls = {name: _sweep_callable(sp, dev) for name, sp in specs.items()}
-    touches = {name: _sweep_callable(_tiny_spec(sp), dev)[0] for name, sp in specs.items()}
     # in a model an op reads what the previous op wrote, not what it read itself a moment ago: before
     # each timed call evict the caches (no warm re-reads, weights come from memory) and then rewrite
     # the op's activation input, as its producer would have: as much of it as the caches hold is
@@ -600,21 +583,14 @@ def _profile_sweep(g: OpGraph, specs: Mapping[str, dict], dev: str, repeats: int
     # full of dirty lines whose write-back the timed op would pay (a cost no op in a model pays)
     buf = torch.ones(1 << 24, device=dev)
 
-    def prepare(produce: Callable[[], Any], touch: Callable[[], Any]) -> None:
+    def prepare(produce: Callable[[], Any]) -> None:
         buf.sum()
         produce()
-        # the eviction also evicts the op's own code path (the dispatcher, its kernel, their data):
-        # in a model the previous ops ran through it a moment ago. Timed right after the eviction, a
-        # 256 KB average pool took 67 us against 6 us warm, and the small ops' curves priced
-        # MobileNetV3's pools 4x and its hard sigmoids 3x too slow. The same op on a tiny input of
-        # its own runs that path again, leaving the timed op's data as the eviction and rewrite left it
-        touch()
 
     if clock != "profiler":
         fn_stat = _stat_fn(stat)
         with torch.no_grad():
-            return {name: float(fn_stat(timed_calls(fn, repeats, dev, clock,
-                                                     before=lambda pr=produce, tc=touches[name]: prepare(pr, tc))))
+            return {name: float(fn_stat(timed_calls(fn, repeats, dev, clock, before=lambda pr=produce: prepare(pr))))
                     for name, (fn, produce) in calls.items()}
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" else [])
     with torch.no_grad():
@@ -623,7 +599,7 @@ def _profile_sweep(g: OpGraph, specs: Mapping[str, dict], dev: str, repeats: int
         with profile(activities=acts) as prof:
             for _ in range(repeats):
                 for name, (fn, produce) in calls.items():
-                    prepare(produce, touches[name])
+                    prepare(produce)
                     with record_function(name):
                         fn()
                 _sync(dev)
