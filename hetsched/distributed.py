@@ -26,10 +26,13 @@ measures, on this machine, what those messages and a real pipelined run cost:
   interleaved 1F1B, the zero-bubble schedules torch runs on CPU) of a model split into stages on
   ``p`` local ranks and returns the measured step time, each stage's forward and backward time
   measured alone, how fast a rank computes while ``n`` ranks compute at once (:func:`corun_speed`),
-  torch's own action order (:func:`schedule_of`) and its runtime list with sends and receives
-  (where each receive is posted: :func:`receive_posts`): what :func:`predict_pipeline` feeds the
-  simulator with, so that the simulated makespan and the real one can be set side by side
-  (``bench/bench_calibration.py --only pipeline``).
+  torch's own action order (:func:`schedule_of`), its runtime list with sends and receives
+  (where each receive is posted: :func:`receive_posts`) and the CPU the ranks' communication
+  threads spend per message (``metrics["comm_cpu_per_message_s"]``: on this VM 20-150 us per
+  message end for torch's GPipe and 1F1B, 250-300 us for its multi-stage runtime, against
+  15-50 us in a ping-pong; with as many ranks as cores that CPU is taken from the compute): what
+  :func:`predict_pipeline` feeds the simulator with, so that the simulated makespan and the real
+  one can be set side by side (``bench/bench_calibration.py --only pipeline``).
 
 Every rank runs ``threads`` torch threads (default 1). Ranks beyond the machine's cores share them:
 the measured run then includes that sharing; :func:`predict_pipeline` says so (``cores``).
