@@ -117,6 +117,13 @@ class OpGraph:
         self._cache: dict[str, Any] = {}
         self._version = 0
 
+    def __getstate__(self) -> dict[str, Any]:
+        # the cache holds derived tables (networkx view, compiled memory model, search tables with
+        # local functions): a copy in another process rebuilds what it needs
+        state = dict(self.__dict__)
+        state["_cache"] = {}
+        return state
+
     # ------------------------------------------------------------------ building
     def add_op(
         self,

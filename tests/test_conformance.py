@@ -296,6 +296,12 @@ def test_pickles(name):
     """A result crosses processes (a sweep's workers, a cache on disk) and comes back the same and
     still frozen: metrics, params, timeline, steps and the replayed state."""
     r = CASES[name].make()  # fresh: its timeline and steps may still be lazy
+    # a graph whose caches hold the memory searches' tables (local functions) pickles all the same
+    from hetsched.memory.feasible import atables
+    from hetsched.memory.model import compile_graph
+
+    if CASES[name].graph is not None:
+        atables(compile_graph(CASES[name].graph))
     q = pickle.loads(pickle.dumps(r))
     assert type(q) is type(r)
     assert dict(q.metrics) == dict(r.metrics) and q.params == r.params
