@@ -148,3 +148,23 @@ def test_alias_graph_all_methods_agree(formulation):
     h = optimize_order(g, method="heuristic")
     assert h.peak_bytes == opt
     check_timeline(h.timeline, g)
+
+
+def test_an_interrupted_solve_leaves_no_solver_and_no_files(tmp_path, monkeypatch):
+    """A notebook's stop button during a long ILP: the solver process is killed and its files go."""
+    import multiprocessing as mp
+    from multiprocessing.connection import Connection
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setenv("TMP", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def interrupted(self, timeout=0.0):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Connection, "poll", interrupted)
+    g = gen.layered(10, 8, seed=4)
+    with pytest.raises(KeyboardInterrupt):
+        order_ilp(g, time_limit_s=30, formulation="patent", solver="cbc")
+    assert list(tmp_path.iterdir()) == []
+    assert not [p for p in mp.active_children() if p.is_alive()]

@@ -381,24 +381,29 @@ def order_ilp(
     tmp_dir = tempfile.mkdtemp(prefix="hetsched-ilp-")
     proc = ctx.Process(target=_child, args=(send, _payload(m), formulation, solver, time_limit_s, warm_arr,
                                             None if warm_peak is None else float(warm_peak), tmp_dir), daemon=True)
-    proc.start()
-    send.close()
-    remaining = time_limit_s + GRACE_S - (time.perf_counter() - t0)
-    info = None
-    if recv.poll(max(0.0, remaining)):
-        try:
-            info = recv.recv()
-        except EOFError:
-            info = None
-    killed = proc.is_alive()
-    if killed:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the child and any solver executable it started
-        except (ProcessLookupError, PermissionError):
-            proc.kill()
-    proc.join(1.0)
-    recv.close()
-    shutil.rmtree(tmp_dir, ignore_errors=True)
+    info, killed = None, False
+    try:
+        proc.start()
+        send.close()
+        remaining = time_limit_s + GRACE_S - (time.perf_counter() - t0)
+        if recv.poll(max(0.0, remaining)):
+            try:
+                info = recv.recv()
+            except EOFError:
+                info = None
+    finally:
+        # also on an interrupt (a notebook's stop button during a long solve): no solver left
+        # running, no CBC files left behind
+        killed = proc.is_alive()
+        if killed:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # the child and any solver executable it started
+            except (ProcessLookupError, PermissionError):
+                proc.kill()
+        if proc.pid is not None:
+            proc.join(1.0)
+        recv.close()
+        shutil.rmtree(tmp_dir, ignore_errors=True)
 
     def fallback_result(ilp: SolverRun, why: str, bound: float | None = None) -> OrderResult:
         return make_result(m, fallback, method=f"{method}->fallback:{fb_name}", status="fallback", t0=t0, lb=lb,
