@@ -20,6 +20,7 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -244,8 +245,8 @@ def test_app_serves_the_dashboard_from_the_wheel(venv, browser_context):
     dry = _run(venv, "hetsched", "app", "--dry-run")
     assert str(_site_packages(env_dir) / "hetsched" / "notebooks" / "dashboard.ipynb") in dry.stdout, dry.stdout
     port = free_port()
-    work = home / "app-run"
-    work.mkdir()
+    # a fresh folder per attempt: the flaky-rerun of this test must not fail on the first one's folder
+    work = Path(tempfile.mkdtemp(prefix="app-run-", dir=home))
     cmd = [str(env_dir / "bin" / "hetsched"), "app", "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1"]
     # the status, not a page, tells when the server is up (a page request would take a kernel)
     server = start_server(cmd, home, work, f"http://127.0.0.1:{port}", path="/hetsched/status", timeout_s=120,
