@@ -495,7 +495,7 @@ def sweep_graph(types_seen: Iterable[str], quick: bool = False) -> tuple[OpGraph
         else:  # pragma: no cover - every kind is listed above
             raise HetschedError(f"unknown sweep kind {kind!r}")
         g.add_op(name, t, flops=float(flops), weight_bytes=int(w),
-                 attrs={"sweep": True, **({"groups": sp["groups"]} if sp.get("groups", 1) > 1 else {})})
+                 attrs={"sweep": True, **({"groups": sp["groups"], "kernel": [sp["k"], sp["k"]]} if sp.get("groups", 1) > 1 else {})})
         for i, n_in in enumerate(ins):
             g.add_tensor(f"{name}:in{i}", n_in * f4, consumers=[name])
         for i, n_out in enumerate(outs):

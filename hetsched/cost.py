@@ -478,20 +478,45 @@ class EfficiencyCurve:
 
 def curve_type(op: Op) -> str:
     """The op type a calibration fits and prices ``op`` under: its type, except that a grouped
-    (depthwise) convolution (``attrs["groups"] > 1``, which the torch importer records) is
+    (depthwise) convolution (``attrs["groups"] > 1``, which the importers record) is
     ``DepthwiseConv`` (``DepthwiseConv_grad`` for its backward): at the same work it runs several
     times below a dense convolution (one filter per channel: no reuse across input channels), so the
-    two never share a curve. Its class stays ``conv``.
+    two never share a curve. One with a kernel wider than 3x3 (``attrs["kernel"]``: MobileNetV3's and
+    EfficientNet's 5x5, ConvNeXt's 7x7) is ``DepthwiseConvWide`` (``DepthwiseConvWide_grad``): torch's
+    CPU kernels for a depthwise 3x3 are specialised, and on this project's 2-core EPYC the backward of
+    a 5x5 or 7x7 runs at 5-7 GFLOP/s against 12-30 for a 3x3 of the same shape, while its forward
+    runs about 2x *above* the 3x3's rate (both measured with ``aten.convolution_backward`` and
+    ``Conv2d``, 1 thread). Fitted together, one curve priced MobileNetV3-S's 5x5 backward at 0.4x
+    its time. Its class stays ``conv``; a cost without the wide curve prices it by the depthwise one
+    (:func:`curve_chain`).
 
     >>> curve_type(Op("c", "Conv", attrs={"groups": 32})), curve_type(Op("c", "Conv_grad", attrs={"groups": 8}))
     ('DepthwiseConv', 'DepthwiseConv_grad')
+    >>> curve_type(Op("c", "Conv_grad", attrs={"groups": 8, "kernel": [5, 5]}))
+    'DepthwiseConvWide_grad'
     >>> curve_type(Op("c", "Conv")), curve_type(Op("r", "Relu", attrs={"groups": 2}))
     ('Conv', 'Relu')
     """
     t = op.op_type
     if t in ("Conv", "Conv_grad") and op.attrs and (op.attrs.get("groups") or 1) > 1:
-        return "DepthwiseConv" + t[4:]
+        kernel = op.attrs.get("kernel") or ()
+        wide = math.prod(int(k) for k in kernel) > 9 if kernel else False
+        return ("DepthwiseConvWide" if wide else "DepthwiseConv") + t[4:]
     return t
+
+
+def curve_chain(op_type: str, cls: str | None = None) -> tuple[str, ...]:
+    """The curves that may price a curve type, first found first: the type, its parent type (a
+    wide depthwise convolution's is the depthwise one, for a cost file fitted before the split),
+    its class (``cls`` when given), ``default``.
+
+    >>> curve_chain("DepthwiseConvWide_grad")
+    ('DepthwiseConvWide_grad', 'DepthwiseConv_grad', 'conv', 'default')
+    >>> curve_chain("Relu")
+    ('Relu', 'elementwise', 'default')
+    """
+    parent = ("DepthwiseConv" + op_type[len("DepthwiseConvWide"):],) if op_type.startswith("DepthwiseConvWide") else ()
+    return tuple(dict.fromkeys((op_type, *parent, cls or op_class(op_type), "default")))
 
 
 def model_id(graph: OpGraph | None) -> str | None:
@@ -681,7 +706,7 @@ class CalibratedCost(RooflineCost):
         if not spec or not spec["cache_bytes"] or not spec["cold_curves"]:
             return None
         t = curve_type(o)
-        curve = spec["cold_curves"].get(t) or spec["cold_curves"].get(op_class(t))
+        curve = next((spec["cold_curves"][k] for k in curve_chain(t)[:-1] if k in spec["cold_curves"]), None)
         if curve is None:
             return None
         nbytes, launch_only = self.traffic_bytes(o)
@@ -703,7 +728,7 @@ class CalibratedCost(RooflineCost):
         if spec is None:
             return []
         curves = spec["curves"]
-        return [(k, curves[k]) for k in dict.fromkeys((op_type, cls or op_class(op_type), "default")) if k in curves]
+        return [(k, curves[k]) for k in curve_chain(op_type, cls) if k in curves]
 
     def pricing_class(self, o: Op, device: str) -> str:
         """The class whose curve prices ``o`` when its type has none: its op class, except that a

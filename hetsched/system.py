@@ -32,7 +32,7 @@ __all__ = ["Device", "Link", "System", "SupportTable", "op_class", "OP_CLASSES",
 # Op types grouped by the hardware unit that runs them: a device may quote a peak per class
 # (tensor cores for matmul/conv, vector units for the rest). Lower-case op types.
 OP_CLASSES: dict[str, str] = {
-    **{t: "conv" for t in ("conv", "conv2d", "conv1d", "conv3d", "convtranspose", "depthwiseconv", "convolution")},
+    **{t: "conv" for t in ("conv", "conv2d", "conv1d", "conv3d", "convtranspose", "depthwiseconv", "depthwiseconvwide", "convolution")},
     **{
         t: "matmul"
         for t in ("matmul", "gemm", "linear", "fc", "dense", "bmm", "addmm", "mm", "attention", "einsum", "lstm", "gru")

@@ -124,6 +124,30 @@ def test_sweep_batch_norm_covers_the_planes_of_a_cnn():
         assert g.tensor(f"{n}:in0").size_bytes == elems * 4
 
 
+def test_sweep_fits_wide_depthwise_kernels_apart():
+    """The sweep's depthwise 5x5 points (forward and backward) land in curves of their own, each with
+    enough points to be fitted (``MIN_POINTS_PER_TYPE``), quick sweep too; a cost fitted before the
+    split prices a wide one by the depthwise curve."""
+    from collections import Counter
+
+    from hetsched.calibrate import MIN_POINTS_PER_TYPE
+    from hetsched.cost import CalibratedCost, curve_type
+    from hetsched.graph import Op
+    from hetsched.system import Device, System
+
+    for quick in (False, True):
+        g, _ = sweep_graph(["Conv", "Conv_grad"], quick=quick)
+        n = Counter(curve_type(o) for o in g.ops.values())
+        for t in ("DepthwiseConv", "DepthwiseConvWide", "DepthwiseConv_grad", "DepthwiseConvWide_grad"):
+            assert n[t] >= MIN_POINTS_PER_TYPE, (quick, t, n)
+    s = System([Device("cpu0", "cpu", {"default": 1e11}, mem_bandwidth_Bps=1e10)])
+    old = CalibratedCost(s, {"cpu0": {"peak_flops": 1e11, "mem_bandwidth_Bps": 1e10, "curves": {
+        "DepthwiseConv_grad": {"work_s": [1e-6, 1e-3], "efficiency": [0.1, 0.1]},
+        "conv": {"work_s": [1e-6, 1e-3], "efficiency": [0.5, 0.5]}}}})
+    wide = Op("dw", "Conv_grad", flops=1e6, attrs={"groups": 8, "kernel": [5, 5]})
+    assert old.curve_for("cpu0", curve_type(wide))[0] == "DepthwiseConv_grad"
+
+
 def test_sweep_produce_rewrites_the_input_without_changing_it():
     torch = pytest.importorskip("torch")
     from hetsched.calibrate import _sweep_callable

@@ -390,3 +390,20 @@ def test_random_mlp_property(widths, batch, act):
     for i, b in enumerate(widths[1:]):
         assert g.tensor(f"mm{i}").size_bytes == g.tensor(f"act{i}").size_bytes == 4 * batch * b
     assert g.topological_order() == list(g.ops)
+
+
+def test_grouped_conv_records_groups_and_kernel_as_the_torch_importer_does():
+    """An ONNX depthwise convolution is priced as one (``groups``, ``kernel``: hetsched.cost.curve_type),
+    not as a dense convolution of the same FLOPs."""
+    from hetsched.cost import curve_type
+
+    nodes = [helper.make_node("Conv", ["x", "W3"], ["a"], name="dw3", group=4, pads=[1] * 4, kernel_shape=[3, 3]),
+             helper.make_node("Conv", ["a", "W5"], ["b"], name="dw5", group=4, pads=[2] * 4),  # kernel from W
+             helper.make_node("Conv", ["b", "W1"], ["y"], name="pw")]
+    m = model(nodes, [vi("x", [1, 4, 6, 6])], [vi("y", None)],
+              [init("W3", [4, 1, 3, 3]), init("W5", [4, 1, 5, 5]), init("W1", [2, 4, 1, 1])])
+    g = load_onnx(m)
+    assert [g.op(n).attrs.get("groups") for n in ("dw3", "dw5", "pw")] == [4, 4, None]
+    assert [g.op(n).attrs.get("kernel") for n in ("dw3", "dw5", "pw")] == [[3, 3], [5, 5], None]
+    assert [curve_type(g.op(n)) for n in ("dw3", "dw5", "pw")] == ["DepthwiseConv", "DepthwiseConvWide", "Conv"]
+    assert g.op("dw5").flops == 2 * 4 * 36 * 25

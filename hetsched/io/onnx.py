@@ -577,6 +577,16 @@ def _import(model, source: str, dims: dict[str, int], name: str | None) -> OpGra
             attrs["macs"] = macs
         if node.domain:
             attrs["domain"] = node.domain
+        if node.op_type in ("Conv", "ConvTranspose"):
+            # a grouped (depthwise) convolution and its kernel, as the torch importer records them: a
+            # calibrated cost prices it by a curve of its own (hetsched.cost.curve_type)
+            group = _attr(node, "group", 1, "int")
+            if group > 1:
+                attrs["groups"] = int(group)
+                w = in_shapes[1] if len(in_shapes) > 1 else None
+                kernel = _attr(node, "kernel_shape", [], "ints") or (list(w[2:]) if w is not None else [])
+                if kernel and all(isinstance(k, int) and k > 0 for k in kernel):
+                    attrs["kernel"] = [int(k) for k in kernel]
         wb = sum(weights[x][0] for x in dict.fromkeys(ins) if x in weights)
         g.add_op(nm, node.op_type, flops=float(flops), weight_bytes=int(wb), attrs=attrs)
         pending.append((nm, node))

@@ -863,6 +863,12 @@ def _import_program(ep: Any, label: str, notes: Mapping[str, Any], workspace: Ma
             groups = node.args[gi] if len(node.args) > gi else node.kwargs.get("groups", 1)
             if isinstance(groups, int) and groups > 1:
                 attrs["groups"] = groups
+                # and its kernel: torch's CPU backward of a depthwise 3x3 has a path of its own, a
+                # 5x5 or 7x7 one runs 2-6x below it at the same work (hetsched.cost.curve_type)
+                wi = 2 if typ.endswith("_grad") else 1
+                wv = node.args[wi].meta.get("val") if len(node.args) > wi and hasattr(node.args[wi], "meta") else None
+                if isinstance(wv, torch.Tensor) and wv.dim() >= 3:
+                    attrs["kernel"] = [int(k) for k in wv.shape[2:]]
         if typ == "Dropout":
             train = node.args[2] if len(node.args) > 2 else node.kwargs.get("train", packet == "native_dropout")
             attrs["training"] = bool(train) if isinstance(train, bool) else True
