@@ -188,6 +188,30 @@ def test_training_step_graph_has_eager_kernels_and_one_update_per_parameter(opt)
     assert 0.3 < prof.metrics["program_s"] / prof.metrics["iteration_s"] < 3
 
 
+def test_training_step_of_a_model_with_tied_weights():
+    """A weight shared by two modules (GPT-2's, BERT's and T5's embedding and LM head) gets one
+    gradient and one update, named as ``named_parameters()`` names it; torch's joint export refused
+    the tied name no node reads."""
+    from hetsched.io.train_step import time_training_step, training_step
+
+    class Tied(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.head = torch.nn.Embedding(10, 8), torch.nn.Linear(8, 10, bias=False)
+            self.head.weight = self.emb.weight
+
+        def forward(self, ids):
+            return self.head(torch.relu(self.emb(ids)))
+
+    torch.manual_seed(0)
+    m = Tied()
+    step = training_step(m, (torch.randint(0, 10, (2, 3)),), optimizer="adam")
+    ups = [o for o in step.graph.ops.values() if o.attrs.get("phase") == "optimizer"]
+    assert [o.attrs["param"] for o in ups] == ["emb.weight"] and ups[0].attrs["numel"] == 80
+    prof = time_training_step(step, repeats=1, warmup=1, clock="cpu", threads=1)
+    assert prof.metrics["match_rate"] == 1.0
+
+
 def test_calibrate_with_training_and_holdout_keeps_residuals(tmp_path):
     torch.manual_seed(0)
     mlp = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)).eval()

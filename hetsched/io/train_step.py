@@ -85,7 +85,7 @@ def joint_program(module: Any, args: Sequence[Any] = (), kwargs: Mapping[str, An
     import torch
     from torch.export.exported_program import _decompose_exported_program
 
-    from .torch_import import with_loss
+    from .torch_import import _drop_unused_inputs, with_loss
 
     label = type(module).__name__
     with warnings.catch_warnings():
@@ -95,6 +95,9 @@ def joint_program(module: Any, args: Sequence[Any] = (), kwargs: Mapping[str, An
         except Exception as e:  # torch's reason, in one line
             raise FormatError(f"torch.export could not trace {label}: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}",
                               field="module") from None
+        # a tied weight (GPT-2's, BERT's and T5's embedding and LM head) is lifted under both names, and
+        # every use goes to one of them: the joint export refuses the other, which gets no gradient
+        _drop_unused_inputs(ep)
         try:
             return _decompose_exported_program(ep, cia_to_decomp={}, python_decomp_table={}, joint_loss_index=0,
                                                decompose_custom_triton_ops=False)
@@ -199,7 +202,10 @@ def training_step(module: Any, args: Sequence[Any] = (), kwargs: Mapping[str, An
             g.set_op(o.name, op_type="BatchNormalizationTraining")
         elif o.op_type == "Dropout":
             g.set_op(o.name, attrs={**o.attrs, "training": True})
-    params = dict(module.named_parameters())
+    # every name of a parameter (a tied one has several; the program may keep any of them) and the
+    # one its optimizer update is named by: ``named_parameters()``'s first
+    params = dict(module.named_parameters(remove_duplicate=False))
+    canonical = {id(p): n for n, p in module.named_parameters()}
     nodes = {n.name: n for n in ep.graph.nodes}
     grads: dict[str, tuple[str, int, int]] = {}
     for spec in ep.graph_signature.output_specs:
@@ -214,7 +220,7 @@ def training_step(module: Any, args: Sequence[Any] = (), kwargs: Mapping[str, An
         if p is None:
             raise HetschedError(f"the program has a gradient for {spec.target!r}, which is no parameter of the module",
                                 field="program")
-        grads[t] = (target, int(p.numel()), int(p.element_size()))
+        grads[t] = (canonical.get(id(p), target), int(p.numel()), int(p.element_size()))
     add_optimizer_ops(g, grads, optimizer)
     g.meta["model"] = f"{label.split('(')[0].strip()}:train"
     g.meta["training"] = True
