@@ -127,6 +127,41 @@ def test_config_object_and_tasks():
                 ).__name__ == "BertModel"
 
 
+def test_overrides_go_through_the_config_constructor():
+    """Overrides build the model they describe: fields a config derives from others (a Llama's
+    head_dim, a T5's decoder depth) follow them; set afterwards they kept the defaults' values."""
+    import transformers
+
+    m = tm.transformers_model("llama", num_hidden_layers=1, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                              intermediate_size=96, vocab_size=100)
+    assert m.config.head_dim == 16 and m.model.layers[0].self_attn.q_proj.weight.shape == (64, 64)
+    t = tm.transformers_model("t5", num_layers=2, d_model=32, d_kv=8, d_ff=64, num_heads=4, vocab_size=64)
+    assert len(t.encoder.block) == len(t.decoder.block) == 2
+    # a config object: what it set stays, what it derived follows the overrides
+    cfg = transformers.AutoConfig.for_model("llama", hidden_size=64, num_attention_heads=4, num_hidden_layers=1,
+                                            intermediate_size=96, vocab_size=100)
+    assert tm.transformers_model(cfg, hidden_size=128).config.head_dim == 32
+    cfg.head_dim = 8
+    assert tm.transformers_model(cfg, num_hidden_layers=2).config.head_dim == 8
+    with pytest.raises(HetschedError) as e:
+        tm.transformers_model("llama", hidden_size=100, num_attention_heads=12)  # not a multiple: the library says so
+    assert e.value.field == "hidden_size"
+
+
+def test_example_inputs_of_a_speech_model():
+    import transformers
+
+    cfg = transformers.AutoConfig.for_model("whisper", d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                                            decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, vocab_size=100,
+                                            num_mel_bins=8, max_source_positions=8, max_target_positions=16,
+                                            pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)
+    m = tm.transformers_model(cfg, task="base")
+    _, kw = tm.example_inputs(m, seq_len=8)
+    assert kw["input_features"].shape == (1, 8, 16) and kw["decoder_input_ids"].shape == (1, 4)
+    g = load_torch(m, kwargs=kw)
+    assert g.n_ops > 10
+
+
 def test_pt2_joint_training_program(tmp_path):
     from torch.export.experimental import _export_forward_backward
 

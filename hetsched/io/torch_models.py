@@ -79,8 +79,9 @@ def transformers_model(config: Any, *, task: str | None = None, device: str = "c
         A config, or a ``model_type`` (``"llama"``, ``"gpt2"``, ``"t5"``, ``"mixtral"``...) whose
         default config the overrides change.
     task : str, optional
-        A key of :data:`TASKS`; default: a causal LM where the library has one for this model type,
-        else a sequence-to-sequence LM, a masked LM, an image classifier, else the base model.
+        A key of :data:`TASKS`; default: a sequence-to-sequence LM where the library has one for this
+        model type (an encoder-decoder: T5, BART), else a causal LM, a masked LM, an image classifier,
+        else the base model.
     device : {"cpu", "meta"}
         ``"meta"`` builds without memory (shapes only): any size, for :func:`load_torch`.
     seed : int
@@ -109,10 +110,18 @@ def transformers_model(config: Any, *, task: str | None = None, device: str = "c
             raise HetschedError(f"unknown transformers model type {config!r}: {e}", field="model_type") from None
     else:
         cfg = config.__class__.from_dict(config.to_dict())
-    for k, v in overrides.items():
+    for k in overrides:
         if not hasattr(cfg, k) and k not in cfg.attribute_map:
             raise HetschedError(f"{type(cfg).__name__} has no field {k!r}", field=k)
-        setattr(cfg, k, v)
+    if overrides:
+        # through the config's constructor, which derives fields from others: set afterwards, a
+        # Llama's head_dim stayed hidden_size / heads of the default (128 at hidden 768 with 12
+        # heads) and a T5's decoder kept 6 layers under num_layers=2
+        try:
+            cfg = (transformers.AutoConfig.for_model(config, **overrides) if isinstance(config, str)
+                   else config.__class__(**{**_set_fields(config), **overrides}))
+        except Exception as e:  # noqa: BLE001 - the library's validators raise their own types
+            raise HetschedError(f"{type(cfg).__name__} refuses {overrides}: {_first(e)}", field=next(iter(overrides))) from None
     if hasattr(cfg, "use_cache"):
         cfg.use_cache = use_cache
     auto = _pick_task(cfg, task)
@@ -121,6 +130,27 @@ def transformers_model(config: Any, *, task: str | None = None, device: str = "c
     with _device_ctx(device):
         m = getattr(transformers, TASKS[auto]).from_config(cfg, **kw)
     return m.eval()
+
+
+def _first(e: BaseException) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return lines[-1] if lines else type(e).__name__
+
+
+def _set_fields(config: Any) -> dict[str, Any]:
+    """The fields of ``config`` its constructor would not derive by itself from the others (what a
+    user set): rebuilt with overrides, the derived ones (``head_dim``...) follow the overrides."""
+    base = config.to_diff_dict()
+    base.pop("transformers_version", None)
+    kept = {}
+    for k, v in base.items():
+        try:
+            probe = config.__class__(**{kk: vv for kk, vv in base.items() if kk != k})
+        except Exception:  # noqa: BLE001 - the others alone are no valid config: k is needed as set
+            probe = None
+        if probe is None or getattr(probe, k, None) != v:
+            kept[k] = v
+    return kept
 
 
 def _pick_task(cfg: Any, task: str | None) -> str:
@@ -201,8 +231,15 @@ def example_inputs(model: Any, *, batch: int = 1, seq_len: int = 32, image_size:
             ch = getattr(cfg, "num_channels", 3)
             return (), {"pixel_values": torch.randn(batch, ch, size, size, generator=g).to(device)}
         vocab = int(getattr(cfg, "vocab_size", 1000) or 1000)
-        ids = torch.randint(0, vocab, (batch, seq_len), generator=g).to(device)
-        kw = {"input_ids": ids}
+        if main == "input_features" and getattr(cfg, "num_mel_bins", None):
+            # a speech encoder's log-mel frames (Whisper: 2 per encoder position, the length it checks)
+            frames = 2 * int(getattr(cfg, "max_source_positions", None) or seq_len)
+            kw = {"input_features": torch.randn(batch, int(cfg.num_mel_bins), frames, generator=g).to(device)}
+        elif main != "input_ids":
+            raise HetschedError(f"{type(model).__name__} takes {main!r} first, for which example_inputs has no "
+                                "example: pass the inputs yourself", field="inputs")
+        else:
+            kw = {"input_ids": torch.randint(0, vocab, (batch, seq_len), generator=g).to(device)}
         if getattr(cfg, "is_encoder_decoder", False):
             kw["decoder_input_ids"] = torch.randint(0, vocab, (batch, max(1, seq_len // 2)), generator=g).to(device)
         return (), kw
