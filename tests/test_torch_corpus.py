@@ -28,6 +28,7 @@ from torch_corpus import CORPUS  # noqa: E402
 
 from hetsched.io.resolve import resolve_system  # noqa: E402
 from hetsched.io.torch_import import load_torch  # noqa: E402
+from hetsched.io.training import training_graph  # noqa: E402
 
 FAMILIES = {f for f, _ in CORPUS.values()}
 TRAINING = ["tv_resnet18", "hf_gpt2", "hf_llama", "hf_mixtral", "hf_bert"]
@@ -109,4 +110,8 @@ def test_corpus_training_graph(name):
         inf.meta["constant_bytes"]
     # a training step costs about three forward passes (forward, input and weight gradients)
     assert 2.0 < g.meta["macs"] / inf.meta["macs"] < 3.5
+    # the training graph hetsched derives from the forward graph counts the same work as torch's joint
+    # program (a fused attention's backward: four products, not two)
+    derived = training_graph(inf)
+    assert sum(o.flops for o in derived.ops.values()) == pytest.approx(sum(o.flops for o in g.ops.values()), rel=0.02)
     _families(g, resolve_system("cpu_gpu_fpga"))

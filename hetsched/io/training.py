@@ -166,10 +166,15 @@ def training_graph(forward: OpGraph, *, name: str | None = None, label_bytes: in
         n_act = len([t for t in ins if forward.tensor(t).attrs.get("kind") != "index"])
         if has_w:
             mult = 2.0 if act_ins else 1.0
-        elif op.op_type == "MatMul" and n_act >= 2:
+        elif op.op_type in ("MatMul", "Attention") and n_act >= 2:
             mult = 2.0
         else:
             mult = 1.0
+        flops = float(op.flops) * mult
+        if op.op_type == "Attention" and op.attrs.get("macs"):
+            # four products against the forward's two, the softmax's pass once more: as the torch
+            # importer counts a joint program's Attention_grad (and torch's flop counter the products)
+            flops = float(op.flops) + 2.0 * float(op.attrs["macs"])
         bname = f"{v}.grad"
         battrs: dict = {"phase": "backward", "of": v}
         wb = op.weight_bytes if act_ins else 0
@@ -179,7 +184,7 @@ def training_graph(forward: OpGraph, *, name: str | None = None, label_bytes: in
             owner = op.attrs.get("shares_weights_with")
             full = owner in forward.ops and int(op.attrs.get("shared_weight_bytes", wb) or 0) >= wb
             battrs.update(shares_weights_with=owner if full else v, shared_weight_bytes=int(wb))
-        g.add_op(bname, f"{op.op_type}_grad", flops=float(op.flops) * mult, weight_bytes=wb, attrs=battrs)
+        g.add_op(bname, f"{op.op_type}_grad", flops=flops, weight_bytes=wb, attrs=battrs)
         for gr in out_grads:
             g.add_consumer(gr, bname)
         for s in saved:
