@@ -622,7 +622,7 @@ def _export(module, args: tuple, kwargs: dict, strict: bool, training: bool, los
         if training:
             from torch.export.experimental import _export_forward_backward
 
-            unused = _drop_unused_inputs(ep)
+            unused = drop_unused_inputs(ep)
             if unused:
                 notes["unused_weights"] = unused
             try:
@@ -633,7 +633,7 @@ def _export(module, args: tuple, kwargs: dict, strict: bool, training: bool, los
     return ep, notes
 
 
-def _drop_unused_inputs(ep: Any) -> dict[str, list]:
+def drop_unused_inputs(ep: Any) -> dict[str, list]:
     """Remove the program's parameter and buffer inputs that no node reads, before the joint export
     (whose autograd requires a gradient for every parameter input): a tied parameter lifted twice
     (every use goes to one of its names) and parameters the forward never touches (a BERT pooler

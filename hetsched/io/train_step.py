@@ -85,7 +85,7 @@ def joint_program(module: Any, args: Sequence[Any] = (), kwargs: Mapping[str, An
     import torch
     from torch.export.exported_program import _decompose_exported_program
 
-    from .torch_import import _drop_unused_inputs, with_loss
+    from .torch_import import drop_unused_inputs, with_loss
 
     label = type(module).__name__
     with warnings.catch_warnings():
@@ -97,7 +97,7 @@ def joint_program(module: Any, args: Sequence[Any] = (), kwargs: Mapping[str, An
                               field="module") from None
         # a tied weight (GPT-2's, BERT's and T5's embedding and LM head) is lifted under both names, and
         # every use goes to one of them: the joint export refuses the other, which gets no gradient
-        _drop_unused_inputs(ep)
+        drop_unused_inputs(ep)
         try:
             return _decompose_exported_program(ep, cia_to_decomp={}, python_decomp_table={}, joint_loss_index=0,
                                                decompose_custom_triton_ops=False)
