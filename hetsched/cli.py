@@ -78,6 +78,7 @@ _nonneg_int = _number_type(int, lambda v: v >= 0, "an integer >= 0")
 _positive_float = _number_type(float, lambda v: v > 0, "a finite number > 0")
 _nonneg_float = _number_type(float, lambda v: v >= 0, "a finite number >= 0")
 _finite_float = _number_type(float, lambda v: True, "a finite number")
+_port = _number_type(int, lambda v: 1 <= v <= 65535, "a port number in 1..65535")
 
 
 def _graph_args(p: argparse.ArgumentParser) -> None:
@@ -233,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _server_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--port", type=_positive_int, default=None, help="port to serve on (default: the server's, 8866/8888)")
+    p.add_argument("--port", type=_port, default=None, help="port to serve on (default: the server's, 8866/8888)")
     p.add_argument("--no-browser", dest="open_browser", action="store_false", help="do not open a browser")
     p.add_argument("--dry-run", action="store_true", help="print the server's command line instead of running it")
 
@@ -838,7 +839,8 @@ def _one_line_warnings():
 
 
 #: options that name a file the command writes: (attribute, flag)
-_OUTPUT_FLAGS = (("html", "--html"), ("trace", "--trace"), ("torch_csv", "--torch-csv"), ("output", "--output"))
+_OUTPUT_FLAGS = (("html", "--html"), ("trace", "--trace"), ("torch_csv", "--torch-csv"), ("output", "--output"),
+                 ("system_out", "--system-out"), ("cost_out", "--cost-out"))
 
 
 def _check_output_paths(a: argparse.Namespace) -> None:

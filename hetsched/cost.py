@@ -46,7 +46,10 @@ from __future__ import annotations
 
 import bisect
 import csv
+import io
 import math
+import numbers
+import os
 import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
@@ -115,6 +118,46 @@ def _check_efficiency(eff: float | Mapping[str, float]) -> dict[str, float]:
                                 field="efficiency")
         out[str(k)] = float(v)
     return out
+
+
+def _finite(v: Any) -> float | None:
+    """``v`` as a float when it is a real number (not a bool) in the float range, else None.
+
+    >>> _finite(2), _finite(True), _finite(float("inf")), _finite(10**400), _finite("1")
+    (2.0, None, None, None, None)
+    """
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        return None
+    try:
+        f = float(v)
+    except (OverflowError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _latency(v: Any, where: str, field: str = "latency_s", **culprit: Any) -> float:
+    """A measured latency (or op size): a finite number >= 0, else a ``FormatError`` naming ``field``."""
+    f = _finite(v)
+    if f is None or f < 0:
+        raise FormatError(f"{where}: {field} must be a finite number >= 0, got {v!r}"[:300], field=field, **culprit)
+    return f
+
+
+def _whole(v: Any, where: str, field: str, **culprit: Any) -> int:
+    """A count (``n_points``, ``weight_bytes``...): a whole finite number >= 0."""
+    f = _finite(v)
+    if f is None or f < 0 or not f.is_integer():
+        raise FormatError(f"{where}: {field} must be a whole number >= 0, got {v!r}"[:300], field=field, **culprit)
+    return int(v)
+
+
+def _mapping(v: Any, where: str, field: str, **culprit: Any) -> Mapping:
+    """An optional mapping field (None or absent: empty)."""
+    if v is None:
+        return {}
+    if not isinstance(v, Mapping):
+        raise FormatError(f"{where}: {field} must be a mapping, got {type(v).__name__}", field=field, **culprit)
+    return v
 
 
 class RooflineCost:
@@ -360,43 +403,60 @@ class TableCost(RooflineCost):
         self.table = {}
         for (key, dev), v in table.items():
             system.device(dev)
-            if not (v >= 0):
-                raise FormatError(f"measured latency of {key!r} on {dev!r} is negative or NaN: {v!r}", op=key, device=dev)
-            self.table[(key, dev)] = float(v)
+            self.table[(key, dev)] = _latency(v, f"measured latency of {key!r} on {dev!r}", op=key, device=dev)
         self.shapes: dict[str, tuple[float, float]] = {}
         if graph is not None:
             for key, _dev in self.table:
                 if key in graph.ops:
                     self.shapes[key] = op_signature(self, graph.op(key))
         for k, v in (shapes or {}).items():
-            self.shapes[str(k)] = (float(v[0]), float(v[1]))
+            try:
+                fl, nb = ((),) if isinstance(v, (str, bytes)) else v
+            except (TypeError, ValueError):
+                raise FormatError(f"the size of {k!r} must be (flops, bytes), got {v!r}"[:300], op=str(k),
+                                  field="shapes") from None
+            where = f"the size of {k!r}"
+            self.shapes[str(k)] = (_latency(fl, where, "flops", op=str(k)), _latency(nb, where, "bytes", op=str(k)))
         self._warned: set[str] = set()  # shared by every bound copy: one warning per model
 
     @classmethod
     def from_csv(cls, path: str | Path, system: System, *, on_mismatch: str = "error") -> "TableCost":
         """Read a CSV with columns ``op`` (name or type), ``device``, ``latency_s`` and optionally
         ``flops`` and ``bytes`` (the op's size when measured; see the class notes)."""
+        from .io.files import read_text
+
+        name = Path(path).name
         table: dict[tuple[str, str], float] = {}
         shapes: dict[str, tuple[float, float]] = {}
-        with open(path, newline="") as f:
-            reader = csv.DictReader(f)
+        try:
+            reader = csv.DictReader(io.StringIO(read_text(path, "cost table"), newline=""))
             need = {"op", "device", "latency_s"}
             if not need <= set(reader.fieldnames or []):
                 raise FormatError(
-                    f"{path}: needs columns {sorted(need)}, has {reader.fieldnames}", field="columns"
+                    f"{name}: needs columns {sorted(need)}, has {reader.fieldnames}", field="columns"
                 )
             sized = {"flops", "bytes"} <= set(reader.fieldnames or [])
             for i, row in enumerate(reader, start=2):
-                for col in ("latency_s", "flops", "bytes") if sized else ("latency_s",):
+                vals: dict[str, float | None] = {}
+                for col in ("op", "device", "latency_s", "flops", "bytes") if sized else ("op", "device", "latency_s"):
+                    v = row.get(col)
+                    if v is None:  # a row shorter than the header
+                        raise FormatError(f"{name}:{i}: {col} missing", field=col)
+                    if col in ("op", "device"):
+                        continue
+                    if col != "latency_s" and v.strip() == "":
+                        vals[col] = None
+                        continue
                     try:
-                        float(row[col])
+                        num = float(v)
                     except ValueError:
-                        if col != "latency_s" and row[col].strip() == "":
-                            continue
-                        raise FormatError(f"{path}:{i}: {col} {row[col]!r} is not a number", field=col) from None
-                table[(row["op"], row["device"])] = float(row["latency_s"])
-                if sized and row["flops"].strip() and row["bytes"].strip():
-                    shapes[row["op"]] = (float(row["flops"]), float(row["bytes"]))
+                        raise FormatError(f"{name}:{i}: {col} {v[:60]!r} is not a number", field=col) from None
+                    vals[col] = _latency(num, f"{name}:{i}", col, op=row["op"])
+                table[(row["op"], row["device"])] = vals["latency_s"]
+                if sized and vals["flops"] is not None and vals["bytes"] is not None:
+                    shapes[row["op"]] = (vals["flops"], vals["bytes"])
+        except csv.Error as e:  # a field above the csv module's size limit, a NUL byte...
+            raise FormatError(f"{name}: not a readable CSV: {e}", field="<csv>") from None
         return cls(system, table, shapes=shapes, on_mismatch=on_mismatch)
 
     def _resident_s(self, o: Op, d: Device) -> float:
@@ -443,10 +503,11 @@ class EfficiencyCurve:
     __slots__ = ("work_s", "efficiency", "_x", "n_points")
 
     def __init__(self, work_s: Sequence[float], efficiency: Sequence[float], *, n_points: int | None = None) -> None:
+        work_s, efficiency = _points(work_s, "work_s"), _points(efficiency, "efficiency")
         if len(work_s) != len(efficiency) or not work_s:
-            raise FormatError("an efficiency curve needs as many work_s as efficiency values, at least one",
-                              field="curves")
-        pts = sorted(zip(map(float, work_s), map(float, efficiency)))
+            raise FormatError(f"an efficiency curve needs as many work_s as efficiency values, at least one (got "
+                              f"{len(work_s)} and {len(efficiency)})", field="curves")
+        pts = sorted(zip(work_s, efficiency))
         for w, e in pts:
             if not (w > 0 and math.isfinite(w)) or not (e > 0 and math.isfinite(e)):
                 raise FormatError(f"efficiency curve point ({w!r}, {e!r}): work_s and efficiency must be finite and > 0",
@@ -454,7 +515,7 @@ class EfficiencyCurve:
         self.work_s = [w for w, _ in pts]
         self.efficiency = [e for _, e in pts]
         self._x = [math.log10(w) for w in self.work_s]
-        self.n_points = int(n_points if n_points is not None else len(pts))
+        self.n_points = len(pts) if n_points is None else _whole(n_points, "efficiency curve", "n_points")
 
     def __call__(self, work_s: float) -> float:
         x, e = self._x, self.efficiency
@@ -474,6 +535,41 @@ class EfficiencyCurve:
 
     def __repr__(self) -> str:
         return f"EfficiencyCurve({len(self.work_s)} knots, {self.n_points} points, eff {min(self.efficiency):.3g}..{max(self.efficiency):.3g})"
+
+
+def _points(v: Any, field: str) -> list[float]:
+    """A curve's ``work_s`` or ``efficiency``: a list of numbers (NaN and inf are the caller's check)."""
+    if isinstance(v, (str, bytes, Mapping)) or not hasattr(v, "__iter__"):
+        raise FormatError(f"an efficiency curve's {field} must be a list of numbers, got {v!r}"[:300], field="curves")
+    out = []
+    for x in v:
+        if isinstance(x, bool) or not isinstance(x, numbers.Real):
+            raise FormatError(f"an efficiency curve's {field} must be a list of numbers, holds {x!r}"[:300],
+                              field="curves")
+        try:
+            out.append(float(x))
+        except OverflowError:
+            raise FormatError(f"an efficiency curve's {field} holds {x!r}, beyond any float"[:300],
+                              field="curves") from None
+    return out
+
+
+_CURVE_FIELDS = ("work_s", "efficiency", "n_points")
+
+
+def _curve(c: Any, where: str, dev: str, fld: str) -> EfficiencyCurve:
+    """A curve of a cost file's device (``where`` names the file, device and curve key in errors)."""
+    if isinstance(c, EfficiencyCurve):
+        return c
+    if not isinstance(c, Mapping) or not {"work_s", "efficiency"} <= set(c):
+        raise FormatError(f"{where} needs work_s and efficiency", device=dev, field=fld)
+    extra = sorted((k for k in c if k not in _CURVE_FIELDS), key=str)
+    if extra:
+        raise FormatError(f"{where}: unknown field(s) {extra}", device=dev, field=fld)
+    try:
+        return EfficiencyCurve(c["work_s"], c["efficiency"], n_points=c.get("n_points"))
+    except FormatError as e:
+        raise FormatError(f"{where}: {e.message}", device=dev, field=fld) from None
 
 
 def curve_type(op: Op) -> str:
@@ -611,20 +707,21 @@ class CalibratedCost(RooflineCost):
             if dev not in system.device_names:
                 raise HetschedError(f"{source}: device {dev!r} is not in system {system.name!r} "
                                     f"(it has {', '.join(system.device_names)})", device=dev, field="devices")
+            if not isinstance(spec, Mapping):
+                raise FormatError(f"{source}: devices.{dev} must be a mapping", device=str(dev), field="devices")
             clean: dict[str, Any] = {}
             for k in ("peak_flops", "mem_bandwidth_Bps"):
                 v = spec.get(k)
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v < math.inf):
+                if (_finite(v) or 0) <= 0:
                     raise FormatError(f"{source}: device {dev!r}: {k} must be a number > 0, got {v!r}", device=dev, field=k)
                 clean[k] = float(v)
             lo = spec.get("launch_overhead_s", 0.0)
-            if isinstance(lo, bool) or not isinstance(lo, (int, float)) or not (0 <= lo < math.inf):
+            if _finite(lo) is None or lo < 0:
                 raise FormatError(f"{source}: device {dev!r}: launch_overhead_s must be a number >= 0, got {lo!r}",
                                   device=dev, field="launch_overhead_s")
             clean["launch_overhead_s"] = float(lo)
             by_type = spec.get("launch_by_type") or {}
-            if not isinstance(by_type, Mapping) or not all(
-                    isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < math.inf for v in by_type.values()):
+            if not isinstance(by_type, Mapping) or not all(_finite(v) is not None and v >= 0 for v in by_type.values()):
                 raise FormatError(f"{source}: device {dev!r}: launch_by_type must map op types to seconds >= 0",
                                   device=dev, field="launch_by_type")
             clean["launch_by_type"] = {str(k): float(v) for k, v in by_type.items()}
@@ -634,33 +731,35 @@ class CalibratedCost(RooflineCost):
                                   field="work")
             clean["work"] = work
             layers: dict[str, dict[str, tuple[str, int, float]]] = {}
-            for model, ops in (spec.get("layers") or {}).items():
+            where = f"{source}: device {dev!r}"
+            for model, ops in _mapping(spec.get("layers"), where, "layers", device=dev).items():
                 if not isinstance(ops, Mapping):
                     raise FormatError(f"{source}: device {dev!r}: layers.{model} must map op names to factors",
                                       device=dev, field="layers")
                 rows = {}
                 for op_name, row in ops.items():
-                    try:
-                        f = float(row["factor"])
-                        rows[str(op_name)] = (str(row["op_type"]), int(row.get("weight_bytes", 0)), f)
-                    except (KeyError, TypeError, ValueError):
+                    if not isinstance(row, Mapping) or "op_type" not in row or _finite(row.get("factor")) is None:
                         raise FormatError(f"{source}: device {dev!r}: layers.{model}.{op_name} needs op_type and a "
-                                          "numeric factor", device=dev, op=str(op_name), field="layers") from None
+                                          "numeric factor", device=dev, op=str(op_name), field="layers")
+                    f = float(row["factor"])
+                    wb = _whole(row.get("weight_bytes", 0), f"{where}: layers.{model}.{op_name}", "weight_bytes",
+                                device=dev, op=str(op_name))
+                    rows[str(op_name)] = (str(row["op_type"]), wb, f)
                     if not (0 < f < math.inf):
                         raise FormatError(f"{source}: device {dev!r}: layer factor of {op_name!r} must be > 0, got {f!r}",
                                           device=dev, op=str(op_name), field="layers")
                 layers[str(model)] = rows
             clean["layers"] = layers
-            curves = spec.get("curves") or {}
-            clean["curves"] = {str(k): (c if isinstance(c, EfficiencyCurve) else EfficiencyCurve(**c)) for k, c in curves.items()}
+            clean["curves"] = {str(k): _curve(c, f"{where}: curves.{k}", dev, "curves")
+                               for k, c in _mapping(spec.get("curves"), where, "curves", device=dev).items()}
             cache = spec.get("cache_bytes") or {}
             if not isinstance(cache, Mapping) or (cache and set(cache) != {"private", "last_level"}) or not all(
-                    isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf for v in cache.values()):
+                    (_finite(v) or 0) > 0 for v in cache.values()):
                 raise FormatError(f"{source}: device {dev!r}: cache_bytes must map private and last_level to bytes > 0, "
                                   f"got {cache!r}", device=dev, field="cache_bytes")
             clean["cache_bytes"] = {str(k): float(v) for k, v in cache.items()}
-            cold = spec.get("cold_curves") or {}
-            clean["cold_curves"] = {str(k): (c if isinstance(c, EfficiencyCurve) else EfficiencyCurve(**c)) for k, c in cold.items()}
+            clean["cold_curves"] = {str(k): _curve(c, f"{where}: cold_curves.{k}", dev, "cold_curves")
+                                    for k, c in _mapping(spec.get("cold_curves"), where, "cold_curves", device=dev).items()}
             threads = spec.get("threads")
             if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
                 raise FormatError(f"{source}: device {dev!r}: threads must be a positive integer, got {threads!r}",
@@ -668,7 +767,7 @@ class CalibratedCost(RooflineCost):
             clean["threads"] = threads
             clean["residuals"] = _check_residuals(spec.get("residuals") or {}, source, dev)
             self.devices[dev] = clean
-        self.meta = dict(meta or {})
+        self.meta = dict(_mapping(meta, source, "meta"))
         self._model = model_id(graph)
         self._ws: float | None = None
 
@@ -846,6 +945,9 @@ class CalibratedCost(RooflineCost):
             return super()._resident_s(o, d)
         want = d.attrs.get("threads") if d.attrs else None
         if want is not None:
+            if isinstance(want, bool) or not isinstance(want, numbers.Integral) or want < 1:
+                raise FormatError(f"device {d.name!r}: attrs.threads must be a positive integer, got {want!r}"[:300],
+                                  device=d.name, field="threads")
             self.check_threads(int(want), d.name)
         # a cold op's layer factor is the calibration's cache state, which it no longer has
         factor = 1.0 if self.cold_curve(o, d.name) is not None else self.layer_factor(o, d.name)
@@ -885,11 +987,11 @@ def _check_residuals(res: Any, source: str, dev: str) -> dict[str, dict[str, flo
                           field="residuals")
     out = {}
     for k, r in res.items():
-        try:
-            lo, hi, n = float(r["lo"]), float(r["hi"]), int(r.get("n", 0))
-        except (KeyError, TypeError, ValueError):
+        if not isinstance(r, Mapping) or _finite(r.get("lo")) is None or _finite(r.get("hi")) is None:
             raise FormatError(f"{source}: device {dev!r}: residuals.{k} needs numeric lo and hi", device=dev,
-                              field="residuals") from None
+                              field="residuals")
+        lo, hi = float(r["lo"]), float(r["hi"])
+        n = _whole(r.get("n", 0), f"{source}: device {dev!r}: residuals.{k}", "n", device=dev)
         if not (0 < lo <= hi < math.inf):
             raise FormatError(f"{source}: device {dev!r}: residuals.{k} needs 0 < lo <= hi, got {lo!r}, {hi!r}",
                               device=dev, field="residuals")
@@ -1030,29 +1132,29 @@ def load_cost(path: str | Path, system: System, *, any_system: bool = False) -> 
     HetschedError
         The file was made for another system, or names a device the system lacks.
     """
-    import yaml
+    from .io.files import check_fields, read_text
+    from .io.systems import parse_yaml
 
+    if not isinstance(path, (str, os.PathLike)):
+        raise FormatError(f"a cost file path must be a string or a path, got {type(path).__name__}", field="path")
     p = Path(path)
     if not p.exists():
         raise FormatError(f"cost file {str(path)!r} not found", field="path")
     if p.suffix.lower() == ".csv":
         return TableCost.from_csv(p, system)
-    try:
-        # libyaml's parser where PyYAML has it (the same safe constructor): the Calibration tab's shipped
-        # cost file (2k lines) read in 0.28 s with the pure-Python one, a third of the tab's first show
-        doc = yaml.load(p.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as e:
-        raise FormatError(f"{p.name}: not valid YAML/JSON: {e}", field="<yaml>") from None
+    # libyaml's parser where PyYAML has it, with the system loader's numbers (``1.0e12`` is a number): the
+    # Calibration tab's shipped cost file (2k lines) read in 0.28 s with the pure-Python one
+    doc = parse_yaml(read_text(p, "cost file"), p.name, fast=True)
     if not isinstance(doc, Mapping):
         raise FormatError(f"{p.name}: expected a mapping at the top level", field="<root>")
     if doc.get("format") != COST_FORMAT:
         raise FormatError(f"{p.name}: format is {doc.get('format')!r}, expected {COST_FORMAT!r}", field="format")
-    if doc.get("version") != COST_VERSION:
-        raise FormatError(f"{p.name}: unsupported cost file version {doc.get('version')!r} (this hetsched reads "
+    ver = doc.get("version")
+    if type(ver) is not int or ver != COST_VERSION:  # not true, not 1.0
+        raise FormatError(f"{p.name}: unsupported cost file version {ver!r} (this hetsched reads "
                           f"{COST_VERSION})", field="version")
-    unknown = set(doc) - {"format", "version", "system", "kind", "devices", "entries", "meta"}
-    if unknown:
-        raise FormatError(f"{p.name}: unknown field(s) {sorted(unknown)}", field=sorted(unknown)[0])
+    check_fields(doc, ("format", "version", "system", "kind", "devices", "entries", "meta"), p.name)
+    meta = _mapping(doc.get("meta"), p.name, "meta")
     made_for = doc.get("system")
     if not any_system and made_for is not None and made_for != system.name:
         raise HetschedError(f"{p.name}: cost file was made for system {made_for!r}, not {system.name!r} "
@@ -1065,12 +1167,7 @@ def load_cost(path: str | Path, system: System, *, any_system: bool = False) -> 
         for dev, spec in devs.items():
             if not isinstance(spec, Mapping):
                 raise FormatError(f"{p.name}: devices.{dev} must be a mapping", device=str(dev), field="devices")
-            for fld in ("curves", "cold_curves"):
-                for key, c in (spec.get(fld) or {}).items():
-                    if not isinstance(c, Mapping) or not {"work_s", "efficiency"} <= set(c):
-                        raise FormatError(f"{p.name}: devices.{dev}.{fld}.{key} needs work_s and efficiency",
-                                          device=str(dev), field=fld)
-        return CalibratedCost(system, devs, meta=doc.get("meta") or {}, source=p.name)
+        return CalibratedCost(system, devs, meta=meta, source=p.name)
     if kind == "table":
         rows = doc.get("entries")
         if not isinstance(rows, list):
@@ -1080,13 +1177,10 @@ def load_cost(path: str | Path, system: System, *, any_system: bool = False) -> 
         for i, row in enumerate(rows):
             if not isinstance(row, Mapping) or not {"op", "device", "latency_s"} <= set(row):
                 raise FormatError(f"{p.name}: entries[{i}] needs op, device and latency_s", field="entries")
-            try:
-                table[(str(row["op"]), str(row["device"]))] = float(row["latency_s"])
-                if "flops" in row and "bytes" in row:
-                    shapes[str(row["op"])] = (float(row["flops"]), float(row["bytes"]))
-            except (TypeError, ValueError):
-                raise FormatError(f"{p.name}: entries[{i}] has a non-numeric latency_s, flops or bytes",
-                                  op=str(row.get("op")), field="latency_s") from None
+            op, where = str(row["op"]), f"{p.name}: entries[{i}]"
+            table[(op, str(row["device"]))] = _latency(row["latency_s"], where, op=op)
+            if "flops" in row and "bytes" in row:
+                shapes[op] = (_latency(row["flops"], where, "flops", op=op), _latency(row["bytes"], where, "bytes", op=op))
         return TableCost(system, table, shapes=shapes)
     raise FormatError(f"{p.name}: kind must be 'calibrated' or 'table', got {kind!r}", field="kind")
 

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from ..errors import FormatError
 
-__all__ = ["read_text", "check_fields"]
+__all__ = ["read_text", "check_fields", "check_text"]
 
 
 def read_text(path: str | os.PathLike, what: str) -> str:
@@ -45,3 +45,20 @@ def check_fields(d: Mapping[Any, Any], allowed: Iterable[str], where: str, **cul
     bad = sorted((k for k in d if k not in set(allowed)), key=str)
     if bad:
         raise FormatError(f"{where}: unknown field(s) {bad}", field=str(bad[0]) or "<empty>", **culprit)
+
+
+def check_text(v: str, where: str, field: str, *, what: str | None = None, **culprit: Any) -> str:
+    """``v`` if it is valid Unicode text (no lone surrogate, which JSON's ``"\\ud800"`` and YAML's
+    escapes can write and no file, table or plot can), else a ``FormatError`` naming ``field``.
+
+    >>> check_text("\\ud800x", "device", "name")
+    Traceback (most recent call last):
+    ...
+    hetsched.errors.FormatError: device: name '\\ud800x' is not valid Unicode text (a lone surrogate)
+    """
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        raise FormatError(f"{where}: {what or field} {v!r} is not valid Unicode text (a lone surrogate)", field=field,
+                          **culprit) from None
+    return v

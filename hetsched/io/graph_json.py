@@ -25,7 +25,7 @@ from typing import Any, Mapping
 from ..errors import FormatError
 from ..graph import OpGraph
 from ..limits import MAX_BYTES, MAX_FLOPS, MAX_NESTING, too_deep
-from .files import check_fields, read_text
+from .files import check_fields, check_text, read_text
 
 __all__ = ["GRAPH_FORMAT", "GRAPH_VERSION", "GRAPH_SCHEMA", "graph_to_dict", "graph_from_dict", "save_graph_json", "load_graph_json"]
 
@@ -133,6 +133,8 @@ def graph_from_dict(d: Mapping[str, Any], *, source: str = "graph") -> OpGraph:
             raise FormatError(f"{source}: {key!r} must be a list", field=key)
     if "name" in d and not isinstance(d["name"], str):
         raise FormatError(f"{source}: 'name' must be a string, got {d['name']!r}", field="name")
+    if "name" in d:
+        check_text(d["name"], source, "name")
     _free_form(d.get("meta", {}), f"{source}: 'meta'", field="meta")
     g = OpGraph(str(d.get("name", source)), meta=d.get("meta") or {})
     for i, o in enumerate(d["ops"]):
@@ -143,6 +145,7 @@ def graph_from_dict(d: Mapping[str, Any], *, source: str = "graph") -> OpGraph:
         check_fields(o, _OP, where, op=name)
         if not isinstance(o["op_type"], str):
             raise FormatError(f"{where} op_type must be a string, got {o['op_type']!r}", field="op_type", op=name)
+        check_text(o["op_type"], where, "op_type", op=name)
         flops = _number(o.get("flops", 0), where, "flops", op=name)
         weight = _number(o.get("weight_bytes", 0), where, "weight_bytes", whole=True, op=name)
         _free_form(o.get("attrs", {}), f"{where} attrs", field="attrs", op=name)
@@ -157,9 +160,13 @@ def graph_from_dict(d: Mapping[str, Any], *, source: str = "graph") -> OpGraph:
         cons = t.get("consumers", [])
         if not isinstance(cons, list) or not all(isinstance(c, str) for c in cons):
             raise FormatError(f"{where} consumers must be a list of op names", field="consumers", tensor=name)
+        for c in cons:
+            check_text(c, where, "consumers", tensor=name)
         for f in ("producer", "alias_of"):
             if t.get(f) is not None and not isinstance(t.get(f), str):
                 raise FormatError(f"{where} {f} must be a string or null, got {t.get(f)!r}", field=f, tensor=name)
+            if t.get(f) is not None:
+                check_text(t[f], where, f, tensor=name)
         if not isinstance(t.get("is_output", False), bool):
             raise FormatError(f"{where} is_output must be true or false", field="is_output", tensor=name)
         _free_form(t.get("attrs", {}), f"{where} attrs", field="attrs", tensor=name)
@@ -174,7 +181,7 @@ def graph_from_dict(d: Mapping[str, Any], *, source: str = "graph") -> OpGraph:
 def _name(v: Any, where: str, field: str) -> str:
     if not isinstance(v, str) or not v:
         raise FormatError(f"{where}: 'name' must be a non-empty string, got {v!r}", field=field)
-    return v
+    return check_text(v, where, field, what="name")
 
 
 def _number(v: Any, where: str, field: str, *, whole: bool = False, **culprit: str) -> Any:

@@ -28,7 +28,9 @@ from __future__ import annotations
 import datetime as _dt
 import gzip
 import json
+import os
 import platform
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -149,9 +151,12 @@ def load_measurement(directory: str | Path | None = None) -> Measurement:
     """
     from ..cost import load_cost
     from .graph_json import graph_from_dict
-    from .profile import load_profile
+    from .profile import load_profile, read_json
     from .systems import load_system
 
+    if directory is not None and not isinstance(directory, (str, os.PathLike)):
+        raise FormatError(f"a measurement folder must be a string or a path, got {type(directory).__name__}",
+                          field="path")
     d = Path(directory) if directory is not None else bundled_measurement_dir()
     if not (d / "system.yaml").is_file():
         raise FormatError(f"{d}: no measurement here (system.yaml is missing; scripts/gen_calibration_data.py "
@@ -159,16 +164,29 @@ def load_measurement(directory: str | Path | None = None) -> Measurement:
     system = load_system(d / "system.yaml")
     cost_path = d / "cost.yaml"
     cost = load_cost(cost_path, system)
-    meta = json.loads((d / "meta.json").read_text()) if (d / "meta.json").is_file() else {}
+    meta = read_json(d / "meta.json") if (d / "meta.json").exists() else {}
+    if not isinstance(meta, Mapping):
+        raise FormatError(f"meta.json: expected an object at the top level, got {type(meta).__name__}", field="<root>")
+    labels = meta.get("runs") or {}
+    if not isinstance(labels, Mapping) or not all(isinstance(v, str) for v in labels.values()):
+        raise FormatError("meta.json: runs must map file stems to workload labels", field="runs")
+    workloads = meta.get("workloads") or []
+    if not isinstance(workloads, list) or not all(isinstance(w, str) for w in workloads):
+        raise FormatError("meta.json: workloads must be a list of workload labels", field="workloads")
     profiles = {}
-    labels = meta.get("runs", {})
-    first = {label: i for i, label in enumerate(meta.get("workloads", []))}  # in the order they were measured
+    first = {label: i for i, label in enumerate(workloads)}  # in the order they were measured
     files = sorted(d.glob("*.graph.json.gz"), key=lambda f: (first.get(labels.get(f.name[: -len(".graph.json.gz")]), 1e9), f.name))
     for gpath in files:
         stem = gpath.name[: -len(".graph.json.gz")]
-        g = graph_from_dict(json.loads(gzip.decompress(gpath.read_bytes())), source=gpath.name)
-        trace = json.loads(gzip.decompress((d / f"{stem}.trace.json.gz").read_bytes()))
-        profiles[labels.get(stem, stem)] = load_profile(trace, g, device=system.device_names[0])
+        g = graph_from_dict(read_json(gpath, gz=True), source=gpath.name)
+        tpath = d / f"{stem}.trace.json.gz"
+        if not tpath.is_file():
+            raise FormatError(f"{d.name}: {gpath.name} has no trace {tpath.name}", field="path")
+        profiles[labels.get(stem, stem)] = load_profile(tpath, g, device=system.device_names[0])
     pts = d / "points.csv.gz"
-    points = pd.read_csv(pts) if pts.is_file() else pd.DataFrame()
+    try:
+        points = pd.read_csv(pts) if pts.exists() else pd.DataFrame()
+    except (OSError, EOFError, zlib.error, ValueError, pd.errors.ParserError) as e:
+        # a directory, not gzip, truncated, empty (EmptyDataError is a ValueError), not CSV
+        raise FormatError(f"{pts.name}: not a readable gzip CSV: {str(e)[:200]}", field="path") from None
     return Measurement(system, cost, cost_path, profiles, points, meta)

@@ -40,6 +40,7 @@ Examples
 
 from __future__ import annotations
 
+import os
 import warnings
 from math import prod
 from pathlib import Path
@@ -47,6 +48,7 @@ from typing import Any, Mapping
 
 from ..errors import FormatError, HetschedError
 from ..graph import OpGraph
+from ..limits import MAX_BYTES
 from .flops import ELEMENTWISE_FLOPS, MAC_OPS, ZERO_FLOP_OPS, gru_flops, lstm_flops
 
 __all__ = ["load_onnx", "onnx_op_flops", "KNOWN_OPS"]
@@ -98,9 +100,14 @@ def _read_model(path_or_model: Any):
             return onnx.load_from_string(bytes(path_or_model)), "model"
         except Exception as e:  # DecodeError and friends
             raise FormatError(f"bytes are not an ONNX model: {e}", field="<onnx>") from None
+    if not isinstance(path_or_model, (str, os.PathLike)):
+        raise FormatError(f"load_onnx reads a path, bytes or an onnx.ModelProto, not {type(path_or_model).__name__}",
+                          field="path")
     p = Path(path_or_model)
     if not p.exists():
         raise FormatError(f"ONNX file {str(p)!r} not found", field="path")
+    if p.is_file() and p.stat().st_size == 0:  # protobuf reads no bytes as an empty model
+        raise FormatError(f"{p.name}: empty file, not an ONNX model", field="<onnx>")
     try:
         return onnx.load(str(p)), p.name
     except Exception as e:
@@ -183,6 +190,10 @@ def _bind_dims(model, dims: Mapping[str, int], source: str):
         for ax, d in enumerate(tt.shape.dim):
             if d.HasField("dim_value") and d.dim_value > 0:
                 continue
+            if d.HasField("dim_value"):  # a concrete 0 or -1: not a symbol that dims= could bind
+                raise FormatError(f"{source}: graph input {vi.name!r} has dim {d.dim_value} at axis {ax}; a dim must be "
+                                  "positive (export the model with a fixed or a named dim)",
+                                  tensor=vi.name, field=f"axis{ax}", axis=ax)
             sym = d.dim_param if d.HasField("dim_param") else ""
             if sym and sym in dims:
                 used.add(sym)
@@ -471,6 +482,8 @@ def load_onnx(path_or_model: Any, *, dims: Mapping[str, int] | None = None, name
     64
     """
     model, source = _read_model(path_or_model)  # first: it names the missing onnx package
+    if not model.HasField("graph"):  # what protobuf makes of bytes that happen to parse (or of none)
+        raise FormatError(f"{source}: not an ONNX model (it has no graph)", field="<onnx>")
     if dims is not None and not isinstance(dims, Mapping):
         raise FormatError(f"{source}: dims map each symbolic dim's name to its value (a dict such as "
                           f"{{'batch': 8}}), not a {type(dims).__name__}: {dims!r}"[:300], field="dims")
@@ -478,6 +491,8 @@ def load_onnx(path_or_model: Any, *, dims: Mapping[str, int] | None = None, name
     for k, v in dims.items():
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
             raise FormatError(f"{source}: dim {k!r} must be a positive integer, got {v!r}", field=k)
+        if v > MAX_BYTES:  # protobuf's int64 and any real tensor end long before
+            raise FormatError(f"{source}: dim {k!r} is {v}, above hetsched's limit of 2**53", field=k)
     try:
         return _import(model, source, dims, name)
     except UnicodeDecodeError:  # protobuf decodes a string field only when it is read

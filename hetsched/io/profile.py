@@ -54,7 +54,9 @@ import contextlib
 import difflib
 import gzip
 import json
+import os
 import statistics
+import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,7 +69,7 @@ from ..graph import OpGraph
 from ..results import Result, StepLog
 from ..timeline import make_timeline
 
-__all__ = ["Profile", "load_profile", "profile_torch", "time_torch", "node_timer", "timed_profile", "timing", "op_key", "event_key"]
+__all__ = ["Profile", "load_profile", "profile_torch", "time_torch", "node_timer", "timed_profile", "timing", "op_key", "event_key", "read_json"]
 
 # one key for op types a trace cannot tell apart (a torch linear is a Gemm, the zoo may call it MatMul)
 _CANON = {"Gemm": "MatMul", "Flatten": "Reshape", "Squeeze": "Reshape", "Unsqueeze": "Reshape",
@@ -174,24 +176,101 @@ class Profile(Result):
 def _read(trace: str | Path | Mapping[str, Any]) -> tuple[dict, str]:
     if isinstance(trace, Mapping):
         return dict(trace), "<trace dict>"
+    if not isinstance(trace, (str, os.PathLike)):
+        raise FormatError(f"a trace must be a path or a dict, got {type(trace).__name__}", field="path")
     p = Path(trace)
     if not p.exists():
         raise FormatError(f"profile {str(trace)!r} not found", field="path")
-    try:
-        raw = gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes()
-        doc = json.loads(raw)
-    except (OSError, ValueError) as e:
-        raise FormatError(f"{p.name}: not a Chrome-trace JSON: {e}", field="<json>") from None
+    if p.is_dir():
+        raise FormatError(f"profile {str(trace)!r} is a directory, not a file", field="path")
+    doc = read_json(p, gz=p.suffix == ".gz")
     if isinstance(doc, list):  # the JSON array form of the trace-event format
         doc = {"traceEvents": doc}
     return doc, p.name
+
+
+def read_json(p: Path, *, gz: bool = False) -> Any:
+    """The JSON document in file ``p`` (gzip-compressed when ``gz``); every way it is unreadable (a
+    directory, a truncated or non-gzip file, bytes that are not UTF-8 JSON, nesting too deep to read)
+    is a ``FormatError`` naming the file."""
+    try:
+        raw = p.read_bytes()
+        if gz:
+            raw = gzip.decompress(raw)
+        return json.loads(raw)
+    except FileNotFoundError:
+        raise FormatError(f"{p.name}: file not found", field="path") from None
+    except IsADirectoryError:
+        raise FormatError(f"{p.name}: is a directory, not a file", field="path") from None
+    except (OSError, EOFError, zlib.error) as e:  # BadGzipFile, a truncated .gz, permission denied
+        raise FormatError(f"{p.name}: cannot be read{' as gzip' if gz else ''}: {e}", field="path") from None
+    except RecursionError:
+        raise FormatError(f"{p.name}: JSON nested too deeply to read", field="<json>") from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, an integer beyond the digit limit
+        detail = "an integer of more than 4300 digits" if "digits" in str(e) else str(e)[:200]
+        raise FormatError(f"{p.name}: not valid JSON: {detail}", field="<json>") from None
 
 
 def _events(doc: Mapping[str, Any], where: str) -> list[dict]:
     ev = doc.get("traceEvents") if isinstance(doc, Mapping) else None
     if not isinstance(ev, list):
         raise FormatError(f"{where}: no traceEvents list (not a Chrome/Perfetto trace)", field="traceEvents")
-    return [e for e in ev if isinstance(e, dict)]
+    out = []
+    for i, e in enumerate(ev):
+        if isinstance(e, dict):
+            _check_event(e, i, where)
+            out.append(e)
+    return out
+
+
+def _check_event(e: dict, i: int, where: str) -> None:
+    """The fields of a trace event the matching reads have the types it reads them as: ``name`` text,
+    ``ts`` and ``dur`` finite numbers >= 0, ``args`` an object, a kernel's ``correlation`` an id, a
+    ``[memory]`` event's byte counts numbers; a ``cpu_op`` has a name and a duration."""
+    name = e.get("name")
+
+    def bad(what: str, fld: str) -> FormatError:
+        label = f"traceEvents[{i}]" + (f" ({name!r})" if isinstance(name, str) else "")
+        return FormatError(f"{where}: {label}: {what}"[:300], field=fld, event=i)
+
+    if name is not None and not isinstance(name, str):
+        raise bad(f"name must be text, got {name!r}", "name")
+    cat = e.get("cat")
+    for key in ("ts", "dur"):
+        if key in e:
+            v = e[key]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 <= v <= _MAX_NUMBER):
+                raise bad(f"{key} must be a finite number >= 0 (microseconds), got {v!r}", key)
+        elif key == "dur" and cat == "cpu_op":
+            raise bad("a cpu_op event needs dur", "dur")
+    if cat == "cpu_op" and name is None:
+        raise bad("a cpu_op event needs a name", "name")
+    for key in ("pid", "tid"):
+        v = e.get(key)
+        if v is not None and not isinstance(v, (int, float, str)):
+            raise bad(f"{key} must be a number or text, got {v!r}", key)
+    args = e.get("args")
+    if args is None:
+        return
+    if not isinstance(args, Mapping):
+        raise bad(f"args must be an object, got {type(args).__name__}", "args")
+    corr = args.get("correlation")
+    if corr is not None and (isinstance(corr, bool) or not isinstance(corr, (int, str))):
+        raise bad(f"args.correlation must be an id (a number or text), got {corr!r}", "correlation")
+    op = args.get("op")
+    if op is not None and not isinstance(op, str):
+        raise bad(f"args.op must be an op name, got {op!r}", "op")
+    if name == "[memory]":
+        if "ts" not in e:
+            raise bad("a [memory] event needs ts", "ts")
+        for key in ("Total Allocated", "Bytes"):
+            v = args.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not abs(v) <= _MAX_NUMBER):
+                raise bad(f"args[{key!r}] must be a number of bytes, got {v!r}", key)
+
+
+#: the largest time or byte count a trace event may hold (inf, NaN and ints beyond a float are not)
+_MAX_NUMBER = 1.7976931348623157e308
 
 
 def _top_level(evs: list[dict]) -> list[dict]:
@@ -236,7 +315,12 @@ def load_profile(trace: str | Path | Mapping[str, Any], graph: OpGraph, *, devic
         raise FormatError(f"stat must be one of {sorted(_STATS)}, got {stat!r}", field="stat")
     doc, where = _read(trace)
     evs = _events(doc, where)
+    if order is not None and (isinstance(order, (str, bytes, Mapping)) or not hasattr(order, "__iter__")):
+        raise FormatError(f"order must be a list of op names, got {type(order).__name__}", field="order")
     seq = list(graph.ops) if order is None else list(order)
+    if not all(isinstance(o, str) for o in seq):
+        raise FormatError(f"order must be a list of op names, holds {next(o for o in seq if not isinstance(o, str))!r}"[:300],
+                          field="order")
     bad = [o for o in seq if o not in graph.ops]
     if bad:
         raise HetschedError(f"order names {bad[0]!r}, which is not an op of {graph.name}", op=bad[0], field="order")
