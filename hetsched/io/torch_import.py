@@ -95,7 +95,7 @@ ATEN_TO_TYPE: Mapping[str, str] = {
     **dict.fromkeys(["view", "_unsafe_view", "reshape", "flatten", "unflatten", "alias", "detach"], "Reshape"),
     **dict.fromkeys(["unsqueeze", "unsqueeze_"], "Unsqueeze"), **dict.fromkeys(["squeeze", "squeeze_"], "Squeeze"),
     **dict.fromkeys(["permute", "transpose", "t", "swapaxes"], "Transpose"),
-    **dict.fromkeys(["expand", "expand_as"], "Expand"),
+    **dict.fromkeys(["expand", "expand_as", "meshgrid"], "Expand"),
     **dict.fromkeys(["slice", "select", "narrow"], "Slice"),
     **dict.fromkeys(["split", "split_with_sizes", "chunk", "unbind"], "Split"),
     **dict.fromkeys(["cat", "concat", "stack"], "Concat"),
@@ -175,7 +175,7 @@ ATEN_TO_TYPE = {
                      "channel_shuffle", "native_channel_shuffle", "im2col", "col2im"], "Reshape"),
     **dict.fromkeys(["upsample_nearest2d", "upsample_bilinear2d", "upsample_nearest1d", "upsample_bicubic2d",
                      "_upsample_bilinear2d_aa", "upsample_nearest3d", "upsample_trilinear3d", "_upsample_nearest_exact2d",
-                     "interpolate", "grid_sampler_2d", "affine_grid_generator"], "Resize"),
+                     "interpolate", "grid_sampler", "grid_sampler_2d", "affine_grid_generator"], "Resize"),
     **dict.fromkeys(["adaptive_max_pool2d", "adaptive_max_pool1d", "max_pool3d_with_indices"], "MaxPool"),
     **dict.fromkeys(["adaptive_avg_pool3d", "_adaptive_avg_pool3d"], "GlobalAveragePool"),
     **dict.fromkeys(["reflection_pad1d", "reflection_pad2d", "replication_pad1d", "replication_pad2d",
@@ -262,6 +262,78 @@ def _alias_of(out: Any, in_vals: list[tuple[str, Any]], packet: str) -> str | No
         except Exception:  # pragma: no cover - tensors without storage (sparse, symbolic)
             pass
     return in_vals[0][0] if (packet in _VIEWS and in_vals) else None
+
+
+def _schema_alias(node: Any, i: int, tensor_of: Mapping[str, str | None], in_acts: Sequence[str]) -> str | None:
+    """The input tensor output ``i`` of ``node`` shares storage with by the op's ATen schema (a view's
+    ``Tensor(a) self -> Tensor(a)``, an in-place op's ``Tensor(a!) self -> Tensor(a!)``): for a program
+    loaded from a ``.pt2`` archive, whose fake tensors no longer share storage. A ``reshape`` that
+    copies is taken for a view here (the schema cannot tell)."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or i >= len(schema.returns):
+        return None
+    ret = schema.returns[i].alias_info
+    if ret is None:
+        return None
+    for j, arg in enumerate(schema.arguments):
+        a = arg.alias_info
+        if a is None or not (set(a.before_set) & set(ret.before_set)):
+            continue
+        x = node.args[j] if j < len(node.args) else node.kwargs.get(arg.name)
+        name = getattr(x, "name", None)
+        if name in in_acts:
+            return tensor_of.get(name)
+    return None
+
+
+def _order_writes(g: OpGraph) -> int:
+    """Order the readers of a storage after the in-place ops that write it, and those writes after
+    its earlier readers, with 0-byte ``order`` tensors (``attrs["kind"] = "order"``); returns how many.
+
+    A program's data edges miss these: ``m[:2, :2] = 1`` writes the base through a view (``slice``,
+    ``fill_``), and a later ``x + m`` reads the base, not the ``fill_``; a schedule free to run the
+    add first (HEFT did, in Swin's attention mask) reads the wrong values. The graph's op order is
+    the program's, so every edge added here goes forward (no cycle).
+    """
+    def root(t: str) -> str:
+        seen = set()
+        while g.tensors[t].alias_of is not None and t not in seen:
+            seen.add(t)
+            t = g.tensors[t].alias_of
+        return t
+
+    def through(t: str, op: str) -> bool:  # t is an output of op, or a view of one
+        while t is not None:
+            if g.tensors[t].producer == op:
+                return True
+            t = g.tensors[t].alias_of
+        return False
+
+    last_write: dict[str, str] = {}
+    readers: dict[str, list[str]] = {}
+    edges: list[tuple[str, str]] = []
+    for v in list(g.ops):
+        ins, outs = g.inputs_of(v), g.outputs_of(v)
+        inplace = bool(g.ops[v].attrs.get("inplace")) and bool(outs) and g.tensors[outs[0]].alias_of is not None
+        if not inplace and outs and all(g.tensors[t].alias_of is not None for t in outs):
+            continue  # a view reads nothing and writes nothing: its readers do
+        by_root: dict[str, list[str]] = {}
+        for t in ins:
+            by_root.setdefault(root(t), []).append(t)
+        for r, ts in by_root.items():
+            w = last_write.get(r)
+            if w is not None and w != v and not any(through(t, w) for t in ts):
+                edges.append((w, v))  # read after write
+        if inplace:
+            r = root(outs[0])
+            edges += [(u, v) for u in dict.fromkeys(readers.get(r, ()))  # write after read
+                      if u != v and not any(through(t, u) for t in ins)]
+            last_write[r], readers[r] = v, []
+        for r in by_root:
+            readers.setdefault(r, []).append(v)
+    for u, v in dict.fromkeys(edges):
+        g.add_tensor(f"{u}:order:{v}", 0, producer=u, consumers=[v], attrs={"kind": "order"})
+    return len(dict.fromkeys(edges))
 
 
 def _nbytes(v: Any) -> int:
@@ -663,8 +735,9 @@ class _NonTensorOutput(Exception):
     pass
 
 
-def _first_line(e: BaseException) -> str:
-    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+def _first_line(e: BaseException, limit: int = 300) -> str:
+    line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return line if len(line) <= limit else line[: limit - 3] + "..."  # torch's can run to pages (a data-dependent shape)
 
 
 def _try_export(torch, target, args, kwargs, strict):
@@ -742,7 +815,11 @@ def load_torch(module: Any, example_inputs: Sequence[Any] = (), *, kwargs: Mappi
     return _import_program(ep, label, notes, workspace)
 
 
-def _import_program(ep: Any, label: str, notes: Mapping[str, Any], workspace: Mapping[str, int] | None) -> OpGraph:
+def _import_program(ep: Any, label: str, notes: Mapping[str, Any], workspace: Mapping[str, int] | None, *,
+                    storage: bool = True) -> OpGraph:
+    """The OpGraph of ``ep``. ``storage``: its fake tensors share storage as the program's tensors
+    do (a program exported in this process); a program loaded from a ``.pt2`` archive has lost that,
+    and its aliases come from the ATen schemas (:func:`_schema_alias`)."""
     import torch
     from torch.export.graph_signature import InputKind
 
@@ -895,7 +972,7 @@ def _import_program(ep: Any, label: str, notes: Mapping[str, Any], workspace: Ma
             if _shape(v) is None:
                 continue
             tname = f"{node.name}:{i}" if multi else node.name
-            alias = _alias_of(v, in_vals, packet)
+            alias = _alias_of(v, in_vals, packet) if storage else _schema_alias(node, i, tensor_of, in_acts)
             copies = copies or (packet in _VIEWS and alias is None)
             g.add_tensor(tname, _nbytes(v), producer=node.name, alias_of=alias,
                          attrs={"shape": _shape(v), "dtype": _dtype(v), "kind": "activation"})
@@ -905,6 +982,9 @@ def _import_program(ep: Any, label: str, notes: Mapping[str, Any], workspace: Ma
         if not multi:
             tensor_of[node.name] = node.name if _shape(val) is not None else None
 
+    n_order = _order_writes(g)
+    if n_order:
+        g.meta["write_order_edges"] = n_order
     for o in program_outputs:
         t = tensor_of.get(o) if o else None
         if t is not None and t in g.tensors:
@@ -1118,7 +1198,7 @@ def load_pt2(path: Any, *, name: str | None = None) -> OpGraph:
     if not isinstance(ep, torch.export.ExportedProgram):  # pragma: no cover - torch.export.load returns one
         raise FormatError(f"{p.name}: holds no exported program", field="<pt2>")
     try:
-        return _import_program(ep, name or p.stem, {}, None)
+        return _import_program(ep, name or p.stem, {}, None, storage=False)
     except FormatError:
         raise
     except Exception as e:  # a program whose graph is inconsistent (a hand-edited archive)
