@@ -288,3 +288,30 @@ def test_batched_experts_formulation_is_a_moe_too():
     experts = [o for o in eg.ops.values() if o.op_type == "Expert"]
     assert len(experts) == 4 and all(o.weight_bytes == 2 * 64 * 32 * 4 + 32 * 64 * 4 for o in experts)
     assert eg.total_flops == pytest.approx(g.total_flops)
+
+
+def test_torchvision_builders_download_nothing_and_build_on_meta(tmp_path, monkeypatch):
+    """A segmentation model's backbone gets random weights too (its builder's default downloaded
+    ImageNet weights); a builder that computes while it builds (RegNet) still gives a meta model."""
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path))
+    m = tm.torchvision_model("lraspp_mobilenet_v3_large")
+    assert sum(p.numel() for p in m.parameters()) > 0 and not any(tmp_path.iterdir())
+    r = tm.torchvision_model("regnet_x_400mf", device="meta")
+    assert all(p.is_meta for p in r.parameters())
+
+
+def test_grid_sample_and_meshgrid_are_typed():
+    """RAFT's ops: ``grid_sampler`` (what export leaves of ``F.grid_sample``) and ``meshgrid``."""
+    import torch.nn.functional as F
+
+    class Flow(torch.nn.Module):
+        def forward(self, x):
+            ys, xs = torch.meshgrid(torch.linspace(-1, 1, 4), torch.linspace(-1, 1, 4), indexing="ij")
+            grid = torch.stack([xs, ys], -1).unsqueeze(0)
+            return F.grid_sample(x, grid, align_corners=False)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an unknown op would warn
+        g = load_torch(Flow().eval(), (torch.randn(1, 2, 4, 4),))
+    assert "unknown_op_types" not in g.meta
+    assert "Resize" in {o.op_type for o in g.ops.values()}

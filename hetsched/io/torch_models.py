@@ -187,9 +187,22 @@ def torchvision_model(name: str, *, device: str = "cpu", seed: int = 0, **kwargs
         ctor = tv.models.get_model_builder(name)
     except ValueError:
         raise HetschedError(f"unknown torchvision model {name!r}", field="model") from None
+    import inspect
+
+    if "weights_backbone" in inspect.signature(ctor).parameters:
+        # a segmentation or detection model: random weights for its backbone too (no download)
+        kwargs = {"weights_backbone": None, **kwargs}
     torch.manual_seed(seed)
-    with _device_ctx(device):
-        return ctor(weights=None, **kwargs).eval()
+    try:
+        with _device_ctx(device):
+            return ctor(weights=None, **kwargs).eval()
+    except NotImplementedError:
+        if device != "meta":
+            raise
+    # a builder that computes with its tensors while it builds (RegNet's widths): built on the CPU,
+    # then moved to the meta device
+    torch.manual_seed(seed)
+    return ctor(weights=None, **kwargs).eval().to("meta")
 
 
 def timm_model(name: str, *, device: str = "cpu", seed: int = 0, **kwargs: Any):
