@@ -6,7 +6,8 @@ with cache queues for any number of micro-batches; PaddlePaddle ``PipelineParall
 simulated as it runs: :mod:`.lockstep`) and the schedules around it: GPipe, 1F1B, looped BFS,
 interleaved 1F1B with four grouping policies (the patent's by default), interleaved FthenB, ZB-H1,
 ZB-H2, ZB-V, interleaved zero bubble (ZB1P) and DualPipeV (every torch 2.13 schedule, equal to
-torch's order). :func:`split_stages` / :func:`stage_costs` price a training graph's stages on the
+torch's order; interleaved 1F1B with ``grouping="torch"``, the patent's grouping differs where ``m``
+is no multiple of ``p``). :func:`split_stages` / :func:`stage_costs` price a training graph's stages on the
 devices of a system; :func:`simulate_model` runs a schedule on such a split. :func:`synthesize` finds
 the best schedule for given stage costs and memory caps (list scheduling, local search, an exact
 MILP; never slower than the named schedules), measured against :func:`lower_bound`;

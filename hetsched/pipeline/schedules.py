@@ -364,8 +364,8 @@ def zb_h1(p: int, m: int) -> Schedule:
     """ZB-H1: Qi et al. (ICLR 2024), backward split into I and W; 1F1B's warm-up, ``W`` deferred by ``r``.
 
     Peak activation memory of the worst rank equals 1F1B's (``p`` micro-batches); with equal
-    times the makespan is ``m (tF + tI + tW) + (p - 1)(tF + tI - tW)`` against 1F1B's
-    ``(m + p - 1)(tF + tI + tW)``.
+    times and ``m >= p`` the makespan is ``m (tF + tI + tW) + (p - 1)(tF + tI - tW)`` against 1F1B's
+    ``(m + p - 1)(tF + tI + tW)`` (fewer micro-batches than ranks leave no ``W`` to fill the bubble).
 
     >>> zb_h1(2, 2).to_text()
     ['0F0 0F1 0I0 0W0 0I1 0W1', '1F0 1I0 1F1 1I1 1W0 1W1']
