@@ -244,9 +244,12 @@ def test_inplace_ops_do_their_work():
     assert not g.op(view).attrs.get("inplace")
     b = RooflineCost(toy_system(), g)
     n = 64 * 64 * 4
-    for op in inplace:
-        moved, launch_only = b.traffic_bytes(op)
-        assert not launch_only and moved >= 2 * n
+    # what each touches: relu_ its one input (read and written back), add_ its two inputs; an
+    # out-of-place op also its new output
+    moved = {g.op(op).op_type: b.traffic_bytes(op) for op in inplace}
+    assert moved == {"Relu": (float(n), False), "Add": (2.0 * n, False)}
+    mul = next(n_ for n_, o in g.ops.items() if o.op_type == "Mul")
+    assert b.traffic_bytes(mul) == (2.0 * n, False)
     assert b.traffic_bytes(view) == (0.0, True)
 
 
