@@ -191,7 +191,7 @@ def highs_warm_class():
     CBC, CPLEX, Gurobi and Xpress only).
 
     The start goes in as a sparse partial solution (``Highs.setSolution(n, index, value)``, HiGHS
-    >= 1.7): the op-step variables of the known order; HiGHS completes the rest itself and, when
+    >= 1.8): the op-step variables of the known order; HiGHS completes the rest itself and, when
     the completion is feasible, starts its branch and bound with that incumbent.
     """
     import pulp
