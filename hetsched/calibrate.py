@@ -202,12 +202,9 @@ class Comparison(Result):
 
 # ---------------------------------------------------------------------------- measuring
 def _torch():
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - make venv installs torch
-        raise HetschedError("calibration needs torch, which is not installed: its CPU build is enough "
-                            "(pip install torch --index-url https://download.pytorch.org/whl/cpu)", field="torch") from None
-    return torch
+    from .optional import require
+
+    return require("torch", "calibration")
 
 
 def _stat_fn(stat: str) -> Callable[[Sequence[float]], float]:

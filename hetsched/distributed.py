@@ -99,6 +99,9 @@ def run_ranks(fn: Callable, world: int, *args: Any, threads: int = 1, timeout_s:
     something JSON can hold. A rank that raises makes this raise a
     :class:`~hetsched.errors.HetschedError` carrying the rank's error.
     """
+    from .optional import require
+
+    require("torch", "running ranks over gloo")
     import torch.multiprocessing as mp
 
     if isinstance(world, bool) or not isinstance(world, int) or world < 1:
@@ -395,7 +398,9 @@ def mlp_stages(n_stages: int, *, layers: int = 16, width: int = 512, seed: int =
     """A ``layers``-block MLP (``Linear(width, width)`` + ``ReLU`` each) split into ``n_stages``
     contiguous stages of equal depth (``layers`` must be a multiple of ``n_stages``): the model of
     :func:`measure_pipeline` (every rank builds the same weights from ``seed``)."""
-    import torch
+    from .optional import require
+
+    torch = require("torch", "a pipeline's stages")
 
     if layers % n_stages:
         raise HetschedError(f"{layers} layers do not split into {n_stages} equal stages", field="layers")

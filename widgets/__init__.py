@@ -30,7 +30,14 @@ def __getattr__(name: str) -> Any:
     mod = _WHERE.get(name)
     if mod is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{mod}", __name__), name)
+    try:
+        module = importlib.import_module(f".{mod}", __name__)
+    except ImportError as e:
+        if e.name in ("ipywidgets", "anywidget", "IPython", "traitlets"):
+            raise ImportError(f"hetsched's panels need {e.name}, which is not installed: pip install 'hetsched[lab]'",
+                              name=e.name) from None
+        raise
+    value = getattr(module, name)
     globals()[name] = value
     return value
 

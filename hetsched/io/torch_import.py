@@ -800,8 +800,9 @@ def load_torch(module: Any, example_inputs: Sequence[Any] = (), *, kwargs: Mappi
     >>> g.meta["training"], g.graph_outputs()       # the loss, then the bias and weight gradients
     (True, ['mean', 'view', 'permute_3'])
     """
-    import torch
+    from ..optional import require
 
+    torch = require("torch", "importing a PyTorch model")
     notes: dict[str, Any] = {}
     if isinstance(module, torch.export.ExportedProgram):
         if training:
@@ -1182,7 +1183,10 @@ def load_pt2(path: Any, *, name: str | None = None) -> OpGraph:
     try:
         import torch
     except ImportError:
-        raise FormatError(f"{p.name}: reading .pt2 files needs torch (pip install torch)", field="<pt2>") from None
+        from ..optional import install_hint
+
+        raise FormatError(f"{p.name}: reading .pt2 files needs torch, which is not installed: {install_hint('torch')}",
+                          field="<pt2>") from None
     try:
         import zipfile
 

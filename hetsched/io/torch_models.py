@@ -100,9 +100,10 @@ def transformers_model(config: Any, *, task: str | None = None, device: str = "c
         An unknown model type or task, a field the config does not have.
     """
     _offline()
-    import torch
-    import transformers
+    from ..optional import require
 
+    torch = require("torch", "a transformers model")
+    transformers = require("transformers", "a transformers model")
     if isinstance(config, str):
         try:
             cfg = transformers.AutoConfig.for_model(config)
@@ -180,7 +181,11 @@ def torchvision_model(name: str, *, device: str = "cpu", seed: int = 0, **kwargs
     """
     tv = import_torchvision()
     if tv is None:
-        raise HetschedError("torchvision is not installed (pip install 'hetsched[test]')", field="source")
+        from ..optional import install_hint, require
+
+        require("torch", "a torchvision model")
+        raise HetschedError(f"a torchvision model needs torchvision, which is not installed: {install_hint('torchvision')}",
+                            field="torchvision")
     import torch
 
     try:
@@ -212,9 +217,10 @@ def timm_model(name: str, *, device: str = "cpu", seed: int = 0, **kwargs: Any):
     'ResNet'
     """
     _offline()
-    import timm
-    import torch
+    from ..optional import require
 
+    torch = require("torch", "a timm model")
+    timm = require("timm", "a timm model")
     if not timm.is_model(name):
         raise HetschedError(f"unknown timm model {name!r}", field="model")
     torch.manual_seed(seed)

@@ -344,8 +344,9 @@ def torch_model(name: str, *, batch: int = 1, seed: int = 0, **options: Any) -> 
         raise HetschedError(f"batch must be a positive integer, got {batch!r}", field="batch")
     import inspect
 
-    import torch
+    from ..optional import require
 
+    torch = require("torch", "a zoo model's torch twin")
     bad = sorted(set(options) - set(inspect.signature(fn).parameters))
     if bad:
         raise HetschedError(f"zoo model {name!r} has no option {bad[0]!r}", field=bad[0])
