@@ -807,7 +807,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError) as e:  # unreadable/unwritable paths and similar plain input errors
             return _fail(f"error: {type(e).__name__}: {e}", EXIT_BAD_INPUT, debug)
         except Exception as e:  # noqa: BLE001 - a bug: still one line, the traceback on request
-            return _fail(f"internal error: {type(e).__name__}: {e} (a bug in hetsched; rerun with --debug or "
+            text = " ".join(str(e).split())
+            text = text if len(text) <= 300 else text[:297] + "..."  # one line, not a printed array
+            return _fail(f"internal error: {type(e).__name__}: {text} (a bug in hetsched; rerun with --debug or "
                          f"{DEBUG_ENV}=1 for the traceback)", EXIT_BAD_INPUT, debug)
 
 
