@@ -19,8 +19,7 @@ What an op moves (:meth:`RooflineCost.traffic_bytes`), measured against real run
   aliases: torch's ``permute``/``expand``/``slice``/``split``) and an inference-mode ``Dropout``
   (identity) move nothing: they cost the launch overhead only -- unless the op is marked
   ``attrs["copies"]`` (torch's ``reshape`` of a non-contiguous tensor copies it) or
-  ``attrs["inplace"]`` (``relu_``, ``add_``: the output aliases the input, the op still reads and
-  writes it);
+  ``attrs["inplace"]`` (below);
 * an **in-place** op (``attrs["inplace"]``) moves its inputs and weights, not its aliasing outputs:
   the lines it reads it writes back, where an out-of-place op also allocates and fills a new
   output (MobileNetV3's in-place ReLUs and hard-swishes ran at 2.5-3.5x below the price of an

@@ -14,7 +14,7 @@ from .errors import HetschedError
 
 #: module -> the extra of ``pip install 'hetsched[EXTRA]'`` that installs it
 EXTRAS: dict[str, str] = {"torch": "torch", "torchvision": "models", "transformers": "models", "timm": "models",
-                          "onnx": "onnx", "ipywidgets": "lab"}
+                          "onnx": "onnx", "ipywidgets": "lab", "anywidget": "lab", "IPython": "lab", "traitlets": "lab"}
 
 #: on Linux, PyPI's torch is a CUDA build of several GB; the CPU build is all hetsched needs
 TORCH_CPU = "--extra-index-url https://download.pytorch.org/whl/cpu"

@@ -33,8 +33,10 @@ def __getattr__(name: str) -> Any:
     try:
         module = importlib.import_module(f".{mod}", __name__)
     except ImportError as e:
-        if e.name in ("ipywidgets", "anywidget", "IPython", "traitlets"):
-            raise ImportError(f"hetsched's panels need {e.name}, which is not installed: pip install 'hetsched[lab]'",
+        from hetsched.optional import EXTRAS, install_hint
+
+        if EXTRAS.get(e.name or "") == "lab":
+            raise ImportError(f"hetsched's panels need {e.name}, which is not installed: {install_hint(e.name)}",
                               name=e.name) from None
         raise
     value = getattr(module, name)
