@@ -8,13 +8,16 @@ hetsched.errors.FormatError: graph file '/no/such/file.json' not found
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
+import zlib
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..errors import FormatError
 
-__all__ = ["read_text", "check_fields", "check_text"]
+__all__ = ["read_text", "read_json", "check_fields", "check_text"]
 
 
 def read_text(path: str | os.PathLike, what: str) -> str:
@@ -62,3 +65,25 @@ def check_text(v: str, where: str, field: str, *, what: str | None = None, **cul
         raise FormatError(f"{where}: {what or field} {v!r} is not valid Unicode text (a lone surrogate)", field=field,
                           **culprit) from None
     return v
+
+
+def read_json(p: Path, *, gz: bool = False) -> Any:
+    """The JSON document in file ``p`` (gzip-compressed when ``gz``); every way it is unreadable (a
+    directory, a truncated or non-gzip file, bytes that are not UTF-8 JSON, nesting too deep to read)
+    is a ``FormatError`` naming the file."""
+    try:
+        raw = p.read_bytes()
+        if gz:
+            raw = gzip.decompress(raw)
+        return json.loads(raw)
+    except FileNotFoundError:
+        raise FormatError(f"{p.name}: file not found", field="path") from None
+    except IsADirectoryError:
+        raise FormatError(f"{p.name}: is a directory, not a file", field="path") from None
+    except (OSError, EOFError, zlib.error) as e:  # BadGzipFile, a truncated .gz, permission denied
+        raise FormatError(f"{p.name}: cannot be read{' as gzip' if gz else ''}: {e}", field="path") from None
+    except RecursionError:
+        raise FormatError(f"{p.name}: JSON nested too deeply to read", field="<json>") from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, an integer beyond the digit limit
+        detail = "an integer of more than 4300 digits" if "digits" in str(e) else str(e)[:200]
+        raise FormatError(f"{p.name}: not valid JSON: {detail}", field="<json>") from None

@@ -151,7 +151,8 @@ def load_measurement(directory: str | Path | None = None) -> Measurement:
     """
     from ..cost import load_cost
     from .graph_json import graph_from_dict
-    from .profile import load_profile, read_json
+    from .files import read_json
+    from .profile import load_profile
     from .systems import load_system
 
     if directory is not None and not isinstance(directory, (str, os.PathLike)):

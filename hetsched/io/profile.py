@@ -52,11 +52,9 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import gzip
 import json
 import os
 import statistics
-import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,8 +66,9 @@ from ..errors import FormatError, HetschedError
 from ..graph import OpGraph
 from ..results import Result, StepLog
 from ..timeline import make_timeline
+from .files import read_json
 
-__all__ = ["Profile", "load_profile", "profile_torch", "time_torch", "node_timer", "timed_profile", "timing", "op_key", "event_key", "read_json"]
+__all__ = ["Profile", "load_profile", "profile_torch", "time_torch", "node_timer", "timed_profile", "timing", "op_key", "event_key"]
 
 # one key for op types a trace cannot tell apart (a torch linear is a Gemm, the zoo may call it MatMul)
 _CANON = {"Gemm": "MatMul", "Flatten": "Reshape", "Squeeze": "Reshape", "Unsqueeze": "Reshape",
@@ -187,28 +186,6 @@ def _read(trace: str | Path | Mapping[str, Any]) -> tuple[dict, str]:
     if isinstance(doc, list):  # the JSON array form of the trace-event format
         doc = {"traceEvents": doc}
     return doc, p.name
-
-
-def read_json(p: Path, *, gz: bool = False) -> Any:
-    """The JSON document in file ``p`` (gzip-compressed when ``gz``); every way it is unreadable (a
-    directory, a truncated or non-gzip file, bytes that are not UTF-8 JSON, nesting too deep to read)
-    is a ``FormatError`` naming the file."""
-    try:
-        raw = p.read_bytes()
-        if gz:
-            raw = gzip.decompress(raw)
-        return json.loads(raw)
-    except FileNotFoundError:
-        raise FormatError(f"{p.name}: file not found", field="path") from None
-    except IsADirectoryError:
-        raise FormatError(f"{p.name}: is a directory, not a file", field="path") from None
-    except (OSError, EOFError, zlib.error) as e:  # BadGzipFile, a truncated .gz, permission denied
-        raise FormatError(f"{p.name}: cannot be read{' as gzip' if gz else ''}: {e}", field="path") from None
-    except RecursionError:
-        raise FormatError(f"{p.name}: JSON nested too deeply to read", field="<json>") from None
-    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, an integer beyond the digit limit
-        detail = "an integer of more than 4300 digits" if "digits" in str(e) else str(e)[:200]
-        raise FormatError(f"{p.name}: not valid JSON: {detail}", field="<json>") from None
 
 
 def _events(doc: Mapping[str, Any], where: str) -> list[dict]:
