@@ -105,6 +105,7 @@ MIN_POINTS_PER_TYPE = 4  # fewer points of one op type: its op class's curve pri
 WORK = "sum"  # compute and traffic do not overlap on a CPU core (see CalibratedCost)
 MONOTONE = frozenset({"conv", "matmul"})  # op classes whose curves are non-decreasing in work
 BIN_DECADES = 0.25  # knot spacing of an efficiency curve, in decades of work
+MIN_LAYERS_FOR_LEVEL = 2  # fewer distinct workload ops of a type (one layer) with sweep points: the sweep's curve
 
 
 # ---------------------------------------------------------------------------- results
@@ -501,6 +502,47 @@ def sweep_graph(types_seen: Iterable[str], quick: bool = False) -> tuple[OpGraph
     return g, specs
 
 
+def code_warm_spec(sp: Mapping[str, Any]) -> dict:
+    """The sweep point ``sp``'s kind of op on a tiny input (a few KB): what :func:`_profile_sweep` runs
+    between evicting the caches and rewriting the timed op's input, so that the kernel's code, the
+    dispatcher's tables and the pages they sit on are back in the caches and TLB while the op's data
+    is not.
+
+    Why: in a model the op before is another kernel a few microseconds earlier, so this path is
+    warm; after the 64 MiB eviction alone a depthwise 3x3 convolution of 184 x 14 x 14 took 168 us
+    against 70 us warm and 92 us with a tiny convolution run in between (1 thread, this project's
+    EPYC), which priced MobileNetV3's depthwise convolutions, its global average pools and hard
+    sigmoids -- types whose curve is the sweep's alone -- 2-5x slow.
+
+    >>> code_warm_spec({"kind": "conv", "b": 8, "c": 384, "h": 56, "k": 5, "co": 384, "groups": 384})
+    {'kind': 'conv', 'b': 1, 'c': 8, 'h': 5, 'k': 5, 'co': 8, 'groups': 8}
+    >>> code_warm_spec({"kind": "linear", "m": 64, "k": 3072, "n": 768})
+    {'kind': 'linear', 'm': 4, 'k': 64, 'n': 64}
+    """
+    out = dict(sp)
+    kind = out["kind"]
+    if kind in ("unary", "binary"):
+        out["n"] = 256
+    elif kind == "ln":
+        out["n"] = 768
+    elif kind == "softmax":
+        out["n"] = 128
+    elif kind in ("maxpool", "gap"):
+        out["hw"] = 4
+    elif kind == "bn":
+        out.update(b=1, c=8, h=4)
+    elif kind == "linear":
+        out.update(m=min(out["m"], 4), k=64, n=64)
+    elif kind == "bmm":
+        out.update(b=1, s=8)
+    elif kind in ("conv", "conv_grad"):
+        depthwise = out.get("groups", 1) > 1
+        out.update(b=1, c=8, h=max(4, out["k"]), co=8)
+        if depthwise:
+            out["groups"] = 8
+    return out
+
+
 def _sweep_callable(sp: dict, dev: str) -> tuple[Callable[[], Any], Callable[[], Any]]:
     """``(run, produce)`` of a sweep point: ``run`` times the op; ``produce`` rewrites, in place, the
     input a model's previous op would just have written (the activation; not the weights, nor the
@@ -570,6 +612,7 @@ def _profile_sweep(g: OpGraph, specs: Mapping[str, dict], dev: str, repeats: int
     from .io.profile import load_profile
 
     calls = {name: _sweep_callable(sp, dev) for name, sp in specs.items()}
+    warm = {name: _sweep_callable(code_warm_spec(sp), dev)[0] for name, sp in specs.items()}
     # in a model an op reads what the previous op wrote, not what it read itself a moment ago: before
     # each timed call evict the caches (no warm re-reads, weights come from memory) and then rewrite
     # the op's activation input, as its producer would have: as much of it as the caches hold is
@@ -577,17 +620,20 @@ def _profile_sweep(g: OpGraph, specs: Mapping[str, dict], dev: str, repeats: int
     # priced the ReLUs of ResNet-50 at batch 8 (3-13 MB, read right after their batch norm wrote them)
     # 1.4x too slow and made batch-1 convolutions look slower than in a model (a cold input), hence
     # a too-steep gain with batch. The eviction *reads* 64 MiB: writing them would leave the caches
-    # full of dirty lines whose write-back the timed op would pay (a cost no op in a model pays)
+    # full of dirty lines whose write-back the timed op would pay (a cost no op in a model pays).
+    # Between the two a tiny op of the same kind brings the kernel's code back (code_warm_spec)
     buf = torch.ones(1 << 24, device=dev)
 
-    def prepare(produce: Callable[[], Any]) -> None:
+    def prepare(name: str, produce: Callable[[], Any]) -> None:
         buf.sum()
+        warm[name]()
         produce()
 
     if clock != "profiler":
         fn_stat = _stat_fn(stat)
         with torch.no_grad():
-            return {name: float(fn_stat(timed_calls(fn, repeats, dev, clock, before=lambda pr=produce: prepare(pr))))
+            return {name: float(fn_stat(timed_calls(fn, repeats, dev, clock,
+                                                    before=lambda n=name, pr=produce: prepare(n, pr))))
                     for name, (fn, produce) in calls.items()}
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev == "cuda" else [])
     with torch.no_grad():
@@ -596,7 +642,7 @@ def _profile_sweep(g: OpGraph, specs: Mapping[str, dict], dev: str, repeats: int
         with profile(activities=acts) as prof:
             for _ in range(repeats):
                 for name, (fn, produce) in calls.items():
-                    prepare(produce)
+                    prepare(name, produce)
                     with record_function(name):
                         fn()
                 _sync(dev)
@@ -654,6 +700,28 @@ def _isotonic(y: Sequence[float], w: Sequence[float]) -> list[float]:
     return [m for m, _, c in blocks for _ in range(c)]
 
 
+def _monotone_time(knots: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Knots ``(work_s, efficiency)`` (sorted by work) whose times ``work / efficiency`` never fall
+    as work grows: a knot timed above a larger one gets the larger one's time.
+
+    Why: more work of one op type does not take less time; a bin that does is a few ops the curve
+    cannot tell apart (small ops right after a large one, whose kernel code and pages it evicted).
+    Kept, the elementwise class of a ResNet-50 + BERT calibration priced an 8 KB op at 13 us where
+    its neighbours of 0.1x and 1.5x its work measured 2-3 us, and every 1-8 KB hard sigmoid of an
+    unseen MobileNetV3 at 11-18 us (measured 4 us).
+
+    >>> [(w, round(e, 3)) for w, e in _monotone_time([(1e-6, 0.1), (2e-6, 0.1), (4e-6, 1.0)])]
+    [(1e-06, 0.25), (2e-06, 0.5), (4e-06, 1.0)]
+    """
+    out = list(knots)
+    for i in range(len(out) - 2, -1, -1):
+        w, e = out[i]
+        t_next = out[i + 1][0] / out[i + 1][1]
+        if w / e > t_next:
+            out[i] = (w, w / t_next)
+    return out
+
+
 def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
                bin_decades: float = BIN_DECADES) -> tuple[dict[str, EfficiencyCurve], LazySteps, pd.Series]:
     """Efficiency curves from points ``(source, op_type, work_s, efficiency)``.
@@ -669,7 +737,9 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
     efficiency by the sweep's ratio (clamped to 4x either way). Isolated micro-benchmarks run with
     warm caches and fixed arguments (a division by a tensor, not by a Python number), so their
     absolute efficiency is not the in-model one, but what more work costs is. A curve with no
-    workload point is the sweep's.
+    workload point is the sweep's, and so is one whose workload points are all one op (its
+    layers in the training steps counted once): one layer's time is its place in its model, which
+    its layer factor keeps.
 
     Returns ``(curves, steps, key)``: one ``fit_curve`` step per curve (a read-only step log), the
     curve key each point went to in ``key``.
@@ -713,6 +783,14 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
         ww, we = _knots(lw[~is_sweep], eff[~is_sweep], bin_decades, mono) if (~is_sweep).any() else ([], [])
         sw, se = _knots(lw[is_sweep], eff[is_sweep], bin_decades, mono) if is_sweep.any() else ([], [])
         how = "workload points" if ww else "sweep points"
+        n_layers = sub.loc[~is_sweep, "op"].nunique() if "op" in sub else int((~is_sweep).sum())
+        if ww and len(sw) >= 2 and k in counts.index and n_layers < MIN_LAYERS_FOR_LEVEL:
+            # a type's only layer is its place in its model (ResNet-50's one global average pool
+            # runs after 2.4 MB convolutions evicted its code: 86 us in the model, 15 us alone and
+            # in a MobileNet's squeeze-excite blocks); its layer factor keeps that for its model,
+            # the sweep's curve prices the type elsewhere
+            ww, we = [], []
+            how = f"sweep points (the workloads had {n_layers} op(s) of this type, fewer than {MIN_LAYERS_FOR_LEVEL})"
         if ww and len(sw) >= 2:
             trend = EfficiencyCurve(sw, se)
             lo, hi = ww[0], ww[-1]
@@ -732,6 +810,7 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
             knots = list(zip(ww, we))
         else:
             knots = list(zip(sw, se))
+        knots = _monotone_time(knots)
         curves[k] = EfficiencyCurve([w for w, _ in knots], [e for _, e in knots], n_points=len(sub))
         why = ("its own curve: enough points of this op type" if k in counts.index and counts[k] >= min_points
                else "the default: every point but optimizer updates" if k == "default"
@@ -809,8 +888,8 @@ def robust_layer_factors(factors: Mapping[str, Sequence[float]], groups: Mapping
 def fit_cold_curves(points: pd.DataFrame, *, bin_decades: float = BIN_DECADES) -> dict[str, EfficiencyCurve]:
     """Per op type, the efficiency curve of the sweep points alone (``source == "sweep"``).
 
-    Every sweep point is timed after the caches were evicted and its activation input rewritten,
-    so these curves are what an op achieves when only what its producer just wrote can be in the
+    Every sweep point is timed after the caches were evicted, the kernel's code warmed by a tiny op
+    of its kind (:func:`code_warm_spec`) and its activation input rewritten, so these curves are what an op achieves when only what its producer just wrote can be in the
     caches (all of it for a small op, the tail of it for one beyond the last-level cache; weights
     and older tensors from memory): :class:`~hetsched.cost.CalibratedCost` prices a
     memory-bound op with them once its graph no longer fits the caches (its "cold ops"), where the

@@ -535,6 +535,28 @@ class EfficiencyCurve:
         f = (lx - x[i - 1]) / (x[i] - x[i - 1])
         return e[i - 1] + f * (e[i] - e[i - 1])
 
+    def time_s(self, work_s: float) -> float:
+        """Time of ``work_s`` of work (launch excluded): ``work_s / self(work_s)``, but never below the
+        time of the knot to its left.
+
+        Why: efficiency rising steeply between two knots (a few bytes all launch, then a kernel
+        that streams) makes ``work / efficiency`` dip between them -- 8 KB priced below 1 KB.
+        Between knots ``log(work / efficiency)`` is convex in ``log(work)``, so holding it at the
+        left knot's time makes it non-decreasing wherever the knots' own times are
+        (:func:`hetsched.calibrate.fit_curves` makes them so).
+
+        >>> c = EfficiencyCurve([1e-8, 2e-7], [1e-8 / 2e-6, 2e-7 / 2e-6])   # both knots take 2 us
+        >>> round(1e-7 / c(1e-7) * 1e6, 2), round(c.time_s(1e-7) * 1e6, 2)
+        (1.28, 2.0)
+        """
+        t = work_s / self(work_s)
+        if work_s <= 0:
+            return t
+        i = bisect.bisect_right(self.work_s, work_s) - 1
+        if 0 <= i < len(self.work_s) - 1:
+            t = max(t, self.work_s[i] / self.efficiency[i])
+        return t
+
     def to_dict(self) -> dict[str, Any]:
         return {"work_s": list(self.work_s), "efficiency": list(self.efficiency), "n_points": self.n_points}
 
@@ -979,7 +1001,7 @@ def _extrapolated_s(w: float, hits: Sequence[tuple[str, EfficiencyCurve]]) -> fl
     curve = hits[0][1]
     w1 = curve.work_s[-1]
     if w <= w1 or len(hits) < 2:
-        return w / curve(w)
+        return curve.time_s(w)
     nxt = hits[1][1]
     if curve(w1) >= nxt(w):
         return w / curve(w1)

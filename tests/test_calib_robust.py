@@ -159,3 +159,54 @@ def test_sweep_produce_rewrites_the_input_without_changing_it():
         before = run().clone()
         produce()  # what the op's producer would have written: the same values, just written again
         assert torch.equal(run(), before), sp
+
+
+def test_every_sweep_point_has_a_tiny_code_warming_twin():
+    """Between the eviction and the timed call the sweep runs the same kind of op on a few KB
+    (code_warm_spec): every kind of point must have one that runs and is small."""
+    torch = pytest.importorskip("torch")
+    from hetsched.calibrate import _sweep_callable, code_warm_spec, sweep_graph
+
+    g, specs = sweep_graph(["Relu", "Add", "BatchNormalization", "LayerNormalization", "Softmax", "MaxPool",
+                            "GlobalAveragePool", "Gemm", "MatMul", "Conv", "Conv_grad"], quick=True)
+    kinds = set()
+    with torch.no_grad():
+        for name, sp in specs.items():
+            tiny = code_warm_spec(sp)
+            assert tiny["kind"] == sp["kind"] and tiny.get("groups", 1) > 1 if sp.get("groups", 1) > 1 else True
+            out = _sweep_callable(tiny, "cpu")[0]()
+            first = out[0] if isinstance(out, tuple) else out
+            assert first.numel() * first.element_size() <= 64 << 10, (name, tiny)
+            kinds.add(sp["kind"])
+    assert kinds >= {"unary", "binary", "bn", "ln", "softmax", "maxpool", "gap", "linear", "bmm", "conv", "conv_grad"}
+
+
+def test_curve_times_never_fall_as_work_grows():
+    import numpy as np
+
+    from hetsched.calibrate import fit_curves
+
+    # a bin of small ops timed slow (right after a large op) between faster smaller and larger ones
+    pts = pd.DataFrame({"source": ["m"] * 9, "op_type": ["Relu"] * 9,
+                        "work_s": [1e-8] * 3 + [1e-7] * 3 + [1e-6] * 3,
+                        "efficiency": [1e-8 / 3e-6] * 3 + [1e-7 / 13e-6] * 3 + [1e-6 / 4e-6] * 3})
+    curve = fit_curves(pts, min_points=3)[0]["Relu"]
+    ws = np.logspace(-9, -5, 60)
+    ts = [curve.time_s(w) for w in ws]
+    assert all(b >= a * (1 - 1e-9) for a, b in zip(ts, ts[1:])), ts
+    assert curve.time_s(1e-7) == pytest.approx(4e-6) and curve.time_s(1e-8) == pytest.approx(3e-6)
+
+
+def test_a_type_seen_in_one_layer_takes_the_sweeps_curve():
+    from hetsched.calibrate import fit_curves
+
+    # ResNet-50's only global average pool, timed slow in its model (three sources: one op), and a sweep
+    pts = pd.DataFrame({"source": ["resnet50", "resnet50 train sgd", "resnet50 train adam"] + ["sweep"] * 3,
+                        "op": ["gap"] * 3 + ["s1", "s2", "s3"], "op_type": ["GlobalAveragePool"] * 6,
+                        "work_s": [1e-5] * 3 + [1e-6, 1e-5, 1e-4], "efficiency": [0.15] * 3 + [0.1, 0.9, 1.5]})
+    curves, steps, _ = fit_curves(pts, min_points=3)
+    assert curves["GlobalAveragePool"](1e-5) == pytest.approx(0.9)
+    assert "sweep points" in next(s for s in steps if s.subject == "GlobalAveragePool").reason
+    # a second layer: the workloads set the level again
+    two = pd.concat([pts, pts.iloc[:1].assign(op="gap2", work_s=2e-5)], ignore_index=True)
+    assert fit_curves(two, min_points=3)[0]["GlobalAveragePool"](1e-5) == pytest.approx(0.15)
