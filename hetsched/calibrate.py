@@ -503,16 +503,18 @@ def sweep_graph(types_seen: Iterable[str], quick: bool = False) -> tuple[OpGraph
 
 
 def code_warm_spec(sp: Mapping[str, Any]) -> dict:
-    """The sweep point ``sp``'s kind of op on a tiny input (a few KB): what :func:`_profile_sweep` runs
-    between evicting the caches and rewriting the timed op's input, so that the kernel's code, the
-    dispatcher's tables and the pages they sit on are back in the caches and TLB while the op's data
-    is not.
+    """The sweep point ``sp``'s kind of op on a tiny input (a few KB): what the code-warm sweep
+    (:func:`_profile_sweep` with ``warm_code``) runs between evicting the caches and rewriting the
+    timed op's input, so that the kernel's code, the dispatcher's tables and the pages they sit on
+    are back in the caches and TLB while the op's data is not.
 
-    Why: in a model the op before is another kernel a few microseconds earlier, so this path is
-    warm; after the 64 MiB eviction alone a depthwise 3x3 convolution of 184 x 14 x 14 took 168 us
+    Why: in a small model the op before is another kernel a few microseconds earlier, so this path
+    is warm; after the 64 MiB eviction alone a depthwise 3x3 convolution of 184 x 14 x 14 took 168 us
     against 70 us warm and 92 us with a tiny convolution run in between (1 thread, this project's
-    EPYC), which priced MobileNetV3's depthwise convolutions, its global average pools and hard
-    sigmoids -- types whose curve is the sweep's alone -- 2-5x slow.
+    EPYC), which priced MobileNetV3's depthwise convolutions 2x slow. :func:`fit_curves` takes the
+    code-warm points for curves whose level is the sweep's; the trend beyond workload points and
+    the cold curves keep the plain eviction (in a graph beyond the caches the neighbours of an op do
+    evict its code: ResNet-50 at batch 8 was priced 15 % fast per op with code-warm cold curves).
 
     >>> code_warm_spec({"kind": "conv", "b": 8, "c": 384, "h": 56, "k": 5, "co": 384, "groups": 384})
     {'kind': 'conv', 'b': 1, 'c': 8, 'h': 5, 'k': 5, 'co': 8, 'groups': 8}
@@ -604,15 +606,17 @@ def _sweep_callable(sp: dict, dev: str) -> tuple[Callable[[], Any], Callable[[],
 
 
 def _profile_sweep(g: OpGraph, specs: Mapping[str, dict], dev: str, repeats: int, stat: str,
-                   clock: str = "profiler") -> dict[str, float]:
-    """``{sweep op: seconds}``: by the profiler (annotations matched by :func:`load_profile`) or a clock."""
+                   clock: str = "profiler", warm_code: bool = False) -> dict[str, float]:
+    """``{sweep op: seconds}``: by the profiler (annotations matched by :func:`load_profile`) or a clock;
+    ``warm_code``: with a tiny op of each point's kind between the eviction and the timed call
+    (:func:`code_warm_spec`)."""
     torch = _torch()
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from .io.profile import load_profile
 
     calls = {name: _sweep_callable(sp, dev) for name, sp in specs.items()}
-    warm = {name: _sweep_callable(code_warm_spec(sp), dev)[0] for name, sp in specs.items()}
+    warm = {name: _sweep_callable(code_warm_spec(sp), dev)[0] for name, sp in specs.items()} if warm_code else {}
     # in a model an op reads what the previous op wrote, not what it read itself a moment ago: before
     # each timed call evict the caches (no warm re-reads, weights come from memory) and then rewrite
     # the op's activation input, as its producer would have: as much of it as the caches hold is
@@ -621,12 +625,13 @@ def _profile_sweep(g: OpGraph, specs: Mapping[str, dict], dev: str, repeats: int
     # 1.4x too slow and made batch-1 convolutions look slower than in a model (a cold input), hence
     # a too-steep gain with batch. The eviction *reads* 64 MiB: writing them would leave the caches
     # full of dirty lines whose write-back the timed op would pay (a cost no op in a model pays).
-    # Between the two a tiny op of the same kind brings the kernel's code back (code_warm_spec)
+    # With warm_code a tiny op of the same kind runs between the two and brings the kernel's code back
     buf = torch.ones(1 << 24, device=dev)
 
     def prepare(name: str, produce: Callable[[], Any]) -> None:
         buf.sum()
-        warm[name]()
+        if warm_code:
+            warm[name]()
         produce()
 
     if clock != "profiler":
@@ -739,7 +744,8 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
     absolute efficiency is not the in-model one, but what more work costs is. A curve with no
     workload point is the sweep's, and so is one whose workload points are all one op (its
     layers in the training steps counted once): one layer's time is its place in its model, which
-    its layer factor keeps.
+    its layer factor keeps. Such a curve takes the code-warm sweep's points (``source ==
+    "sweep_warm"``, see :func:`code_warm_spec`) when there are any; they take part in nothing else.
 
     Returns ``(curves, steps, key)``: one ``fit_curve`` step per curve (a read-only step log), the
     curve key each point went to in ``key``.
@@ -757,6 +763,9 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
     pts = points[(points["work_s"] > 0) & (points["efficiency"] > 0) & np.isfinite(points["efficiency"])]
     if "source" not in pts:
         pts = pts.assign(source="workload")
+    # the sweep timed with the kernel's code warm sets only curves whose level is the sweep's
+    warm_pts = pts[pts["source"] == "sweep_warm"]
+    pts = pts[pts["source"] != "sweep_warm"]
     counts = pts["op_type"].value_counts()
     key = pts["op_type"].where(pts["op_type"].map(counts) >= min_points, pts["op_type"].map(op_class))
     curves: dict[str, EfficiencyCurve] = {}
@@ -791,6 +800,17 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
             # the sweep's curve prices the type elsewhere
             ww, we = [], []
             how = f"sweep points (the workloads had {n_layers} op(s) of this type, fewer than {MIN_LAYERS_FOR_LEVEL})"
+        if not ww and len(warm_pts):
+            # a level from the sweep: its code-warm timing, as an op a few microseconds after
+            # another kernel runs in a model (the trend above and below workload knots, and the
+            # cold curves, stay with the plain eviction: their neighbours in a large graph do evict)
+            wsub = warm_pts[warm_pts["op_type"] == k] if k in counts.index and counts[k] >= min_points else (
+                warm_pts[~warm_pts["op_type"].isin(set(UPDATE_TYPES.values()))] if k == "default"
+                else warm_pts[warm_pts["op_type"].map(op_class) == k])
+            if len(wsub):
+                sw, se = _knots(np.log10(wsub["work_s"].to_numpy(float)), wsub["efficiency"].to_numpy(float),
+                                bin_decades, mono)
+                how += ", timed with the kernel's code warm"
         if ww and len(sw) >= 2:
             trend = EfficiencyCurve(sw, se)
             lo, hi = ww[0], ww[-1]
@@ -1157,6 +1177,7 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, holdout: Sequence
         runs_of: dict[str, list[Any]] = {}  # every run's Profile per workload
         holdout_runs: dict[str, list[Any]] = {}  # every run's Profile per held-out workload
         sweep_runs: list[dict[str, float]] = []
+        warm_runs: list[dict[str, float]] = []
         types_seen: set[str] = set()
         view_times: dict[str, list[float]] = {}
         from .io.profile import load_profile, profile_torch, time_torch
@@ -1222,6 +1243,7 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, holdout: Sequence
                 if specs:
                     t0 = time.perf_counter()
                     sweep_runs.append(_profile_sweep(sg, specs, dev_t, repeats, stat, clock))
+                    warm_runs.append(_profile_sweep(sg, specs, dev_t, repeats, stat, clock, warm_code=True))
                     step("sweep", f"generic sizes run {run + 1}", float(len(sweep_runs[-1])),
                          f"sweep{f' (run {run + 1} of {runs})' if runs > 1 else ''}: {len(sweep_runs[-1])} size(s) "
                          f"({time.perf_counter() - t0:.1f} s)")
@@ -1262,7 +1284,7 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, holdout: Sequence
             dev = system.device(name)
         if sweep_runs:
             new = _points(sg, median_runs(sweep_runs), ref.bind(sg), dev, launch, "sweep")
-            rows += new
+            rows += new + _points(sg, median_runs(warm_runs), ref.bind(sg), dev, launch, "sweep_warm")
             step("sweep", "generic sizes", float(len(new)),
                  f"sweep: {len(new)} point(s) over {len({r['op_type'] for r in new})} op type(s)"
                  + (f", per-size median of {len(sweep_runs)} runs" if len(sweep_runs) > 1 else ""))

@@ -210,3 +210,21 @@ def test_a_type_seen_in_one_layer_takes_the_sweeps_curve():
     # a second layer: the workloads set the level again
     two = pd.concat([pts, pts.iloc[:1].assign(op="gap2", work_s=2e-5)], ignore_index=True)
     assert fit_curves(two, min_points=3)[0]["GlobalAveragePool"](1e-5) == pytest.approx(0.15)
+
+
+def test_code_warm_sweep_points_set_only_sweep_level_curves():
+    from hetsched.calibrate import fit_curves
+
+    pts = pd.DataFrame({
+        "source": ["m"] * 4 + ["sweep"] * 3 + ["sweep_warm"] * 3 + ["sweep"] * 3 + ["sweep_warm"] * 3,
+        "op": [f"c{i}" for i in range(4)] + [f"s{i}" for i in range(12)],
+        "op_type": ["Conv"] * 10 + ["DepthwiseConv"] * 6,
+        "work_s": [1e-5, 1.2e-5, 1e-4, 1.2e-4] + [1e-4, 1e-3, 1e-2] * 4,
+        "efficiency": [0.2, 0.2, 0.4, 0.4] + [0.8, 1.6, 1.6] + [9.0, 9.0, 9.0] + [0.1, 0.2, 0.4] + [0.2, 0.4, 0.8]})
+    curves, steps, key = fit_curves(pts, min_points=3)
+    # a type with workload points: level from them, trend from the plain sweep; the warm points unused
+    assert [round(curves["Conv"](w), 3) for w in (1.1e-5, 1e-3)] == [0.2, 1.304]
+    # a sweep-only type: the code-warm timing
+    assert curves["DepthwiseConv"](1e-3) == pytest.approx(0.4)
+    assert "code warm" in next(s for s in steps if s.subject == "DepthwiseConv").reason
+    assert key[pts["source"] == "sweep_warm"].isna().all()

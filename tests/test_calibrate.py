@@ -55,7 +55,7 @@ def test_measures_and_fits(cal):
     g = r.graphs["mlp(batch=8)"]
     assert prof.metrics["match_rate"] == 1.0
     assert set(r.points.loc[r.points.source == "mlp(batch=8)", "op"]) == {o for o in g.ops if g.op(o).op_type != "Reshape"}
-    assert set(r.points.source) == {"mlp(batch=8)", "sweep"}
+    assert set(r.points.source) == {"mlp(batch=8)", "sweep", "sweep_warm"}
     actions = [s.action for s in r.steps]
     for a in ("measure_peak_flops", "measure_bandwidth", "measure_launch", "profile_workload", "sweep", "fit_curve",
               "layer_factors"):

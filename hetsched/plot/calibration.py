@@ -128,7 +128,7 @@ def efficiency_curves(points: pd.DataFrame, curves: Mapping[str, Any], *, keys: 
     for k in keys:
         sub = pts[pts["key"] == k] if "key" in pts else pts.iloc[0:0]
         for sweep in (False, True):
-            s = sub[(sub["source"] == "sweep") == sweep]
+            s = sub[sub["source"].isin(("sweep", "sweep_warm")) == sweep]
             if not len(s):
                 continue
             data.append(dict(type="scatter", mode="markers", name=f"{k} ({'sweep' if sweep else 'in model'})",
