@@ -776,11 +776,21 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
     cls = pts["op_type"].map(op_class)
     from .io.train_step import UPDATE_TYPES
 
-    kernels = pts[~pts["op_type"].isin(set(UPDATE_TYPES.values()))]
-    groups = ([(k, pts[pts["op_type"] == k]) for k in counts.index if counts[k] >= min_points]
-              + [(c, pts[cls == c]) for c in dict.fromkeys(cls) if c not in counts.index or counts[c] < min_points]
-              + [("default", kernels if len(kernels) else pts)])
-    for k, sub in groups:
+    own = [k for k in counts.index if counts[k] >= min_points]
+    updates = set(UPDATE_TYPES.values())
+
+    def members(frame: pd.DataFrame, k: str) -> pd.DataFrame:
+        """The points of ``frame`` that curve ``k`` is fitted over."""
+        if k in own:
+            return frame[frame["op_type"] == k]
+        if k == "default":
+            kernels = frame[~frame["op_type"].isin(updates)]
+            return kernels if len(kernels) else frame
+        return frame[frame["op_type"].map(op_class) == k]
+
+    keys = [*own, *(c for c in dict.fromkeys(cls) if c not in own), "default"]
+    for k in keys:
+        sub = members(pts, k)
         if not len(sub):
             continue
         is_sweep = (sub["source"] == "sweep").to_numpy()
@@ -793,7 +803,7 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
         sw, se = _knots(lw[is_sweep], eff[is_sweep], bin_decades, mono) if is_sweep.any() else ([], [])
         how = "workload points" if ww else "sweep points"
         n_layers = sub.loc[~is_sweep, "op"].nunique() if "op" in sub else int((~is_sweep).sum())
-        if ww and len(sw) >= 2 and k in counts.index and n_layers < MIN_LAYERS_FOR_LEVEL:
+        if ww and len(sw) >= 2 and k in own and n_layers < MIN_LAYERS_FOR_LEVEL:
             # a type's only layer is its place in its model (ResNet-50's one global average pool
             # runs after 2.4 MB convolutions evicted its code: 86 us in the model, 15 us alone and
             # in a MobileNet's squeeze-excite blocks); its layer factor keeps that for its model,
@@ -804,9 +814,7 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
             # a level from the sweep: its code-warm timing, as an op a few microseconds after
             # another kernel runs in a model (the trend above and below workload knots, and the
             # cold curves, stay with the plain eviction: their neighbours in a large graph do evict)
-            wsub = warm_pts[warm_pts["op_type"] == k] if k in counts.index and counts[k] >= min_points else (
-                warm_pts[~warm_pts["op_type"].isin(set(UPDATE_TYPES.values()))] if k == "default"
-                else warm_pts[warm_pts["op_type"].map(op_class) == k])
+            wsub = members(warm_pts, k)
             if len(wsub):
                 sw, se = _knots(np.log10(wsub["work_s"].to_numpy(float)), wsub["efficiency"].to_numpy(float),
                                 bin_decades, mono)
@@ -832,7 +840,7 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
             knots = list(zip(sw, se))
         knots = _monotone_time(knots)
         curves[k] = EfficiencyCurve([w for w, _ in knots], [e for _, e in knots], n_points=len(sub))
-        why = ("its own curve: enough points of this op type" if k in counts.index and counts[k] >= min_points
+        why = ("its own curve: enough points of this op type" if k in own
                else "the default: every point but optimizer updates" if k == "default"
                else f"op class {k!r}: every point of the class (types without a curve of their own)")
         es = [e for _, e in knots]
@@ -908,8 +916,9 @@ def robust_layer_factors(factors: Mapping[str, Sequence[float]], groups: Mapping
 def fit_cold_curves(points: pd.DataFrame, *, bin_decades: float = BIN_DECADES) -> dict[str, EfficiencyCurve]:
     """Per op type, the efficiency curve of the sweep points alone (``source == "sweep"``).
 
-    Every sweep point is timed after the caches were evicted, the kernel's code warmed by a tiny op
-    of its kind (:func:`code_warm_spec`) and its activation input rewritten, so these curves are what an op achieves when only what its producer just wrote can be in the
+    Every sweep point is timed after the caches were evicted and its activation input rewritten
+    (not the code-warm points, ``source == "sweep_warm"``: in a graph beyond the caches an op's
+    neighbours evict its code too), so these curves are what an op achieves when only what its producer just wrote can be in the
     caches (all of it for a small op, the tail of it for one beyond the last-level cache; weights
     and older tensors from memory): :class:`~hetsched.cost.CalibratedCost` prices a
     memory-bound op with them once its graph no longer fits the caches (its "cold ops"), where the
