@@ -59,6 +59,7 @@ import copy
 import datetime as _dt
 from dataclasses import replace as _replace
 import math
+from collections import Counter
 import os
 import platform
 import statistics
@@ -373,8 +374,10 @@ def _sweep_specs(types_seen: Iterable[str], quick: bool = False) -> list[tuple[s
     # no model with a warm allocator pays; an 8 M-element (32 MiB) output did, and its knot priced the
     # largest ops of ResNet-50 at batch 8 two to three times too slow
     sizes = [1 << k for k in (12, 14, 16, 18)] if quick else [1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 3 << 21]
-    rows, ks, seqs = ((16, 64, 256), (768,), (16, 32, 64)) if quick else ((16, 64, 256, 1024, 4096), (768, 2048),
-                                                                           (16, 32, 64, 128, 256, 512))
+    # rows 1 and 4 are matrix-vector products, a curve of their own (cost.curve_type: Gemv): a batch-1
+    # classifier, an LLM's decode step
+    rows, ks, seqs = ((1, 16, 64, 256), (768,), (16, 32, 64)) if quick else ((1, 4, 16, 64, 256, 1024, 4096), (768, 2048),
+                                                                              (16, 32, 64, 128, 256, 512))
     conv_shapes, batches = (((128, 28), (512, 7)), (1,)) if quick else (((64, 56), (128, 28), (256, 14), (512, 7)), (1, 4, 16))
     # a CNN's bottleneck widens and narrows its channels 4x with 1x1 convolutions: their activations
     # (4 c planes) leave the caches at batch sizes where a c -> c convolution's still fit, and such a
@@ -413,6 +416,12 @@ def _sweep_specs(types_seen: Iterable[str], quick: bool = False) -> list[tuple[s
     if "Conv" in seen:
         out += [(f"sweep/Conv/{c}x{h}x{k}/b{b}", "Conv", {"kind": "conv", "b": b, "c": c, "h": h, "k": k, "co": c})
                 for c, h in conv_shapes for k in (1, 3) for b in batches]
+        # below a ResNet's smallest convolution (25 MFLOP): a mobile network's narrow ones (1-15 MFLOP,
+        # 16-96 channels, 1x1 expansions by 6), where the curve would otherwise hold the efficiency of
+        # the workloads' smallest flat: at 2 threads MobileNetV3's run at half of ResNet-50's
+        if not quick:
+            out += [(f"sweep/Conv/{ci}-{co}x{h}x{k}/b1", "Conv", {"kind": "conv", "b": 1, "c": ci, "h": h, "k": k, "co": co})
+                    for c, h in ((16, 56), (32, 28), (64, 14)) for ci, co, k in ((c, c, 1), (c, c, 3), (c, 6 * c, 1), (6 * c, c, 1))]
         out += [(f"sweep/Conv/{ci}-{co}x{h}x1/b{b}", "Conv", {"kind": "conv", "b": b, "c": ci, "h": h, "k": 1, "co": co})
                 for c, h in conv_shapes for ci, co in ((c, 4 * c), (4 * c, c)) for b in wide_batches]
         # depthwise 3x3 and 5x5 (one filter per channel, MobileNet's): a curve of their own (curve_type);
@@ -669,12 +678,23 @@ def _trace_of(prof) -> dict:
 
 
 # ---------------------------------------------------------------------------- fitting
-def _knots(lw: np.ndarray, eff: np.ndarray, bin_decades: float, monotone: bool = False) -> tuple[list[float], list[float]]:
+def _knots(lw: np.ndarray, eff: np.ndarray, bin_decades: float, monotone: bool = False,
+           layers: np.ndarray | None = None, min_edge_layers: int = 1) -> tuple[list[float], list[float]]:
     """Median efficiency per bin of ``bin_decades`` in log10(work), from the smallest work up;
-    ``monotone``: made non-decreasing (pool-adjacent-violators, bins weighted by their points)."""
+    ``monotone``: made non-decreasing (pool-adjacent-violators, bins weighted by their points).
+    ``layers`` (one ``(graph, op)`` pair per point) with ``min_edge_layers``: the smallest and the
+    largest bins are dropped while no graph has that many ops in them and another bin is left (see
+    :func:`fit_curves`).
+
+    >>> lw = np.log10([3e-4, 3e-4, 1e-3, 1.1e-3, 1e-3])
+    >>> ids = np.array([("m", "a"), ("m train", "a1"), ("m", "b"), ("m", "c"), ("m train", "b1")])
+    >>> _knots(lw, np.array([0.7, 0.7, 1.0, 1.0, 1.1]), 0.25, layers=ids, min_edge_layers=2)[1]
+    [1.0]
+    """
     order = np.argsort(lw)
     lw, eff = lw[order], eff[order]
-    ws, es, ns = [], [], []
+    ids = layers[order] if layers is not None else None
+    ws, es, ns, nl = [], [], [], []
     i = 0
     while i < len(lw):
         j = i + 1
@@ -683,7 +703,13 @@ def _knots(lw: np.ndarray, eff: np.ndarray, bin_decades: float, monotone: bool =
         ws.append(float(10 ** np.mean(lw[i:j])))
         es.append(float(np.median(eff[i:j])))
         ns.append(j - i)
+        nl.append(max(Counter(src for src, _ in set(map(tuple, ids[i:j].tolist()))).values()) if ids is not None
+                  else j - i)
         i = j
+    while len(ws) > 1 and nl[0] < min_edge_layers:
+        del ws[0], es[0], ns[0], nl[0]
+    while len(ws) > 1 and nl[-1] < min_edge_layers:
+        del ws[-1], es[-1], ns[-1], nl[-1]
     if monotone:
         es = _isotonic(es, ns)
     return ws, es
@@ -739,13 +765,16 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
     sweep sets the *trend*: above the largest workload knot ``(w1, e1)`` a sweep knot at work ``w``
     takes the workload's time at ``w1`` plus the time the sweep adds from ``w1`` to ``w``,
     ``w / (w1 / e1 + w / e_sweep(w) - w1 / e_sweep(w1))``; below the smallest it scales the
-    efficiency by the sweep's ratio (clamped to 4x either way). Isolated micro-benchmarks run with
-    warm caches and fixed arguments (a division by a tensor, not by a Python number), so their
-    absolute efficiency is not the in-model one, but what more work costs is. A curve with no
-    workload point is the sweep's, and so is one whose workload points are all one op (its
-    layers in the training steps counted once): one layer's time is its place in its model, which
-    its layer factor keeps. Such a curve takes the code-warm sweep's points (``source ==
-    "sweep_warm"``, see :func:`code_warm_spec`) when there are any; they take part in nothing else.
+    efficiency by the code-warm sweep's ratio (``source == "sweep_warm"``, see
+    :func:`code_warm_spec`; the plain sweep's without it), clamped to 4x either way. Isolated
+    micro-benchmarks run with warm caches and fixed arguments (a division by a tensor, not by a
+    Python number), so their absolute efficiency is not the in-model one, but what more work
+    costs is. With a sweep to carry the trend, the smallest and the largest workload bins that hold
+    no more than one op of any one graph are left out (one layer in one place of its model does
+    not set the level of every smaller op). A curve with no workload point is the sweep's, and so
+    is one whose workload points are all one op (its layers in the training steps counted once):
+    one layer's time is its place in its model, which its layer factor keeps. Such a curve takes
+    the code-warm sweep's points when there are any.
 
     Returns ``(curves, steps, key)``: one ``fit_curve`` step per curve (a read-only step log), the
     curve key each point went to in ``key``.
@@ -799,8 +828,16 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
         # a compute-bound kernel does not get less efficient with more work; a drop across a class's
         # bins comes from mixing shapes (a 3x3 convolution on a 2x2 image), which layer factors carry
         mono = k in MONOTONE or op_class(k) in MONOTONE
-        ww, we = _knots(lw[~is_sweep], eff[~is_sweep], bin_decades, mono) if (~is_sweep).any() else ([], [])
         sw, se = _knots(lw[is_sweep], eff[is_sweep], bin_decades, mono) if is_sweep.any() else ([], [])
+        # with a sweep to carry the trend, an edge bin that holds one layer of each graph does not
+        # set the level beyond it: ResNet-50's first 1x1 convolution (64 -> 64 at 56x56, right after
+        # the max pool) ran at 0.72-0.84 of the reference roofline where the sweep's same shape ran
+        # at 0.93 and its other 1x1s at 1.0-1.1; as the Conv curve's smallest knot it priced every
+        # smaller convolution, MobileNetV3's 1x1s (1.0-1.2), 1.3-1.6x slow
+        ids = (sub.loc[~is_sweep, ["source", "op"]].astype(str).to_numpy() if "op" in sub and "source" in sub
+               else None)
+        ww, we = (_knots(lw[~is_sweep], eff[~is_sweep], bin_decades, mono, ids,
+                         MIN_LAYERS_FOR_LEVEL if len(sw) >= 2 else 1) if (~is_sweep).any() else ([], []))
         how = "workload points" if ww else "sweep points"
         n_layers = sub.loc[~is_sweep, "op"].nunique() if "op" in sub else int((~is_sweep).sum())
         if ww and len(sw) >= 2 and k in own and n_layers < MIN_LAYERS_FOR_LEVEL:
@@ -830,7 +867,14 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
                     t = t_hi + w / trend(w) - hi / trend(hi)
                     if t > t_hi:
                         above.append((w, w / t))
-            below = [(w, we[0] * min(4.0, max(0.25, trend(w) / trend(lo)))) for w in sw if w < lo / 10 ** bin_decades]
+            # below the workloads' range the trend is the code-warm sweep's: there an op is small,
+            # a few microseconds after the op before it (MobileNetV3's 1-15 MFLOP convolutions ran
+            # at ResNet-50's in-model level, where the plain eviction's trend priced them 1.2-1.6x)
+            wsub = members(warm_pts, k) if len(warm_pts) else warm_pts
+            bw, be = (_knots(np.log10(wsub["work_s"].to_numpy(float)), wsub["efficiency"].to_numpy(float), bin_decades,
+                             mono) if len(wsub) else ([], []))
+            low, low_w = (EfficiencyCurve(bw, be), bw) if len(bw) >= 2 else (trend, sw)
+            below = [(w, we[0] * min(4.0, max(0.25, low(w) / low(lo)))) for w in low_w if w < lo / 10 ** bin_decades]
             if above or below:
                 how = f"workload points, the sweep's trend beyond them ({len(below)} knot(s) below, {len(above)} above)"
             knots = [*below, *zip(ww, we), *above]

@@ -599,6 +599,10 @@ def _curve(c: Any, where: str, dev: str, fld: str) -> EfficiencyCurve:
         raise FormatError(f"{where}: {e.message}", device=dev, field=fld) from None
 
 
+# a Gemm with fewer rows than this is a matrix-vector product (see curve_type)
+GEMV_ROWS = 8
+
+
 def curve_type(op: Op) -> str:
     """The op type a calibration fits and prices ``op`` under: its type, except that a grouped
     (depthwise) convolution (``attrs["groups"] > 1``, which the importers record) is
@@ -613,14 +617,29 @@ def curve_type(op: Op) -> str:
     its time. Its class stays ``conv``; a cost without the wide curve prices it by the depthwise one
     (:func:`curve_chain`).
 
+    A ``Gemm`` with weights and fewer than ``GEMV_ROWS`` rows (by ``flops / weight_bytes``: ``2 rows``
+    FLOPs per 4-byte weight; half the rows with 16-bit weights) is a
+    matrix-vector product, ``Gemv``: it
+    streams its weights once with no reuse across rows, so its efficiency at a given work is not a
+    GEMM's. The calibration models' only ones (ResNet-50's classifier, BERT's pooler; 1 row, in-model
+    efficiency 0.54-0.64) were the Gemm curve's smallest knots, and priced an unseen T5's 64-row
+    projections (16-34 MFLOP, measured at 0.86 of the reference roofline) 1.3-1.4x slow. A cost
+    without the ``Gemv`` curve prices it by ``Gemm`` (:func:`curve_chain`).
+
     >>> curve_type(Op("c", "Conv", attrs={"groups": 32})), curve_type(Op("c", "Conv_grad", attrs={"groups": 8}))
     ('DepthwiseConv', 'DepthwiseConv_grad')
     >>> curve_type(Op("c", "Conv_grad", attrs={"groups": 8, "kernel": [5, 5]}))
     'DepthwiseConvWide_grad'
     >>> curve_type(Op("c", "Conv")), curve_type(Op("r", "Relu", attrs={"groups": 2}))
     ('Conv', 'Relu')
+    >>> fc = Op("fc", "Gemm", flops=2 * 2048 * 1000, weight_bytes=4 * 2048 * 1000)   # one row
+    >>> curve_type(fc), curve_type(Op("q", "Gemm", flops=2 * 64 * 512 * 512, weight_bytes=4 * 512 * 512))
+    ('Gemv', 'Gemm')
     """
     t = op.op_type
+    # 2 rows FLOPs per 4-byte weight; the half row keeps 8 rows (bias bytes: just under 4) a Gemm
+    if t == "Gemm" and op.weight_bytes > 0 and op.flops < (GEMV_ROWS - 0.5) / 2 * op.weight_bytes:
+        return "Gemv"
     if t in ("Conv", "Conv_grad") and op.attrs and (op.attrs.get("groups") or 1) > 1:
         kernel = op.attrs.get("kernel") or ()
         wide = math.prod(int(k) for k in kernel) > 9 if kernel else False
@@ -635,10 +654,11 @@ def curve_chain(op_type: str, cls: str | None = None) -> tuple[str, ...]:
 
     >>> curve_chain("DepthwiseConvWide_grad")
     ('DepthwiseConvWide_grad', 'DepthwiseConv_grad', 'conv', 'default')
-    >>> curve_chain("Relu")
-    ('Relu', 'elementwise', 'default')
+    >>> curve_chain("Relu"), curve_chain("Gemv", "matmul")
+    (('Relu', 'elementwise', 'default'), ('Gemv', 'Gemm', 'matmul', 'default'))
     """
-    parent = ("DepthwiseConv" + op_type[len("DepthwiseConvWide"):],) if op_type.startswith("DepthwiseConvWide") else ()
+    parent = (("DepthwiseConv" + op_type[len("DepthwiseConvWide"):],) if op_type.startswith("DepthwiseConvWide")
+              else ("Gemm",) if op_type == "Gemv" else ())
     return tuple(dict.fromkeys((op_type, *parent, cls or op_class(op_type), "default")))
 
 

@@ -35,7 +35,7 @@ OP_CLASSES: dict[str, str] = {
     **{t: "conv" for t in ("conv", "conv2d", "conv1d", "conv3d", "convtranspose", "depthwiseconv", "depthwiseconvwide", "convolution")},
     **{
         t: "matmul"
-        for t in ("matmul", "gemm", "linear", "fc", "dense", "bmm", "addmm", "mm", "attention", "einsum", "lstm", "gru")
+        for t in ("matmul", "gemm", "gemv", "linear", "fc", "dense", "bmm", "addmm", "mm", "attention", "einsum", "lstm", "gru")
     },
     **{
         t: "elementwise"

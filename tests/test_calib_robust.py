@@ -148,6 +148,42 @@ def test_sweep_fits_wide_depthwise_kernels_apart():
     assert old.curve_for("cpu0", curve_type(wide))[0] == "DepthwiseConv_grad"
 
 
+def test_matrix_vector_products_have_a_curve_of_their_own():
+    """A Gemm of fewer than ``GEMV_ROWS`` rows is ``Gemv`` (by its FLOPs per weight byte, any
+    importer), the sweep times enough of them for a curve, their slow points leave the Gemm curve's
+    level alone, and a cost fitted before the split prices them by ``Gemm``."""
+    from collections import Counter
+
+    from hetsched.calibrate import MIN_POINTS_PER_TYPE, fit_curves
+    from hetsched.cost import GEMV_ROWS, CalibratedCost, curve_type
+    from hetsched.graph import Op
+    from hetsched.system import Device, System
+
+    def gemm(rows, k=768, n=768, wbytes=4):
+        return Op(f"g{rows}", "Gemm", flops=2.0 * rows * k * n + rows * n, weight_bytes=wbytes * (k * n + n))
+
+    assert [curve_type(gemm(r)) for r in (1, GEMV_ROWS - 1, GEMV_ROWS, 64)] == ["Gemv", "Gemv", "Gemm", "Gemm"]
+    assert curve_type(gemm(GEMV_ROWS // 2, wbytes=2)) == "Gemm"  # 16-bit weights: half the rows
+    assert curve_type(Op("mm", "Gemm", flops=1e6)) == "Gemm"  # no weights: two activations
+    for quick in (False, True):
+        g, _ = sweep_graph(["Gemm"], quick=quick)
+        n = Counter(curve_type(o) for o in g.ops.values())
+        assert n["Gemv"] >= (MIN_POINTS_PER_TYPE if not quick else 1) and n["Gemm"] >= 3, (quick, n)
+    # a classifier's matrix-vector product at 0.55 beside 64-row projections at 0.95
+    pts = pd.DataFrame({"source": ["m"] * 8, "op": [f"o{i}" for i in range(8)],
+                        "op_type": ["Gemv"] * 4 + ["Gemm"] * 4,
+                        "work_s": [8e-5, 9e-5, 2.6e-4, 2.7e-4, 8e-4, 8.2e-4, 3e-3, 3.1e-3],
+                        "efficiency": [0.55] * 4 + [0.95] * 4})
+    curves = fit_curves(pts)[0]
+    assert curves["Gemm"](1e-4) == pytest.approx(0.95) and curves["Gemv"](1e-4) == pytest.approx(0.55)
+    assert curves["matmul"](1e-4) < 0.95  # the class keeps every point
+    s = System([Device("cpu0", "cpu", {"default": 1e11}, mem_bandwidth_Bps=1e10)])
+    old = CalibratedCost(s, {"cpu0": {"peak_flops": 1e11, "mem_bandwidth_Bps": 1e10, "curves": {
+        "Gemm": {"work_s": [1e-6, 1e-3], "efficiency": [0.9, 0.9]},
+        "matmul": {"work_s": [1e-6, 1e-3], "efficiency": [0.5, 0.5]}}}})
+    assert old.curve_for("cpu0", curve_type(gemm(1)), "matmul")[0] == "Gemm"
+
+
 def test_sweep_produce_rewrites_the_input_without_changing_it():
     torch = pytest.importorskip("torch")
     from hetsched.calibrate import _sweep_callable
@@ -209,7 +245,47 @@ def test_a_type_seen_in_one_layer_takes_the_sweeps_curve():
     assert "sweep points" in next(s for s in steps if s.subject == "GlobalAveragePool").reason
     # a second layer: the workloads set the level again
     two = pd.concat([pts, pts.iloc[:1].assign(op="gap2", work_s=2e-5)], ignore_index=True)
-    assert fit_curves(two, min_points=3)[0]["GlobalAveragePool"](1e-5) == pytest.approx(0.15)
+    curves, steps, _ = fit_curves(two, min_points=3)
+    assert curves["GlobalAveragePool"](2e-5) == pytest.approx(0.15)
+    assert "workload points" in next(s for s in steps if s.subject == "GlobalAveragePool").reason
+
+
+def test_an_edge_bin_of_one_layer_does_not_set_the_level_beyond_it():
+    """ResNet-50's first 1x1 convolution (one layer, in its inference and both training graphs) was
+    the Conv curve's smallest bin: with a sweep to carry the trend, the next bin sets the level below;
+    a bin of two layers of one graph keeps its knot, and without a sweep the single layer stays."""
+    from hetsched.calibrate import fit_curves
+
+    srcs = ["resnet50", "resnet50 train sgd", "resnet50 train adam"]
+    one = pd.DataFrame({"source": srcs + ["resnet50"] * 4, "op": ["c1", "conv_1", "conv_1", "c2", "c3", "c4", "c5"],
+                        "op_type": ["Conv"] * 7, "work_s": [3e-4] * 3 + [1.1e-3] * 4,
+                        "efficiency": [0.72] * 3 + [1.0] * 4})
+    sweep = pd.DataFrame({"source": ["sweep"] * 3, "op": ["s1", "s2", "s3"], "op_type": ["Conv"] * 3,
+                          "work_s": [1e-4, 3e-4, 1.1e-3], "efficiency": [0.8, 0.9, 1.0]})
+    curves, steps, _ = fit_curves(pd.concat([one, sweep], ignore_index=True), min_points=3)
+    assert curves["Conv"](3e-4) == pytest.approx(0.9, rel=0.02)  # the level 1.0 scaled by the sweep's trend
+    assert curves["Conv"](1e-4) == pytest.approx(0.8, rel=0.02)
+    assert fit_curves(one, min_points=3)[0]["Conv"](3e-4) == pytest.approx(0.72)  # no sweep: nothing better
+    two = pd.concat([one, one.iloc[:1].assign(op="c0", work_s=3.1e-4), sweep], ignore_index=True)
+    assert fit_curves(two, min_points=3)[0]["Conv"](3e-4) == pytest.approx(0.72, rel=0.01)
+
+
+def test_below_the_workloads_the_trend_is_the_code_warm_sweeps():
+    """A mobile network's small convolutions run a few microseconds after the op before them: below
+    the workloads' smallest knot the level is scaled by the code-warm sweep's trend, not the plain
+    eviction's (which priced MobileNetV3's 1x1s 1.2-1.6x); above it the plain sweep's stays."""
+    from hetsched.calibrate import fit_curves
+
+    pts = pd.DataFrame({
+        "source": ["m"] * 2 + ["sweep"] * 3 + ["sweep_warm"] * 3, "op": ["c1", "c2"] + [f"s{i}" for i in range(6)],
+        "op_type": ["Conv"] * 8, "work_s": [1e-3, 1.1e-3] + [1e-5, 1e-3, 1e-1] * 2,
+        "efficiency": [1.0, 1.0] + [0.1, 1.0, 2.0] + [0.5, 1.0, 4.0]})
+    curve = fit_curves(pts, min_points=3)[0]["Conv"]
+    assert curve(1e-5) == pytest.approx(0.5, rel=0.05)
+    above = 1e-1 / (1.05e-3 / 1.0 + 1e-1 / 2.0 - 1.05e-3 / 1.0)  # the plain sweep's added time
+    assert curve(1e-1) == pytest.approx(above, rel=0.05)
+    plain = fit_curves(pts[pts["source"] != "sweep_warm"], min_points=3)[0]["Conv"]
+    assert plain(1e-5) == pytest.approx(0.25, rel=0.05)  # 0.1 / 1.0 clamped to 4x
 
 
 def test_code_warm_sweep_points_set_only_sweep_level_curves():
