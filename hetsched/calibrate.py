@@ -106,7 +106,8 @@ MIN_POINTS_PER_TYPE = 4  # fewer points of one op type: its op class's curve pri
 WORK = "sum"  # compute and traffic do not overlap on a CPU core (see CalibratedCost)
 MONOTONE = frozenset({"conv", "matmul"})  # op classes whose curves are non-decreasing in work
 BIN_DECADES = 0.25  # knot spacing of an efficiency curve, in decades of work
-MIN_LAYERS_FOR_LEVEL = 2  # fewer distinct workload ops of a type (one layer) with sweep points: the sweep's curve
+# fewer workload ops of a type in one graph at one size (single layers) with sweep points: the sweep's curve
+MIN_LAYERS_FOR_LEVEL = 2
 
 
 # ---------------------------------------------------------------------------- results
@@ -405,6 +406,10 @@ def _sweep_specs(types_seen: Iterable[str], quick: bool = False) -> list[tuple[s
         out += [(f"sweep/LayerNormalization/{n}", "LayerNormalization", {"kind": "ln", "n": n}) for n in sizes]
     if "Softmax" in seen:
         out += [(f"sweep/Softmax/{n}", "Softmax", {"kind": "softmax", "n": n}) for n in sizes]
+    if "ReduceMean" in seen:
+        # over the last dimension (a transformer's RMSNorm); the workloads' means are a training
+        # step's loss and ResNet's pool, one each per graph (see fit_curves)
+        out += [(f"sweep/ReduceMean/{n}", "ReduceMean", {"kind": "mean", "n": n}) for n in sizes]
     if "MaxPool" in seen:
         out += [(f"sweep/MaxPool/{n}", "MaxPool", {"kind": "maxpool", "n": n}) for n in sizes]
     if "GlobalAveragePool" in seen:
@@ -463,9 +468,9 @@ def sweep_graph(types_seen: Iterable[str], quick: bool = False) -> tuple[OpGraph
             ins, outs = [n], [n]
             flops = ELEMENTWISE_FLOPS.get(t, 1.0) * n
             w = 4 * sp["c"] * f4
-        elif kind in ("unary", "binary", "ln", "softmax"):
+        elif kind in ("unary", "binary", "ln", "softmax", "mean"):
             n = sp["n"]
-            ins, outs = ([n, n] if kind == "binary" else [n]), [n]
+            ins, outs = ([n, n] if kind == "binary" else [n]), [max(1, n // 768) if kind == "mean" else n]
             flops = ELEMENTWISE_FLOPS.get(t, 1.0) * n
             w = {"ln": 2 * 768}.get(kind, 0) * f4
         elif kind == "maxpool":
@@ -534,7 +539,7 @@ def code_warm_spec(sp: Mapping[str, Any]) -> dict:
     kind = out["kind"]
     if kind in ("unary", "binary"):
         out["n"] = 256
-    elif kind == "ln":
+    elif kind in ("ln", "mean"):
         out["n"] = 768
     elif kind == "softmax":
         out["n"] = 128
@@ -581,6 +586,9 @@ def _sweep_callable(sp: dict, dev: str) -> tuple[Callable[[], Any], Callable[[],
         x = torch.randn(max(1, sp["n"] // 768), 768, device=dev)
         w, b = torch.ones(768, device=dev), torch.zeros(768, device=dev)
         return (lambda: F.layer_norm(x, (768,), w, b)), rewrite(x)
+    if kind == "mean":
+        x = torch.randn(max(1, sp["n"] // 768), 768, device=dev)
+        return (lambda: x.mean(-1, keepdim=True)), rewrite(x)
     if kind == "softmax":
         x = torch.randn(max(1, sp["n"] // 128), 128, device=dev)
         return (lambda: torch.softmax(x, -1)), rewrite(x)
@@ -678,6 +686,32 @@ def _trace_of(prof) -> dict:
 
 
 # ---------------------------------------------------------------------------- fitting
+def _bins(lw_sorted: np.ndarray, bin_decades: float) -> list[tuple[int, int]]:
+    """``[(i, j), ...]``: the bins of ``bin_decades`` over sorted log10 works, from the smallest up."""
+    out, i = [], 0
+    while i < len(lw_sorted):
+        j = i + 1
+        while j < len(lw_sorted) and lw_sorted[j] - lw_sorted[i] < bin_decades:
+            j += 1
+        out.append((i, j))
+        i = j
+    return out
+
+
+def _bin_layers(lw: np.ndarray, layers: np.ndarray, bin_decades: float, presorted: bool = False) -> list[int]:
+    """Per bin (as :func:`_knots` bins), the most distinct ops one graph has in it; ``layers`` holds a
+    ``(graph, op)`` pair per point.
+
+    >>> _bin_layers(np.log10([1e-5, 1e-5, 1e-3]), np.array([("m", "a"), ("m train", "a"), ("m", "b")]), 0.25)
+    [1, 1]
+    """
+    if not presorted:
+        order = np.argsort(lw, kind="stable")
+        lw, layers = lw[order], layers[order]
+    return [max(Counter(src for src, _ in {tuple(x) for x in layers[i:j].tolist()}).values())
+            for i, j in _bins(lw, bin_decades)]
+
+
 def _knots(lw: np.ndarray, eff: np.ndarray, bin_decades: float, monotone: bool = False,
            layers: np.ndarray | None = None, min_edge_layers: int = 1) -> tuple[list[float], list[float]]:
     """Median efficiency per bin of ``bin_decades`` in log10(work), from the smallest work up;
@@ -691,21 +725,14 @@ def _knots(lw: np.ndarray, eff: np.ndarray, bin_decades: float, monotone: bool =
     >>> _knots(lw, np.array([0.7, 0.7, 1.0, 1.0, 1.1]), 0.25, layers=ids, min_edge_layers=2)[1]
     [1.0]
     """
-    order = np.argsort(lw)
+    order = np.argsort(lw, kind="stable")
     lw, eff = lw[order], eff[order]
-    ids = layers[order] if layers is not None else None
-    ws, es, ns, nl = [], [], [], []
-    i = 0
-    while i < len(lw):
-        j = i + 1
-        while j < len(lw) and lw[j] - lw[i] < bin_decades:
-            j += 1
+    ws, es, ns = [], [], []
+    for i, j in _bins(lw, bin_decades):
         ws.append(float(10 ** np.mean(lw[i:j])))
         es.append(float(np.median(eff[i:j])))
         ns.append(j - i)
-        nl.append(max(Counter(src for src, _ in set(map(tuple, ids[i:j].tolist()))).values()) if ids is not None
-                  else j - i)
-        i = j
+    nl = _bin_layers(lw, layers[order], bin_decades, presorted=True) if layers is not None else list(ns)
     while len(ws) > 1 and nl[0] < min_edge_layers:
         del ws[0], es[0], ns[0], nl[0]
     while len(ws) > 1 and nl[-1] < min_edge_layers:
@@ -840,13 +867,19 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
                          MIN_LAYERS_FOR_LEVEL if len(sw) >= 2 else 1) if (~is_sweep).any() else ([], []))
         how = "workload points" if ww else "sweep points"
         n_layers = sub.loc[~is_sweep, "op"].nunique() if "op" in sub else int((~is_sweep).sum())
+        if ids is not None and len(ids):
+            # no size at which one graph ran two ops of the type: its points are single layers, each
+            # in its own place (a training step's loss mean, ResNet-50's pool as a mean: 28-83 us
+            # for 4-400 KB, which priced T5's and Llama's RMSNorm means 2-3x)
+            n_layers = min(n_layers, max(_bin_layers(lw[~is_sweep], ids, bin_decades)))
         if ww and len(sw) >= 2 and k in own and n_layers < MIN_LAYERS_FOR_LEVEL:
             # a type's only layer is its place in its model (ResNet-50's one global average pool
             # runs after 2.4 MB convolutions evicted its code: 86 us in the model, 15 us alone and
             # in a MobileNet's squeeze-excite blocks); its layer factor keeps that for its model,
             # the sweep's curve prices the type elsewhere
             ww, we = [], []
-            how = f"sweep points (the workloads had {n_layers} op(s) of this type, fewer than {MIN_LAYERS_FOR_LEVEL})"
+            how = (f"sweep points (the workloads had at most {n_layers} op(s) of this type in one graph at one "
+                   f"size, fewer than {MIN_LAYERS_FOR_LEVEL})")
         if not ww and len(warm_pts):
             # a level from the sweep: its code-warm timing, as an op a few microseconds after
             # another kernel runs in a model (the trend above and below workload knots, and the
