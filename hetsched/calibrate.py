@@ -422,7 +422,7 @@ def _sweep_specs(types_seen: Iterable[str], quick: bool = False) -> list[tuple[s
         out += [(f"sweep/Conv/{c}x{h}x{k}/b{b}", "Conv", {"kind": "conv", "b": b, "c": c, "h": h, "k": k, "co": c})
                 for c, h in conv_shapes for k in (1, 3) for b in batches]
         # below a ResNet's smallest convolution (25 MFLOP): a mobile network's narrow ones (1-15 MFLOP,
-        # 16-96 channels, 1x1 expansions by 6), where the curve would otherwise hold the efficiency of
+        # 16-384 channels, 1x1 expansions by 6), where the curve would otherwise hold the efficiency of
         # the workloads' smallest flat: at 2 threads MobileNetV3's run at half of ResNet-50's
         if not quick:
             out += [(f"sweep/Conv/{ci}-{co}x{h}x{k}/b1", "Conv", {"kind": "conv", "b": 1, "c": ci, "h": h, "k": k, "co": co})
@@ -799,9 +799,10 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
     costs is. With a sweep to carry the trend, the smallest and the largest workload bins that hold
     no more than one op of any one graph are left out (one layer in one place of its model does
     not set the level of every smaller op). A curve with no workload point is the sweep's, and so
-    is one whose workload points are all one op (its layers in the training steps counted once):
-    one layer's time is its place in its model, which its layer factor keeps. Such a curve takes
-    the code-warm sweep's points when there are any.
+    is one whose workloads never ran two of its ops in one graph at one size (single layers, such
+    as ResNet-50's one pool in its inference and training graphs): one layer's time is its place in
+    its model, which its layer factor keeps. Such a curve takes the code-warm sweep's points when
+    there are any.
 
     Returns ``(curves, steps, key)``: one ``fit_curve`` step per curve (a read-only step log), the
     curve key each point went to in ``key``.
