@@ -865,7 +865,8 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
         ids = (sub.loc[~is_sweep, ["source", "op"]].astype(str).to_numpy() if "op" in sub and "source" in sub
                else None)
         ww, we = (_knots(lw[~is_sweep], eff[~is_sweep], bin_decades, mono, ids,
-                         MIN_LAYERS_FOR_LEVEL if len(sw) >= 2 else 1) if (~is_sweep).any() else ([], []))
+                         MIN_LAYERS_FOR_LEVEL if len(sw) >= 2 and ids is not None else 1)
+                  if (~is_sweep).any() else ([], []))
         how = "workload points" if ww else "sweep points"
         n_layers = sub.loc[~is_sweep, "op"].nunique() if "op" in sub else int((~is_sweep).sum())
         if ids is not None and len(ids):

@@ -273,6 +273,9 @@ def test_an_edge_bin_of_one_layer_does_not_set_the_level_beyond_it():
     assert curves["Conv"](3e-4) == pytest.approx(0.9, rel=0.02)  # the level 1.0 scaled by the sweep's trend
     assert curves["Conv"](1e-4) == pytest.approx(0.8, rel=0.02)
     assert fit_curves(one, min_points=3)[0]["Conv"](3e-4) == pytest.approx(0.72)  # no sweep: nothing better
+    # points that do not name their ops: no layers to count, every bin is kept
+    unnamed = pd.concat([one, sweep], ignore_index=True).drop(columns="op")
+    assert fit_curves(unnamed, min_points=3)[0]["Conv"](3e-4) == pytest.approx(0.72)
     two = pd.concat([one, one.iloc[:1].assign(op="c0", work_s=3.1e-4), sweep], ignore_index=True)
     assert fit_curves(two, min_points=3)[0]["Conv"](3e-4) == pytest.approx(0.72, rel=0.01)
 
