@@ -868,12 +868,11 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
                          MIN_LAYERS_FOR_LEVEL if len(sw) >= 2 and ids is not None else 1)
                   if (~is_sweep).any() else ([], []))
         how = "workload points" if ww else "sweep points"
-        n_layers = sub.loc[~is_sweep, "op"].nunique() if "op" in sub else int((~is_sweep).sum())
-        if ids is not None and len(ids):
-            # no size at which one graph ran two ops of the type: its points are single layers, each
-            # in its own place (a training step's loss mean, ResNet-50's pool as a mean: 28-83 us
-            # for 4-400 KB, which priced T5's and Llama's RMSNorm means 2-3x)
-            n_layers = min(n_layers, max(_bin_layers(lw[~is_sweep], ids, bin_decades)))
+        # the most ops one graph ran of the type at one size: 1 when its points are single layers,
+        # each in its own place (a training step's loss mean, ResNet-50's pool as a mean: 28-83 us
+        # for 4-400 KB, which priced T5's and Llama's RMSNorm means 2-3x)
+        n_layers = (max(_bin_layers(lw[~is_sweep], ids, bin_decades)) if ids is not None and len(ids)
+                    else int((~is_sweep).sum()))
         if ww and len(sw) >= 2 and k in own and n_layers < MIN_LAYERS_FOR_LEVEL:
             # a type's only layer is its place in its model (ResNet-50's one global average pool
             # runs after 2.4 MB convolutions evicted its code: 86 us in the model, 15 us alone and
@@ -882,15 +881,15 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
             ww, we = [], []
             how = (f"sweep points (the workloads had at most {n_layers} op(s) of this type in one graph at one "
                    f"size, fewer than {MIN_LAYERS_FOR_LEVEL})")
-        if not ww and len(warm_pts):
+        wsub = members(warm_pts, k) if len(warm_pts) else warm_pts
+        bw, be = (_knots(np.log10(wsub["work_s"].to_numpy(float)), wsub["efficiency"].to_numpy(float), bin_decades,
+                         mono) if len(wsub) else ([], []))
+        if not ww and bw:
             # a level from the sweep: its code-warm timing, as an op a few microseconds after
-            # another kernel runs in a model (the trend above and below workload knots, and the
-            # cold curves, stay with the plain eviction: their neighbours in a large graph do evict)
-            wsub = members(warm_pts, k)
-            if len(wsub):
-                sw, se = _knots(np.log10(wsub["work_s"].to_numpy(float)), wsub["efficiency"].to_numpy(float),
-                                bin_decades, mono)
-                how += ", timed with the kernel's code warm"
+            # another kernel runs in a model (the trend above workload knots and the cold curves
+            # stay with the plain eviction: their neighbours in a large graph do evict)
+            sw, se = bw, be
+            how += ", timed with the kernel's code warm"
         if ww and len(sw) >= 2:
             trend = EfficiencyCurve(sw, se)
             lo, hi = ww[0], ww[-1]
@@ -905,9 +904,6 @@ def fit_curves(points: pd.DataFrame, *, min_points: int = MIN_POINTS_PER_TYPE,
             # below the workloads' range the trend is the code-warm sweep's: there an op is small,
             # a few microseconds after the op before it (MobileNetV3's 1-15 MFLOP convolutions ran
             # at ResNet-50's in-model level, where the plain eviction's trend priced them 1.2-1.6x)
-            wsub = members(warm_pts, k) if len(warm_pts) else warm_pts
-            bw, be = (_knots(np.log10(wsub["work_s"].to_numpy(float)), wsub["efficiency"].to_numpy(float), bin_decades,
-                             mono) if len(wsub) else ([], []))
             low, low_w = (EfficiencyCurve(bw, be), bw) if len(bw) >= 2 else (trend, sw)
             below = [(w, we[0] * min(4.0, max(0.25, low(w) / low(lo)))) for w in low_w if w < lo / 10 ** bin_decades]
             if above or below:

@@ -620,10 +620,10 @@ def curve_type(op: Op) -> str:
     A ``Gemm`` with weights and fewer than ``GEMV_ROWS`` rows (by ``flops / weight_bytes``: ``2 rows``
     FLOPs per 4-byte weight; half the rows with 16-bit weights) is a matrix-vector product,
     ``Gemv``: it streams its weights once with no reuse across rows, so its efficiency at a given
-    work is not a GEMM's. The calibration models' only ones (ResNet-50's classifier, BERT's pooler; 1 row, in-model
-    efficiency 0.54-0.64) were the Gemm curve's smallest knots, and priced an unseen T5's 64-row
-    projections (16-34 MFLOP, measured at 0.86 of the reference roofline) 1.3-1.4x slow. A cost
-    without the ``Gemv`` curve prices it by ``Gemm`` (:func:`curve_chain`).
+    work is not a GEMM's. The calibration models' only ones (ResNet-50's classifier, BERT's
+    pooler; 1 row, in-model efficiency 0.54-0.64) were the Gemm curve's smallest knots, and priced
+    an unseen T5's 64-row projections (16-34 MFLOP, measured at 0.86 of the reference roofline)
+    1.3-1.4x slow. A cost without the ``Gemv`` curve prices it by ``Gemm`` (:func:`curve_chain`).
 
     >>> curve_type(Op("c", "Conv", attrs={"groups": 32})), curve_type(Op("c", "Conv_grad", attrs={"groups": 8}))
     ('DepthwiseConv', 'DepthwiseConv_grad')
