@@ -707,8 +707,7 @@ def part_pipeline(a) -> tuple[list[str], bool]:
                                             warmup=3, stage_repeats=3, corun_s=0.05)
                     run = measure_pipeline(name, p, v=v, **kw)
                 except Exception as e:  # a schedule torch cannot run here: say so, do not hide it
-                    rows.append([label, name, p, v, "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "-",
-                                 f"torch failed: {str(e)[:80]}"])
+                    rows.append([label, name, p, v] + ["-"] * 14 + [f"torch failed: {str(e)[:80]}"])
                     ok_all = False
                     continue
                 real = run.metrics["step_s"]
@@ -718,19 +717,31 @@ def part_pipeline(a) -> tuple[list[str], bool]:
                 corun = predict_pipeline(run, comm=comm, overhead_s=ovh, speed=run.speed)["makespan_s"]
                 late = predict_pipeline(run, comm=comm, overhead_s=ovh, speed=run.speed,
                                         late_recv_s=c.late_recv(p))["makespan_s"]
+                cpu_only = predict_pipeline(run, comm=comm, overhead_s=ovh, speed=run.speed, late_recv_s=c.late_recv(p),
+                                            comm_cpu_s=cpu)["makespan_s"]
+                post = tiny.metrics.get("post_cpu_per_message_s", 0.0)
                 pred = predict_pipeline(run, comm=comm, overhead_s=ovh, speed=run.speed, late_recv_s=c.late_recv(p),
-                                        comm_cpu_s=cpu)
+                                        comm_cpu_s=cpu, post_s=post)
+                rm = run.metrics
+                where = (f"{rm['compute_in_run_s'] * 1e3:.1f} / {rm['wait_s'] * 1e3:.1f} / {rm['descheduled_s'] * 1e3:.1f} ms"
+                         if "wait_s" in rm else "-")
+                alone = float(run.stages["f_s"].sum() + (run.stages["i_s"] + run.stages["w_s"] if split
+                                                          else run.stages["b_s"]).sum()) * m
                 ratio = pred["makespan_s"] / real
                 ok = abs(ratio - 1) <= TARGETS["pipeline"]
                 ok_all &= ok
                 rows.append([label, name, p, v, bl.fmt_s(real),
                              f"{bl.fmt_s(run.metrics['step_min_s'])}-{bl.fmt_s(run.metrics['step_max_s'])}",
                              bl.fmt_s(pred["makespan_s"]), _fmt(ratio), _fmt(bare / real), _fmt(linked / real),
-                             _fmt(corun / real), _fmt(late / real), ", ".join(f"{x:.2f}" for x in run.speed[1:]),
-                             f"{cpu * 1e6:.0f} us", f"{run.metrics['comm_cpu_per_message_s'] * 1e6:.0f} us", bl.verdict(ok)])
+                             _fmt(corun / real), _fmt(late / real), _fmt(cpu_only / real),
+                             ", ".join(f"{x:.2f}" for x in run.speed[1:]),
+                             f"{cpu * 1e6:.0f} us", f"{run.metrics['comm_cpu_per_message_s'] * 1e6:.0f} us",
+                             f"{post * 1e6:.0f} us", where,
+                             _fmt(rm["compute_in_run_s"] / alone) if "compute_in_run_s" in rm else "-", bl.verdict(ok)])
                 print(f"pipeline [{label}] {name} p={p} v={v}: real {real * 1e3:.1f} ms predicted "
                       f"{pred['makespan_s'] * 1e3:.1f} ms ({ratio:.3f}; bare {bare / real:.3f}, +link {linked / real:.3f}, "
-                      f"+co-run {corun / real:.3f}, +late {late / real:.3f}; comm CPU/msg end tiny {cpu * 1e6:.0f} us, "
+                      f"+co-run {corun / real:.3f}, +late {late / real:.3f}, +comm CPU {cpu_only / real:.3f}; "
+                      f"posting {post * 1e6:.0f} us; comm CPU/msg end tiny {cpu * 1e6:.0f} us, "
                       f"this run {run.metrics['comm_cpu_per_message_s'] * 1e6:.0f} us) load {loads[-1]:.1f}", flush=True)
     lines = ["# Pipeline makespans: the simulator against real torch.distributed.pipelining runs (issue 30)", "",
              f"Command: `{bl.command_line()}`", f"Machine: {bl.machine_line()}", "",
@@ -739,7 +750,7 @@ def part_pipeline(a) -> tuple[list[str], bool]:
              "(column 'model': blocks x width, micro-batches x rows): the model this page was first built on and one "
              "with 4x less compute per action and twice the micro-batches; one torch thread per rank, gloo on local "
              f"processes (`hetsched.distributed.measure_pipeline`); real = median of {3 if a.quick else 9} steps, each from a barrier to a "
-             "barrier. Predicted (`predict_pipeline`), built up in five steps, each a column:", "",
+             "barrier. Predicted (`predict_pipeline`), built up in six steps, each a column:", "",
              "1. **bare**: torch's own action order (the multi-stage schedules' `pipeline_order`; GPipe and 1F1B are "
              "hetsched's equal ones) with each stage's forward / backward / input- and weight-gradient time measured alone "
              "on its rank (gradients accumulating, as over a step's micro-batches);",
@@ -753,17 +764,27 @@ def part_pipeline(a) -> tuple[list[str], bool]:
              f"{c.late_recv(4) * 1e6:.0f} us with 4 (the comm page), where torch's runtime "
              "posts the receive after the message was sent (`receive_posts`: just before the stage for GPipe and 1F1B, "
              "where torch's runtime list puts the `RECV` for the others); with more ranks than cores, every receive;",
-             "5. **predicted**: the CPU gloo's communication threads spend on each end of a cross-rank message, taken "
+             "5. **+ comm CPU**: the CPU gloo's communication threads spend on each end of a cross-rank message, taken "
              "from the cores the ranks compute on (`comm_cpu_s`; column 'comm CPU per message end, tiny'): measured "
              "on the same schedule and rank count with the tiny model (width 16, one row), as the ranks' CPU time "
              "beyond the thread running the schedule (`PipelineRun.metrics['comm_cpu_per_message_s']`). The column "
-             "'this run' is the same measure in the predicted run, shown, not used.", "",
+             "'this run' is the same measure in the predicted run, shown, not used;",
+             "6. **predicted**: the time each rank spends on its own thread posting each end of a message (torch "
+             "building and posting the send or receive: `post_s`, column 'posting per message end, tiny'), from the "
+             "same tiny run's trace (`PipelineRun.metrics['post_cpu_per_message_s']`).", "",
+             "Where the real step's time goes, from its trace (`measure_pipeline(trace=True)`: hooks on torch's "
+             "compute, post and wait calls; `PipelineRun.timeline` is the measured Gantt chart of the median step), "
+             "all ranks together, median over the steps: column 'real: compute / waiting / no core' -- the compute "
+             "actions' wall time, the time blocked waiting on messages, and the time a rank's thread was runnable "
+             "outside those waits but had no core (its wall time there less its CPU time); 'compute in run / alone' "
+             "is the first over the stages' times measured alone (times m).", "",
              "Every input of the prediction is measured apart from the runs it predicts (the link and the late "
              "receive in their own processes; the overhead on 1 rank and the communication CPU on p ranks with another "
              "model; the stages and the co-run speeds alone after the timed steps).", "",
              bl.table(["model", "schedule", "ranks", "v", "real step", "real min-max", "predicted", "ratio", "bare", "+ link, overhead",
-                       "+ co-run", "+ late receives", "speed, 2..p at once", "comm CPU per message end, tiny",
-                       "this run", "result"], rows), "",
+                       "+ co-run", "+ late receives", "+ comm CPU", "speed, 2..p at once", "comm CPU per message end, tiny",
+                       "this run", "posting per message end, tiny", "real: compute / waiting / no core",
+                       "compute in run / alone", "result"], rows), "",
              f"Limit: predicted within {TARGETS['pipeline']:.0%} of the real step."]
     return lines, ok_all
 

@@ -522,6 +522,8 @@ def _pipeline_worker(rank: int, world: int, spec: dict) -> dict:
     sched = Sched(stages[0], m, loss_fn=_loss) if v == 1 and cls in ("ScheduleGPipe", "Schedule1F1B") else \
         Sched(stages, m, loss_fn=_loss)
     first, last = 0 in ids, n_stages - 1 in ids
+    events: list[tuple] = []
+    traced = spec.get("trace", True) and _trace_hooks(S, stages, events)
 
     def step():
         kw = {}
@@ -531,16 +533,25 @@ def _pipeline_worker(rank: int, world: int, spec: dict) -> dict:
         args = (x,) if first else ()
         sched.step(*args, **kw)
 
-    times, others = [], []
+    times, others, starts, traces, main_cpu = [], [], [], [], []
     for k in range(spec["warmup"] + spec["steps"]):
         dist.barrier()
-        c0, t0 = _process_cpu_s() - time.thread_time(), time.perf_counter()
+        events.clear()
+        m0 = time.thread_time()
+        c0, t0 = _process_cpu_s() - m0, time.perf_counter()
         step()
-        c1 = _process_cpu_s() - time.thread_time()
+        m1 = time.thread_time()
+        c1 = _process_cpu_s() - m1
+        t1 = time.perf_counter()
         dist.barrier()  # the step ends when the last rank is done
         if k >= spec["warmup"]:
             times.append(time.perf_counter() - t0)
             others.append(c1 - c0)
+            starts.append(t0)
+            main_cpu.append((t1 - t0, m1 - m0))
+            traces.append(list(events))
+    if traced:
+        _trace_hooks(S, stages, None)  # the timing of the stages alone below runs unhooked
     order = None
     # a multi-stage schedule's own order; the single-stage ones (GPipe, 1F1B) are hetsched's equal
     # schedules (torch's golden grid; their ``pipeline_order`` is only a sketch that may name
@@ -567,9 +578,123 @@ def _pipeline_worker(rank: int, world: int, spec: dict) -> dict:
             if (n == 1 and r == rank) or (n > 1 and rank < n):
                 corun[n] = _fb_loop(mods[ids[0]], example, ids[0] == n_stages - 1, spec["corun_s"])
         dist.barrier()
-    return {"times": times, "other_cpu": others, "order": order, "comms": comms,
+    return {"times": times, "other_cpu": others, "starts": starts, "traces": traces if traced else None,
+            "main": main_cpu, "order": order, "comms": comms,
             "stage_times": {str(k): v for k, v in stage_times.items()},
             "corun": {str(k): v for k, v in corun.items()}}
+
+
+def _trace_hooks(S: Any, stages: Sequence[Any], events: list | None) -> bool:
+    """Record, on this rank, each compute action, each posting of sends and receives and each wait
+    on them as ``(what, start, end, main-thread CPU)`` into ``events``; ``events=None`` takes the
+    hooks off again. Returns whether the hooks are on.
+
+    torch's schedules post through ``schedules._batch_p2p`` and wait through
+    ``schedules._wait_batch_p2p`` (module functions, looked up at each call) and compute through the
+    stages' ``forward_one_chunk`` / ``backward_one_chunk`` / ``backward_weight_one_chunk``; a torch
+    without them is run untraced rather than wrongly traced.
+    """
+    names = {"forward_one_chunk": "F", "backward_one_chunk": "B", "backward_weight_one_chunk": "W"}
+    if events is None:
+        for attr in ("_batch_p2p", "_wait_batch_p2p"):
+            if hasattr(getattr(S, attr), "__wrapped__"):
+                setattr(S, attr, getattr(S, attr).__wrapped__)
+        for st in stages:
+            for name in names:
+                st.__dict__.pop(name, None)  # back to the class's method
+        return False
+    if not all(callable(getattr(S, a, None)) for a in ("_batch_p2p", "_wait_batch_p2p")) or \
+            not all(callable(getattr(st, n, None)) for st in stages for n in names):
+        return False
+    clock, cpu = time.perf_counter, time.thread_time
+
+    def hook(fn: Callable, label: Callable) -> Callable:
+        def wrapped(*a, **kw):
+            c0, t0 = cpu(), clock()
+            out = fn(*a, **kw)
+            events.append((label(a, kw), t0, clock(), cpu() - c0))
+            return out
+        wrapped.__wrapped__ = fn
+        return wrapped
+
+    # a post of no operations (the first stage has no input to receive) is no message: not recorded
+    post = S._batch_p2p
+
+    def posting(ops, desc=None):
+        if not ops:
+            return post(ops, desc)
+        c0, t0 = cpu(), clock()
+        out = post(ops, desc)
+        events.append((f"post:{desc or ''}:{len(ops)}", t0, clock(), cpu() - c0))
+        return out
+    posting.__wrapped__ = post
+    S._batch_p2p = posting
+    S._wait_batch_p2p = hook(S._wait_batch_p2p, lambda a, kw: f"wait:{len(a[0]) if a else 0}")
+    def label(stage: int, kind: str) -> Callable:
+        def name(a: tuple, kw: dict) -> str:
+            mb = a[0] if a else kw.get("fwd_chunk_id", kw.get("bwd_chunk_id", 0))
+            # a zero-bubble schedule's input-gradient half is a backward without its weight half
+            full = a[2] if len(a) > 2 else kw.get("full_backward", True)
+            return f"{stage}{'I' if kind == 'B' and not full else kind}{mb}"
+        return name
+
+    for st in stages:
+        for name, kind in names.items():
+            setattr(st, name, hook(getattr(st, name), label(st.stage_index, kind)))
+    return True
+
+
+def _trace_summary(res: Sequence[Mapping[str, Any]], k: int, t_zero: float) -> pd.DataFrame:
+    """The measured step ``k`` of every rank as a timeline (:mod:`hetsched.timeline`): lane
+    ``rank r``, kinds ``compute`` (torch's actions, with stage and micro-batch), ``launch`` (posting
+    sends and receives), ``wait`` (waiting on them); times from ``t_zero``."""
+    rows = []
+    for r, out in enumerate(res):
+        for what, t0, t1, _cpu in out["traces"][k]:
+            m = _ACTION.match(what)
+            kind = "compute" if m else ("launch" if what.startswith("post:") else "wait")
+            rows.append({"lane": f"rank {r}", "group": "pipeline (measured)", "name": what, "kind": kind,
+                         "start_s": t0 - t_zero, "end_s": max(t1, t0) - t_zero,
+                         "stage": int(m.group(1)) if m else None, "microbatch": int(m.group(3)) if m else None})
+    return make_timeline(sorted(rows, key=lambda x: (x["lane"], x["start_s"])))
+
+
+def trace_metrics(res: Sequence[Mapping[str, Any]], messages: int) -> dict[str, float]:
+    """What the traced steps of a run say about its time beyond compute (medians over the steps):
+
+    * ``post_cpu_per_message_s``: the main threads' CPU inside torch's posting of sends and
+      receives, per end of a cross-rank message (Python and torch building and posting the
+      operations; it runs on the rank's own thread, between its actions);
+    * ``wait_s``: the ranks' time blocked waiting on messages, all ranks together;
+    * ``descheduled_s``: the ranks' main threads' wall time outside those waits minus their CPU
+      time there (time a runnable rank did not get a core: the operating system gave it to
+      another rank's or a communication thread);
+    * ``compute_in_run_s``: the wall time of the compute actions, all ranks together.
+
+    >>> r = {"traces": [[("0F0", 0.0, 1.0, 0.9), ("post:fwd_send:1", 1.0, 1.1, 0.1), ("wait:1", 1.1, 2.0, 0.0)]],
+    ...      "main": [(2.0, 1.0)]}
+    >>> m = trace_metrics([r], messages=1)
+    >>> {k: round(v, 3) for k, v in m.items()}
+    {'post_cpu_per_message_s': 0.05, 'wait_s': 0.9, 'descheduled_s': 0.1, 'compute_in_run_s': 1.0}
+    """
+    steps = len(res[0]["traces"])
+    post, wait, desched, comp = [], [], [], []
+    for k in range(steps):
+        p = w = d = c = 0.0
+        for out in res:
+            ev = out["traces"][k]
+            wall, cpu = out["main"][k]
+            w_wall = sum(t1 - t0 for what, t0, t1, _ in ev if what.startswith("wait:"))
+            w_cpu = sum(x for what, _, _, x in ev if what.startswith("wait:"))
+            p += sum(x for what, _, _, x in ev if what.startswith("post:"))
+            c += sum(t1 - t0 for what, t0, t1, _ in ev if _ACTION.match(what))
+            w += w_wall
+            d += max(0.0, (wall - w_wall) - (cpu - w_cpu))
+        post.append(p / (2 * messages) if messages else 0.0)
+        wait.append(w), desched.append(d), comp.append(c)
+    med = statistics.median
+    return {"post_cpu_per_message_s": med(post), "wait_s": med(wait), "descheduled_s": med(desched),
+            "compute_in_run_s": med(comp)}
 
 
 #: torch's action strings: ``<stage><kind><micro-batch>`` (``1F3``, ``0RECV_B2``)
@@ -686,11 +811,17 @@ def schedule_of(name: str, p: int, v: int, m: int, order: Sequence[str] | None =
 
 def measure_pipeline(schedule: str = "1f1b", p: int = 2, *, v: int = 1, m: int = 8, microbatch: int = 32,
                      width: int = 512, layers: int = 16, steps: int = 5, warmup: int = 2, stage_repeats: int = 5,
-                     threads: int = 1, seed: int = 0, corun_s: float = 0.3, timeout_s: float = 600) -> PipelineRun:
+                     threads: int = 1, seed: int = 0, corun_s: float = 0.3, timeout_s: float = 600,
+                     trace: bool = True) -> PipelineRun:
     """Run ``schedule`` for real on ``p`` local ranks (gloo) and measure it (see the module notes).
 
     The model is :func:`mlp_stages` split into ``p * v`` stages; each step pushes ``m``
     micro-batches of ``microbatch`` rows through it (MSE loss) and back.
+
+    ``trace`` records every rank's compute actions, its posting of sends and receives and its waits
+    on them (hooks on torch's schedule functions, a few microseconds each): the median step becomes
+    the run's ``timeline`` (the measured Gantt chart, to set beside the simulated one) and
+    :func:`trace_metrics` go into ``metrics``.
     """
     if schedule not in TORCH_SCHEDULES:
         raise HetschedError(f"schedule must be one of {', '.join(TORCH_SCHEDULES)}, got {schedule!r}", field="schedule")
@@ -700,7 +831,8 @@ def measure_pipeline(schedule: str = "1f1b", p: int = 2, *, v: int = 1, m: int =
         raise HetschedError(f"{schedule} runs two stages per rank in a V (v=2), not v={v}", field="v")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     spec = {"schedule": schedule, "v": v, "m": m, "microbatch": microbatch, "width": width, "layers": layers,
-            "steps": steps, "warmup": warmup, "stage_repeats": stage_repeats, "seed": seed, "corun_s": float(corun_s)}
+            "steps": steps, "warmup": warmup, "stage_repeats": stage_repeats, "seed": seed, "corun_s": float(corun_s),
+            "trace": bool(trace)}
     res = run_ranks(_pipeline_worker, p, spec, threads=threads, timeout_s=timeout_s)
     steps_s = [max(r["times"][k] for r in res) for k in range(steps)]
     rows = [{"stage": int(s), "rank": r, **t} for r, out in enumerate(res) for s, t in out["stage_times"].items()]
@@ -722,6 +854,16 @@ def measure_pipeline(schedule: str = "1f1b", p: int = 2, *, v: int = 1, m: int =
     msgs = cross_messages(sched)
     metrics["messages"] = float(msgs)
     metrics["comm_cpu_per_message_s"] = metrics["comm_cpu_s"] / (2 * msgs) if msgs else 0.0
+    timeline = make_timeline([])
+    if all(r.get("traces") for r in res):
+        metrics.update(trace_metrics(res, msgs))
+        k = sorted(range(steps), key=lambda i: steps_s[i])[(steps - 1) // 2]  # the median step
+        timeline = _trace_summary(res, k, min(r["starts"][k] for r in res))
+        steps_log.add("trace", f"{schedule} p={p}", after=metrics["wait_s"], accepted=True,
+                      reason=f"per step, all ranks: {metrics['compute_in_run_s'] * 1e3:.1f} ms computing, "
+                             f"{metrics['wait_s'] * 1e3:.1f} ms waiting on messages, {metrics['descheduled_s'] * 1e3:.1f} ms "
+                             f"runnable without a core; {metrics['post_cpu_per_message_s'] * 1e6:.0f} us of the ranks' own "
+                             "CPU posting each end of a message")
     steps_log.add("comm_cpu", f"{schedule} p={p}", after=metrics["comm_cpu_s"], accepted=True,
                   reason=f"the ranks' communication threads: {metrics['comm_cpu_s'] * 1e3:.1f} ms of CPU a step "
                          f"(median), {metrics['comm_cpu_per_message_s'] * 1e6:.0f} us per end of each of its {msgs} "
@@ -729,12 +871,12 @@ def measure_pipeline(schedule: str = "1f1b", p: int = 2, *, v: int = 1, m: int =
     return PipelineRun(step_s=tuple(steps_s), stages=stages, order=res[0]["order"], speed=speed, comms=comms,
                        metrics=metrics,
                        steps=steps_log,
-                       timeline=make_timeline([]), params={**spec, "p": p, "threads": threads})
+                       timeline=timeline, params={**spec, "p": p, "threads": threads})
 
 
 def predict_pipeline(run: PipelineRun, *, comm: Any = None, overhead_s: float = 0.0, stage_times: pd.DataFrame | None = None,
                      cores: int | None = None, speed: Sequence[float] | None = None,
-                     late_recv_s: float = 0.0, comm_cpu_s: float = 0.0) -> dict[str, Any]:
+                     late_recv_s: float = 0.0, comm_cpu_s: float = 0.0, post_s: float = 0.0) -> dict[str, Any]:
     """The simulated makespan of ``run``'s schedule (torch's own order), to set against
     ``run.metrics["step_s"]``.
 
@@ -754,7 +896,11 @@ def predict_pipeline(run: PipelineRun, *, comm: Any = None, overhead_s: float = 
     (:func:`receive_posts`, :func:`shared_cores_makespan`); with more ranks than cores, every
     receive. ``comm_cpu_s`` (e.g. ``comm_cpu_per_message_s`` of a tiny run of the same schedule on
     as many ranks) is the CPU each end of a cross-rank message costs gloo's communication threads,
-    taken from the cores the ranks compute on (:func:`shared_cores_makespan`).
+    taken from the cores the ranks compute on (:func:`shared_cores_makespan`). ``post_s`` (e.g.
+    ``post_cpu_per_message_s`` of a traced tiny run of the same schedule on as many ranks) is the
+    time the rank itself spends posting each end of a cross-rank message (torch building and
+    posting the send or receive, on the rank's own thread: the per-action ``overhead_s``, measured
+    on one rank, has no messages).
 
     Returns ``{"makespan_s", "model", "result"}`` (``result``: the ``PipelineResult`` of the
     simulator, also given when the cores are shared, for its timeline at full speed).
@@ -775,14 +921,17 @@ def predict_pipeline(run: PipelineRun, *, comm: Any = None, overhead_s: float = 
     late = (f", {'every' if over else 'late'} receive +{late_recv_s * 1e6:.0f} us") if late_recv_s else ""
     if comm_cpu_s:
         late += f", {comm_cpu_s * 1e6:.0f} us of communication CPU per message end"
+    if post_s:
+        late += f", {post_s * 1e6:.0f} us posting each message end"
     if speed is not None and len(speed):
         mk = shared_cores_makespan(sched, costs, comm, cores, speed=speed, late_recv_s=late_recv_s,
-                                   posts=receive_posts(sched, run.comms), all_late=over, comm_cpu_s=comm_cpu_s)
+                                   posts=receive_posts(sched, run.comms), all_late=over, comm_cpu_s=comm_cpu_s,
+                                   post_s=post_s)
         return {"makespan_s": mk, "model": f"{run.metrics['p']} ranks at the measured co-run speeds "
                 f"({', '.join(f'{x:.2f}' for x in speed[1:])}){late}", "result": res}
-    if late_recv_s or comm_cpu_s:
+    if late_recv_s or comm_cpu_s or post_s:
         mk = shared_cores_makespan(sched, costs, comm, cores, late_recv_s=late_recv_s, posts=receive_posts(sched, run.comms),
-                                   all_late=over, comm_cpu_s=comm_cpu_s)
+                                   all_late=over, comm_cpu_s=comm_cpu_s, post_s=post_s)
         return {"makespan_s": mk, "model": f"{run.metrics['p']} ranks sharing {cores} core(s){late}", "result": res}
     if run.metrics["p"] <= cores:
         return {"makespan_s": float(res.metrics["makespan_s"]), "model": "simulate (a core per rank)", "result": res}
@@ -843,7 +992,7 @@ def receive_posts(schedule: Any, comms: Sequence[Sequence[str]] | None) -> np.nd
 
 def shared_cores_makespan(schedule: Any, costs: Any, comm: Any, cores: int, *, speed: Sequence[float] | None = None,
                           late_recv_s: float = 0.0, posts: np.ndarray | None = None, all_late: bool = False,
-                          comm_cpu_s: float = 0.0) -> float:
+                          comm_cpu_s: float = 0.0, post_s: float = 0.0) -> float:
     """Makespan of ``schedule`` when its ranks share ``cores`` processors (processor sharing).
 
     ``speed`` (``speed[n - 1]`` for ``n`` running actions, measured: :func:`corun_speed`) replaces
@@ -864,6 +1013,10 @@ def shared_cores_makespan(schedule: Any, costs: Any, comm: Any, cores: int, *, s
     sent, two jobs of that length join the running actions. They hold no rank and gate nothing,
     but they take their share of the cores: on a machine with as many ranks as cores, every
     message slows the compute running at that moment.
+
+    ``post_s`` is the time a rank spends posting each end of a cross-rank message on its own
+    thread (:func:`trace_metrics` ``post_cpu_per_message_s``): the producer's action and the
+    consumer's action each take that much longer.
 
     The actions are priced as :func:`hetsched.pipeline.simulate` prices them
     (:func:`~hetsched.pipeline.simulate.price_actions`: durations, message times); each rank runs its
@@ -888,6 +1041,8 @@ def shared_cores_makespan(schedule: Any, costs: Any, comm: Any, cores: int, *, s
     >>> s, c = gpipe(2, 1), StageCosts(f_s=1.0, b_s=1.0)   # F0 B0 on rank 0, F1 B1 on rank 1: 2 messages
     >>> shared_cores_makespan(s, c, None, 2), shared_cores_makespan(s, c, None, 1, comm_cpu_s=0.25)
     (4.0, 5.0)
+    >>> shared_cores_makespan(s, c, None, 2, post_s=0.125)   # four message ends on the critical path
+    4.5
     """
     from .pipeline import P2P
     from .pipeline.simulate import price_actions
@@ -903,6 +1058,12 @@ def shared_cores_makespan(schedule: Any, costs: Any, comm: Any, cores: int, *, s
         raise HetschedError(f"late_recv_s must be a finite time >= 0, got {late_recv_s!r}", field="late_recv_s")
     if not (0 <= float(comm_cpu_s) < math.inf):
         raise HetschedError(f"comm_cpu_s must be a finite time >= 0, got {comm_cpu_s!r}", field="comm_cpu_s")
+    if not (0 <= float(post_s) < math.inf):
+        raise HetschedError(f"post_s must be a finite time >= 0, got {post_s!r}", field="post_s")
+    if post_s:
+        dur = np.asarray(dur, float).copy()
+        np.add.at(dur, np.asarray(src, np.int64), float(post_s))
+        np.add.at(dur, np.asarray(dst, np.int64), float(post_s))
     sends = set(int(x) for x in src) if comm_cpu_s else set()  # producers of cross-rank messages
     background: list[float] = []  # remaining CPU seconds of the messages' communication jobs
     p = schedule.p

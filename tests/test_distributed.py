@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from hetsched.distributed import fit_link, shared_cores_makespan
 from hetsched.errors import HetschedError
+from hetsched.timeline import check_timeline
 from hetsched.pipeline import P2P, StageCosts, gpipe, interleaved_1f1b, one_f_one_b, simulate
 
 
@@ -96,6 +97,10 @@ def test_a_late_receive_costs_only_where_the_message_waited_for_it():
     with pytest.raises(HetschedError) as e:
         shared_cores_makespan(s, c, comm, 3, speed=[1.0, 0.0])
     assert e.value.field == "speed"
+    for bad in (-1e-3, math.inf, math.nan):
+        with pytest.raises(HetschedError) as e:
+            shared_cores_makespan(s, c, comm, 3, post_s=bad)
+        assert e.value.field == "post_s"
 
 
 def test_communication_cpu_takes_the_cores_only_when_they_are_busy():
@@ -176,6 +181,39 @@ def test_a_real_pipeline_run_and_its_prediction():
     more = predict_pipeline(run, comm=P2P(latency_s=1e-4), overhead_s=1e-4, speed=run.speed, late_recv_s=1e-3,
                             comm_cpu_s=1e-3)
     assert more["makespan_s"] >= full["makespan_s"] and "communication CPU" in more["model"]
+    # the measured step as a timeline: every action torch ran, on its rank, once, between its posts and waits
+    tl = run.timeline
+    check_timeline(tl)
+    comp = tl[tl["kind"] == "compute"]
+    want = {(f"rank {int(sched.rank[a])}", f"{int(sched.stage[a])}{'FBIW'[int(sched.kind[a])]}{int(sched.microbatch[a])}")
+            for a in range(sched.n_actions)}
+    assert set(zip(comp["lane"], comp["name"])) == want and len(comp) == len(want)
+    assert set(tl["kind"]) == {"compute", "launch", "wait"} and tl["start_s"].min() >= 0
+    for k in ("post_cpu_per_message_s", "compute_in_run_s"):
+        assert run.metrics[k] > 0, k
+    assert run.metrics["wait_s"] >= 0 and run.metrics["descheduled_s"] >= 0
+    assert run.metrics["compute_in_run_s"] <= 2 * max(run.step_s)
+    posted = predict_pipeline(run, comm=P2P(latency_s=1e-4), overhead_s=1e-4, speed=run.speed, late_recv_s=1e-3,
+                              comm_cpu_s=1e-3, post_s=run.metrics["post_cpu_per_message_s"])
+    assert posted["makespan_s"] > more["makespan_s"] and "posting" in posted["model"]
     with pytest.raises(HetschedError) as e:
         measure_pipeline("1f1b", 2, v=2)
     assert e.value.field == "v"
+
+
+def test_posting_a_message_lengthens_its_producer_and_its_consumer():
+    """``post_s`` is time on the ranks' own threads: with a core per rank and no other term, each
+    cross-rank message adds it to the action that sends and to the one that receives."""
+    s = one_f_one_b(3, 4)
+    c = StageCosts(f_s=[1.0, 1.5, 1.0], b_s=[2.0, 2.5, 2.0])
+    base = shared_cores_makespan(s, c, None, 3)
+    # the same as pricing every action with its message ends folded into its own time
+    from hetsched.pipeline.simulate import price_actions
+
+    _, dur, src, dst, _, _ = price_actions(s, c.arrays(s.n_stages, s.v), P2P.coerce(None))
+    ends = np.zeros(s.n_actions)
+    np.add.at(ends, src, 1), np.add.at(ends, dst, 1)
+    assert ends.sum() == 2 * 2 * 4 * 2  # 2 boundaries x 4 micro-batches x forward and backward, 2 ends each
+    with_posts = shared_cores_makespan(s, c, None, 3, post_s=0.1)
+    assert base < with_posts <= base + 0.1 * ends.sum()
+    assert shared_cores_makespan(s, c, None, 3, post_s=0.0) == base
