@@ -83,7 +83,7 @@ from .timeline import make_timeline
 __all__ = ["calibrate", "Calibration", "compare", "Comparison", "fit_curves", "fit_cold_curves", "DEFAULT_WORKLOADS",
            "DEFAULT_HOLDOUT", "holdout_residuals", "RESIDUAL_MARGIN",
            "median_runs", "robust_layer_factors", "DEFAULT_RUNS", "gpu_device", "timed_calls",
-           "sweep_graph",
+           "sweep_graph", "thread_speedup",
            "parse_workload",
            "warm_allocator", "measure_peak_flops", "measure_bandwidth", "measure_launch"]
 
@@ -141,7 +141,9 @@ class Calibration(Result):
     metrics : dict
         ``peak_flops``, ``mem_bandwidth_Bps``, ``launch_overhead_s``, ``n_points``, ``n_curves``,
         ``fit_median_ratio``, ``fit_p10_ratio``, ``fit_p90_ratio`` (on the calibration points),
-        ``threads``, ``duration_s``, ``load_1min`` (the machine's load when it started); with
+        ``threads``, ``duration_s``, ``load_1min`` (the machine's load when it started),
+        ``thread_speedup`` (with more than one thread on a CPU: :func:`thread_speedup` when it
+        started); with
         held-out workloads ``holdout_e2e_median_ratio`` / ``_min_`` / ``_max_`` (measured / predicted
         end to end) and ``n_holdout``.
     timeline : DataFrame
@@ -362,6 +364,47 @@ def warm_allocator() -> bool:
         return bool(libc.mallopt(m_mmap_threshold, 32 << 20)) and bool(libc.mallopt(m_trim_threshold, 1 << 30))
     except (OSError, AttributeError):  # pragma: no cover - not glibc
         return False
+
+
+def thread_speedup(threads: int, *, n: int = 512, repeats: int = 20) -> float:
+    """How much faster ``threads`` torch threads run an ``n x n`` float32 matrix product than one
+    thread, now (median of ``repeats`` each; torch's thread count is restored).
+
+    A calibration at several threads is only as good as the cores the machine gives it, and a
+    virtual machine's cores come and go with its host's load: on the 2-vCPU VM of
+    ``bench/results/`` two threads ran this product 1.9-2.0x faster than one in one hour and
+    MobileNetV3 gained nothing from the second thread in another. :func:`calibrate` records the
+    value (``metrics["thread_speedup"]``, the cost file's ``meta``); a measurement that probes it
+    again can tell an error of the cost model from a machine that no longer delivers its cores.
+
+    >>> s = thread_speedup(1, n=64, repeats=3)
+    >>> 0.5 < s < 2.0   # one thread against itself
+    True
+    """
+    from .optional import require
+
+    torch = require("torch", "probing the threads")
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise HetschedError(f"threads must be a positive integer, got {threads!r}", field="threads")
+    if n < 1 or repeats < 1:
+        raise HetschedError(f"n and repeats must be positive, got n={n!r}, repeats={repeats!r}", field="n")
+    prev = torch.get_num_threads()
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    med = {}
+    try:
+        for t in (1, threads):
+            torch.set_num_threads(t)
+            for _ in range(3):  # thread pool start-up and the first touch of the output
+                a @ b
+            ts = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                a @ b
+                ts.append(time.perf_counter() - t0)
+            med[t] = statistics.median(ts)
+    finally:
+        torch.set_num_threads(prev)
+    return med[1] / med[threads] if med[threads] > 0 else float("nan")
 
 
 # ---------------------------------------------------------------------------- the sweep
@@ -1210,6 +1253,8 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, holdout: Sequence
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         steps = StepLog()
         n_threads = torch.get_num_threads()
+        # what the machine's cores deliver at this moment (a later measurement can probe it again)
+        speedup = thread_speedup(n_threads) if device == "cpu" and n_threads > 1 else None
         if clock == "cpu" and n_threads != 1:
             raise HetschedError(f"clock='cpu' times one thread: calibrate with threads=1, not {n_threads}", field="threads")
         dev_t = device
@@ -1418,6 +1463,8 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, holdout: Sequence
                 "runs": runs, "load_1min": load, "workloads": list(profiles), "holdout": list(holdout_runs),
                 "training": list(training), "sweep": sweep,
                 "date": host_attrs["calibrated"], "python": sys.version.split()[0]}
+        if speedup is not None:
+            meta["thread_speedup"] = round(float(speedup), 3)
         spec = {**spec, "layers": layers, "threads": n_threads if device == "cpu" else None}
         cost = CalibratedCost(system, {name: spec}, meta=meta)
         holdout_ops, holdout_frame, residuals = holdout_residuals(cost, name, holdout_runs)
@@ -1440,6 +1487,8 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, holdout: Sequence
         metrics = {"peak_flops": peak, "mem_bandwidth_Bps": bw, "launch_overhead_s": launch, "n_points": float(len(points)),
                    "n_curves": float(len(curves)), "fit_median_ratio": float(q[0.5]), "fit_p10_ratio": float(q[0.1]),
                    "fit_p90_ratio": float(q[0.9]), "threads": float(n_threads), "duration_s": duration, "load_1min": load, "runs": float(runs)}
+        if speedup is not None:
+            metrics["thread_speedup"] = float(speedup)
         if len(holdout_frame):
             e2e = holdout_frame[holdout_frame["op_class"] == "all"]["measured_over_predicted"]
             metrics.update(holdout_e2e_median_ratio=float(e2e.median()), holdout_e2e_min_ratio=float(e2e.min()),

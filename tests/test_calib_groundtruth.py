@@ -12,7 +12,7 @@ import pytest
 
 import hetsched as hs
 from hetsched.cost import CalibratedCost, EfficiencyCurve, describe_range, load_cost, makespan_range, save_cost
-from hetsched.errors import FormatError, ThreadMismatchError
+from hetsched.errors import FormatError, HetschedError, ThreadMismatchError
 from hetsched.io.generators import chain
 from hetsched.system import Device, System
 
@@ -231,6 +231,7 @@ def test_calibrate_with_training_and_holdout_keeps_residuals(tmp_path):
     assert r.metrics["n_holdout"] == 2 and r.cost.meta["holdout"] == ["other", "other train sgd"]
     c = load_cost(tmp_path / "c.yaml", hs.load_system(tmp_path / "s.yaml"))
     assert c.has_residuals and c.threads("cpu0") == 1
+    assert "thread_speedup" not in r.metrics and "thread_speedup" not in c.meta  # one thread: nothing to probe
     # a result priced with it states its range
     g = r.graphs["other"]
     ev = hs.evaluate(g, r.system, {o: "cpu0" for o in g.ops}, cost=c)
@@ -241,3 +242,28 @@ def test_calibrate_with_training_and_holdout_keeps_residuals(tmp_path):
 
     with pytest.raises(ThreadMismatchError):
         hs.calibrate.compare(replace(prof, params={**prof.params, "threads": 2}), c, r.system)
+
+
+def test_a_calibration_at_two_threads_records_what_the_cores_delivered(tmp_path):
+    """With more than one thread the calibration probes how much faster they run a matrix product
+    than one thread and keeps it with the cost (a later measurement can probe it again)."""
+    from hetsched.calibrate import thread_speedup
+
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)).eval()
+    before = torch.get_num_threads()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = hs.calibrate([(mlp, (torch.randn(8, 64),), "mlp")], holdout=[], repeats=2, runs=1, warmup=1, threads=2,
+                         clock="wall", sweep=False, system_name="gt2", cost_path=tmp_path / "c.yaml",
+                         system_path=tmp_path / "s.yaml")
+    assert torch.get_num_threads() == before
+    s = r.metrics["thread_speedup"]
+    assert 0.2 < s < 4 and r.cost.meta["thread_speedup"] == round(s, 3)
+    back = load_cost(tmp_path / "c.yaml", hs.load_system(tmp_path / "s.yaml"))
+    assert back.threads("cpu0") == 2 and back.meta["thread_speedup"] == round(s, 3)
+    assert 0.2 < thread_speedup(2, n=128, repeats=3) < 4 and torch.get_num_threads() == before
+    for bad in (0, 1.5, True):
+        with pytest.raises(HetschedError) as e:
+            thread_speedup(bad)
+        assert e.value.field == "threads"
