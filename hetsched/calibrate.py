@@ -461,6 +461,12 @@ def _sweep_specs(types_seen: Iterable[str], quick: bool = False) -> list[tuple[s
         out += [(f"sweep/Gemm/{m}x{k}", "Gemm", {"kind": "linear", "m": m, "k": k, "n": k}) for k in ks for m in rows]
     if "MatMul" in seen:
         out += [(f"sweep/MatMul/{s}", "MatMul", {"kind": "bmm", "b": 12, "s": s, "d": 64}) for s in seqs]
+    if "MatMul" in seen or "Attention" in seen:
+        # torch's fused attention (scaled_dot_product_attention: every transformers model, torchvision's
+        # ViT): a workload that writes attention as matrix products and a softmax (the zoo's BERT) has
+        # none, and the matmul class curve priced the SDPA of an unseen ViT, Llama and T5 at 0.77-0.81
+        # of its time (1 thread; 0.62-0.72 at 2)
+        out += [(f"sweep/Attention/{s}", "Attention", {"kind": "sdpa", "b": 12, "s": s, "d": 64}) for s in seqs]
     if "Conv" in seen:
         out += [(f"sweep/Conv/{c}x{h}x{k}/b{b}", "Conv", {"kind": "conv", "b": b, "c": c, "h": h, "k": k, "co": c})
                 for c, h in conv_shapes for k in (1, 3) for b in batches]
@@ -537,6 +543,10 @@ def sweep_graph(types_seen: Iterable[str], quick: bool = False) -> tuple[OpGraph
             b, s, d = sp["b"], sp["s"], sp["d"]
             ins, outs = [b * s * d, b * d * s], [b * s * s]
             flops = 2.0 * b * s * s * d
+        elif kind == "sdpa":  # q, k, v in, the attended values out; FLOPs as the importer counts them
+            b, s, d = sp["b"], sp["s"], sp["d"]
+            ins, outs = [b * s * d] * 3, [b * s * d]
+            flops = 4.0 * b * s * s * d + 5.0 * b * s * s
         elif kind == "conv":
             b, c, h, k, co, grp = sp["b"], sp["c"], sp["h"], sp["k"], sp.get("co", sp["c"]), sp.get("groups", 1)
             ins, outs = [b * c * h * h], [b * co * h * h]
@@ -592,7 +602,7 @@ def code_warm_spec(sp: Mapping[str, Any]) -> dict:
         out.update(b=1, c=8, h=4)
     elif kind == "linear":
         out.update(m=min(out["m"], 4), k=64, n=64)
-    elif kind == "bmm":
+    elif kind in ("bmm", "sdpa"):
         out.update(b=1, s=8)
     elif kind in ("conv", "conv_grad"):
         depthwise = out.get("groups", 1) > 1
@@ -649,6 +659,9 @@ def _sweep_callable(sp: dict, dev: str) -> tuple[Callable[[], Any], Callable[[],
         q = torch.randn(1, sp["b"], sp["s"], sp["d"], device=dev)
         k = torch.randn(1, sp["b"], sp["d"], sp["s"], device=dev)
         return (lambda: torch.matmul(q, k)), (lambda: (q.mul_(1.0), k.mul_(1.0)))  # both are a model's activations
+    if kind == "sdpa":
+        q, k, v = (torch.randn(1, sp["b"], sp["s"], sp["d"], device=dev) for _ in range(3))
+        return (lambda: F.scaled_dot_product_attention(q, k, v)), (lambda: (q.mul_(1.0), k.mul_(1.0), v.mul_(1.0)))
     if kind == "conv":
         x = torch.randn(sp["b"], sp["c"], sp["h"], sp["h"], device=dev)
         conv = torch.nn.Conv2d(sp["c"], sp.get("co", sp["c"]), sp["k"], padding=sp["k"] // 2, bias=False,

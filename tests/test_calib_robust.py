@@ -190,7 +190,8 @@ def test_sweep_produce_rewrites_the_input_without_changing_it():
 
     for sp in ({"kind": "unary", "fn": "relu", "n": 64}, {"kind": "binary", "fn": "add", "n": 64},
                {"kind": "bn", "b": 1, "c": 4, "h": 3}, {"kind": "conv", "b": 1, "c": 4, "h": 5, "k": 3},
-               {"kind": "bmm", "b": 2, "s": 4, "d": 8}, {"kind": "mean", "n": 1536}):
+               {"kind": "bmm", "b": 2, "s": 4, "d": 8}, {"kind": "mean", "n": 1536},
+               {"kind": "sdpa", "b": 2, "s": 4, "d": 8}):
         run, produce = _sweep_callable(sp, "cpu")
         before = run().clone()
         produce()  # what the op's producer would have written: the same values, just written again
@@ -215,7 +216,7 @@ def test_every_sweep_point_has_a_tiny_code_warming_twin():
             assert first.numel() * first.element_size() <= 64 << 10, (name, tiny)
             kinds.add(sp["kind"])
     assert kinds >= {"unary", "binary", "bn", "ln", "softmax", "maxpool", "gap", "linear", "bmm", "conv", "conv_grad",
-                     "mean"}
+                     "mean", "sdpa"}
 
 
 def test_curve_times_never_fall_as_work_grows():
@@ -314,3 +315,35 @@ def test_code_warm_sweep_points_set_only_sweep_level_curves():
     assert curves["DepthwiseConv"](1e-3) == pytest.approx(0.4)
     assert "code warm" in next(s for s in steps if s.subject == "DepthwiseConv").reason
     assert key[pts["source"] == "sweep_warm"].isna().all()
+
+
+def test_fused_attention_is_swept_and_counted_as_the_importer_counts_it():
+    """A workload that writes attention as matrix products (the zoo's BERT) still gets torch's fused
+    attention swept (what every transformers model and torchvision's ViT run), with the FLOPs and
+    bytes the torch importer gives the same call; a curve of its own is fitted from those points."""
+    torch = pytest.importorskip("torch")
+    from hetsched.calibrate import MIN_POINTS_PER_TYPE
+    from hetsched.io.torch_import import load_torch
+
+    g, specs = sweep_graph(["MatMul", "Softmax"], quick=True)
+    att = [o for o in g.ops.values() if o.op_type == "Attention"]
+    assert len(att) == 3 and {specs[o.name]["kind"] for o in att} == {"sdpa"}
+    assert not [o for o in sweep_graph(["Relu", "Conv"])[0].ops.values() if o.op_type == "Attention"]
+
+    class Sdpa(torch.nn.Module):
+        def forward(self, q, k, v):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+    sp = specs["sweep/Attention/32"]
+    q, k, v = (torch.randn(1, sp["b"], sp["s"], sp["d"]) for _ in range(3))
+    imported = [o for o in load_torch(Sdpa(), (q, k, v), name="sdpa").ops.values() if o.op_type == "Attention"]
+    assert len(imported) == 1 and imported[0].flops == pytest.approx(g.op("sweep/Attention/32").flops)
+    # the full sweep's points make an Attention curve (sweep points only: the workloads have none)
+    full = [o.name for o in sweep_graph(["MatMul"])[0].ops.values() if o.op_type == "Attention"]
+    assert len(full) >= MIN_POINTS_PER_TYPE
+    work = [1e-5 * 4 ** i for i in range(len(full))]
+    pts = pd.DataFrame({"source": ["sweep"] * len(full) + ["sweep_warm"] * len(full), "op": full * 2,
+                        "op_type": ["Attention"] * (2 * len(full)), "work_s": work * 2,
+                        "efficiency": [0.3 + 0.1 * i for i in range(len(full))] * 2})
+    curves = fit_curves(pts)[0]
+    assert "Attention" in curves and curves["Attention"](work[0]) < curves["Attention"](work[-1])
