@@ -32,7 +32,9 @@ measures, on this machine, what those messages and a real pipelined run cost:
   message end for torch's GPipe and 1F1B, 250-300 us for its multi-stage runtime, against
   15-50 us in a ping-pong; with as many ranks as cores that CPU is taken from the compute): what
   :func:`predict_pipeline` feeds the simulator with, so that the simulated makespan and the real
-  one can be set side by side (``bench/bench_calibration.py --only pipeline``).
+  one can be set side by side (``bench/bench_calibration.py --only pipeline``); traced (the
+  default), each rank's compute actions, posts and waits become the run's ``timeline`` (the measured
+  Gantt chart, named as the simulator names its actions) and :func:`trace_metrics`.
 
 Every rank runs ``threads`` torch threads (default 1). Ranks beyond the machine's cores share them:
 the measured run then includes that sharing; :func:`predict_pipeline` says so (``cores``).
@@ -783,7 +785,13 @@ class PipelineRun(Result):
         ``threads``, ``load_1min``, ``cores`` (of this machine); ``comm_cpu_s``: the CPU time the
         ranks' threads other than the one running the schedule (gloo's communication threads) spent
         in a step, all ranks together (median over the steps), ``messages``: the step's cross-rank
-        messages, ``comm_cpu_per_message_s``: ``comm_cpu_s`` per end of a message.
+        messages, ``comm_cpu_per_message_s``: ``comm_cpu_s`` per end of a message; traced runs
+        add :func:`trace_metrics` (``post_cpu_per_message_s``, ``wait_s``, ``descheduled_s``,
+        ``compute_in_run_s``).
+    timeline : DataFrame
+        Traced runs: the median step as measured, per rank (``compute`` actions named as the
+        simulator names them, ``launch`` for posting sends and receives, ``wait`` for waiting on
+        them); empty when untraced.
     """
 
     step_s: tuple = ()

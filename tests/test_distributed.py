@@ -217,3 +217,48 @@ def test_posting_a_message_lengthens_its_producer_and_its_consumer():
     with_posts = shared_cores_makespan(s, c, None, 3, post_s=0.1)
     assert base < with_posts <= base + 0.1 * ends.sum()
     assert shared_cores_makespan(s, c, None, 3, post_s=0.0) == base
+
+
+def test_trace_hooks_record_and_come_off_again():
+    """The tracing hooks wrap torch's post and wait functions and the stages' compute methods, name
+    the actions as the simulator does (a backward without its weight half is ``I``), skip empty
+    posts, and leave everything as it was when taken off."""
+    from types import SimpleNamespace
+
+    from hetsched.distributed import _trace_hooks
+
+    class Stage:
+        stage_index = 3
+
+        def forward_one_chunk(self, mb, *a, **kw):
+            return "f"
+
+        def backward_one_chunk(self, mb, loss=None, full_backward=True, last_backward=False):
+            return "b"
+
+        def backward_weight_one_chunk(self, mb, last_backward=False):
+            return "w"
+
+    def post(ops, desc=None):
+        return list(ops)
+
+    def wait(work):
+        return None
+
+    S = SimpleNamespace(_batch_p2p=post, _wait_batch_p2p=wait)
+    st = Stage()
+    events: list = []
+    assert _trace_hooks(S, [st], events)
+    assert S._batch_p2p(["op"], desc="fwd_send") == ["op"] and S._batch_p2p([], desc="fwd_recv") == []
+    S._wait_batch_p2p(["w1", "w2"])
+    assert st.forward_one_chunk(2) == "f" and st.backward_one_chunk(2, full_backward=False) == "b"
+    assert st.backward_one_chunk(1) == "b" and st.backward_weight_one_chunk(2) == "w"
+    assert [e[0] for e in events] == ["post:fwd_send:1", "wait:2", "3F2", "3I2", "3B1", "3W2"]
+    assert all(e[1] <= e[2] and e[3] >= 0 for e in events)
+    _trace_hooks(S, [st], None)
+    assert S._batch_p2p is post and S._wait_batch_p2p is wait and "forward_one_chunk" not in vars(st)
+    n = len(events)
+    st.forward_one_chunk(0), S._wait_batch_p2p([])
+    assert len(events) == n
+    # a torch without those functions is run untraced, not traced wrongly
+    assert not _trace_hooks(SimpleNamespace(_batch_p2p=post), [st], events)
