@@ -725,7 +725,7 @@ def part_pipeline(a) -> tuple[list[str], bool]:
                                             warmup=3, stage_repeats=3, corun_s=0.05)
                     run = measure_pipeline(name, p, v=v, **kw)
                 except Exception as e:  # a schedule torch cannot run here: say so, do not hide it
-                    rows.append([label, name, p, v] + ["-"] * 14 + [f"torch failed: {str(e)[:80]}"])
+                    rows.append([label, name, p, v] + ["-"] * 15 + [f"torch failed: {str(e)[:80]}"])
                     ok_all = False
                     continue
                 real = run.metrics["step_s"]

@@ -377,8 +377,9 @@ def thread_speedup(threads: int, *, n: int = 512, repeats: int = 20) -> float:
     value (``metrics["thread_speedup"]``, the cost file's ``meta``); a measurement that probes it
     again can tell an error of the cost model from a machine that no longer delivers its cores.
 
-    >>> s = thread_speedup(1, n=64, repeats=3)
-    >>> 0.5 < s < 2.0   # one thread against itself
+    >>> thread_speedup(1)   # one thread against itself: nothing to measure
+    1.0
+    >>> 0.1 < thread_speedup(2, n=64, repeats=3) < 4.0
     True
     """
     from .optional import require
@@ -388,6 +389,8 @@ def thread_speedup(threads: int, *, n: int = 512, repeats: int = 20) -> float:
         raise HetschedError(f"threads must be a positive integer, got {threads!r}", field="threads")
     if n < 1 or repeats < 1:
         raise HetschedError(f"n and repeats must be positive, got n={n!r}, repeats={repeats!r}", field="n")
+    if threads == 1:
+        return 1.0
     prev = torch.get_num_threads()
     a, b = torch.randn(n, n), torch.randn(n, n)
     med = {}
@@ -464,8 +467,8 @@ def _sweep_specs(types_seen: Iterable[str], quick: bool = False) -> list[tuple[s
     if "MatMul" in seen or "Attention" in seen:
         # torch's fused attention (scaled_dot_product_attention: every transformers model, torchvision's
         # ViT): a workload that writes attention as matrix products and a softmax (the zoo's BERT) has
-        # none, and the matmul class curve priced the SDPA of an unseen ViT, Llama and T5 at 0.77-0.81
-        # of its time (1 thread; 0.62-0.72 at 2)
+        # none, and the matmul class curve priced the SDPA of an unseen ViT, Llama and T5 at 0.79-0.81
+        # of its time (1 thread; 0.62-0.72 at 2; with this curve 0.89-0.97 and 0.83-0.86)
         out += [(f"sweep/Attention/{s}", "Attention", {"kind": "sdpa", "b": 12, "s": s, "d": 64}) for s in seqs]
     if "Conv" in seen:
         out += [(f"sweep/Conv/{c}x{h}x{k}/b{b}", "Conv", {"kind": "conv", "b": b, "c": c, "h": h, "k": k, "co": c})
@@ -1266,10 +1269,10 @@ def calibrate(workloads: Sequence[Any] = DEFAULT_WORKLOADS, *, holdout: Sequence
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         steps = StepLog()
         n_threads = torch.get_num_threads()
-        # what the machine's cores deliver at this moment (a later measurement can probe it again)
-        speedup = thread_speedup(n_threads) if device == "cpu" and n_threads > 1 else None
         if clock == "cpu" and n_threads != 1:
             raise HetschedError(f"clock='cpu' times one thread: calibrate with threads=1, not {n_threads}", field="threads")
+        # what the machine's cores deliver at this moment (a later measurement can probe it again)
+        speedup = thread_speedup(n_threads) if device == "cpu" and n_threads > 1 else None
         dev_t = device
         mclock = "wall" if clock == "profiler" else clock
 

@@ -599,8 +599,10 @@ def _trace_hooks(S: Any, stages: Sequence[Any], events: list | None) -> bool:
     names = {"forward_one_chunk": "F", "backward_one_chunk": "B", "backward_weight_one_chunk": "W"}
     if events is None:
         for attr in ("_batch_p2p", "_wait_batch_p2p"):
-            if hasattr(getattr(S, attr), "__wrapped__"):
-                setattr(S, attr, getattr(S, attr).__wrapped__)
+            # only this function's own wrappers come off (a decorator of torch's keeps its function)
+            original = getattr(getattr(S, attr), "_hetsched_original", None)
+            if original is not None:
+                setattr(S, attr, original)
         for st in stages:
             for name in names:
                 st.__dict__.pop(name, None)  # back to the class's method
@@ -616,7 +618,7 @@ def _trace_hooks(S: Any, stages: Sequence[Any], events: list | None) -> bool:
             out = fn(*a, **kw)
             events.append((label(a, kw), t0, clock(), cpu() - c0))
             return out
-        wrapped.__wrapped__ = fn
+        wrapped._hetsched_original = fn
         return wrapped
 
     # a post of no operations (the first stage has no input to receive) is no message: not recorded
@@ -629,7 +631,7 @@ def _trace_hooks(S: Any, stages: Sequence[Any], events: list | None) -> bool:
         out = post(ops, desc)
         events.append((f"post:{desc or ''}:{len(ops)}", t0, clock(), cpu() - c0))
         return out
-    posting.__wrapped__ = post
+    posting._hetsched_original = post
     S._batch_p2p = posting
     S._wait_batch_p2p = hook(S._wait_batch_p2p, lambda a, kw: f"wait:{len(a[0]) if a else 0}")
     def label(stage: int, kind: str) -> Callable:
@@ -1024,7 +1026,9 @@ def shared_cores_makespan(schedule: Any, costs: Any, comm: Any, cores: int, *, s
 
     ``post_s`` is the time a rank spends posting each end of a cross-rank message on its own
     thread (:func:`trace_metrics` ``post_cpu_per_message_s``): the producer's action and the
-    consumer's action each take that much longer.
+    consumer's action each take that much longer. (torch posts a receive before it waits for the
+    message; charging it to the consuming action counts it after the arrival, a few tens of
+    microseconds late where the receiver was already waiting.)
 
     The actions are priced as :func:`hetsched.pipeline.simulate` prices them
     (:func:`~hetsched.pipeline.simulate.price_actions`: durations, message times); each rank runs its
