@@ -795,7 +795,11 @@ def part_pipeline(a) -> tuple[list[str], bool]:
              "all ranks together, median over the steps: column 'real: compute / waiting / no core' -- the compute "
              "actions' wall time, the time blocked waiting on messages, and the time a rank's thread was runnable "
              "outside those waits but had no core (its wall time there less its CPU time); 'compute in run / alone' "
-             "is the first over the stages' times measured alone (times m).", "",
+             "is the first over the stages' times measured alone (times m). On this VM the kernel packs woken "
+             "threads onto busy virtual CPUs and halts idle ones at once (the machine line's kernel options): a message "
+             "delivered while its sender computes waits for the sender's core, and while every core computes gloo's "
+             "threads take the ranks' -- the 'no core' time. A lone busy sender whose message goes late loses no "
+             "time itself (7-12 us in 4 ms); its message waits.", "",
              "Every input of the prediction is measured apart from the runs it predicts (the link and the late "
              "receive in their own processes; the overhead on 1 rank and the communication CPU on p ranks with another "
              "model; the stages and the co-run speeds alone after the timed steps).", "",
