@@ -382,32 +382,22 @@ def thread_speedup(threads: int, *, n: int = 512, repeats: int = 20) -> float:
     >>> 0.1 < thread_speedup(2, n=64, repeats=3) < 4.0
     True
     """
-    from .optional import require
-
-    torch = require("torch", "probing the threads")
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise HetschedError(f"threads must be a positive integer, got {threads!r}", field="threads")
     if n < 1 or repeats < 1:
         raise HetschedError(f"n and repeats must be positive, got n={n!r}, repeats={repeats!r}", field="n")
     if threads == 1:
         return 1.0
+    torch = _torch()
     prev = torch.get_num_threads()
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    med = {}
     try:
+        rate = {}
         for t in (1, threads):
             torch.set_num_threads(t)
-            for _ in range(3):  # thread pool start-up and the first touch of the output
-                a @ b
-            ts = []
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                a @ b
-                ts.append(time.perf_counter() - t0)
-            med[t] = statistics.median(ts)
+            rate[t] = measure_peak_flops(n=n, repeats=repeats)
     finally:
         torch.set_num_threads(prev)
-    return med[1] / med[threads] if med[threads] > 0 else float("nan")
+    return rate[threads] / rate[1]
 
 
 # ---------------------------------------------------------------------------- the sweep

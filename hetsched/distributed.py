@@ -612,28 +612,26 @@ def _trace_hooks(S: Any, stages: Sequence[Any], events: list | None) -> bool:
         return False
     clock, cpu = time.perf_counter, time.thread_time
 
-    def hook(fn: Callable, label: Callable) -> Callable:
+    def hook(fn: Callable, label: Callable) -> Callable:  # label '' records nothing
         def wrapped(*a, **kw):
             c0, t0 = cpu(), clock()
             out = fn(*a, **kw)
-            events.append((label(a, kw), t0, clock(), cpu() - c0))
+            what = label(a, kw)
+            if what:
+                events.append((what, t0, clock(), cpu() - c0))
             return out
         wrapped._hetsched_original = fn
         return wrapped
 
-    # a post of no operations (the first stage has no input to receive) is no message: not recorded
-    post = S._batch_p2p
+    def post_label(a: tuple, kw: dict) -> str:
+        ops = a[0] if a else kw.get("p2p_ops", ())
+        desc = a[1] if len(a) > 1 else kw.get("desc")
+        # a post of no operations (the first stage has no input to receive) is no message
+        return f"post:{desc or ''}:{len(ops)}" if ops else ""
 
-    def posting(ops, desc=None):
-        if not ops:
-            return post(ops, desc)
-        c0, t0 = cpu(), clock()
-        out = post(ops, desc)
-        events.append((f"post:{desc or ''}:{len(ops)}", t0, clock(), cpu() - c0))
-        return out
-    posting._hetsched_original = post
-    S._batch_p2p = posting
+    S._batch_p2p = hook(S._batch_p2p, post_label)
     S._wait_batch_p2p = hook(S._wait_batch_p2p, lambda a, kw: f"wait:{len(a[0]) if a else 0}")
+
     def label(stage: int, kind: str) -> Callable:
         def name(a: tuple, kw: dict) -> str:
             mb = a[0] if a else kw.get("fwd_chunk_id", kw.get("bwd_chunk_id", 0))
